@@ -1,0 +1,49 @@
+"""Per-cycle scratch space shared by a pod's plugins.
+
+A PreFilter computes something once (the pod's parsed requests, the topology counts) and its
+Filter reads it for every node; preemption clones the state to try removing victims without
+disturbing the real cycle.  Values that are mutated by ``add_pod``/``remove_pod`` extensions must
+implement ``clone()`` so that a cloned CycleState can be changed independently.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class StateData(Protocol):
+    def clone(self) -> StateData: ...
+
+
+class CycleState:
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        # PreFilter/PreScore returning Skip lets the runtime skip that plugin's Filter/Score.
+        self.skip_filter_plugins: set[str] = set()
+        self.skip_score_plugins: set[str] = set()
+        self.record_plugin_metrics = False
+
+    def read(self, key: str) -> Any:
+        """Return the value stored under ``key``; KeyError if a PreFilter did not write it."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        copy = CycleState()
+        for key, value in self._data.items():
+            clone = getattr(value, "clone", None)
+            copy._data[key] = clone() if callable(clone) else value
+        copy.skip_filter_plugins = set(self.skip_filter_plugins)
+        copy.skip_score_plugins = set(self.skip_score_plugins)
+        copy.record_plugin_metrics = self.record_plugin_metrics
+        return copy

@@ -1,0 +1,310 @@
+"""Plugin extension points and the Handle the framework gives plugins.
+
+A plugin is a class that subclasses the extension-point bases it implements (``FilterPlugin``,
+``ScorePlugin`` ...); the runtime finds them with ``isinstance``, as kube-scheduler finds Go
+interfaces with type assertions, so multiPoint configuration enables a plugin at exactly the
+points it implements.  Every scheduling-cycle method receives the pod's ``PodInfo`` (parsed once
+per resourceVersion), never a bare dict, so no plugin re-parses requests per node.
+
+Return ``None`` for Success.  Scheduling-cycle methods are synchronous (CPU work on the event
+loop); PreBind and Bind are ``async`` because they talk to the API server.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.events import ClusterEventWithHint
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Status
+from scheduler.framework.types import (
+    NodeScore,
+    PostFilterResult,
+    PreFilterResult,
+    QueuedPodInfo,
+)
+from scheduler.objects.pod import PodInfo
+
+PluginArgs = Mapping[str, Any]
+
+
+class Plugin(abc.ABC):
+    """Base of every plugin.  Subclasses set ``NAME`` and validate args in ``__init__``."""
+
+    NAME: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.NAME
+
+
+class PreEnqueuePlugin(Plugin):
+    @abc.abstractmethod
+    def pre_enqueue(self, pod_info: PodInfo) -> Status | None:
+        """Gate the pod before it enters activeQ (scheduling gates, missing PodGroup)."""
+
+
+class QueueSortPlugin(Plugin):
+    @abc.abstractmethod
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """Whether ``a`` should be scheduled before ``b``."""
+
+
+class EnqueueExtensions(abc.ABC):
+    """Implemented by every plugin that can reject a pod (PreEnqueue/PreFilter/Filter/Reserve/Permit)."""
+
+    @abc.abstractmethod
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """Cluster events that could make a pod this plugin rejected schedulable."""
+
+
+class PreFilterExtensions(Protocol):
+    """Incremental updates of PreFilter state when pods are added/removed (preemption, nominated pods)."""
+
+    def add_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def remove_pod(
+        self,
+        state: CycleState,
+        pod_to_schedule: PodInfo,
+        pod_to_remove: PodInfo,
+        node_info: NodeInfo,
+    ) -> Status | None: ...
+
+
+class PreFilterPlugin(Plugin):
+    @abc.abstractmethod
+    def pre_filter(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        """Compute per-cycle state; Skip disables this plugin's Filter for the cycle."""
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+
+class FilterPlugin(Plugin):
+    @abc.abstractmethod
+    def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+        """Whether the pod can run on this node."""
+
+
+class PostFilterPlugin(Plugin):
+    @abc.abstractmethod
+    def post_filter(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_to_status: Mapping[str, Status],
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """Called when no node fits (preemption, gang rejection)."""
+
+
+class PreScorePlugin(Plugin):
+    @abc.abstractmethod
+    def pre_score(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> Status | None:
+        """Prepare scoring over the feasible nodes; Skip disables this plugin's Score."""
+
+
+class ScoreExtensions(Protocol):
+    def normalize_score(
+        self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]
+    ) -> Status | None: ...
+
+
+class ScorePlugin(Plugin):
+    @abc.abstractmethod
+    def score(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> tuple[int, Status | None]:
+        """A score in [0, MAX_NODE_SCORE] after normalization."""
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+
+class ReservePlugin(Plugin):
+    @abc.abstractmethod
+    def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None: ...
+
+    @abc.abstractmethod
+    def unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
+        """Undo ``reserve``; must be idempotent and must not fail."""
+
+
+class PermitPlugin(Plugin):
+    @abc.abstractmethod
+    def permit(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> tuple[Status | None, float]:
+        """Allow, reject, or Wait (with a timeout in seconds)."""
+
+
+class PreBindPlugin(Plugin):
+    @abc.abstractmethod
+    async def pre_bind(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None: ...
+
+
+class BindPlugin(Plugin):
+    @abc.abstractmethod
+    async def bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
+        """Bind the pod; return Skip to let the next bind plugin do it."""
+
+
+class PostBindPlugin(Plugin):
+    @abc.abstractmethod
+    def post_bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None: ...
+
+
+EXTENSION_POINTS: dict[str, type[Plugin]] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+
+
+# --- what the framework offers plugins -------------------------------------------------------
+
+
+class NodeInfoLister(Protocol):
+    """Read-only view of the cycle's snapshot."""
+
+    def list(self) -> list[NodeInfo]: ...
+
+    def get(self, node_name: str) -> NodeInfo | None: ...
+
+    def have_pods_with_affinity(self) -> list[NodeInfo]: ...
+
+    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]: ...
+
+
+class ObjectLister(Protocol):
+    """Informer-backed read access to other resources, by plural resource name.
+
+    Resources: ``persistentvolumes``, ``persistentvolumeclaims``, ``storageclasses``,
+    ``csinodes``, ``csidrivers``, ``poddisruptionbudgets``, ``podgroups``, ``namespaces``.
+    """
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
+
+
+class ApiResponse(Protocol):
+    status: int
+    body: Any
+
+
+class ApiClient(Protocol):
+    """The slice of the API client plugins may use (writes go through QPS limiting)."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> ApiResponse: ...
+
+
+class EventRecorder(Protocol):
+    def event(
+        self,
+        regarding: Mapping[str, Any],
+        *,
+        type: str,
+        reason: str,
+        action: str,
+        message: str,
+        related: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record an event (sent asynchronously, rate-limited and aggregated)."""
+
+
+class WaitingPod(Protocol):
+    @property
+    def pod_info(self) -> PodInfo: ...
+
+    def pending_plugins(self) -> list[str]: ...
+
+    def allow(self, plugin: str) -> None: ...
+
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+class PodNominator(Protocol):
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
+
+
+class Handle(Protocol):
+    """What a plugin can reach besides its args."""
+
+    @property
+    def profile_name(self) -> str: ...
+
+    def snapshot(self) -> NodeInfoLister: ...
+
+    @property
+    def listers(self) -> ObjectLister: ...
+
+    @property
+    def client(self) -> ApiClient: ...
+
+    @property
+    def event_recorder(self) -> EventRecorder: ...
+
+    @property
+    def nominator(self) -> PodNominator: ...
+
+    def clock(self) -> float:
+        """Monotonic seconds (injectable in tests)."""
+        ...
+
+    def iterate_waiting_pods(self) -> Iterable[WaitingPod]: ...
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
+
+    def reject_waiting_pod(self, uid: str) -> bool: ...
+
+    def activate(self, pods: Iterable[dict[str, Any]]) -> None:
+        """Move these pods (if queued and unschedulable/backing off) to activeQ now."""
+        ...
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self,
+        state: CycleState,
+        pod_to_schedule: PodInfo,
+        pod_to_remove: PodInfo,
+        node_info: NodeInfo,
+    ) -> Status | None: ...
+
+
+PluginFactory = Callable[[PluginArgs, Handle], Plugin]

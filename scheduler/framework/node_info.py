@@ -1,0 +1,199 @@
+"""NodeInfo: what the scheduler knows about one node, aggregated for fast Filter/Score.
+
+The cache keeps one NodeInfo per node and updates it incrementally as pods are assumed, bound
+and removed; each change takes a new value from a global generation counter, which is how the
+snapshot finds the nodes it must copy at the start of a cycle.  Plugins read NodeInfo from the
+snapshot and must treat it as read-only (preemption works on clones).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.objects.pod import PodInfo
+from scheduler.objects.resources import Resource
+from scheduler.objects.node import node_allocatable
+
+_generation = itertools.count(1)
+
+
+def next_generation() -> int:
+    return next(_generation)
+
+
+@dataclass(slots=True)
+class ImageStateSummary:
+    """An image present on a node: its size and on how many nodes it is (for ImageLocality)."""
+
+    size: int
+    num_nodes: int
+
+
+DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"
+
+
+class HostPortInfo:
+    """Host ports in use on a node, keyed by IP, with 0.0.0.0 conflicting with every IP."""
+
+    __slots__ = ("_ports",)
+
+    def __init__(self) -> None:
+        self._ports: dict[str, set[tuple[str, int]]] = {}
+
+    def add(self, ip: str, protocol: str, port: int) -> None:
+        if port <= 0:
+            return
+        self._ports.setdefault(ip or DEFAULT_BIND_ALL_HOST_IP, set()).add((protocol or "TCP", port))
+
+    def remove(self, ip: str, protocol: str, port: int) -> None:
+        if port <= 0:
+            return
+        ip = ip or DEFAULT_BIND_ALL_HOST_IP
+        entries = self._ports.get(ip)
+        if entries is None:
+            return
+        entries.discard((protocol or "TCP", port))
+        if not entries:
+            del self._ports[ip]
+
+    def check_conflict(self, ip: str, protocol: str, port: int) -> bool:
+        """True if (ip, protocol, port) collides with a port already in use."""
+        if port <= 0:
+            return False
+        ip = ip or DEFAULT_BIND_ALL_HOST_IP
+        key = (protocol or "TCP", port)
+        if ip == DEFAULT_BIND_ALL_HOST_IP:
+            return any(key in entries for entries in self._ports.values())
+        for candidate in (ip, DEFAULT_BIND_ALL_HOST_IP):
+            entries = self._ports.get(candidate)
+            if entries is not None and key in entries:
+                return True
+        return False
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._ports.values())
+
+    def clone(self) -> HostPortInfo:
+        copy = HostPortInfo()
+        copy._ports = {ip: set(entries) for ip, entries in self._ports.items()}
+        return copy
+
+
+def pod_pvc_names(pod: dict[str, Any]) -> list[str]:
+    """``namespace/claimName`` of every PVC the pod mounts (for PVC reference counting)."""
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    names = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        claim = volume.get("persistentVolumeClaim")
+        if claim and claim.get("claimName"):
+            names.append(f"{namespace}/{claim['claimName']}")
+    return names
+
+
+class NodeInfo:
+    __slots__ = (
+        "node",
+        "pods",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "used_ports",
+        "requested",
+        "non_zero_requested",
+        "allocatable",
+        "image_states",
+        "pvc_ref_counts",
+        "generation",
+    )
+
+    def __init__(self, node: dict[str, Any] | None = None) -> None:
+        self.node: dict[str, Any] | None = None
+        self.pods: list[PodInfo] = []
+        self.pods_with_affinity: list[PodInfo] = []
+        self.pods_with_required_anti_affinity: list[PodInfo] = []
+        self.used_ports = HostPortInfo()
+        self.requested = Resource()
+        # Requests with the 100m/200Mi defaults for containers that request nothing (scoring).
+        self.non_zero_requested = Resource()
+        self.allocatable = Resource()
+        self.image_states: dict[str, ImageStateSummary] = {}
+        self.pvc_ref_counts: dict[str, int] = {}
+        self.generation = next_generation()
+        if node is not None:
+            self.set_node(node)
+
+    @property
+    def name(self) -> str:
+        if self.node is None:
+            return ""
+        return str(self.node["metadata"]["name"])
+
+    def set_node(self, node: dict[str, Any]) -> None:
+        self.node = node
+        self.allocatable = node_allocatable(node)
+        self.generation = next_generation()
+
+    def remove_node(self) -> None:
+        self.node = None
+        self.generation = next_generation()
+
+    def add_pod(self, pod_info: PodInfo) -> None:
+        self.pods.append(pod_info)
+        if pod_info.has_affinity:
+            self.pods_with_affinity.append(pod_info)
+        if pod_info.has_required_anti_affinity:
+            self.pods_with_required_anti_affinity.append(pod_info)
+        self._update(pod_info, sign=1)
+
+    def remove_pod(self, pod: dict[str, Any]) -> bool:
+        """Remove the pod with this pod's UID; False if it was not on the node."""
+        uid = pod["metadata"].get("uid")
+        for index, candidate in enumerate(self.pods):
+            if candidate.uid == uid:
+                del self.pods[index]
+                self.pods_with_affinity = [p for p in self.pods_with_affinity if p.uid != uid]
+                self.pods_with_required_anti_affinity = [
+                    p for p in self.pods_with_required_anti_affinity if p.uid != uid
+                ]
+                self._update(candidate, sign=-1)
+                return True
+        return False
+
+    def _update(self, pod_info: PodInfo, *, sign: int) -> None:
+        if sign > 0:
+            self.requested.add(pod_info.requests)
+        else:
+            self.requested.sub(pod_info.requests)
+        self.non_zero_requested.milli_cpu += sign * pod_info.non_zero_cpu
+        self.non_zero_requested.memory += sign * pod_info.non_zero_memory
+        for ip, protocol, port in pod_info.host_ports:
+            if sign > 0:
+                self.used_ports.add(ip, protocol, port)
+            else:
+                self.used_ports.remove(ip, protocol, port)
+        for claim in pod_pvc_names(pod_info.pod):
+            count = self.pvc_ref_counts.get(claim, 0) + sign
+            if count > 0:
+                self.pvc_ref_counts[claim] = count
+            else:
+                self.pvc_ref_counts.pop(claim, None)
+        self.generation = next_generation()
+
+    def clone(self) -> NodeInfo:
+        copy = NodeInfo.__new__(NodeInfo)
+        copy.node = self.node
+        copy.pods = list(self.pods)
+        copy.pods_with_affinity = list(self.pods_with_affinity)
+        copy.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
+        copy.used_ports = self.used_ports.clone()
+        copy.requested = self.requested.clone()
+        copy.non_zero_requested = self.non_zero_requested.clone()
+        copy.allocatable = self.allocatable.clone()
+        copy.image_states = dict(self.image_states)
+        copy.pvc_ref_counts = dict(self.pvc_ref_counts)
+        copy.generation = self.generation
+        return copy
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"

@@ -1,0 +1,114 @@
+"""Values passed between the queue, the framework and the scheduling cycle."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from scheduler.framework.status import Status
+from scheduler.objects.pod import PodInfo
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+MAX_TOTAL_SCORE = 2**63 - 1
+
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    """A pod in the scheduling queue, with the bookkeeping backoff and requeueing need."""
+
+    pod_info: PodInfo
+    # When the pod was last added to a queue (ordering ties, backoff start).
+    timestamp: float
+    # Scheduling attempts so far (backoff doubles with each).
+    attempts: int = 0
+    # When the pod was first added; the SLI histogram measures from here.
+    initial_attempt_timestamp: float | None = None
+    # Plugins that rejected the pod in its last attempt: only their events move it.
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    # Plugins that answered Pending: the pod waits for their events, with no backoff.
+    pending_plugins: set[str] = field(default_factory=set)
+    # PreEnqueue rejected the pod (scheduling gates, a missing PodGroup ...).
+    gated: bool = False
+    gating_plugin: str = ""
+    consecutive_errors: int = 0
+
+    @property
+    def pod(self) -> dict[str, object]:
+        return self.pod_info.pod
+
+    @property
+    def key(self) -> str:
+        return self.pod_info.key
+
+
+@dataclass(slots=True)
+class NodeScore:
+    name: str
+    score: int
+
+
+@dataclass(slots=True)
+class PreFilterResult:
+    """A PreFilter may narrow the nodes worth filtering (None = all nodes)."""
+
+    node_names: set[str] | None = None
+
+    def all_nodes(self) -> bool:
+        return self.node_names is None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.all_nodes():
+            return PreFilterResult(None if self.node_names is None else set(self.node_names))
+        if self.all_nodes():
+            return PreFilterResult(set(other.node_names or ()))
+        return PreFilterResult((self.node_names or set()) & (other.node_names or set()))
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod did not fit: per-node statuses plus the plugins that rejected it."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    # Set when PreFilter rejected the pod for every node at once.
+    pre_filter_status: Status | None = None
+
+
+class FitError(Exception):
+    """No node fits the pod.  ``str()`` is the upstream FailedScheduling message."""
+
+    def __init__(self, *, pod_key: str, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod_key = pod_key
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        message = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
+        pre_filter_msg = self.diagnosis.pre_filter_msg
+        if pre_filter_msg:
+            message += f" {pre_filter_msg}."
+        else:
+            # PreFilter rejections are copied to every node; counting them again would repeat
+            # the same sentence N times, so the histogram is built only when PreFilter passed.
+            histogram: Counter[str] = Counter()
+            for status in self.diagnosis.node_to_status.values():
+                histogram.update(status.reasons)
+            if histogram:
+                parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
+                message += f" {', '.join(parts)}."
+        if self.diagnosis.post_filter_msg:
+            message += f" {self.diagnosis.post_filter_msg}."
+        return message

@@ -1,0 +1,129 @@
+"""Prometheus metrics with kube-scheduler's names, labels and buckets.
+
+Dashboards and alerts written for kube-scheduler work unchanged.  Metrics live on a registry
+owned by one ``SchedulerMetrics`` instance rather than on prometheus-client's global registry,
+so tests (and several schedulers in one process) do not collide.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+def _exponential(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)]
+
+
+class SchedulerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
+            "could not be scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.scheduling_attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in "
+            "activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number "
+            "of pods in unschedulablePods that the scheduler attempted to schedule and failed; "
+            "'gated' is the number of unschedulable pods that the scheduler never attempted to "
+            "schedule because they are gated.",
+            ["queue"],
+            registry=r,
+        )
+        self.queue_incoming_pods = Counter(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=r,
+        )
+        self.framework_extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=_exponential(0.0001, 2, 12),
+            registry=r,
+        )
+        self.plugin_execution_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=_exponential(0.00001, 1.5, 20),
+            registry=r,
+        )
+        self.plugin_evaluation_total = Counter(
+            "scheduler_plugin_evaluation",
+            "Number of attempts to schedule pods by each plugin and the extension point "
+            "(available only in PreFilter, Filter, PreScore, and Score).",
+            ["plugin", "extension_point", "profile"],
+            registry=r,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=_exponential(1, 2, 7),
+            registry=r,
+        )
+        self.pod_scheduling_sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
+            "queue and might involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=_exponential(0.01, 2, 20),
+            registry=r,
+        )
+        self.pod_scheduling_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=_exponential(1, 2, 5),
+            registry=r,
+        )
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Duration of waiting on permit.",
+            ["result"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment "
+            "the gauge for all plugins that caused it to not schedule and so this metric have "
+            "meaning only when broken down by plugin.",
+            ["plugin", "profile"],
+            registry=r,
+        )
+        self.cache_size = Gauge(
+            "scheduler_scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"],
+            registry=r,
+        )
+        self.bind_requests = Counter(
+            "scheduler_py_bind_requests",
+            "Binding POSTs sent by kube-py-scheduler, by HTTP result code class.",
+            ["result"],
+            registry=r,
+        )
+        self.events_dropped = Counter(
+            "scheduler_py_events_dropped",
+            "Kubernetes Events not sent because the recorder's queue was full or rate-limited.",
+            ["reason"],
+            registry=r,
+        )

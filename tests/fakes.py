@@ -1,0 +1,231 @@
+"""In-memory fakes of what the framework hands plugins, for unit tests.
+
+Integration tests use the real pieces against the sandbox; unit tests of a plugin need only a
+snapshot of NodeInfos, listers of other objects and a client that records what it was asked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Status
+from scheduler.objects.pod import PodInfo
+
+
+def node_infos(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]] = ()) -> list[NodeInfo]:
+    """NodeInfos for ``nodes`` holding every pod whose spec.nodeName names one of them."""
+    by_name = {n["metadata"]["name"]: NodeInfo(n) for n in nodes}
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name in by_name:
+            by_name[node_name].add_pod(PodInfo.from_pod(pod))
+    return list(by_name.values())
+
+
+class SnapshotLister:
+    def __init__(self, infos: Iterable[NodeInfo]) -> None:
+        self._infos = list(infos)
+        self._by_name = {i.name: i for i in self._infos}
+
+    def list(self) -> list[NodeInfo]:
+        return self._infos
+
+    def get(self, node_name: str) -> NodeInfo | None:
+        return self._by_name.get(node_name)
+
+    def have_pods_with_affinity(self) -> list[NodeInfo]:
+        return [i for i in self._infos if i.pods_with_affinity]
+
+    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
+        return [i for i in self._infos if i.pods_with_required_anti_affinity]
+
+
+class DictListers:
+    """Object listers over dicts: ``DictListers({"persistentvolumes": [pv, ...]})``."""
+
+    def __init__(self, objects: Mapping[str, Iterable[dict[str, Any]]] | None = None) -> None:
+        self.objects: dict[str, list[dict[str, Any]]] = {
+            k: list(v) for k, v in (objects or {}).items()
+        }
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        for obj in self.objects.get(resource, []):
+            meta = obj.get("metadata") or {}
+            if meta.get("name") == name and (meta.get("namespace") or "") == (namespace or ""):
+                return obj
+        return None
+
+    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        items = self.objects.get(resource, [])
+        if namespace is None:
+            return list(items)
+        return [o for o in items if (o.get("metadata") or {}).get("namespace") == namespace]
+
+
+@dataclass
+class FakeResponse:
+    status: int
+    body: Any
+
+
+@dataclass
+class FakeApiClient:
+    """Records requests; answers from ``responses[(method, path)]`` (a list consumed in order) or 200 {}."""
+
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    responses: dict[tuple[str, str], list[FakeResponse]] = field(default_factory=dict)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> FakeResponse:
+        self.requests.append((method, path, body))
+        queued = self.responses.get((method, path))
+        if queued:
+            return queued.pop(0)
+        return FakeResponse(200 if method != "POST" else 201, {})
+
+
+@dataclass
+class FakeEventRecorder:
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def event(
+        self,
+        regarding: Mapping[str, Any],
+        *,
+        type: str,
+        reason: str,
+        action: str,
+        message: str,
+        related: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.events.append(
+            {"regarding": regarding, "type": type, "reason": reason, "action": action,
+             "message": message}
+        )
+
+
+class FakeNominator:
+    def __init__(self, nominated: Mapping[str, list[PodInfo]] | None = None) -> None:
+        self.nominated = dict(nominated or {})
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return list(self.nominated.get(node_name, []))
+
+
+class FakeHandle:
+    """A Handle over fixed NodeInfos and object lists.  Filter helpers run the given plugins."""
+
+    def __init__(
+        self,
+        infos: Iterable[NodeInfo] = (),
+        *,
+        objects: Mapping[str, Iterable[dict[str, Any]]] | None = None,
+        profile_name: str = "py-scheduler",
+        filter_plugins: Sequence[Any] = (),
+        pre_filter_plugins: Sequence[Any] = (),
+    ) -> None:
+        self._snapshot = SnapshotLister(infos)
+        self._listers = DictListers(objects)
+        self._client = FakeApiClient()
+        self._recorder = FakeEventRecorder()
+        self._nominator = FakeNominator()
+        self._profile_name = profile_name
+        self.filter_plugins = list(filter_plugins)
+        self.pre_filter_plugins = list(pre_filter_plugins)
+        self.activated: list[dict[str, Any]] = []
+        self.waiting: dict[str, Any] = {}
+        self.now = time.monotonic()
+
+    @property
+    def profile_name(self) -> str:
+        return self._profile_name
+
+    def snapshot(self) -> SnapshotLister:
+        return self._snapshot
+
+    def set_snapshot(self, infos: Iterable[NodeInfo]) -> None:
+        self._snapshot = SnapshotLister(infos)
+
+    @property
+    def listers(self) -> DictListers:
+        return self._listers
+
+    @property
+    def client(self) -> FakeApiClient:
+        return self._client
+
+    @property
+    def event_recorder(self) -> FakeEventRecorder:
+        return self._recorder
+
+    @property
+    def nominator(self) -> FakeNominator:
+        return self._nominator
+
+    def clock(self) -> float:
+        return self.now
+
+    def iterate_waiting_pods(self) -> list[Any]:
+        return list(self.waiting.values())
+
+    def get_waiting_pod(self, uid: str) -> Any:
+        return self.waiting.get(uid)
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        wp = self.waiting.get(uid)
+        if wp is None:
+            return False
+        wp.reject("", "rejected")
+        return True
+
+    def activate(self, pods: Iterable[dict[str, Any]]) -> None:
+        self.activated.extend(pods)
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        for plugin in self.filter_plugins:
+            status: Status | None = plugin.filter(state, pod_info, node_info)
+            if status is not None and not status.is_success():
+                return status.with_plugin(plugin.name)
+        return None
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        for plugin in self.pre_filter_plugins:
+            ext = plugin.pre_filter_extensions()
+            if ext is not None:
+                status: Status | None = ext.add_pod(state, pod_to_schedule, pod_to_add, node_info)
+                if status is not None and not status.is_success():
+                    return status
+        return None
+
+    def run_pre_filter_extension_remove_pod(
+        self,
+        state: CycleState,
+        pod_to_schedule: PodInfo,
+        pod_to_remove: PodInfo,
+        node_info: NodeInfo,
+    ) -> Status | None:
+        for plugin in self.pre_filter_plugins:
+            ext = plugin.pre_filter_extensions()
+            if ext is not None:
+                status: Status | None = ext.remove_pod(
+                    state, pod_to_schedule, pod_to_remove, node_info
+                )
+                if status is not None and not status.is_success():
+                    return status
+        return None
