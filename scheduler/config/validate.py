@@ -81,8 +81,7 @@ def validate_config(cfg: KubeSchedulerConfiguration) -> list[tuple[str, str]]:
                          f"only \"leases\" is supported, got {le.resource_lock!r}"))
         if not le.resource_name:
             errs.append(("leaderElection.resourceName", "required"))
-        if not le.resource_namespace:
-            errs.append(("leaderElection.resourceNamespace", "required"))
+        # An empty resourceNamespace means the scheduler's own namespace (resolved at start).
     cc = cfg.client_connection
     if cc.qps < 0:
         errs.append(("clientConnection.qps", f"must be non-negative, got {cc.qps}"))
