@@ -6,6 +6,7 @@ snapshot of NodeInfos, listers of other objects and a client that records what i
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,10 +39,10 @@ class SnapshotLister:
     def get(self, node_name: str) -> NodeInfo | None:
         return self._by_name.get(node_name)
 
-    def have_pods_with_affinity(self) -> list[NodeInfo]:
+    def have_pods_with_affinity(self) -> builtins.list[NodeInfo]:
         return [i for i in self._infos if i.pods_with_affinity]
 
-    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
+    def have_pods_with_required_anti_affinity(self) -> builtins.list[NodeInfo]:
         return [i for i in self._infos if i.pods_with_required_anti_affinity]
 
 
@@ -135,10 +136,11 @@ class FakeHandle:
         profile_name: str = "py-scheduler",
         filter_plugins: Sequence[Any] = (),
         pre_filter_plugins: Sequence[Any] = (),
+        client: Any = None,
     ) -> None:
         self._snapshot = SnapshotLister(infos)
         self._listers = DictListers(objects)
-        self._client = FakeApiClient()
+        self._client = client if client is not None else FakeApiClient()
         self._recorder = FakeEventRecorder()
         self._nominator = FakeNominator()
         self._profile_name = profile_name
@@ -163,7 +165,7 @@ class FakeHandle:
         return self._listers
 
     @property
-    def client(self) -> FakeApiClient:
+    def client(self) -> Any:
         return self._client
 
     @property

@@ -13,6 +13,8 @@ loop); PreBind and Bind are ``async`` because they talk to the API server.
 from __future__ import annotations
 
 import abc
+import builtins
+import builtins
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -191,9 +193,10 @@ class NodeInfoLister(Protocol):
 
     def get(self, node_name: str) -> NodeInfo | None: ...
 
-    def have_pods_with_affinity(self) -> list[NodeInfo]: ...
+    # builtins.list: inside this class, ``list`` names the method above.
+    def have_pods_with_affinity(self) -> builtins.list[NodeInfo]: ...
 
-    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]: ...
+    def have_pods_with_required_anti_affinity(self) -> builtins.list[NodeInfo]: ...
 
 
 class ObjectLister(Protocol):

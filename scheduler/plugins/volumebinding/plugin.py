@@ -1,0 +1,387 @@
+"""VolumeBinding: place pods with PersistentVolumeClaims where their volumes can be.
+
+Why it exists: a pod whose claims are bound can only run where the bound PVs' node affinity
+allows; a pod whose WaitForFirstConsumer claims are still unbound needs a node where an
+Available PV matches (or a provisioner may create one), and that choice must be promised to
+this pod only.  PreFilter sorts the claims, Filter checks each node, Reserve assumes the chosen
+bindings in the shared assume cache, Unreserve restores them, and PreBind writes them to the
+API server and waits until the PV controller reports every claim Bound.
+
+Score only runs when ``shape`` is configured (upstream's StorageCapacityScoring, off by
+default): without it PreScore answers Skip and Score 0, as kube-scheduler's default profile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from scheduler.framework.interfaces import (
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    PluginArgs,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status, error, unresolvable
+from scheduler.framework.types import MAX_NODE_SCORE, PreFilterResult
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import PodInfo
+from scheduler.objects.quantity import QuantityError, parse_quantity_nano
+from scheduler.plugins import names
+from scheduler.plugins.helper import FunctionShapePoint, args_error, build_broken_linear_function
+from scheduler.plugins.volumebinding.binder import (
+    PodVolumeClaims,
+    PodVolumes,
+    VolumeBinder,
+    VolumeBindingError,
+)
+from scheduler.plugins.volumebinding.matching import (
+    ANN_MIGRATED_PLUGINS,
+    annotations_of,
+    ephemeral_claim_error,
+    meta,
+    name_of,
+    namespace_of,
+    not_found,
+    pod_claims,
+    pod_namespace,
+    spec,
+    status_of,
+    storage_bytes,
+    storage_capacity_nano,
+    storage_request_nano,
+)
+
+__all__ = [
+    "NAME",
+    "VolumeBinding",
+    "ERR_REASON_UNBOUND_IMMEDIATE",
+    "DEFAULT_BIND_TIMEOUT_SECONDS",
+]
+
+NAME = names.VOLUME_BINDING
+STATE_KEY = NAME
+ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+DEFAULT_BIND_TIMEOUT_SECONDS = 600
+# Poll the listers this often while waiting for the PV controller (upstream: 1 s).
+DEFAULT_POLL_INTERVAL_SECONDS = 0.1
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+
+_ARG_FIELDS = frozenset({"bindTimeoutSeconds", "shape", "apiVersion", "kind"})
+
+
+@dataclass(slots=True)
+class _State:
+    """Per-cycle data.  Shared (not copied) by CycleState clones, as upstream."""
+
+    claims: PodVolumeClaims | None = None
+    volumes_by_node: dict[str, PodVolumes] = field(default_factory=dict)
+    has_static_bindings: bool = False
+    all_bound: bool = False
+
+    def clone(self) -> _State:
+        return self
+
+
+def _validate_shape(raw: Any) -> list[FunctionShapePoint]:
+    """Upstream ``validateFunctionShape``; scores are scaled from [0, 10] to [0, 100]."""
+    if not isinstance(raw, list) or not raw:
+        raise args_error(NAME, "shape", "at least one point must be specified")
+    points: list[FunctionShapePoint] = []
+    for i, point in enumerate(raw):
+        where = f"shape[{i}]"
+        if not isinstance(point, Mapping):
+            raise args_error(NAME, where, "must be an object with utilization and score")
+        util, score = point.get("utilization", 0), point.get("score", 0)
+        if isinstance(util, bool) or not isinstance(util, int) or not 0 <= util <= MAX_UTILIZATION:
+            raise args_error(NAME, f"{where}.utilization",
+                             f"Invalid value: {util!r}: not in valid range [0, {MAX_UTILIZATION}]")
+        if (isinstance(score, bool) or not isinstance(score, int)
+                or not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE):
+            raise args_error(NAME, f"{where}.score", f"Invalid value: {score!r}: not in valid "
+                             f"range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
+        if points and util <= points[-1].utilization:
+            raise args_error(NAME, f"{where}.utilization", f"Invalid value: {util}: utilization "
+                             "values must be sorted in increasing order")
+        points.append(FunctionShapePoint(util, score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)))
+    return points
+
+
+class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin,
+                    PreBindPlugin, EnqueueExtensions):
+    NAME = NAME
+
+    def __init__(
+        self,
+        args: PluginArgs,
+        handle: Handle,
+        *,
+        poll_interval: float = DEFAULT_POLL_INTERVAL_SECONDS,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        if args is not None and not isinstance(args, Mapping):
+            raise args_error(NAME, "", f"must be an object, got {type(args).__name__}")
+        args = dict(args or {})
+        unknown = sorted(str(k) for k in set(args) - _ARG_FIELDS)
+        if unknown:
+            raise args_error(NAME, unknown[0], "unknown field")
+        timeout = args.get("bindTimeoutSeconds", DEFAULT_BIND_TIMEOUT_SECONDS)
+        if isinstance(timeout, bool) or not isinstance(timeout, int):
+            raise args_error(NAME, "bindTimeoutSeconds", f"must be an integer, got {timeout!r}")
+        if timeout < 0:
+            raise args_error(NAME, "bindTimeoutSeconds", f"Invalid value: {timeout}: invalid "
+                             "BindTimeoutSeconds, should not be a negative value")
+        shape = _validate_shape(args["shape"]) if args.get("shape") is not None else None
+        self._scorer = build_broken_linear_function(shape) if shape else None
+        self._handle = handle
+        self.binder = VolumeBinder(handle, bind_timeout=float(timeout),
+                                   poll_interval=poll_interval, sleep=sleep)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            # A missing or mis-configured class (allowedTopologies) may get fixed.
+            ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS,
+                                              ActionType.ADD | ActionType.UPDATE),
+                                 _after_storage_class_change),
+            # Claims get created and bound; any change to one of the pod's claims may help.
+            ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM,
+                                              ActionType.ADD | ActionType.UPDATE),
+                                 _after_pvc_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME,
+                                              ActionType.ADD | ActionType.UPDATE)),
+            # Node labels decide PV node affinity and allowed topologies.
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE,
+                                              ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE,
+                                              ActionType.ADD | ActionType.UPDATE),
+                                 _after_csi_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE),
+                                 _after_csi_driver_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_STORAGE_CAPACITY,
+                                              ActionType.ADD | ActionType.UPDATE),
+                                 _after_capacity_change),
+        ]
+
+    # --- PreFilter ----------------------------------------------------------------------------
+
+    def _pod_has_pvcs(self, pod_info: PodInfo) -> tuple[bool, str | None]:
+        pod = pod_info.pod
+        ns = pod_namespace(pod)
+        claims = pod_claims(pod)
+        for claim in claims:
+            pvc = self._handle.listers.get("persistentvolumeclaims", ns, claim.name)
+            if pvc is None:
+                if claim.ephemeral:
+                    return True, ("waiting for ephemeral volume controller to create the "
+                                  f'persistentvolumeclaim "{claim.name}"')
+                return True, not_found("persistentvolumeclaim", claim.name)
+            if status_of(pvc).get("phase") == "Lost":
+                return True, (f'persistentvolumeclaim "{claim.name}" bound to non-existent '
+                              f'persistentvolume "{spec(pvc).get("volumeName") or ""}"')
+            if meta(pvc).get("deletionTimestamp") is not None:
+                return True, f'persistentvolumeclaim "{claim.name}" is being deleted'
+            if claim.ephemeral:
+                problem = ephemeral_claim_error(pod, pvc)
+                if problem is not None:
+                    return True, problem
+        return bool(claims), None
+
+    def pre_filter(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        has_pvc, problem = self._pod_has_pvcs(pod_info)
+        if problem is not None:
+            return None, unresolvable(problem)
+        if not has_pvc:
+            state.write(STATE_KEY, _State())
+            return None, Status(Code.SKIP)
+        try:
+            claims = self.binder.get_pod_volume_claims(pod_info)
+        except (VolumeBindingError, ObjectError) as exc:
+            return None, Status.from_error(exc)
+        if claims.unbound_claims_immediate:
+            # The PV controller binds these; the pod waits for the PVC update event.
+            return None, unresolvable(ERR_REASON_UNBOUND_IMMEDIATE)
+        state.write(STATE_KEY, _State(claims=claims))
+        return None, None
+
+    # --- Filter -------------------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+        node = node_info.node
+        if node is None:
+            return error("node not found")
+        data = _read_state(state)
+        if data is None:
+            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+        if data.claims is None:
+            return None
+        try:
+            volumes, reasons = self.binder.find_pod_volumes(pod_info, data.claims, node)
+        except (VolumeBindingError, ObjectError) as exc:
+            return Status.from_error(exc)
+        if reasons:
+            return unresolvable(*reasons)
+        data.volumes_by_node[node_info.name] = volumes
+        if volumes.static_bindings:
+            data.has_static_bindings = True
+        return None
+
+    # --- PreScore / Score ---------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        if self._scorer is None:
+            return Status(Code.SKIP)
+        data = _read_state(state)
+        if data is None:
+            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+        return None if data.has_static_bindings else Status(Code.SKIP)
+
+    def score(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> tuple[int, Status | None]:
+        scorer = self._scorer
+        if scorer is None:
+            return 0, None
+        data = _read_state(state)
+        if data is None:
+            return 0, error(f'reading "{STATE_KEY}" from cycleState: not found')
+        volumes = data.volumes_by_node.get(node_info.name)
+        if volumes is None or not volumes.static_bindings:
+            return 0, None
+        # Static bindings' requested vs capacity, summed per storage class.
+        per_class: dict[str, list[int]] = {}
+        for b in volumes.static_bindings:
+            acc = per_class.setdefault(b.storage_class, [0, 0])
+            acc[0] += storage_bytes(storage_request_nano(b.pvc))
+            acc[1] += storage_bytes(storage_capacity_nano(b.pv))
+        total = 0
+        for requested, capacity in per_class.values():
+            if capacity == 0 or requested > capacity:
+                total += scorer(MAX_UTILIZATION)
+            else:
+                total += scorer(requested * MAX_UTILIZATION // capacity)
+        return int(math.floor(total / len(per_class) + 0.5)), None
+
+    # --- Reserve / Unreserve ------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
+        data = _read_state(state)
+        if data is None:
+            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+        volumes = data.volumes_by_node.get(node_name)
+        if volumes is None:
+            # The pod references no PVC (or Filter was not run for this node).
+            data.all_bound = True
+            return None
+        try:
+            data.all_bound = self.binder.assume_pod_volumes(pod_info, node_name, volumes)
+        except (VolumeBindingError, ObjectError) as exc:
+            return Status.from_error(exc)
+        return None
+
+    def unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
+        data = _read_state(state)
+        if data is None:
+            return
+        volumes = data.volumes_by_node.get(node_name)
+        if volumes is not None:
+            self.binder.revert_assumed_pod_volumes(volumes)
+
+    # --- PreBind ------------------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
+        data = _read_state(state)
+        if data is None:
+            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+        if data.all_bound:
+            return None
+        volumes = data.volumes_by_node.get(node_name)
+        if volumes is None:
+            return error(f'no pod volumes found for node "{node_name}"')
+        try:
+            await self.binder.bind_pod_volumes(pod_info, node_name, volumes)
+        except (VolumeBindingError, ObjectError) as exc:
+            return Status.from_error(exc)
+        return None
+
+
+def _read_state(state: CycleState) -> _State | None:
+    data = state.get(STATE_KEY)
+    return data if isinstance(data, _State) else None
+
+
+# --- queueing hints ---------------------------------------------------------------------------
+
+
+def _after_pvc_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if not isinstance(new, Mapping):
+        return QueueingHint.QUEUE
+    if namespace_of(new) != pod_namespace(pod):
+        return QueueingHint.SKIP
+    if any(c.name == name_of(new) for c in pod_claims(pod)):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _after_storage_class_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return QueueingHint.QUEUE
+    if old.get("allowedTopologies") != new.get("allowedTopologies"):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _after_csi_node_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return QueueingHint.QUEUE
+    if annotations_of(old).get(ANN_MIGRATED_PLUGINS) != annotations_of(new).get(ANN_MIGRATED_PLUGINS):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _after_csi_driver_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return QueueingHint.QUEUE
+    for vol in spec(pod).get("volumes") or ():
+        csi = vol.get("csi") if isinstance(vol, Mapping) else None
+        if not isinstance(csi, Mapping) or csi.get("driver") != name_of(new):
+            continue
+        if spec(old).get("storageCapacity") and not spec(new).get("storageCapacity"):
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _volume_limit(cap: Mapping[str, Any]) -> Any:
+    return cap.get("maximumVolumeSize", cap.get("capacity"))
+
+
+def _after_capacity_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return QueueingHint.QUEUE
+    old_limit, new_limit = _volume_limit(old), _volume_limit(new)
+    if new_limit is None:
+        return QueueingHint.SKIP
+    try:
+        if old_limit is None or parse_quantity_nano(new_limit) > parse_quantity_nano(old_limit):
+            return QueueingHint.QUEUE
+    except QuantityError:
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP

@@ -1,0 +1,134 @@
+"""NodeVolumeLimits: unique CSI volumes per driver against CSINode allocatable counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.config.errors import ConfigError
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.events import ActionType, EventResource, QueueingHint
+from scheduler.framework.status import Code, Status
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, NodeVolumeLimits
+from tests.builders import NodeBuilder, PodBuilder
+from tests.fakes import FakeHandle, node_infos
+from tests.unit.plugins.volumebinding.storage import csi_node, pv, pvc, storage_class
+
+EXCEEDED = Status(Code.UNSCHEDULABLE, ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
+DRIVER = "csi.example.com"
+OTHER = "other.example.com"
+EBS_PLUGIN = "kubernetes.io/aws-ebs"
+
+_n = iter(range(10**6))
+
+PVS = [pv(f"pv-{i}", csi=(DRIVER, f"h{i}"), phase="Bound") for i in range(4)] + [
+    pv("pv-other", csi=(OTHER, "o1"), phase="Bound"),
+    pv("pv-ebs", source={"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-1"}},
+       phase="Bound"),
+]
+PVCS = [pvc(f"c{i}", volume=f"pv-{i}", bound=True) for i in range(4)] + [
+    pvc("c-other", volume="pv-other", bound=True),
+    pvc("c-ebs", volume="pv-ebs", bound=True),
+    pvc("unbound-1", cls="csi"), pvc("unbound-2", cls="csi"),
+    pvc("unbound-noclass", cls=None),
+    pvc("prebound-missing-pv", cls="csi", volume="not-yet"),
+    pvc("unbound-ebs", cls="ebs"),
+]
+CLASSES = [storage_class("csi", provisioner=DRIVER),
+           storage_class("ebs", provisioner=EBS_PLUGIN)]
+
+
+def _pod(*claims: str, node: str = "", inline: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    b = PodBuilder(f"p{next(_n)}")
+    for c in claims:
+        b.pvc(c)
+    for i, v in enumerate(inline or []):
+        b.volume({"name": f"inline{i}", **v})
+    if node:
+        b.node(node)
+    return b.obj()
+
+
+def _run(pod: dict[str, Any], existing: list[dict[str, Any]], csinode: dict[str, Any] | None
+         ) -> Status | None:
+    infos = node_infos([NodeBuilder("n").obj()], existing)
+    objects: dict[str, list[dict[str, Any]]] = {
+        "persistentvolumes": PVS, "persistentvolumeclaims": PVCS, "storageclasses": CLASSES,
+        "csinodes": [csinode] if csinode else []}
+    plugin = NodeVolumeLimits({}, FakeHandle(infos, objects=objects))
+    state, info = CycleState(), PodInfo.from_pod(pod)
+    _, pre = plugin.pre_filter(state, info, infos)
+    if pre is not None:
+        return pre
+    return plugin.filter(state, info, infos[0])
+
+
+LIMIT_2 = csi_node("n", {DRIVER: 2, OTHER: 1})
+EBS_MIGRATED = csi_node("n", {"ebs.csi.aws.com": 1}, migrated=[EBS_PLUGIN])
+
+CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any] | None, Status | None]] = [
+    ("under the limit", _pod("c0"), [_pod("c1", node="n")], LIMIT_2, None),
+    ("at the limit", _pod("c0", "c1"), [], LIMIT_2, None),
+    ("over the limit", _pod("c0"), [_pod("c1", "c2", node="n")], LIMIT_2, EXCEEDED),
+    ("same volume already attached is not counted twice", _pod("c1"),
+     [_pod("c1", "c2", node="n")], LIMIT_2, None),
+    ("other driver has its own limit", _pod("c-other"), [_pod("c0", "c1", node="n")], LIMIT_2, None),
+    ("other driver: the shared volume is counted once", _pod("c-other"), [_pod("c-other", node="n")], LIMIT_2, None),
+    ("no CSINode means no limit", _pod("c0", "c1", "c2"), [], None, None),
+    ("driver without allocatable count is unlimited", _pod("c0", "c1", "c2"), [],
+     csi_node("n", {DRIVER: None}), None),
+    ("unbound claims counted by provisioner", _pod("unbound-1", "unbound-2", "c0"), [],
+     LIMIT_2, EXCEEDED),
+    ("unbound claim without class is not counted", _pod("unbound-noclass", "c0", "c1"), [],
+     LIMIT_2, None),
+    ("claim pre-bound to a missing PV counted by class", _pod("prebound-missing-pv", "c0", "c1"),
+     [], LIMIT_2, EXCEEDED),
+    ("existing pod's unknown claim is ignored", _pod("c0"), [_pod("ghost", "c1", node="n")],
+     LIMIT_2, None),
+    ("migrated in-tree PV counts under its CSI driver", _pod("c-ebs"),
+     [_pod(node="n", inline=[{"awsElasticBlockStore": {"volumeID": "vol-2"}}])],
+     EBS_MIGRATED, EXCEEDED),
+    ("same in-tree volume inline and via PV is one volume", _pod("c-ebs"),
+     [_pod(node="n", inline=[{"awsElasticBlockStore": {"volumeID": "vol-1"}}])],
+     EBS_MIGRATED, None),
+    ("not migrated on this node: not counted", _pod("c-ebs", "unbound-ebs"),
+     [_pod(node="n", inline=[{"awsElasticBlockStore": {"volumeID": "vol-2"}}])],
+     csi_node("n", {"ebs.csi.aws.com": 1}), None),
+    ("unbound in-tree class counted when migrated", _pod("unbound-ebs"), [_pod("c-ebs", node="n")],
+     EBS_MIGRATED, EXCEEDED),
+    ("pod without volumes: skip", _pod(), [], LIMIT_2, Status(Code.SKIP)),
+    ("pod with only non-CSI inline volumes: skip",
+     _pod(inline=[{"emptyDir": {}}, {"hostPath": {"path": "/x"}}]), [], LIMIT_2, Status(Code.SKIP)),
+    ("missing claim is unresolvable", _pod("ghost"), [], LIMIT_2,
+     Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            'looking up PVC default/ghost: persistentvolumeclaim "ghost" not found')),
+]
+
+
+@pytest.mark.parametrize(("pod", "existing", "csinode", "want"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_filter(pod: dict[str, Any], existing: list[dict[str, Any]],
+                csinode: dict[str, Any] | None, want: Status | None) -> None:
+    assert _run(pod, existing, csinode) == want
+
+
+def test_args_and_events() -> None:
+    with pytest.raises(ConfigError):
+        NodeVolumeLimits({"max": 3}, FakeHandle())
+    plugin = NodeVolumeLimits({}, FakeHandle())
+    events = {(e.event.resource, e.event.action_type): e.hint for e in plugin.events_to_register()}
+    assert events[(EventResource.CSI_NODE, ActionType.ADD)] is None
+    upd = events[(EventResource.CSI_NODE, ActionType.UPDATE)]
+    deleted = events[(EventResource.POD, ActionType.DELETE)]
+    added = events[(EventResource.PERSISTENT_VOLUME_CLAIM, ActionType.ADD)]
+    assert upd and deleted and added
+    waiting = _pod("c0")
+    assert upd(waiting, csi_node("n", {DRIVER: 2}), csi_node("n", {DRIVER: 3})) == QueueingHint.QUEUE
+    assert upd(waiting, csi_node("n", {DRIVER: 2}), csi_node("n", {DRIVER: 1})) == QueueingHint.SKIP
+    assert deleted(waiting, _pod("c1", node="n"), None) == QueueingHint.QUEUE
+    assert deleted(waiting, _pod("c1"), None) == QueueingHint.SKIP
+    assert deleted(waiting, _pod(node="n"), None) == QueueingHint.SKIP
+    assert added(waiting, None, pvc("c0")) == QueueingHint.QUEUE
+    assert added(waiting, None, pvc("zz")) == QueueingHint.SKIP
