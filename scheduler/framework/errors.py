@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from scheduler.framework.status import Status
+
 
 class AlreadyBoundError(Exception):
     """The API server answered 409: the pod is already bound (another scheduler won the race).
@@ -19,3 +21,33 @@ class PodGoneError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class FrameworkStatusError(Exception):
+    """A framework call that returns results (``run_score_plugins``) failed; ``status`` is the
+    Error status naming the plugin."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status
+
+
+class PluginConfigError(ValueError):
+    """A profile cannot be turned into a framework: bad plugin args, an unknown plugin, a
+    plugin enabled at a point it does not implement, no queueSort or bind plugin ...
+
+    The CLI reports it and exits 2 before touching the cluster.  ``str()`` names the profile,
+    the plugin (when there is one) and the field.
+    """
+
+    def __init__(self, *, profile: str, plugin: str = "", field: str = "", message: str) -> None:
+        parts = [f"profile {profile!r}"]
+        if plugin:
+            parts.append(f"plugin {plugin!r}")
+        if field:
+            parts.append(field)
+        super().__init__(": ".join([*parts, message]))
+        self.profile = profile
+        self.plugin = plugin
+        self.field = field
+        self.detail = message

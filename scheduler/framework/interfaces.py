@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import abc
 import builtins
-import builtins
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 

@@ -52,6 +52,16 @@ class NodeScore:
 
 
 @dataclass(slots=True)
+class NodeScoreResult:
+    """One node's scores after normalization and weighting (upstream NodePluginScores)."""
+
+    name: str
+    total_score: int = 0
+    # plugin name -> weighted score, in the order the score plugins ran
+    scores: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class PreFilterResult:
     """A PreFilter may narrow the nodes worth filtering (None = all nodes)."""
 

@@ -1,0 +1,329 @@
+"""Kubernetes Events (events.k8s.io/v1) for what the scheduler did, without hurting it.
+
+Recording never blocks the caller: events go through a bounded queue to one background task.
+Like client-go's event broadcaster, a repeat of the same event within six minutes becomes a
+PATCH of ``series {count, lastObservedTime}`` on the first Event instead of a new object, and
+like client-go's spam filter each regarding object has a token bucket (burst 25, one token per
+five minutes), so a pod retried in a tight loop cannot flood the API server.
+
+Differences from upstream: the aggregation key includes the note (so a changed failure message
+is visible at once), and a repeat is PATCHed promptly (coalesced while queued) rather than on a
+30-minute heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import structlog
+
+from scheduler.client.api import (
+    ApiClient,
+    ApiConnectionError,
+    ApiError,
+    NotFound,
+    ServerError,
+    Sleep,
+    TokenBucket,
+    TooManyRequests,
+    resource_path,
+)
+from scheduler.metrics import SchedulerMetrics
+
+log = structlog.get_logger(__name__)
+
+MAX_NOTE_BYTES = 1024
+SERIES_WINDOW_SECONDS = 6 * 60.0
+SPAM_BURST = 25
+SPAM_REFILL_SECONDS = 5 * 60.0
+SPAM_LRU_ENTRIES = 4096
+EVENT_TYPES = ("Normal", "Warning")
+
+_RefKey = tuple[str, str, str, str]
+_SeriesKey = tuple[str, str, str, _RefKey, _RefKey | None, str]
+
+
+def micro_time(dt: datetime) -> str:
+    """metav1.MicroTime: ``2006-01-02T15:04:05.000000Z``."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def truncate_note(message: str, limit: int = MAX_NOTE_BYTES) -> str:
+    """Cut to ``limit`` UTF-8 bytes with a `` ...`` suffix, as kube-scheduler's truncateMessage."""
+    raw = message.encode("utf-8")
+    if len(raw) <= limit:
+        return message
+    suffix = " ..."
+    return raw[: limit - len(suffix)].decode("utf-8", errors="ignore") + suffix
+
+
+def object_reference(obj: Mapping[str, Any], *, default_kind: str = "Pod", default_api_version: str = "v1") -> dict[str, Any]:
+    """An ObjectReference for an object dict; a dict without ``metadata`` is taken as a reference.
+
+    List items carry no kind/apiVersion; informers add them, and otherwise ``default_kind`` /
+    ``default_api_version`` (a Pod, the scheduler's usual subject) are assumed.
+    """
+    if "metadata" not in obj:
+        return {k: v for k, v in obj.items() if v}
+    meta = obj.get("metadata") or {}
+    ref: dict[str, Any] = {
+        "kind": obj.get("kind") or default_kind,
+        "apiVersion": obj.get("apiVersion") or default_api_version,
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+    return {k: v for k, v in ref.items() if v}
+
+
+def _ref_key(ref: Mapping[str, Any]) -> _RefKey:
+    return (str(ref.get("kind", "")), str(ref.get("namespace", "")), str(ref.get("name", "")), str(ref.get("uid", "")))
+
+
+@dataclass
+class _Series:
+    event: dict[str, Any]
+    count: int
+    last_observed: float
+    last_observed_wall: datetime
+    created_name: str | None = None
+    queued: bool = False
+
+
+class EventRecorder:
+    """Implements ``scheduler.framework.interfaces.EventRecorder``."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        scheduler_name: str,
+        hostname: str | None = None,
+        metrics: SchedulerMetrics | None = None,
+        queue_size: int = 1000,
+        spam_burst: int = SPAM_BURST,
+        spam_refill_seconds: float = SPAM_REFILL_SECONDS,
+        series_window: float = SERIES_WINDOW_SECONDS,
+        max_tries: int = 3,
+        retry_delay: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.reporting_controller = scheduler_name
+        self.reporting_instance = f"{scheduler_name}-{hostname or socket.gethostname()}"
+        self._metrics = metrics
+        self._queue: asyncio.Queue[_SeriesKey | None] = asyncio.Queue(maxsize=queue_size)
+        self._spam_burst = spam_burst
+        self._spam_qps = 1.0 / spam_refill_seconds if spam_refill_seconds > 0 else 0.0
+        self._spam: OrderedDict[_RefKey, TokenBucket] = OrderedDict()
+        self._series: dict[_SeriesKey, _Series] = {}
+        self._window = series_window
+        self._max_tries = max(1, max_tries)
+        self._retry_delay = retry_delay
+        self._clock = clock
+        self._wall = wall_clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._last_sweep = clock()
+        self._last_name_ns = 0
+        self.sent = 0  # creates + patches that succeeded (observability, tests)
+
+    # -- recording (synchronous, never blocks)
+
+    def event(
+        self,
+        regarding: Mapping[str, Any],
+        *,
+        type: str,
+        reason: str,
+        action: str,
+        message: str,
+        related: Mapping[str, Any] | None = None,
+    ) -> None:
+        if type not in EVENT_TYPES:
+            log.error("unsupported event type; not recorded", type=type, reason=reason)
+            return
+        if self._stopped:
+            self._drop("stopped")
+            return
+        ref = object_reference(regarding)
+        if not ref.get("name"):
+            log.error("event regarding an object without a name; not recorded", reason=reason)
+            return
+        rel = object_reference(related) if related else None
+        now = self._clock()
+        self._maybe_sweep(now)
+        if not self._spam_allows(_ref_key(ref)):
+            self._drop("rate_limited")
+            return
+        note = truncate_note(message)
+        key: _SeriesKey = (type, action, reason, _ref_key(ref), _ref_key(rel) if rel else None, note)
+        wall = self._wall()
+        series = self._series.get(key)
+        if series is not None and now - series.last_observed <= self._window:
+            series.count += 1
+            series.last_observed = now
+            series.last_observed_wall = wall
+            if not series.queued:
+                self._enqueue(key, series, new=False)
+            return
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": self._event_name(str(ref["name"])), "namespace": ref.get("namespace") or "default"},
+            "eventTime": micro_time(wall),
+            "reportingController": self.reporting_controller,
+            "reportingInstance": self.reporting_instance,
+            "action": action,
+            "reason": reason,
+            "regarding": ref,
+            "note": note,
+            "type": type,
+        }
+        if rel:
+            body["related"] = rel
+        series = _Series(event=body, count=1, last_observed=now, last_observed_wall=wall)
+        self._series[key] = series
+        self._enqueue(key, series, new=True)
+
+    def _event_name(self, name: str) -> str:
+        ns = max(time.time_ns(), self._last_name_ns + 1)
+        self._last_name_ns = ns
+        return f"{name}.{ns:x}"
+
+    def _spam_allows(self, key: _RefKey) -> bool:
+        bucket = self._spam.get(key)
+        if bucket is None:
+            bucket = TokenBucket(self._spam_qps, self._spam_burst, clock=self._clock)
+            self._spam[key] = bucket
+            if len(self._spam) > SPAM_LRU_ENTRIES:
+                self._spam.popitem(last=False)
+        else:
+            self._spam.move_to_end(key)
+        return bucket.try_acquire()
+
+    def _enqueue(self, key: _SeriesKey, series: _Series, *, new: bool) -> None:
+        try:
+            self._queue.put_nowait(key)
+        except asyncio.QueueFull:
+            self._drop("queue_full")
+            if new:
+                self._series.pop(key, None)
+            return
+        series.queued = True
+
+    def _drop(self, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.events_dropped.labels(reason=reason).inc()
+
+    def _maybe_sweep(self, now: float) -> None:
+        if now - self._last_sweep < 60.0:
+            return
+        self._last_sweep = now
+        stale = [k for k, s in self._series.items() if not s.queued and now - s.last_observed > self._window]
+        for k in stale:
+            del self._series[k]
+
+    # -- lifecycle
+
+    def start(self) -> None:
+        """Start the sender task (inside the event loop); idempotent."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=f"event-recorder:{self.reporting_controller}")
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting events, flush what is queued (up to ``timeout``), then stop the task."""
+        self._stopped = True
+        task = self._task
+        if task is None:
+            return
+        # Wake the sender if it waits on an empty queue; with a full queue it drains and then
+        # sees the stop flag itself.
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            remaining = self._queue.qsize()
+            log.warning("event recorder stop timed out; dropping queued events", remaining=remaining)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            for _ in range(remaining):
+                self._drop("stopped")
+        self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            if self._stopped and self._queue.empty():
+                return
+            key = await self._queue.get()
+            if key is None:
+                if self._stopped:
+                    return
+                continue
+            series = self._series.get(key)
+            if series is None:
+                continue
+            series.queued = False
+            try:
+                await self._send(series)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("event sender failed", reason=series.event.get("reason"))
+
+    # -- sending
+
+    async def _send(self, series: _Series) -> None:
+        ev = series.event
+        ns = ev["metadata"]["namespace"]
+        for attempt in range(1, self._max_tries + 1):
+            try:
+                if series.created_name is None:
+                    body = dict(ev)
+                    if series.count > 1:
+                        body["series"] = self._series_field(series)
+                    await self.client.create(resource_path("events.k8s.io/v1", "events", ns), body)
+                    series.created_name = ev["metadata"]["name"]
+                else:
+                    patch = {"series": self._series_field(series)}
+                    path = resource_path("events.k8s.io/v1", "events", ns, series.created_name)
+                    try:
+                        await self.client.patch(path, patch, patch_type="strategic")
+                    except NotFound:
+                        # The Event expired (TTL) or was deleted: recreate it with the series.
+                        series.created_name = None
+                        continue
+                self.sent += 1
+                return
+            except (ApiConnectionError, ServerError, TooManyRequests) as exc:
+                if attempt >= self._max_tries:
+                    log.warning("could not write event; giving up", reason=ev.get("reason"), error=str(exc))
+                    self._drop("send_failed")
+                    return
+                await self._sleep(self._retry_delay * (0.75 + 0.5 * self._rng.random()))
+            except ApiError as exc:
+                log.warning("server rejected event; not retrying", reason=ev.get("reason"), error=str(exc))
+                self._drop("rejected")
+                return
+        self._drop("send_failed")
+
+    @staticmethod
+    def _series_field(series: _Series) -> dict[str, Any]:
+        return {"count": series.count, "lastObservedTime": micro_time(series.last_observed_wall)}

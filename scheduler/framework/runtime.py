@@ -1,0 +1,993 @@
+"""One profile's plugin pipeline: builds the plugins a profile enables and runs them at each
+extension point with kube-scheduler's semantics (``pkg/scheduler/framework/runtime``).
+
+Why it exists as one class: the scheduling cycle, the binding cycle, the queue (PreEnqueue,
+QueueSort, cluster-event registration) and preemption all need the same ordered plugin lists,
+score weights and error mapping.  Every plugin call is guarded: an exception inside a plugin
+becomes ``Status(ERROR)`` naming the plugin, so a plugin bug fails one pod, never the loop.
+
+Metrics follow upstream: ``scheduler_framework_extension_point_duration_seconds`` for every
+extension point except the per-node Filter, and per-plugin durations only for sampled cycles
+(``CycleState.record_plugin_metrics``, ~10%), so the per-node Filter path stays cheap.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+import structlog
+
+from scheduler.config.defaults import effective_plugins, merge_plugin_args
+from scheduler.config.types import PluginSet, Profile
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.errors import FrameworkStatusError, PluginConfigError
+from scheduler.framework.events import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+    QueueingHintFn,
+)
+from scheduler.framework.handle import FrameworkHandle
+from scheduler.framework.interfaces import (
+    EXTENSION_POINTS,
+    ApiClient,
+    BindPlugin,
+    EnqueueExtensions,
+    EventRecorder,
+    FilterPlugin,
+    NodeInfoLister,
+    ObjectLister,
+    PermitPlugin,
+    Plugin,
+    PodNominator,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    MAX_TOTAL_SCORE,
+    MIN_NODE_SCORE,
+    NodeScore,
+    NodeScoreResult,
+    PostFilterResult,
+    PreFilterResult,
+    QueuedPodInfo,
+)
+from scheduler.framework.waiting_pods import (
+    MAX_PERMIT_TIMEOUT_SECONDS,
+    WaitingPod,
+    WaitingPodsMap,
+)
+from scheduler.metrics import SchedulerMetrics
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.registry import Registry, UnknownPluginError
+
+__all__ = [
+    "PLUGIN_METRICS_SAMPLE_PERCENT",
+    "WILDCARD_EVENT",
+    "Framework",
+    "FrameworkStatusError",
+    "PluginConfigError",
+]
+
+log = structlog.get_logger(__name__)
+
+# Upstream pluginMetricsSamplePercent.
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
+
+# Extension point labels, spelled as upstream's metrics package.
+PRE_ENQUEUE = "PreEnqueue"
+PRE_FILTER = "PreFilter"
+PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
+PRE_FILTER_EXTENSION_REMOVE_POD = "PreFilterExtensionRemovePod"
+FILTER = "Filter"
+POST_FILTER = "PostFilter"
+PRE_SCORE = "PreScore"
+SCORE = "Score"
+SCORE_EXTENSION_NORMALIZE = "ScoreExtensionNormalize"
+RESERVE = "Reserve"
+UNRESERVE = "Unreserve"
+PERMIT = "Permit"
+PRE_BIND = "PreBind"
+BIND = "Bind"
+POST_BIND = "PostBind"
+
+# Plugins of these kinds can reject a pod, so they must tell the queue which events to wait
+# for; one that does not implement EnqueueExtensions gets every event (upstream
+# shouldHaveEnqueueExtensions / defaultEnqueueExtension).
+_REJECTING_KINDS: tuple[type[Plugin], ...] = (
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    FilterPlugin,
+    ReservePlugin,
+    PermitPlugin,
+)
+
+WILDCARD_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "*")
+
+
+def _guard_error(status: Status, prefix: str, plugin: str) -> Status:
+    """Wrap a non-rejection status as upstream's ``AsStatus(fmt.Errorf(prefix: err))``,
+    keeping the original exception (AlreadyBoundError ...) for the caller."""
+    message = status.message() or status.code.label
+    return Status(Code.ERROR, f"{prefix}: {message}", plugin=plugin, error=status.error)
+
+
+class Framework:
+    """The plugins of one profile and the code that runs them."""
+
+    def __init__(
+        self,
+        *,
+        profile: Profile,
+        registry: Registry,
+        snapshot_provider: Callable[[], NodeInfoLister],
+        listers: ObjectLister,
+        client: ApiClient,
+        event_recorder: EventRecorder,
+        nominator: PodNominator,
+        activate: Callable[[Iterable[dict[str, Any]]], None],
+        clock: Callable[[], float] = time.monotonic,
+        metrics: SchedulerMetrics | None = None,
+        waiting_pods: WaitingPodsMap | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.profile_name = profile.scheduler_name
+        self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
+        self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
+        self.metrics = metrics
+        self._nominator = nominator
+        self._rng = rng if rng is not None else random.Random()
+        self.handle = FrameworkHandle(
+            profile_name=self.profile_name,
+            snapshot_provider=snapshot_provider,
+            listers=listers,
+            client=client,
+            event_recorder=event_recorder,
+            nominator=nominator,
+            activate=activate,
+            clock=clock,
+            waiting_pods=self.waiting_pods,
+        )
+        self.plugins: dict[str, Plugin] = {}
+        self.score_weights: dict[str, int] = {}
+        self._points: dict[str, list[tuple[str, Plugin]]] = {p: [] for p in EXTENSION_POINTS}
+        self._ep_children: dict[tuple[str, Code], Any] = {}
+        self._plugin_children: dict[tuple[str, str, Code], Any] = {}
+        self._build(profile, registry)
+        self.handle.attach(self)
+
+        points = self._points
+        # The isinstance checks in _build guarantee each list holds its point's kind.
+        self._pre_enqueue = cast(list[tuple[str, PreEnqueuePlugin]], points["preEnqueue"])
+        self._queue_sort = cast(list[tuple[str, QueueSortPlugin]], points["queueSort"])
+        self._pre_filter = cast(list[tuple[str, PreFilterPlugin]], points["preFilter"])
+        self._filter = cast(list[tuple[str, FilterPlugin]], points["filter"])
+        self._post_filter = cast(list[tuple[str, PostFilterPlugin]], points["postFilter"])
+        self._pre_score = cast(list[tuple[str, PreScorePlugin]], points["preScore"])
+        self._score = cast(list[tuple[str, ScorePlugin]], points["score"])
+        self._reserve = cast(list[tuple[str, ReservePlugin]], points["reserve"])
+        self._permit = cast(list[tuple[str, PermitPlugin]], points["permit"])
+        self._pre_bind = cast(list[tuple[str, PreBindPlugin]], points["preBind"])
+        self._bind = cast(list[tuple[str, BindPlugin]], points["bind"])
+        self._post_bind = cast(list[tuple[str, PostBindPlugin]], points["postBind"])
+        self._queue_sort_less = self._queue_sort[0][1].less
+        # Per-plugin evaluation counts, flushed to scheduler_plugin_evaluation_total in bulk
+        # (incrementing a labelled prometheus counter per node per plugin is too slow).
+        self._filter_evals = [0] * len(self._filter)
+
+    # --- construction ----------------------------------------------------------------------
+
+    def _config_error(
+        self, message: str, *, plugin: str = "", field: str = ""
+    ) -> PluginConfigError:
+        return PluginConfigError(
+            profile=self.profile_name, plugin=plugin, field=field, message=message
+        )
+
+    def _build(self, profile: Profile, registry: Registry) -> None:
+        plugins = effective_plugins(profile)
+        sets: dict[str, PluginSet] = {point: plugins.get(point) for point in EXTENSION_POINTS}
+        multi = plugins.multi_point
+
+        needed: dict[str, None] = {}
+        for ps in (*sets.values(), multi):
+            for ref in ps.enabled:
+                needed.setdefault(ref.name, None)
+        for name in needed:
+            self.plugins[name] = self._instantiate(name, profile, registry)
+
+        # Plugins configured at specific points (upstream updatePluginList).
+        for point, ps in sets.items():
+            kind = EXTENSION_POINTS[point]
+            seen: set[str] = set()
+            for ref in ps.enabled:
+                plugin = self.plugins[ref.name]
+                if not isinstance(plugin, kind):
+                    raise self._config_error(
+                        f"plugin does not implement the {point} extension point",
+                        plugin=ref.name,
+                        field=f"plugins.{point}.enabled",
+                    )
+                if ref.name in seen:
+                    raise self._config_error(
+                        f"plugin enabled more than once at {point}",
+                        plugin=ref.name,
+                        field=f"plugins.{point}.enabled",
+                    )
+                seen.add(ref.name)
+                self._points[point].append((ref.name, plugin))
+
+        if multi.enabled:
+            self._expand_multi_point(sets, multi)
+
+        if len(self._points["queueSort"]) != 1:
+            raise self._config_error(
+                "only one queue sort plugin required for profile, but got "
+                f"{len(self._points['queueSort'])}",
+                field="plugins.queueSort",
+            )
+        if not self._points["bind"]:
+            raise self._config_error(
+                "at least one bind plugin is needed for profile", field="plugins.bind"
+            )
+        self._set_score_weights([*sets["score"].enabled, *multi.enabled])
+
+    def _instantiate(self, name: str, profile: Profile, registry: Registry) -> Plugin:
+        try:
+            factory = registry.get(name)
+        except UnknownPluginError:
+            raise self._config_error("plugin is not registered", plugin=name) from None
+        except Exception as exc:  # an in-tree module that fails to import
+            raise self._config_error(f"cannot load plugin: {exc}", plugin=name) from exc
+        args = merge_plugin_args(name, profile.plugin_config.get(name))
+        try:
+            plugin = factory(args, self.handle)
+        except Exception as exc:
+            raise self._args_error(name, exc) from exc
+        if not isinstance(plugin, Plugin):
+            raise self._config_error(
+                f"factory returned {type(plugin).__name__}, not a Plugin", plugin=name
+            )
+        return plugin
+
+    def _args_error(self, name: str, exc: Exception) -> PluginConfigError:
+        """Name the profile, the plugin and the field of a plugin constructor's error.  Plugins
+        raise ``ConfigError("", [(path, message)])`` (``plugins.helper.args_error``)."""
+        errors = getattr(exc, "errors", None)
+        if (
+            isinstance(errors, list)
+            and errors
+            and all(isinstance(e, tuple) and len(e) == 2 for e in errors)
+        ):
+            field = str(errors[0][0])
+            message = "; ".join(
+                str(msg) if i == 0 else f"{path}: {msg}" for i, (path, msg) in enumerate(errors)
+            )
+            return self._config_error(message, plugin=name, field=field)
+        field = getattr(exc, "field", "")
+        message = str(exc) or type(exc).__name__
+        return self._config_error(message, plugin=name, field=str(field) if field else "")
+
+    def _expand_multi_point(self, sets: Mapping[str, PluginSet], multi: PluginSet) -> None:
+        """Upstream ``expandMultiPointPlugins``: a multiPoint plugin joins every point it
+        implements unless disabled there; a plugin also configured at that specific point keeps
+        the specific entry (and its place) instead.  Resulting order: specific overrides of
+        multiPoint plugins, then multiPoint plugins, then the other specific plugins."""
+        for point, ps in sets.items():
+            disabled = ps.disabled_names()
+            if "*" in disabled:
+                continue
+            kind = EXTENSION_POINTS[point]
+            specific = [name for name, _ in self._points[point]]
+            overrides: list[str] = []
+            expanded: list[str] = []
+            for ref in multi.enabled:
+                plugin = self.plugins[ref.name]
+                if not isinstance(plugin, kind) or ref.name in disabled:
+                    continue
+                if ref.name in specific:
+                    if ref.name not in overrides:
+                        overrides.append(ref.name)
+                    continue
+                if ref.name in expanded:
+                    raise self._config_error(
+                        f"plugin enabled more than once in multiPoint (expanding {point})",
+                        plugin=ref.name,
+                        field="plugins.multiPoint.enabled",
+                    )
+                expanded.append(ref.name)
+            order = (
+                [n for n in specific if n in overrides]
+                + expanded
+                + [n for n in specific if n not in overrides]
+            )
+            self._points[point] = [(n, self.plugins[n]) for n in order]
+
+    def _set_score_weights(self, refs: Iterable[Any]) -> None:
+        """Upstream ``getScoreWeights``: the specific score entry wins over multiPoint's, a
+        weight of 0 means 1, and the total must not overflow."""
+        total = 0
+        for ref in refs:
+            plugin = self.plugins.get(ref.name)
+            if not isinstance(plugin, ScorePlugin) or ref.name in self.score_weights:
+                continue
+            weight = ref.weight or 1
+            if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
+                raise self._config_error(
+                    "total score of Score plugins could overflow",
+                    plugin=ref.name,
+                    field="plugins.score",
+                )
+            self.score_weights[ref.name] = weight
+            total += weight * MAX_NODE_SCORE
+        for name, _ in self._points["score"]:
+            self.score_weights.setdefault(name, 1)
+
+    # --- introspection ---------------------------------------------------------------------
+
+    def list_plugins(self) -> dict[str, list[str]]:
+        """Enabled plugins per extension point, in run order (for logs and explain)."""
+        return {point: [name for name, _ in entries] for point, entries in self._points.items()}
+
+    def get_plugin(self, name: str) -> Plugin | None:
+        return self.plugins.get(name)
+
+    def has_filter_plugins(self) -> bool:
+        return bool(self._filter)
+
+    def has_post_filter_plugins(self) -> bool:
+        return bool(self._post_filter)
+
+    def has_score_plugins(self) -> bool:
+        return bool(self._score)
+
+    def has_permit_plugins(self) -> bool:
+        return bool(self._permit)
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        """Reject a pod waiting at Permit (it was deleted ...); False if it is not waiting."""
+        return self.handle.reject_waiting_pod(uid)
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self.waiting_pods.get(uid)
+
+    def events_to_register(self) -> list[tuple[ClusterEvent, str, QueueingHintFn | None]]:
+        """(event, plugin, hint) for every plugin that can reject pods.  A rejecting plugin
+        without EnqueueExtensions is registered for every event."""
+        out: list[tuple[ClusterEvent, str, QueueingHintFn | None]] = []
+        for name, plugin in self.plugins.items():
+            if not isinstance(plugin, _REJECTING_KINDS):
+                continue
+            if not isinstance(plugin, EnqueueExtensions):
+                out.append((WILDCARD_EVENT, name, None))
+                continue
+            try:
+                events = plugin.events_to_register()
+            except Exception:
+                log.exception("events_to_register failed; registering every event", plugin=name)
+                out.append((WILDCARD_EVENT, name, None))
+                continue
+            for item in events:
+                out.append((item.event, name, item.hint))
+        return out
+
+    def new_cycle_state(self) -> CycleState:
+        """A CycleState for one scheduling attempt; ~10% of them record per-plugin metrics."""
+        state = CycleState()
+        state.record_plugin_metrics = (
+            self.metrics is not None and self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        )
+        return state
+
+    # --- metrics helpers -------------------------------------------------------------------
+
+    def _observe_point(self, point: str, status: Status | None, start: float) -> None:
+        if self.metrics is None:
+            return
+        code = Code.SUCCESS if status is None else status.code
+        child = self._ep_children.get((point, code))
+        if child is None:
+            child = self.metrics.framework_extension_point_duration.labels(
+                point, code.label, self.profile_name
+            )
+            self._ep_children[(point, code)] = child
+        child.observe(time.perf_counter() - start)
+
+    def _observe_plugin(self, point: str, plugin: str, status: Status | None, start: float) -> None:
+        if self.metrics is None:
+            return
+        code = Code.SUCCESS if status is None else status.code
+        key = (plugin, point, code)
+        child = self._plugin_children.get(key)
+        if child is None:
+            child = self.metrics.plugin_execution_duration.labels(plugin, point, code.label)
+            self._plugin_children[key] = child
+        child.observe(time.perf_counter() - start)
+
+    def _count_evaluation(self, point: str, plugin: str, count: int = 1) -> None:
+        if self.metrics is not None and count:
+            self.metrics.plugin_evaluation_total.labels(plugin, point, self.profile_name).inc(count)
+
+    def flush_metrics(self) -> None:
+        """Publish the Filter evaluation counts gathered since the last flush."""
+        if self.metrics is None:
+            return
+        for index, (name, _) in enumerate(self._filter):
+            count = self._filter_evals[index]
+            if count:
+                self._filter_evals[index] = 0
+                self._count_evaluation(FILTER, name, count)
+
+    # --- queue -----------------------------------------------------------------------------
+
+    def queue_sort_less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self._queue_sort_less(a, b)
+
+    def run_pre_enqueue_plugins(self, pod_info: PodInfo) -> Status | None:
+        """The first non-success status (plugin set), or None: the pod may enter activeQ."""
+        sampled = (
+            self.metrics is not None and self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        )
+        for name, plugin in self._pre_enqueue:
+            start = time.perf_counter() if sampled else 0.0
+            try:
+                status = plugin.pre_enqueue(pod_info)
+            except Exception as exc:
+                log.exception("PreEnqueue plugin raised", plugin=name, pod=pod_info.key)
+                status = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(PRE_ENQUEUE, name, status, start)
+            if status is not None and status.code != Code.SUCCESS:
+                status.plugin = name
+                return status
+        return None
+
+    # --- PreFilter / Filter ----------------------------------------------------------------
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        """Run PreFilter plugins.  Returns the merged node restriction, the status, and the
+        plugins that rejected the pod or narrowed the node set (for requeueing)."""
+        self.flush_metrics()
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        skip: set[str] = set()
+        result: PreFilterResult | None = None
+        plugins_with_nodes: list[str] = []
+        rejectors: set[str] = set()
+        return_status: Status | None = None
+        final: tuple[PreFilterResult | None, Status | None, set[str]] | None = None
+        for name, plugin in self._pre_filter:
+            t0 = time.perf_counter() if sampled else 0.0
+            r: PreFilterResult | None
+            try:
+                r, s = plugin.pre_filter(state, pod_info, nodes)
+            except Exception as exc:
+                log.exception("PreFilter plugin raised", plugin=name, pod=pod_info.key)
+                r, s = None, Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(PRE_FILTER, name, s, t0)
+            self._count_evaluation(PRE_FILTER, name)
+            if s is not None and s.code == Code.SKIP:
+                skip.add(name)
+                continue
+            if s is not None and s.code != Code.SUCCESS:
+                s.plugin = name
+                if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    rejectors.add(name)
+                    final = (None, s, rejectors)
+                    break
+                if s.code == Code.UNSCHEDULABLE:
+                    # Keep going: preemption needs every PreFilter's state (upstream #119770).
+                    rejectors.add(name)
+                    return_status = s
+                    continue
+                final = (None, _guard_error(s, f"running PreFilter plugin {name!r}", name), set())
+                break
+            if r is not None and not r.all_nodes():
+                plugins_with_nodes.append(name)
+            result = r if result is None else result.merge(r)
+            if result is not None and not result.all_nodes() and not result.node_names:
+                if len(plugins_with_nodes) == 1:
+                    msg = f"node(s) didn't satisfy plugin {plugins_with_nodes[0]}"
+                else:
+                    msg = (
+                        "node(s) didn't satisfy plugin(s) "
+                        f"[{' '.join(sorted(plugins_with_nodes))}] simultaneously"
+                    )
+                final = (
+                    result,
+                    Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg),
+                    rejectors | set(plugins_with_nodes),
+                )
+                break
+        if final is None:
+            final = (result, return_status, rejectors | set(plugins_with_nodes))
+        state.skip_filter_plugins = skip
+        self._observe_point(PRE_FILTER, final[1], start)
+        return final
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        return self._run_pre_filter_extension(
+            state, pod_to_schedule, pod_to_add, node_info, add=True
+        )
+
+    def run_pre_filter_extension_remove_pod(
+        self,
+        state: CycleState,
+        pod_to_schedule: PodInfo,
+        pod_to_remove: PodInfo,
+        node_info: NodeInfo,
+    ) -> Status | None:
+        return self._run_pre_filter_extension(
+            state, pod_to_schedule, pod_to_remove, node_info, add=False
+        )
+
+    def _run_pre_filter_extension(
+        self,
+        state: CycleState,
+        pod_to_schedule: PodInfo,
+        other: PodInfo,
+        node_info: NodeInfo,
+        *,
+        add: bool,
+    ) -> Status | None:
+        point = PRE_FILTER_EXTENSION_ADD_POD if add else PRE_FILTER_EXTENSION_REMOVE_POD
+        sampled = state.record_plugin_metrics
+        skip = state.skip_filter_plugins
+        for name, plugin in self._pre_filter:
+            if name in skip:
+                continue
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                ext = plugin.pre_filter_extensions()
+                if ext is None:
+                    continue
+                if add:
+                    status = ext.add_pod(state, pod_to_schedule, other, node_info)
+                else:
+                    status = ext.remove_pod(state, pod_to_schedule, other, node_info)
+            except Exception as exc:
+                log.exception("PreFilter extension raised", plugin=name, operation=point)
+                status = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(point, name, status, t0)
+            if status is not None and status.code != Code.SUCCESS:
+                operation = "AddPod" if add else "RemovePod"
+                return _guard_error(
+                    status, f"running {operation} on PreFilter plugin {name!r}", name
+                )
+        return None
+
+    def run_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        """Stop at the first plugin that does not answer Success; the status names it."""
+        skip = state.skip_filter_plugins
+        sampled = state.record_plugin_metrics
+        evals = self._filter_evals
+        for index, (name, plugin) in enumerate(self._filter):
+            if skip and name in skip:
+                continue
+            evals[index] += 1
+            if sampled:
+                t0 = time.perf_counter()
+            try:
+                status = plugin.filter(state, pod_info, node_info)
+            except Exception as exc:
+                log.exception(
+                    "Filter plugin raised", plugin=name, pod=pod_info.key, node=node_info.name
+                )
+                status = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(FILTER, name, status, t0)
+            if status is not None and status.code != Code.SUCCESS:
+                if not status.is_rejected():
+                    # Filter plugins may only answer Success or a rejection.
+                    return _guard_error(status, f"running {name!r} filter plugin", name)
+                status.plugin = name
+                return status
+        return None
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        """Upstream two-pass filtering: first with the node's nominated pods of equal or
+        higher priority added (they must not lose the room preemption made for them), then,
+        if some were added and the first pass succeeded, without them (pod affinity may need
+        them absent).  Both passes must pass."""
+        status: Status | None = None
+        pods_added = False
+        for attempt in range(2):
+            state_to_use = state
+            info_to_use = node_info
+            if attempt == 0:
+                added = self._add_nominated_pods(state, pod_info, node_info)
+                if isinstance(added, Status):
+                    return added
+                pods_added, state_to_use, info_to_use = added
+            elif not pods_added or status is not None:
+                break
+            status = self.run_filter_plugins(state_to_use, pod_info, info_to_use)
+            if status is not None and status.code != Code.SUCCESS and not status.is_rejected():
+                return status
+        return status
+
+    def _add_nominated_pods(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo] | Status:
+        if node_info.node is None:
+            return False, state, node_info
+        try:
+            nominated = self._nominator.nominated_pods_for_node(node_info.name)
+        except Exception as exc:
+            log.exception("nominator failed", node=node_info.name)
+            return Status.from_error(exc)
+        if not nominated:
+            return False, state, node_info
+        info_out: NodeInfo | None = None
+        state_out: CycleState | None = None
+        for other in nominated:
+            if other.priority >= pod_info.priority and other.uid != pod_info.uid:
+                if info_out is None or state_out is None:
+                    info_out = node_info.clone()
+                    state_out = state.clone()
+                info_out.add_pod(other)
+                status = self.run_pre_filter_extension_add_pod(state_out, pod_info, other, info_out)
+                if status is not None and status.code != Code.SUCCESS:
+                    return status
+        if info_out is None or state_out is None:
+            return False, state, node_info
+        return True, state_out, info_out
+
+    def run_post_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """Run until one plugin succeeds, fails hard or answers UnschedulableAndUnresolvable;
+        otherwise Unschedulable with every plugin's reasons."""
+        self.flush_metrics()
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        final: tuple[PostFilterResult | None, Status | None] | None = None
+        for name, plugin in self._post_filter:
+            t0 = time.perf_counter() if sampled else 0.0
+            r: PostFilterResult | None
+            try:
+                r, s = plugin.post_filter(state, pod_info, node_to_status)
+            except Exception as exc:
+                log.exception("PostFilter plugin raised", plugin=name, pod=pod_info.key)
+                r, s = None, Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(POST_FILTER, name, s, t0)
+            if s is None or s.code == Code.SUCCESS:
+                final = (r, s)
+                break
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                s.plugin = name
+                final = (r, s)
+                break
+            if not s.is_rejected():
+                final = (None, _guard_error(s, f"running PostFilter plugin {name!r}", name))
+                break
+            if r is not None and r.nominated_node_name:
+                result = r
+            reasons.extend(s.reasons)
+            if not rejector:
+                rejector = name
+        if final is None:
+            final = (result, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector))
+        self._observe_point(POST_FILTER, final[1], start)
+        return final
+
+    # --- Score -----------------------------------------------------------------------------
+
+    def run_pre_score_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> Status | None:
+        self.flush_metrics()
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        skip: set[str] = set()
+        final: Status | None = None
+        for name, plugin in self._pre_score:
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                s = plugin.pre_score(state, pod_info, nodes)
+            except Exception as exc:
+                log.exception("PreScore plugin raised", plugin=name, pod=pod_info.key)
+                s = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(PRE_SCORE, name, s, t0)
+            self._count_evaluation(PRE_SCORE, name)
+            if s is not None and s.code == Code.SKIP:
+                skip.add(name)
+                continue
+            if s is not None and s.code != Code.SUCCESS:
+                final = _guard_error(s, f"running PreScore plugin {name!r}", name)
+                break
+        state.skip_score_plugins = skip
+        self._observe_point(PRE_SCORE, final, start)
+        return final
+
+    def run_score_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[NodeScoreResult]:
+        """Score every node with every (non-skipped) plugin, normalize, check the range and
+        apply weights.  Raises FrameworkStatusError (``.status`` names the plugin) on failure."""
+        results, status = self.score_nodes(state, pod_info, nodes)
+        if status is not None:
+            raise FrameworkStatusError(status)
+        return results
+
+    def score_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[NodeScoreResult], Status | None]:
+        """``run_score_plugins`` without the exception: ([], Error status) on failure."""
+        start = time.perf_counter()
+        results, status = self._run_score_plugins(state, pod_info, nodes)
+        self._observe_point(SCORE, status, start)
+        return results, status
+
+    def _run_score_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[NodeScoreResult], Status | None]:
+        skip = state.skip_score_plugins
+        sampled = state.record_plugin_metrics
+        plugins = [(n, p) for n, p in self._score if n not in skip]
+        per_plugin: list[list[NodeScore]] = []
+        for name, plugin in plugins:
+            scores: list[NodeScore] = []
+            for node_info in nodes:
+                t0 = time.perf_counter() if sampled else 0.0
+                try:
+                    value, s = plugin.score(state, pod_info, node_info)
+                except Exception as exc:
+                    log.exception(
+                        "Score plugin raised", plugin=name, pod=pod_info.key, node=node_info.name
+                    )
+                    value, s = 0, Status.from_error(exc, plugin=name)
+                if sampled:
+                    self._observe_plugin(SCORE, name, s, t0)
+                if s is not None and s.code != Code.SUCCESS:
+                    return [], _guard_error(
+                        s, f"running Score plugins: plugin {name!r} failed with", name
+                    )
+                scores.append(NodeScore(node_info.name, value))
+            self._count_evaluation(SCORE, name, len(nodes))
+            per_plugin.append(scores)
+
+        for (name, plugin), scores in zip(plugins, per_plugin):
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                ext = plugin.score_extensions()
+                s = None if ext is None else ext.normalize_score(state, pod_info, scores)
+            except Exception as exc:
+                log.exception("NormalizeScore raised", plugin=name, pod=pod_info.key)
+                s = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
+            if s is not None and s.code != Code.SUCCESS:
+                return [], _guard_error(
+                    s, f"running Normalize on Score plugins: plugin {name!r} failed with", name
+                )
+
+        results = [NodeScoreResult(node_info.name) for node_info in nodes]
+        for (name, _), scores in zip(plugins, per_plugin):
+            weight = self.score_weights.get(name, 1)
+            for result, node_score in zip(results, scores):
+                value = node_score.score
+                if value > MAX_NODE_SCORE or value < MIN_NODE_SCORE:
+                    return [], Status(
+                        Code.ERROR,
+                        "applying score defaultWeights on Score plugins: plugin "
+                        f"{name!r} returns an invalid score {value}, it should in the range of "
+                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        plugin=name,
+                    )
+                weighted = value * weight
+                result.scores[name] = weighted
+                result.total_score += weighted
+        return results, None
+
+    # --- Reserve / Permit ------------------------------------------------------------------
+
+    def run_reserve_plugins_reserve(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        final: Status | None = None
+        for name, plugin in self._reserve:
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                s = plugin.reserve(state, pod_info, node_name)
+            except Exception as exc:
+                log.exception("Reserve plugin raised", plugin=name, pod=pod_info.key)
+                s = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(RESERVE, name, s, t0)
+            if s is not None and s.code != Code.SUCCESS:
+                if s.is_rejected():
+                    s.plugin = name
+                    final = s
+                else:
+                    final = _guard_error(s, f"running Reserve plugin {name!r}", name)
+                break
+        self._observe_point(RESERVE, final, start)
+        return final
+
+    def run_reserve_plugins_unreserve(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> None:
+        """Unreserve every reserve plugin in reverse order; never raises."""
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        for name, plugin in reversed(self._reserve):
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                plugin.unreserve(state, pod_info, node_name)
+            except Exception:
+                log.exception("Unreserve plugin raised", plugin=name, pod=pod_info.key)
+            if sampled:
+                self._observe_plugin(UNRESERVE, name, None, t0)
+        self._observe_point(UNRESERVE, None, start)
+
+    def run_permit_plugins(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        """None when every plugin allows; Wait (the pod is registered as waiting, with one
+        timer per waiting plugin) when some asked to wait and none rejected; the rejection
+        or an Error otherwise.  Must run on the event loop when a plugin may answer Wait."""
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        wait_times: dict[str, float] = {}
+        final: Status | None = None
+        for name, plugin in self._permit:
+            t0 = time.perf_counter() if sampled else 0.0
+            timeout = 0.0
+            try:
+                s, timeout = plugin.permit(state, pod_info, node_name)
+            except Exception as exc:
+                log.exception("Permit plugin raised", plugin=name, pod=pod_info.key)
+                s = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(PERMIT, name, s, t0)
+            if s is None or s.code == Code.SUCCESS:
+                continue
+            if s.is_rejected():
+                s.plugin = name
+                final = s
+                break
+            if s.code == Code.WAIT:
+                wait_times[name] = min(float(timeout), MAX_PERMIT_TIMEOUT_SECONDS)
+                continue
+            final = _guard_error(s, f"running Permit plugin {name!r}", name)
+            break
+        if final is None and wait_times:
+            try:
+                self.waiting_pods.add(WaitingPod(pod_info, wait_times))
+            except RuntimeError as exc:  # no running event loop to time the wait
+                final = Status.from_error(exc)
+        if final is None and wait_times:
+            final = Status(
+                Code.WAIT,
+                f"one or more plugins asked to wait and no plugin rejected pod {pod_info.name!r}",
+            )
+        self._observe_point(PERMIT, final, start)
+        return final
+
+    async def wait_on_permit(self, pod_info: PodInfo) -> Status | None:
+        """Block until a waiting pod is allowed (None) or rejected; None if it is not waiting."""
+        waiting_pod = self.waiting_pods.get(pod_info.uid)
+        if waiting_pod is None:
+            return None
+        start = time.perf_counter()
+        try:
+            status = await waiting_pod.wait()
+        finally:
+            waiting_pod.cancel_timers()
+            if self.waiting_pods.get(pod_info.uid) is waiting_pod:
+                self.waiting_pods.remove(pod_info.uid)
+        if self.metrics is not None:
+            code = Code.SUCCESS if status is None else status.code
+            self.metrics.permit_wait_duration.labels(code.label).observe(
+                time.perf_counter() - start
+            )
+        if status is None or status.code == Code.SUCCESS:
+            return None
+        if status.is_rejected():
+            return status
+        return _guard_error(status, "waiting on permit for pod", status.plugin)
+
+    # --- binding cycle ---------------------------------------------------------------------
+
+    async def run_pre_bind_plugins(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        final: Status | None = None
+        for name, plugin in self._pre_bind:
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                s = await plugin.pre_bind(state, pod_info, node_name)
+            except Exception as exc:
+                log.exception("PreBind plugin raised", plugin=name, pod=pod_info.key)
+                s = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(PRE_BIND, name, s, t0)
+            if s is not None and s.code != Code.SUCCESS:
+                if s.is_rejected():
+                    s.plugin = name
+                    final = s
+                else:
+                    final = _guard_error(s, f"running PreBind plugin {name!r}", name)
+                break
+        self._observe_point(PRE_BIND, final, start)
+        return final
+
+    async def run_bind_plugins(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        """The first bind plugin that does not Skip decides; Skip when all of them skip.
+        An Error keeps its ``error`` (AlreadyBoundError, PodGoneError) for the caller."""
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        final: Status | None = Status(Code.SKIP)
+        for name, plugin in self._bind:
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                s = await plugin.bind(state, pod_info, node_name)
+            except Exception as exc:
+                log.exception("Bind plugin raised", plugin=name, pod=pod_info.key)
+                s = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._observe_plugin(BIND, name, s, t0)
+            if s is not None and s.code == Code.SKIP:
+                continue
+            if s is None or s.code == Code.SUCCESS:
+                final = None
+            elif s.is_rejected():
+                s.plugin = name
+                final = s
+            else:
+                final = _guard_error(s, f"running Bind plugin {name!r}", name)
+            break
+        self._observe_point(BIND, final, start)
+        return final
+
+    def run_post_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
+        """Informational; never raises."""
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        for name, plugin in self._post_bind:
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                plugin.post_bind(state, pod_info, node_name)
+            except Exception:
+                log.exception("PostBind plugin raised", plugin=name, pod=pod_info.key)
+            if sampled:
+                self._observe_plugin(POST_BIND, name, None, t0)
+        self._observe_point(POST_BIND, None, start)
+
+    def __repr__(self) -> str:
+        return f"Framework({self.profile_name!r})"

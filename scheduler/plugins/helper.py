@@ -1,0 +1,124 @@
+"""Small arithmetic shared by score plugins (upstream ``framework/plugins/helper``).
+
+Scores have to come out bit-for-bit as kube-scheduler computes them or ties break differently,
+so integer arithmetic follows Go: division truncates toward zero (Python's ``//`` floors).
+Plugins import :func:`default_normalize_score` for NormalizeScore and
+:func:`build_broken_linear_function` for shape-based scoring (RequestedToCapacityRatio).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.config.errors import ConfigError
+from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
+
+__all__ = [
+    "DO_NOT_SCHEDULE_TAINT_EFFECTS",
+    "FunctionShapePoint",
+    "args_error",
+    "build_broken_linear_function",
+    "default_normalize_score",
+    "go_div",
+    "normalize_to_max_node_score",
+    "validate_no_args",
+]
+
+# Taint effects that keep a pod off a node at scheduling time (upstream
+# DoNotScheduleTaintsFilterFunc); PreferNoSchedule only lowers the score.
+DO_NOT_SCHEDULE_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
+
+
+def go_div(a: int, b: int) -> int:
+    """Integer division truncating toward zero, like Go's ``/`` on int64."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def default_normalize_score(
+    max_priority: int, reverse: bool, scores: Sequence[NodeScore]
+) -> None:
+    """Scale scores in place from [0, max(scores)] to [0, max_priority].
+
+    With ``reverse`` the scaled score is subtracted from ``max_priority`` (fewer is better).
+    When every score is 0 (or there are none) scores stay 0, or all become ``max_priority``
+    when reversed.  Scores are assumed non-negative, as upstream assumes.
+    """
+    highest = 0
+    for s in scores:
+        highest = max(highest, s.score)
+    if highest == 0:
+        if reverse:
+            for s in scores:
+                s.score = max_priority
+        return
+    for s in scores:
+        scaled = go_div(max_priority * s.score, highest)
+        s.score = max_priority - scaled if reverse else scaled
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionShapePoint:
+    """A corner of a broken-line function: ``score`` at ``utilization``."""
+
+    utilization: int
+    score: int
+
+
+def build_broken_linear_function(
+    shape: Sequence[FunctionShapePoint],
+) -> Callable[[int], int]:
+    """A piecewise-linear function through ``shape`` (sorted by utilization, non-empty).
+
+    Below the first point it is the first score, above the last point the last score, and
+    linear (Go integer arithmetic) in between.
+    """
+    if not shape:
+        raise ValueError("function shape must have at least one point")
+    points = tuple(shape)
+
+    def f(p: int) -> int:
+        for i, point in enumerate(points):
+            if p <= point.utilization:
+                if i == 0:
+                    return points[0].score
+                prev = points[i - 1]
+                return prev.score + go_div(
+                    (point.score - prev.score) * (p - prev.utilization),
+                    point.utilization - prev.utilization,
+                )
+        return points[-1].score
+
+    return f
+
+
+def normalize_to_max_node_score(scores: Sequence[NodeScore], *, reverse: bool = False) -> None:
+    """:func:`default_normalize_score` with ``MAX_NODE_SCORE`` (the usual call)."""
+    default_normalize_score(MAX_NODE_SCORE, reverse, scores)
+
+
+# Keys a decoded args object may carry besides its fields (the config loader usually strips them).
+_TYPE_META_KEYS = frozenset({"apiVersion", "kind"})
+
+
+def args_error(plugin: str, field: str, message: str) -> ConfigError:
+    """A ConfigError naming ``<plugin>.args.<field>``, raised from plugin constructors."""
+    path = f"{plugin}.args" + (f".{field}" if field else "")
+    return ConfigError("", [(path, message)])
+
+
+def validate_no_args(plugin: str, args: Mapping[str, Any] | None) -> None:
+    """For plugins without an args type: accept nothing but an empty mapping.
+
+    Upstream silently ignores args given to such plugins; a field there is always a mistake
+    in the configuration, so we name it instead of dropping it.
+    """
+    if args is None:
+        return
+    if not isinstance(args, Mapping):
+        raise args_error(plugin, "", f"must be an object, got {type(args).__name__}")
+    unknown = sorted(str(k) for k in args if k not in _TYPE_META_KEYS)
+    if unknown:
+        raise args_error(plugin, unknown[0], "unknown field (this plugin takes no args)")

@@ -1,0 +1,105 @@
+"""NodeResourcesBalancedAllocation: favour nodes whose resource utilizations (with the pod)
+stay close to each other, scored as ``(1 - std) * MAX_NODE_SCORE`` over the utilization
+fractions, as upstream.  Best-effort pods skip it (upstream #129138): they would otherwise all
+land on the same balanced node."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import Handle, PluginArgs, PreScorePlugin, ScorePlugin
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import MAX_NODE_SCORE
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins import names
+from scheduler.plugins.helper import args_error
+from scheduler.plugins.noderesources.resource_allocation import (
+    ResourceAllocationScorer,
+    ResourceSpec,
+    parse_resource_specs,
+)
+
+NAME = names.NODE_RESOURCES_BALANCED_ALLOCATION
+
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+
+DEFAULT_RESOURCES = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+
+
+def balanced_resource_scorer(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    fractions: list[float] = []
+    total = 0.0
+    for req, alloc in zip(requested, allocatable):
+        if alloc == 0:
+            continue
+        fraction = min(req / alloc, 1.0)
+        total += fraction
+        fractions.append(fraction)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = total / len(fractions)
+        std = math.sqrt(sum((f - mean) * (f - mean) for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+class _PreScoreState:
+    __slots__ = ("pod_requests",)
+
+    def __init__(self, pod_requests: list[int]) -> None:
+        self.pod_requests = pod_requests
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+class BalancedAllocation(PreScorePlugin, ScorePlugin):
+    NAME = NAME
+
+    def __init__(self, args: PluginArgs | None, handle: Handle | None = None) -> None:
+        args = args or {}
+        resources = parse_resource_specs(args.get("resources"), "resources", plugin=NAME)
+        if not resources:
+            resources = list(DEFAULT_RESOURCES)
+        seen: set[str] = set()
+        for i, spec in enumerate(resources):
+            if spec.name in seen:
+                raise args_error(NAME, f"resources[{i}].name", f"duplicate value {spec.name!r}")
+            seen.add(spec.name)
+            if spec.weight != 1:
+                raise args_error(
+                    NAME, f"resources[{i}].weight", f"invalid value {spec.weight}: must be 1"
+                )
+        self.scorer = ResourceAllocationScorer(
+            name=NAME, scorer=balanced_resource_scorer, resources=resources, use_requested=True
+        )
+        self._handle = handle
+
+    @property
+    def resources(self) -> list[ResourceSpec]:
+        return self.scorer.resources
+
+    def pre_score(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> Status | None:
+        requests = self.scorer.pod_requests(pod_info)
+        if self.scorer.is_best_effort(requests):
+            return Status(Code.SKIP)
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests))
+        return None
+
+    def score(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> tuple[int, Status | None]:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if s is None:
+            requests = self.scorer.pod_requests(pod_info)
+            if self.scorer.is_best_effort(requests):
+                return 0, None
+        else:
+            requests = s.pod_requests
+        return self.scorer.score(node_info, requests)

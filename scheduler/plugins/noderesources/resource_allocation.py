@@ -1,0 +1,146 @@
+"""The scorer NodeResourcesFit (LeastAllocated / MostAllocated / RequestedToCapacityRatio) and
+NodeResourcesBalancedAllocation share: per configured resource, the node's allocatable and what
+would be requested with the pod on it, fed to a strategy function.
+
+Fit scores with *non-zero* cpu/memory requests (100m / 200Mi for containers that request none)
+so best-effort pods still spread; BalancedAllocation uses the real requests, as upstream.
+Arithmetic is integer and truncating, as in Go, so scores match kube-scheduler's exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.objects.pod import PodInfo
+from scheduler.objects.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name
+from scheduler.plugins.helper import args_error
+
+ERR_RESOURCES_NOT_FOUND = "resources not found"
+
+# fn(requested, allocatable) -> score in [0, MAX_NODE_SCORE]
+ScorerFn = Callable[[Sequence[int], Sequence[int]], int]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    name: str
+    weight: int
+
+
+def parse_resource_specs(raw: Any, field: str, *, plugin: str) -> list[ResourceSpec]:
+    """``[{name, weight}]`` -> ResourceSpecs; type errors name the field."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise args_error(plugin, field, f"must be a list, got {type(raw).__name__}")
+    out: list[ResourceSpec] = []
+    for i, item in enumerate(raw):
+        path = f"{field}[{i}]"
+        if not isinstance(item, Mapping):
+            raise args_error(plugin, path, "must be an object with name and weight")
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise args_error(plugin, f"{path}.name", "required")
+        weight = item.get("weight", 0)
+        if weight is None:
+            weight = 0
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise args_error(plugin, f"{path}.weight", f"must be an integer, got {weight!r}")
+        out.append(ResourceSpec(name, weight))
+    return out
+
+
+def validate_resource_weights(
+    resources: Sequence[ResourceSpec], field: str, *, plugin: str
+) -> None:
+    """Upstream ``validateResources``: every weight in (0, 100]."""
+    for i, spec in enumerate(resources):
+        if spec.weight <= 0 or spec.weight > 100:
+            raise args_error(
+                plugin,
+                f"{field}[{i}].weight",
+                f"invalid value {spec.weight}: resource weight of {spec.name} not in valid "
+                "range (0, 100]",
+            )
+
+
+def pod_resource_request(pod_info: PodInfo, resource: str, *, use_requested: bool) -> int:
+    """The pod's request of ``resource`` (milli for cpu); non-zero defaults unless
+    ``use_requested``."""
+    if not use_requested:
+        if resource == CPU:
+            return pod_info.non_zero_cpu
+        if resource == MEMORY:
+            return pod_info.non_zero_memory
+    return pod_info.requests.get(resource)
+
+
+class ResourceAllocationScorer:
+    """Upstream ``resourceAllocationScorer``."""
+
+    __slots__ = ("name", "resources", "use_requested", "_scorer")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        scorer: ScorerFn,
+        resources: Sequence[ResourceSpec],
+        use_requested: bool,
+    ) -> None:
+        self.name = name
+        self.resources = list(resources)
+        self.use_requested = use_requested
+        self._scorer = scorer
+
+    def pod_requests(self, pod_info: PodInfo) -> list[int]:
+        return [
+            pod_resource_request(pod_info, spec.name, use_requested=self.use_requested)
+            for spec in self.resources
+        ]
+
+    @staticmethod
+    def is_best_effort(pod_requests: Sequence[int]) -> bool:
+        return not any(pod_requests)
+
+    def allocatable_and_requested(
+        self, node_info: NodeInfo, resource: str, pod_request: int
+    ) -> tuple[int, int]:
+        """(allocatable, requested including the pod); (0, 0) means "do not score this"."""
+        if pod_request == 0 and is_scalar_resource_name(resource):
+            return 0, 0
+        requested = node_info.requested if self.use_requested else node_info.non_zero_requested
+        allocatable = node_info.allocatable
+        if resource == CPU:
+            return allocatable.milli_cpu, requested.milli_cpu + pod_request
+        if resource == MEMORY:
+            return allocatable.memory, requested.memory + pod_request
+        if resource == EPHEMERAL_STORAGE:
+            return (
+                allocatable.ephemeral_storage,
+                node_info.requested.ephemeral_storage + pod_request,
+            )
+        if resource in allocatable.scalar_resources:
+            return (
+                allocatable.scalar_resources[resource],
+                node_info.requested.scalar_resources.get(resource, 0) + pod_request,
+            )
+        return 0, 0
+
+    def score(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status | None]:
+        if not self.resources:
+            return 0, Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)
+        count = len(self.resources)
+        requested = [0] * count
+        allocatable = [0] * count
+        for i, spec in enumerate(self.resources):
+            alloc, req = self.allocatable_and_requested(node_info, spec.name, pod_requests[i])
+            if alloc == 0:
+                continue
+            allocatable[i] = alloc
+            requested[i] = req
+        return self._scorer(requested, allocatable), None

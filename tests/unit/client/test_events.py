@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from scheduler.client.api import ApiClient
+from scheduler.client.events import EventRecorder, micro_time, object_reference, truncate_note
+from scheduler.metrics import SchedulerMetrics
+from tests.unit.client.conftest import FakeClock, FakeSleep, until
+from tests.unit.client.fake_apiserver import FakeApiServer
+
+MakeClient = Callable[..., ApiClient]
+EVENTS = "/apis/events.k8s.io/v1/namespaces/ns/events"
+WALL = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
+
+
+def pod(name: str = "p", uid: str = "u1") -> dict[str, Any]:
+    return {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": "7"}}
+
+
+def dropped(metrics: SchedulerMetrics, reason: str) -> float:
+    return metrics.registry.get_sample_value("scheduler_py_events_dropped_total", {"reason": reason}) or 0.0
+
+
+@pytest.fixture
+def recorder_factory(make_client: MakeClient, fake_sleep: FakeSleep) -> Callable[..., tuple[EventRecorder, FakeClock, SchedulerMetrics]]:
+    def make(**kw: Any) -> tuple[EventRecorder, FakeClock, SchedulerMetrics]:
+        clock = FakeClock()
+        metrics = SchedulerMetrics()
+        rec = EventRecorder(
+            make_client(),
+            scheduler_name="py-sched",
+            hostname="host1",
+            metrics=metrics,
+            clock=clock,
+            wall_clock=lambda: WALL,
+            sleep=fake_sleep,
+            **kw,
+        )
+        return rec, clock, metrics
+
+    return make
+
+
+def test_micro_time_and_truncation() -> None:
+    assert micro_time(WALL) == "2024-05-06T07:08:09.123456Z"
+    assert truncate_note("short") == "short"
+    long = "x" * 2000
+    t = truncate_note(long)
+    assert len(t.encode()) == 1024 and t.endswith(" ...")
+    # Never splits a multi-byte character.
+    t2 = truncate_note("é" * 1000)
+    assert len(t2.encode()) <= 1024 and t2.endswith(" ...")
+    t2.encode("utf-8")
+
+
+def test_object_reference() -> None:
+    assert object_reference(pod()) == {"kind": "Pod", "apiVersion": "v1", "namespace": "ns", "name": "p", "uid": "u1", "resourceVersion": "7"}
+    bare = {"metadata": {"name": "p", "namespace": "ns"}}
+    assert object_reference(bare)["kind"] == "Pod"
+    ref = {"kind": "Node", "name": "n1"}
+    assert object_reference(ref) == ref
+
+
+async def test_event_body(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, _, _ = recorder_factory()
+    rec.start()
+    rec.event(pod(), type="Warning", reason="FailedScheduling", action="Scheduling", message="0/3 nodes are available", related={"kind": "Node", "name": "n1"})
+    await rec.stop(2)
+    (req,) = server.requests_for("POST", EVENTS)
+    body = req.body
+    assert re.fullmatch(r"p\.[0-9a-f]+", body["metadata"]["name"])
+    assert body["metadata"]["namespace"] == "ns"
+    assert body | {"metadata": None} == {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": None,
+        "eventTime": "2024-05-06T07:08:09.123456Z",
+        "reportingController": "py-sched",
+        "reportingInstance": "py-sched-host1",
+        "action": "Scheduling",
+        "reason": "FailedScheduling",
+        "regarding": {"kind": "Pod", "apiVersion": "v1", "namespace": "ns", "name": "p", "uid": "u1", "resourceVersion": "7"},
+        "related": {"kind": "Node", "name": "n1"},
+        "note": "0/3 nodes are available",
+        "type": "Warning",
+    }
+
+
+async def test_long_message_is_truncated(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, _, _ = recorder_factory()
+    rec.start()
+    rec.event(pod(), type="Warning", reason="FailedScheduling", action="Scheduling", message="m" * 5000)
+    await rec.stop(2)
+    note = server.requests_for("POST", EVENTS)[0].body["note"]
+    assert len(note) == 1024 and note.endswith(" ...")
+
+
+async def test_repeats_become_series_patches(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, clock, _ = recorder_factory()
+    rec.start()
+    kw: dict[str, Any] = {"type": "Warning", "reason": "FailedScheduling", "action": "Scheduling", "message": "no fit"}
+    rec.event(pod(), **kw)
+    await until(lambda: rec.sent == 1)
+    name = server.requests_for("POST", EVENTS)[0].body["metadata"]["name"]
+    clock.advance(10)
+    rec.event(pod(), **kw)
+    await until(lambda: rec.sent == 2)
+    (patch,) = server.requests_for("PATCH", EVENTS)
+    assert patch.path == f"{EVENTS}/{name}"
+    assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
+    assert patch.body == {"series": {"count": 2, "lastObservedTime": "2024-05-06T07:08:09.123456Z"}}
+    # A different message is a different event.
+    rec.event(pod(), **(kw | {"message": "other"}))
+    # After the 6-minute window a repeat is a new Event again.
+    clock.advance(361)
+    rec.event(pod(), **kw)
+    await rec.stop(2)
+    assert len(server.requests_for("POST", EVENTS)) == 3
+    assert len(server.requests_for("PATCH", EVENTS)) == 1
+
+
+async def test_queued_repeats_coalesce_into_one_patch(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, _, _ = recorder_factory()
+    kw: dict[str, Any] = {"type": "Normal", "reason": "R", "action": "A", "message": "m"}
+    rec.event(pod(), **kw)
+    rec.start()
+    await until(lambda: rec.sent == 1)
+    for _ in range(5):
+        rec.event(pod(), **kw)  # all before the sender runs
+    await rec.stop(2)
+    patches = server.requests_for("PATCH", EVENTS)
+    assert [p.body["series"]["count"] for p in patches] == [6]
+
+
+async def test_spam_filter_limits_per_object(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, clock, metrics = recorder_factory(spam_burst=3, spam_refill_seconds=300)
+    rec.start()
+    for i in range(10):
+        rec.event(pod(), type="Warning", reason="R", action="A", message=f"m{i}")
+    rec.event(pod("q", uid="u2"), type="Warning", reason="R", action="A", message="m")  # other object unaffected
+    clock.advance(300)  # one token back
+    rec.event(pod(), type="Warning", reason="R", action="A", message="late")
+    await rec.stop(2)
+    notes = [r.body["note"] for r in server.requests_for("POST", EVENTS)]
+    assert notes == ["m0", "m1", "m2", "m", "late"]
+    assert dropped(metrics, "rate_limited") == 7
+
+
+async def test_queue_overflow_drops_without_blocking(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, _, metrics = recorder_factory(queue_size=2)
+    for i in range(5):  # sender not started: the queue fills
+        rec.event(pod(f"p{i}", uid=f"u{i}"), type="Normal", reason="R", action="A", message="m")
+    assert dropped(metrics, "queue_full") == 3
+    rec.start()
+    await rec.stop(2)
+    assert len(server.requests_for("POST", EVENTS)) == 2
+
+
+async def test_retries_then_gives_up(server: FakeApiServer, recorder_factory: Any, fake_sleep: FakeSleep) -> None:
+    rec, _, metrics = recorder_factory(max_tries=3)
+    server.fail("POST", EVENTS, status=503, times=2)
+    rec.start()
+    rec.event(pod(), type="Normal", reason="R", action="A", message="m")
+    await until(lambda: rec.sent == 1)
+    assert len(server.requests_for("POST", EVENTS)) == 3
+    server.fail("POST", EVENTS, status=500, times=5)
+    rec.event(pod(), type="Normal", reason="R2", action="A", message="m")
+    server.fail("POST", EVENTS, status=422, times=1)
+    rec.event(pod(), type="Normal", reason="R3", action="A", message="m")
+    await rec.stop(2)
+    assert dropped(metrics, "send_failed") == 1
+    assert dropped(metrics, "rejected") == 1
+
+
+async def test_patch_of_expired_event_recreates_it(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, _, _ = recorder_factory()
+    rec.start()
+    kw: dict[str, Any] = {"type": "Normal", "reason": "R", "action": "A", "message": "m"}
+    rec.event(pod(), **kw)
+    await until(lambda: rec.sent == 1)
+    server.objects.clear()  # the Event TTL'd away
+    rec.event(pod(), **kw)
+    await rec.stop(2)
+    posts = server.requests_for("POST", EVENTS)
+    assert len(posts) == 2 and posts[1].body["series"]["count"] == 2
+
+
+async def test_invalid_type_and_after_stop(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, _, metrics = recorder_factory()
+    rec.start()
+    rec.event(pod(), type="Bogus", reason="R", action="A", message="m")
+    await rec.stop(2)
+    rec.event(pod(), type="Normal", reason="R", action="A", message="m")
+    assert server.requests_for("POST", EVENTS) == []
+    assert dropped(metrics, "stopped") == 1
+    assert not any(t.get_name().startswith("event-recorder") for t in asyncio.all_tasks())
+
+
+async def test_stop_flushes_queue(server: FakeApiServer, recorder_factory: Any) -> None:
+    rec, _, _ = recorder_factory()
+    rec.start()
+    for i in range(20):
+        rec.event(pod(f"p{i}", uid=f"u{i}"), type="Normal", reason="Scheduled", action="Binding", message=f"Successfully assigned ns/p{i} to n")
+    await rec.stop(5)
+    assert len(server.requests_for("POST", EVENTS)) == 20

@@ -1,0 +1,324 @@
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from scheduler.client.api import ApiClient
+from scheduler.client.informer import DeletedFinalStateUnknown, Informer, InformerFactory
+from tests.unit.client.conftest import FakeClock, FakeSleep, until
+from tests.unit.client.fake_apiserver import FakeApiServer
+
+PODS = "/api/v1/pods"
+MakeClient = Callable[..., ApiClient]
+
+
+def pod(name: str, ns: str = "ns", **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"}, **extra}
+
+
+class Recorder:
+    """Handler that logs every delivery as a tuple, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, ...]] = []
+        self.tombstones: list[DeletedFinalStateUnknown] = []
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.events.append(("add", obj["metadata"]["name"]))
+
+    def update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.events.append(("update", new["metadata"]["name"], old["metadata"]["resourceVersion"], new["metadata"]["resourceVersion"]))
+
+    def delete(self, obj: Any) -> None:
+        if isinstance(obj, DeletedFinalStateUnknown):
+            self.tombstones.append(obj)
+            self.events.append(("tombstone", obj.key))
+        else:
+            self.events.append(("delete", obj["metadata"]["name"]))
+
+    def names(self, kind: str) -> list[str]:
+        return [e[1] for e in self.events if e[0] == kind]
+
+
+@pytest.fixture
+async def informer_env(
+    server: FakeApiServer, make_client: MakeClient, fake_sleep: FakeSleep
+) -> AsyncIterator[Callable[..., tuple[Informer, Recorder, asyncio.Task[None]]]]:
+    server.collection(PODS)
+    tasks: list[tuple[Informer, asyncio.Task[None]]] = []
+
+    def make(**kw: Any) -> tuple[Informer, Recorder, asyncio.Task[None]]:
+        kw.setdefault("clock", FakeClock())
+        inf = Informer(make_client(), path=PODS, resource_name="pods", sleep=fake_sleep, rng=random.Random(1), **kw)
+        rec = Recorder()
+        inf.add_handler(rec.add, rec.update, rec.delete)
+        task = asyncio.create_task(inf.run(), name="test-informer")
+        tasks.append((inf, task))
+        return inf, rec, task
+
+    yield make
+    for inf, task in tasks:
+        inf.stop()
+        await task
+
+
+async def test_list_then_watch_delivers_in_order(server: FakeApiServer, informer_env: Any) -> None:
+    server.add(PODS, pod("a"))
+    server.add(PODS, pod("b"))
+    inf, rec, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    assert rec.names("add") == ["a", "b"]
+    await until(lambda: bool(server.watchers))
+    server.add(PODS, pod("c"))
+    a2 = server.modify(PODS, pod("a", spec={"nodeName": "n1"}))
+    server.delete(PODS, "ns/b")
+    await until(lambda: len(rec.events) == 5)
+    assert rec.events[2:] == [("add", "c"), ("update", "a", "101", a2["metadata"]["resourceVersion"]), ("delete", "b")]
+    assert sorted(inf.store.keys()) == ["ns/a", "ns/c"]
+    assert inf.store.get("a", "ns")["spec"]["nodeName"] == "n1"  # type: ignore[index]
+    assert inf.store.list("ns") and inf.store.list("other") == []
+    # List items get kind/apiVersion (for event references).
+    assert inf.store.get("c", "ns")["kind"] == "Pod"  # type: ignore[index]
+    assert inf.store.get_by_key("ns/c")["apiVersion"] == "v1"  # type: ignore[index]
+    w = server.requests_for("GET", PODS)[-1].query
+    assert w["watch"] == "true" and w["allowWatchBookmarks"] == "true"
+    assert 300 <= int(w["timeoutSeconds"]) <= 600
+
+
+async def test_list_is_paged(server: FakeApiServer, informer_env: Any) -> None:
+    for i in range(7):
+        server.add(PODS, pod(f"p{i}"))
+    inf, rec, _ = informer_env(page_size=3)
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    lists = [r.query for r in server.requests_for("GET", PODS) if "watch" not in r.query]
+    assert [q.get("limit") for q in lists] == ["3", "3", "3"]
+    assert "continue" not in lists[0] and lists[1]["continue"] and lists[2]["continue"]
+    assert len(rec.names("add")) == 7 and len(inf.store) == 7
+
+
+async def test_gone_relists_and_diffs_with_tombstones(server: FakeApiServer, informer_env: Any) -> None:
+    for n in ("keep", "change", "vanish"):
+        server.add(PODS, pod(n))
+    inf, rec, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+    # While the informer is disconnected things change and history is compacted away.
+    server.hold()
+    server.drop_watches()
+    await until(lambda: server.held == 1)
+    changed = server.modify(PODS, pod("change", spec={"x": 1}))
+    server.delete(PODS, "ns/vanish")
+    server.add(PODS, pod("new"))
+    server.compact()
+    server.release()
+    await until(lambda: inf.list_count == 2 and bool(server.watchers))
+    after = rec.events[3:]
+    assert ("add", "new") in after
+    assert ("update", "change", "102", changed["metadata"]["resourceVersion"]) in after
+    assert ("tombstone", "ns/vanish") in after
+    assert not any(e[1] == "keep" for e in after)  # unchanged RV → no update
+    tomb = rec.tombstones[0]
+    assert tomb.obj["metadata"]["name"] == "vanish"
+    assert sorted(inf.store.keys()) == ["ns/change", "ns/keep", "ns/new"]
+
+
+async def test_watch_error_event_410_relists(server: FakeApiServer, informer_env: Any) -> None:
+    server.add(PODS, pod("a"))
+    inf, rec, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+    server.send_watch_error(PODS, 410, "Expired")
+    await until(lambda: inf.list_count == 2)
+    assert rec.events == [("add", "a")]  # relist of an unchanged world delivers nothing new
+
+
+async def test_gone_as_event_on_watch_start(server: FakeApiServer, informer_env: Any) -> None:
+    server.gone_as_event = True
+    server.add(PODS, pod("a"))
+    inf, rec, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+    server.hold()
+    server.drop_watches()
+    await until(lambda: server.held == 1)
+    server.delete(PODS, "ns/a")
+    server.compact()
+    server.release()
+    await until(lambda: inf.list_count == 2)
+    await until(lambda: rec.events[-1] == ("tombstone", "ns/a"))
+
+
+async def test_bookmarks_advance_resource_version(server: FakeApiServer, informer_env: Any) -> None:
+    server.add(PODS, pod("a"))
+    inf, rec, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+    server.bookmark(PODS)
+    await until(lambda: inf.last_resource_version == str(server.rv))
+    bookmark_rv = server.rv
+    server.end_watches()
+    await until(lambda: inf.watch_count == 2 and bool(server.watchers))
+    assert server.requests_for("GET", PODS)[-1].query["resourceVersion"] == str(bookmark_rv)
+    assert rec.events == [("add", "a")]  # bookmarks are not delivered
+
+
+async def test_reconnect_after_drop_loses_no_event(server: FakeApiServer, informer_env: Any, fake_sleep: FakeSleep) -> None:
+    inf, rec, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+    server.add(PODS, pod("before"))
+    await until(lambda: rec.names("add") == ["before"])
+    server.hold()
+    server.drop_watches()
+    await until(lambda: server.held == 1)
+    # Events while disconnected, and the first reconnect attempts fail.
+    server.fail("GET", PODS, disconnect=True, times=2)
+    for i in range(5):
+        server.add(PODS, pod(f"during{i}"))
+    server.delete(PODS, "ns/before")
+    server.release()
+    await until(lambda: len(rec.events) == 7)
+    assert rec.names("add") == ["before"] + [f"during{i}" for i in range(5)]
+    assert rec.events[-1] == ("delete", "before")
+    assert inf.list_count == 1  # resumed from the last RV, no relist
+    assert len(fake_sleep.calls) >= 2  # backed off between failed reconnects
+    assert all(d <= 30.0 for d in fake_sleep.calls)
+
+
+async def test_handler_exceptions_do_not_stop_informer(server: FakeApiServer, informer_env: Any) -> None:
+    inf, rec, _ = informer_env()
+    seen: list[str] = []
+
+    def boom(obj: dict[str, Any]) -> None:
+        seen.append(obj["metadata"]["name"])
+        raise RuntimeError("handler bug")
+
+    inf.add_handler(on_add=boom)
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+    server.add(PODS, pod("x"))
+    server.add(PODS, pod("y"))
+    await until(lambda: rec.names("add") == ["x", "y"])
+    assert seen == ["x", "y"]
+
+
+async def test_filtering_handler_semantics(server: FakeApiServer, informer_env: Any) -> None:
+    server.add(PODS, pod("a"))
+    inf, _, _ = informer_env()
+    assigned = Recorder()
+    inf.add_handler(assigned.add, assigned.update, assigned.delete, filter=lambda p: bool(p.get("spec", {}).get("nodeName")))
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+    server.modify(PODS, pod("a", spec={"nodeName": "n1"}))  # crosses the filter → add
+    server.modify(PODS, pod("a", spec={"nodeName": "n1"}, status={"phase": "Running"}))  # both pass → update
+    server.modify(PODS, pod("a", spec={}))  # leaves the filter → delete
+    server.modify(PODS, pod("a", spec={"x": 1}))  # neither → nothing
+    await until(lambda: len(assigned.events) == 3)
+    await asyncio.sleep(0.01)
+    assert [e[0] for e in assigned.events] == ["add", "update", "delete"]
+
+
+async def test_late_handler_gets_replay_of_store(server: FakeApiServer, informer_env: Any) -> None:
+    server.add(PODS, pod("a"))
+    inf, _, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    late = Recorder()
+    inf.add_handler(late.add)
+    assert late.events == [("add", "a")]
+
+
+async def test_missing_resource_counts_as_synced_and_retries(server: FakeApiServer, make_client: MakeClient, fake_sleep: FakeSleep) -> None:
+    path = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+    inf = Informer(make_client(), path=path, resource_name="podgroups", sleep=fake_sleep, clock=FakeClock())
+    rec = Recorder()
+    inf.add_handler(rec.add)
+    task = asyncio.create_task(inf.run())
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    assert len(inf.store) == 0
+    await until(lambda: len(server.requests_for("GET", path)) >= 3)
+    # The CRD gets installed: the informer picks it up.
+    server.collection(path, kind="PodGroupList", api_version="scheduling.x-k8s.io/v1alpha1")
+    server.add(path, {"metadata": {"name": "pg", "namespace": "ns"}})
+    await until(lambda: rec.names("add") == ["pg"])
+    assert inf.store.get("pg", "ns")["kind"] == "PodGroup"  # type: ignore[index]
+    assert all(d <= 30.0 for d in fake_sleep.calls)
+    inf.stop()
+    await task
+
+
+async def test_run_iterations_bound_and_stop(server: FakeApiServer, make_client: MakeClient, fake_sleep: FakeSleep) -> None:
+    server.collection(PODS)
+    server.fail("GET", PODS, status=500, times=100)
+    inf = Informer(make_client(), path=PODS, resource_name="pods", sleep=fake_sleep, clock=FakeClock())
+    await asyncio.wait_for(inf.run(iterations=3), 3)
+    assert not inf.has_synced
+    assert len(fake_sleep.calls) >= 3
+    # Backoff grows (jittered exponential) and is capped.
+    delays = [d for d in fake_sleep.calls]
+    assert max(delays) <= 30.0
+
+
+async def test_resync_redelivers_updates(server: FakeApiServer, make_client: MakeClient) -> None:
+    server.collection(PODS)
+    server.add(PODS, pod("a"))
+    gate = asyncio.Event()
+    sleeps: list[float] = []
+
+    async def sleep(d: float) -> None:
+        sleeps.append(d)
+        if d == 60.0:
+            await gate.wait()
+            gate.clear()
+        await asyncio.sleep(0)
+
+    inf = Informer(make_client(), path=PODS, resource_name="pods", sleep=sleep, resync=60.0, clock=FakeClock())
+    rec = Recorder()
+    inf.add_handler(rec.add, rec.update)
+    task = asyncio.create_task(inf.run())
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    gate.set()
+    await until(lambda: len(rec.names("update")) == 1)
+    inf.stop()
+    await task
+
+
+async def test_factory_runs_named_tasks_and_listers(server: FakeApiServer, make_client: MakeClient, fake_sleep: FakeSleep) -> None:
+    server.collection("/api/v1/pods")
+    server.collection("/api/v1/nodes", kind="NodeList")
+    server.collection("/api/v1/namespaces", kind="NamespaceList")
+    server.add("/api/v1/nodes", {"metadata": {"name": "n1"}})
+    server.add("/api/v1/pods", pod("p", "team-a"))
+    factory = InformerFactory(
+        make_client(),
+        resources=("pods", "nodes", "namespaces", "podgroups"),
+        pod_field_selector="status.phase!=Succeeded,status.phase!=Failed",
+        sleep=fake_sleep,
+        clock=FakeClock(),
+    )
+    factory.start()
+    names = {t.get_name() for t in asyncio.all_tasks()}
+    assert {"informer:pods", "informer:nodes", "informer:namespaces", "informer:podgroups"} <= names
+    assert await factory.wait_for_cache_sync(3)
+    assert factory.listers.get("nodes", "", "n1") is not None
+    assert factory.listers.get("pods", "team-a", "p") is not None
+    assert [p["metadata"]["name"] for p in factory.listers.list("pods", "team-a")] == ["p"]
+    assert factory.listers.list("podgroups") == []
+    with pytest.raises(KeyError):
+        factory.listers.list("widgets")
+    pod_lists = [r.query for r in server.requests_for("GET", "/api/v1/pods")]
+    assert all(q["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed" for q in pod_lists)
+    await factory.stop()
+    assert not any(t.get_name().startswith("informer:") for t in asyncio.all_tasks())
+
+
+async def test_factory_cache_sync_timeout(server: FakeApiServer, make_client: MakeClient, fake_sleep: FakeSleep) -> None:
+    server.collection("/api/v1/nodes", kind="NodeList")
+    server.fail("GET", "/api/v1/nodes", status=500, times=10_000)
+    factory = InformerFactory(make_client(), resources=("nodes",), sleep=fake_sleep, clock=FakeClock())
+    factory.start()
+    assert not await factory.wait_for_cache_sync(0.05)
+    await factory.stop()
