@@ -1,0 +1,300 @@
+"""``kube-py-scheduler bench``: scheduler throughput against the sandbox, with its ceiling.
+
+One run measures, against the same sandbox process (on the other core):
+
+1. the raw binding rate: binding POSTs from 32 concurrent connections, no scheduling at all —
+   the most any scheduler could bind through this API server and client stack;
+2. the scheduler: M pending pods are created first, then the real scheduler (the daemon's own
+   wiring, in this process) starts; we time from its start until every pod is bound, and
+   record each scheduling cycle's latency, this process's CPU time and peak RSS.
+
+The ratio of (2) to (1) is the figure that survives a noisy machine; both absolute numbers are
+printed too.  Workloads: ``plain`` (cpu/memory requests), ``anti-affinity`` (replica sets with
+required pod anti-affinity on hostname), ``spread`` (topology spread over zones, maxSkew 1),
+``gang`` (PodGroups scheduled all-or-nothing by Coscheduling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+WORKLOADS = ("plain", "anti-affinity", "spread", "gang")
+RAW_SCHEDULER_NAME = "bench-raw-binder"
+BENCH_NAMESPACE = "default"
+RAW_NAMESPACE = "bench-raw"
+
+
+def _pod(name: str, *, scheduler_name: str, namespace: str = BENCH_NAMESPACE,
+         labels: dict[str, str] | None = None, cpu: str = "100m",
+         memory: str = "128Mi") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "containers": [{
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }],
+        },
+    }
+
+
+def workload_pods(kind: str, count: int, *, nodes: int, scheduler_name: str,
+                  gang_size: int = 8) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = []
+    if kind == "plain":
+        for i in range(count):
+            pods.append(_pod(f"plain-{i}", scheduler_name=scheduler_name))
+    elif kind == "anti-affinity":
+        # Replica sets no larger than the node count, each spread one per node.
+        group = max(1, min(nodes, 50))
+        for i in range(count):
+            app = f"aa-{i // group}"
+            pod = _pod(f"aa-{i}", scheduler_name=scheduler_name, labels={"app": app})
+            pod["spec"]["affinity"] = {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": app}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }]}}
+            pods.append(pod)
+    elif kind == "spread":
+        for i in range(count):
+            app = f"sp-{i // 100}"
+            pod = _pod(f"sp-{i}", scheduler_name=scheduler_name, labels={"app": app})
+            pod["spec"]["topologySpreadConstraints"] = [
+                {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                 "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": app}}},
+                {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                 "whenUnsatisfiable": "ScheduleAnyway",
+                 "labelSelector": {"matchLabels": {"app": app}}},
+            ]
+            pods.append(pod)
+    elif kind == "gang":
+        for i in range(count):
+            gang = f"gang-{i // gang_size}"
+            pods.append(_pod(
+                f"gang-{i}", scheduler_name=scheduler_name,
+                labels={"scheduling.x-k8s.io/pod-group": gang}, cpu="1", memory="1Gi",
+            ))
+    else:
+        raise ValueError(f"--workload: one of {', '.join(WORKLOADS)}, got {kind!r}")
+    return pods
+
+
+def pod_groups(count: int, gang_size: int) -> list[dict[str, Any]]:
+    return [{
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": f"gang-{g}", "namespace": BENCH_NAMESPACE},
+        "spec": {"minMember": gang_size, "scheduleTimeoutSeconds": 60},
+    } for g in range((count + gang_size - 1) // gang_size)]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def _gather_bounded(items: Sequence[Any], fn: Callable[[Any], Any], concurrency: int) -> None:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(item: Any) -> None:
+        async with slots:
+            await fn(item)
+
+    await asyncio.gather(*(one(i) for i in items))
+
+
+async def measure_raw_binding(client: Any, node_names: list[str], count: int,
+                              concurrency: int) -> float:
+    """Create ``count`` pods nobody schedules, then bind them as fast as possible."""
+    await client.create("/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RAW_NAMESPACE}})
+    path = f"/api/v1/namespaces/{RAW_NAMESPACE}/pods"
+    created: list[dict[str, Any]] = []
+
+    async def create(i: int) -> None:
+        created.append(await client.create(path, _pod(
+            f"raw-{i}", scheduler_name=RAW_SCHEDULER_NAME, namespace=RAW_NAMESPACE)))
+
+    await _gather_bounded(list(range(count)), create, concurrency)
+    started = time.perf_counter()
+
+    async def bind(item: tuple[int, dict[str, Any]]) -> None:
+        i, pod = item
+        await client.bind(pod, node_names[i % len(node_names)])
+
+    await _gather_bounded(list(enumerate(created)), bind, concurrency)
+    elapsed = time.perf_counter() - started
+    await client.delete(f"/api/v1/namespaces/{RAW_NAMESPACE}")
+    return count / elapsed
+
+
+async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+    from scheduler.app import build_components
+    from scheduler.client.api import ApiClient
+    from scheduler.client.connection import load_connection
+    from scheduler.config.defaults import default_config
+    from scheduler.config.load import load_config_file
+    from scheduler.metrics import SchedulerMetrics
+    from scheduler.sandbox.testing import SandboxProcess
+
+    flags = {"nodes": args.nodes, "simulate_kubelet": False,
+             "node_cpu": args.node_cpu, "node_memory": args.node_memory}
+    async with SandboxProcess(**flags) as sandbox:
+        connection = load_connection(kubeconfig=str(sandbox.kubeconfig_path))
+        user = ApiClient(connection, qps=0, pool_size=64)
+        try:
+            nodes = (await user.get("/api/v1/nodes"))["items"]
+            node_names = [n["metadata"]["name"] for n in nodes]
+            raw_rate = await measure_raw_binding(
+                user, node_names, min(args.pods, args.raw_binds), args.concurrency)
+
+            if args.config:
+                config = load_config_file(args.config)
+            else:
+                config = default_config()
+            config.leader_election.leader_elect = False
+            config.client_connection.qps = args.qps
+            config.client_connection.burst = max(int(args.qps * 2), 1) if args.qps > 0 else 0
+            scheduler_name = config.profiles[0].scheduler_name
+            if args.workload == "gang":
+                await _install_gang(user, config, args)
+            pods = workload_pods(args.workload, args.pods, nodes=args.nodes,
+                                 scheduler_name=scheduler_name, gang_size=args.gang_size)
+            create_started = time.perf_counter()
+            await _gather_bounded(
+                pods, lambda p: user.create(f"/api/v1/namespaces/{BENCH_NAMESPACE}/pods", p),
+                args.concurrency)
+            create_rate = len(pods) / (time.perf_counter() - create_started)
+
+            metrics = SchedulerMetrics()
+            parts = build_components(config, connection, metrics=metrics)
+            cycle_latencies: list[float] = []
+            original = parts.scheduler.cycle.schedule_one
+
+            def timed(qpi: Any) -> None:
+                t = time.perf_counter()
+                original(qpi)
+                cycle_latencies.append(time.perf_counter() - t)
+
+            parts.scheduler.cycle.schedule_one = timed
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            await parts.start(sync_timeout=120)
+            sync_seconds = time.perf_counter() - wall0
+            loop = asyncio.create_task(parts.scheduler.run(), name="bench-scheduling-loop")
+            scheduled = metrics.schedule_attempts.labels("scheduled", scheduler_name)
+            deadline = time.perf_counter() + args.timeout
+            while scheduled._value.get() < len(pods) and time.perf_counter() < deadline:
+                await asyncio.sleep(0.05)
+            wall = time.perf_counter() - wall0
+            cpu = time.process_time() - cpu0
+            bound = int(scheduled._value.get())
+            await parts.aclose(grace_seconds=5)
+            loop.cancel()
+            listed = (await user.get(f"/api/v1/namespaces/{BENCH_NAMESPACE}/pods"))["items"]
+            confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
+        finally:
+            await user.close()
+
+    throughput = bound / wall if wall > 0 else 0.0
+    return {
+        "workload": args.workload,
+        "nodes": args.nodes,
+        "pods": len(pods),
+        "bound": confirmed,
+        "raw_binding_rate_per_s": round(raw_rate, 1),
+        "pod_create_rate_per_s": round(create_rate, 1),
+        "scheduler_pods_per_s": round(throughput, 1),
+        "ratio_to_raw_binding": round(throughput / raw_rate, 3) if raw_rate else None,
+        "informer_sync_s": round(sync_seconds, 3),
+        "wall_s": round(wall, 3),
+        "cycle_p50_ms": round(percentile(cycle_latencies, 50) * 1000, 3),
+        "cycle_p99_ms": round(percentile(cycle_latencies, 99) * 1000, 3),
+        "cycle_mean_ms": round(statistics.fmean(cycle_latencies) * 1000, 3)
+        if cycle_latencies else 0.0,
+        "cycles": len(cycle_latencies),
+        "cpu_s": round(cpu, 2),
+        "cpu_per_pod_ms": round(cpu / max(bound, 1) * 1000, 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+async def _install_gang(user: Any, config: Any, args: argparse.Namespace) -> None:
+    import yaml
+
+    from scheduler.config.types import PluginRef
+
+    crd_path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "manifests", "crds", "scheduling.x-k8s.io_podgroups.yaml")
+    with open(crd_path, encoding="utf-8") as f:
+        crd = yaml.safe_load(f)
+    await user.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    for _ in range(100):  # wait until the new resource is served
+        try:
+            await user.get(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/"
+                           f"{BENCH_NAMESPACE}/podgroups")
+            break
+        except Exception:
+            await asyncio.sleep(0.05)
+    for group in pod_groups(args.pods, args.gang_size):
+        await user.create(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{BENCH_NAMESPACE}/podgroups", group)
+    profile = config.profiles[0]
+    profile.plugins.multi_point.enabled.append(PluginRef("Coscheduling"))
+    profile.plugins.queue_sort.enabled.append(PluginRef("Coscheduling"))
+    profile.plugins.queue_sort.disabled.append(PluginRef("*"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kube-py-scheduler bench", description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--pods", type=int, default=5000)
+    p.add_argument("--workload", choices=WORKLOADS, default="plain")
+    p.add_argument("--gang-size", type=int, default=8)
+    p.add_argument("--node-cpu", default="32")
+    p.add_argument("--node-memory", default="128Gi")
+    p.add_argument("--concurrency", type=int, default=32,
+                   help="connections for creating pods and for the raw binding measurement")
+    p.add_argument("--raw-binds", type=int, default=3000,
+                   help="pods bound in the raw binding measurement (at most --pods)")
+    p.add_argument("--qps", type=float, default=0.0,
+                   help="scheduler client QPS (0 = unlimited, to measure the scheduler itself)")
+    p.add_argument("--config", help="KubeSchedulerConfiguration file for the scheduler")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    if args.nodes < 1 or args.pods < 1:
+        print("kube-py-scheduler bench: --nodes and --pods must be positive", file=sys.stderr)
+        return 2
+    from scheduler.logging import configure_logging
+
+    configure_logging(fmt="console", level="warning")
+    result = asyncio.run(run_bench(args))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        width = max(len(k) for k in result)
+        for key, value in result.items():
+            print(f"{key:<{width}}  {value}")
+    return 0 if result["bound"] == result["pods"] else 1

@@ -1,0 +1,732 @@
+"""The scheduling queue: which pending pod to try next, and when to retry a pod that failed.
+
+Like kube-scheduler's PriorityQueue, pods live in exactly one of:
+
+* activeQ — a heap ordered by the QueueSort plugin; ``pop`` takes its head;
+* backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), a heap ordered
+  by expiry, flushed into activeQ every second;
+* the unschedulable pool — pods rejected by some plugins; they leave it only when a cluster
+  event those plugins registered (and whose queueing hint does not answer Skip) happens, or
+  after ``max_in_unschedulable`` seconds;
+* the gated set — pods a PreEnqueue plugin refused (scheduling gates ...); they re-run
+  PreEnqueue when they are updated or when an event their gating plugin registered happens;
+
+or they are in flight: popped and being scheduled (until ``done`` or a requeue).  A cluster event
+that arrives while a pod is in flight may be the one that makes it schedulable: the
+moveRequestCycle rule sends such a pod to backoffQ rather than to the pool, so it is not stuck
+waiting for an event that already happened.
+
+Single event loop, no locks; ``pop`` is the only coroutine that waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import heapq
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from scheduler.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_UPDATE,
+    BACKOFF_COMPLETE,
+    FORCE_ACTIVATE,
+    POD_ADD_LABEL,
+    SCHEDULE_ATTEMPT_FAILURE,
+    UNSCHEDULABLE_TIMEOUT,
+    UNSCHEDULED_POD_UPDATE,
+    ClusterEvent,
+    EventResource,
+    QueueingHint,
+    QueueingHintFn,
+    pod_update_action,
+)
+from scheduler.framework.status import Status
+from scheduler.framework.types import QueuedPodInfo
+from scheduler.metrics import SchedulerMetrics
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import PodInfo, pod_key
+from scheduler.queue.nominator import Nominator
+
+log = structlog.get_logger(__name__)
+
+__all__ = [
+    "ACTIVE",
+    "BACKOFF",
+    "GATED",
+    "UNSCHEDULABLE",
+    "HintEntry",
+    "QueueError",
+    "SchedulingQueue",
+]
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+
+# (registered event, plugin name, hint or None = always Queue)
+HintEntry = tuple[ClusterEvent, str, QueueingHintFn | None]
+
+_UPDATE_LABEL = UNSCHEDULED_POD_UPDATE.label
+
+
+class QueueError(Exception):
+    """A call that does not fit the queue's state (the pod is already queued ...)."""
+
+    def __init__(self, message: str, *, pod: str = "") -> None:
+        super().__init__(message)
+        self.pod = pod
+
+
+class _Strategy(enum.IntEnum):
+    SKIP = 0
+    AFTER_BACKOFF = 1  # activeQ if the backoff is over, else backoffQ
+    IMMEDIATELY = 2  # activeQ, ignoring backoff (a Pending plugin said Queue)
+
+
+class _ActiveEntry:
+    __slots__ = ("alive", "less", "qpi", "seq")
+
+    def __init__(
+        self,
+        qpi: QueuedPodInfo,
+        seq: int,
+        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
+    ) -> None:
+        self.qpi = qpi
+        self.seq = seq
+        self.alive = True
+        self.less = less
+
+    def __lt__(self, other: _ActiveEntry) -> bool:
+        if self.less(self.qpi, other.qpi):
+            return True
+        if self.less(other.qpi, self.qpi):
+            return False
+        return self.seq < other.seq  # stable: first in, first out among equals
+
+
+class _BackoffEntry:
+    __slots__ = ("alive", "expiry", "qpi", "seq")
+
+    def __init__(self, expiry: float, seq: int, qpi: QueuedPodInfo) -> None:
+        self.expiry = expiry
+        self.seq = seq
+        self.qpi = qpi
+        self.alive = True
+
+    def __lt__(self, other: _BackoffEntry) -> bool:
+        return (self.expiry, self.seq) < (other.expiry, other.seq)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """What happened to a popped pod while it was being scheduled."""
+
+    qpi: QueuedPodInfo
+    latest: dict[str, Any] | None = None  # the pod as of its last update
+    updates: list[tuple[ClusterEvent, dict[str, Any], dict[str, Any]]] = field(
+        default_factory=list
+    )
+    deleted: bool = False
+    activated: bool = False
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or pod_key(pod))
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        *,
+        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
+        pre_enqueue: Callable[[PodInfo], Status | None],
+        hints: Mapping[str, Sequence[HintEntry]],
+        profile_of: Callable[[dict[str, Any]], str],
+        pod_initial_backoff: float = 1.0,
+        pod_max_backoff: float = 10.0,
+        max_in_unschedulable: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        metrics: SchedulerMetrics | None = None,
+        nominator: Nominator | None = None,
+    ) -> None:
+        if pod_initial_backoff <= 0 or pod_max_backoff < pod_initial_backoff:
+            raise ValueError(
+                "pod backoff: need 0 < initial <= max, got "
+                f"initial={pod_initial_backoff} max={pod_max_backoff}"
+            )
+        self._less = less
+        self._pre_enqueue = pre_enqueue
+        self._hints: dict[str, list[HintEntry]] = {p: list(h) for p, h in hints.items()}
+        self._profile_of = profile_of
+        self._initial_backoff = pod_initial_backoff
+        self._max_backoff = pod_max_backoff
+        self._max_in_unschedulable = max_in_unschedulable
+        self._clock = clock
+        self._metrics = metrics
+        self.nominator = nominator if nominator is not None else Nominator()
+
+        # profile -> plugin -> events it registered (a gated pod moves only on these)
+        self._plugin_events: dict[str, dict[str, list[ClusterEvent]]] = {}
+        registered: list[ClusterEvent] = []
+        for profile, entries in self._hints.items():
+            per_plugin = self._plugin_events.setdefault(profile, {})
+            for event, plugin, _hint in entries:
+                per_plugin.setdefault(plugin, []).append(event)
+                if event not in registered:
+                    registered.append(event)
+        self._registered_events = registered
+
+        self._seq = itertools.count()
+        self._active_heap: list[_ActiveEntry] = []
+        self._active: dict[str, _ActiveEntry] = {}
+        self._active_dead = 0
+        self._backoff_heap: list[_BackoffEntry] = []
+        self._backoff: dict[str, _BackoffEntry] = {}
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._gated: dict[str, QueuedPodInfo] = {}
+        # key -> (profile, plugins) counted in scheduler_unschedulable_pods
+        self._counted: dict[str, tuple[str, frozenset[str]]] = {}
+        self._in_flight: dict[str, _InFlight] = {}  # by pod UID
+
+        self._cycle = 0
+        self._move_request_cycle = -1
+        self._closed = False
+        self._wakeup = asyncio.Event()
+
+    # --- public API: informer events -------------------------------------------------------
+
+    def add(self, pod: dict[str, Any]) -> None:
+        """A new pending pod.  Raises ObjectError if it is malformed (nothing is queued)."""
+        info = PodInfo.from_pod(pod)
+        flight = self._in_flight.get(_uid(pod))
+        existing = self._find(info.key)
+        if flight is not None:
+            # A relist can replay an Add for a pod we hold: treat it as an update.
+            self._update(flight.qpi.pod_info.pod, pod, info)
+        elif existing is not None:
+            self._update(existing[1].pod_info.pod, pod, info)
+        else:
+            qpi = QueuedPodInfo(info, timestamp=self._clock())
+            self._move_to_active(qpi, POD_ADD_LABEL)
+        self._sync_gauges()
+
+    def update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """A pending pod changed.  Raises ObjectError if the new version is malformed."""
+        info = PodInfo.from_pod(new)
+        self._update(old, new, info)
+        self._sync_gauges()
+
+    def _update(self, old: dict[str, Any], new: dict[str, Any], info: PodInfo) -> None:
+        flight = self._in_flight.get(_uid(new))
+        if flight is not None and not flight.deleted:
+            # Being scheduled: remember the change; it decides the requeue if the cycle fails.
+            flight.latest = new
+            flight.updates.append((self._pod_update_event(old, new), old, new))
+            return
+        key = info.key
+        entry = self._active.get(key)
+        if entry is not None:
+            entry.qpi.pod_info = info
+            # Its priority may have changed: re-insert under the same sequence number.
+            self._kill_active(entry)
+            self._push_active(entry.qpi, seq=entry.seq)
+            self.nominator.update_nominated_pod(old, info)
+            return
+        backoff = self._backoff.get(key)
+        if backoff is not None:
+            backoff.qpi.pod_info = info  # the expiry depends only on attempts and timestamp
+            self.nominator.update_nominated_pod(old, info)
+            return
+        qpi = self._gated.get(key)
+        if qpi is not None:
+            qpi.pod_info = info
+            self.nominator.update_nominated_pod(old, info)
+            self._move_to_active(qpi, _UPDATE_LABEL)  # re-runs PreEnqueue
+            return
+        qpi = self._unschedulable.get(key)
+        if qpi is not None:
+            qpi.pod_info = info
+            self.nominator.update_nominated_pod(old, info)
+            event = self._pod_update_event(old, new)
+            strategy = self._worth_requeuing(qpi, event, old, new)
+            if strategy is not _Strategy.SKIP:
+                self._requeue(qpi, strategy, _UPDATE_LABEL)
+            return
+        self._move_to_active(QueuedPodInfo(info, timestamp=self._clock()), _UPDATE_LABEL)
+
+    @staticmethod
+    def _pod_update_event(old: dict[str, Any], new: dict[str, Any]) -> ClusterEvent:
+        action = pod_update_action(old, new)
+        return ClusterEvent(EventResource.UNSCHEDULED_POD, action, _UPDATE_LABEL)
+
+    def delete(self, pod: dict[str, Any]) -> None:
+        """A pending pod was deleted (or got bound by someone else)."""
+        self.nominator.delete_nominated_pod_if_exists(pod)
+        key = pod_key(pod)
+        entry = self._active.pop(key, None)
+        if entry is not None:
+            self._kill_active(entry, popped=True)
+        backoff = self._backoff.pop(key, None)
+        if backoff is not None:
+            backoff.alive = False
+        self._pool_remove(key)
+        flight = self._in_flight.get(_uid(pod))
+        if flight is not None:
+            flight.deleted = True
+        self._sync_gauges()
+
+    def activate(self, pods: Iterable[dict[str, Any]]) -> None:
+        """Move these pods to activeQ now (if unschedulable, gated or backing off)."""
+        for pod in pods:
+            key = pod_key(pod)
+            qpi: QueuedPodInfo | None = self._unschedulable.get(key) or self._gated.get(key)
+            if qpi is None:
+                backoff = self._backoff.pop(key, None)
+                if backoff is not None:
+                    backoff.alive = False
+                    qpi = backoff.qpi
+            if qpi is not None:
+                self._move_to_active(qpi, FORCE_ACTIVATE.label)
+                continue
+            flight = self._in_flight.get(_uid(pod))
+            if flight is not None:
+                # It comes back through add_unschedulable_if_not_present: retry it then.
+                flight.activated = True
+                self._move_request_cycle = self._cycle
+        self._sync_gauges()
+
+    def move_all_to_active_or_backoff_queue(
+        self,
+        event: ClusterEvent,
+        old: Any = None,
+        new: Any = None,
+        *,
+        precheck: Callable[[QueuedPodInfo], bool] | None = None,
+    ) -> None:
+        """A cluster event happened: requeue the pods it may help (by their rejectors' hints)."""
+        if not self._is_event_of_interest(event):
+            return
+        candidates = [
+            qpi
+            for pool in (self._unschedulable, self._gated)
+            for qpi in pool.values()
+            if precheck is None or precheck(qpi)
+        ]
+        self._move_pods(candidates, event, old, new)
+        self._sync_gauges()
+
+    def assigned_pod_added(self, pod: PodInfo | dict[str, Any]) -> None:
+        """A pod was bound: pods waiting for (anti-)affinity peers or spread may fit now."""
+        obj = pod.pod if isinstance(pod, PodInfo) else pod
+        self.move_all_to_active_or_backoff_queue(ASSIGNED_POD_ADD, None, obj)
+
+    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        action = pod_update_action(old, new)
+        event = ClusterEvent(EventResource.POD, action, ASSIGNED_POD_UPDATE.label)
+        self.move_all_to_active_or_backoff_queue(event, old, new)
+
+    # --- public API: the scheduling loop ---------------------------------------------------
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """The next pod to schedule; waits while activeQ is empty; None once closed."""
+        while True:
+            if self._closed:
+                return None
+            qpi = self._pop_active()
+            if qpi is not None:
+                return qpi
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        if self._closed:
+            return None
+        return self._pop_active()
+
+    def scheduling_cycle(self) -> int:
+        """Incremented by every pop; read it right after ``pop`` to get the pod's cycle."""
+        return self._cycle
+
+    def done(self, uid: str) -> None:
+        """The popped pod's attempt is over (bound, or given up)."""
+        self._in_flight.pop(uid, None)
+
+    def add_unschedulable_if_not_present(
+        self, qpi: QueuedPodInfo, pod_scheduling_cycle: int
+    ) -> None:
+        """Requeue a pod whose attempt failed (its rejecting plugins recorded in ``qpi``).
+
+        Goes to backoffQ when a move request arrived during or after its cycle, or when no
+        plugin rejected it (an error); otherwise to the unschedulable pool.  A pod deleted
+        while in flight is dropped.  Raises QueueError if the pod is already queued.
+        """
+        key = qpi.key
+        flight = self._in_flight.pop(qpi.pod_info.uid or key, None)
+        if flight is not None and flight.deleted:
+            return
+        found = self._find(key)
+        if found is not None:
+            raise QueueError(f"pod {key} is already in the {found[0]} queue", pod=key)
+        if flight is not None and flight.latest is not None:
+            try:
+                qpi.pod_info = PodInfo.from_pod(flight.latest)
+            except ObjectError as exc:
+                log.warning("ignoring malformed pod update", pod=key, error=str(exc))
+        rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
+        if rejectors:
+            qpi.consecutive_errors = 0
+        else:
+            qpi.consecutive_errors += 1
+        qpi.timestamp = self._clock()
+
+        strategy = _Strategy.SKIP
+        if flight is not None:
+            for event, old, new in flight.updates:
+                strategy = max(strategy, self._worth_requeuing(qpi, event, old, new))
+            if flight.activated:
+                strategy = max(strategy, _Strategy.AFTER_BACKOFF)
+        if strategy is _Strategy.IMMEDIATELY:
+            self._move_to_active(qpi, SCHEDULE_ATTEMPT_FAILURE)
+        elif (
+            strategy is _Strategy.AFTER_BACKOFF
+            or not rejectors
+            or self._move_request_cycle >= pod_scheduling_cycle
+        ):
+            self._move_to_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
+        else:
+            self._pool_put(qpi, SCHEDULE_ATTEMPT_FAILURE)
+        self._sync_gauges()
+
+    # --- public API: background flushing -----------------------------------------------------
+
+    def flush_backoff_completed(self) -> None:
+        """Move pods whose backoff expired to activeQ."""
+        now = self._clock()
+        heap = self._backoff_heap
+        while heap and heap[0].expiry <= now:
+            entry = heapq.heappop(heap)
+            if not entry.alive:
+                continue
+            del self._backoff[entry.qpi.key]
+            self._move_to_active(entry.qpi, BACKOFF_COMPLETE.label)
+        self._sync_gauges()
+
+    def flush_unschedulable_left_over(self) -> None:
+        """Pods unschedulable for longer than ``max_in_unschedulable`` get another try."""
+        now = self._clock()
+        stale = [
+            qpi
+            for qpi in self._unschedulable.values()
+            if now - qpi.timestamp > self._max_in_unschedulable
+        ]
+        if stale:
+            self._move_pods(stale, UNSCHEDULABLE_TIMEOUT, None, None)
+        self._sync_gauges()
+
+    async def run(
+        self,
+        *,
+        iterations: int | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        backoff_interval: float = 1.0,
+        unschedulable_interval: float = 30.0,
+    ) -> None:
+        """Flush backoffQ every ``backoff_interval`` and stale unschedulable pods every
+        ``unschedulable_interval`` seconds (by the queue's clock) until closed."""
+        last_unschedulable = self._clock()
+        done = 0
+        while not self._closed and (iterations is None or done < iterations):
+            self.flush_backoff_completed()
+            now = self._clock()
+            if now - last_unschedulable >= unschedulable_interval:
+                self.flush_unschedulable_left_over()
+                last_unschedulable = now
+            done += 1
+            await sleep(backoff_interval)
+
+    def close(self) -> None:
+        """Wake ``pop`` waiters (they return None) and stop ``run``."""
+        self._closed = True
+        self._wakeup.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- inspection --------------------------------------------------------------------------
+
+    def pending_pods(self) -> dict[str, list[dict[str, Any]]]:
+        active = sorted(e for e in self._active.values())
+        backoff = sorted(self._backoff.values())
+        return {
+            ACTIVE: [e.qpi.pod_info.pod for e in active],
+            BACKOFF: [e.qpi.pod_info.pod for e in backoff],
+            UNSCHEDULABLE: [q.pod_info.pod for q in self._unschedulable.values()],
+            GATED: [q.pod_info.pod for q in self._gated.values()],
+        }
+
+    def get(self, pod: dict[str, Any]) -> QueuedPodInfo | None:
+        found = self._find(pod_key(pod))
+        return None if found is None else found[1]
+
+    def queue_of(self, pod: dict[str, Any]) -> str | None:
+        """``active``/``backoff``/``unschedulable``/``gated``, ``in-flight`` or None."""
+        found = self._find(pod_key(pod))
+        if found is not None:
+            return found[0]
+        return "in-flight" if _uid(pod) in self._in_flight else None
+
+    def in_flight_pods(self) -> list[dict[str, Any]]:
+        return [f.qpi.pod_info.pod for f in self._in_flight.values()]
+
+    def backoff_duration(self, qpi: QueuedPodInfo) -> float:
+        """initial x 2^(attempts-1), capped at max (attempts <= 1: initial)."""
+        duration = self._initial_backoff
+        for _ in range(1, qpi.attempts):
+            if duration > self._max_backoff - duration:
+                return self._max_backoff
+            duration += duration
+        return min(duration, self._max_backoff)
+
+    def __len__(self) -> int:
+        return len(self._active) + len(self._backoff) + len(self._unschedulable) + len(self._gated)
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _find(self, key: str) -> tuple[str, QueuedPodInfo] | None:
+        entry = self._active.get(key)
+        if entry is not None:
+            return ACTIVE, entry.qpi
+        backoff = self._backoff.get(key)
+        if backoff is not None:
+            return BACKOFF, backoff.qpi
+        qpi = self._unschedulable.get(key)
+        if qpi is not None:
+            return UNSCHEDULABLE, qpi
+        qpi = self._gated.get(key)
+        if qpi is not None:
+            return GATED, qpi
+        return None
+
+    def _push_active(self, qpi: QueuedPodInfo, *, seq: int | None = None) -> None:
+        entry = _ActiveEntry(qpi, next(self._seq) if seq is None else seq, self._less)
+        heapq.heappush(self._active_heap, entry)
+        self._active[qpi.key] = entry
+
+    def _kill_active(self, entry: _ActiveEntry, *, popped: bool = False) -> None:
+        """Lazy deletion; the heap is compacted when dead entries dominate."""
+        entry.alive = False
+        if not popped:
+            self._active.pop(entry.qpi.key, None)
+        self._active_dead += 1
+        if self._active_dead > 64 and self._active_dead > len(self._active):
+            self._active_heap = [e for e in self._active_heap if e.alive]
+            heapq.heapify(self._active_heap)
+            self._active_dead = 0
+
+    def _pop_active(self) -> QueuedPodInfo | None:
+        heap = self._active_heap
+        while heap:
+            entry = heapq.heappop(heap)
+            if not entry.alive:
+                self._active_dead -= 1
+                continue
+            qpi = entry.qpi
+            del self._active[qpi.key]
+            self._cycle += 1
+            qpi.attempts += 1
+            # A new attempt: the rejectors of the previous one no longer apply.
+            qpi.unschedulable_plugins.clear()
+            qpi.pending_plugins.clear()
+            qpi.gated = False
+            qpi.gating_plugin = ""
+            self._in_flight[qpi.pod_info.uid or qpi.key] = _InFlight(qpi)
+            self._sync_gauges()
+            return qpi
+        self._active_dead = 0
+        return None
+
+    def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
+        try:
+            status = self._pre_enqueue(qpi.pod_info)
+        except Exception as exc:  # a plugin bug must not take the queue down
+            log.exception("PreEnqueue raised", pod=qpi.key)
+            status = Status.from_error(exc)
+        if status is None or status.is_success():
+            qpi.gated = False
+            qpi.gating_plugin = ""
+            return
+        qpi.gated = True
+        qpi.gating_plugin = status.plugin
+        if status.plugin:
+            qpi.unschedulable_plugins.add(status.plugin)
+
+    def _move_to_active(self, qpi: QueuedPodInfo, label: str) -> bool:
+        """activeQ if PreEnqueue passes (True), else the gated set (False)."""
+        key = qpi.key
+        self._run_pre_enqueue(qpi)
+        backoff = self._backoff.pop(key, None)
+        if backoff is not None:
+            backoff.alive = False
+        if qpi.gated:
+            self._pool_put(qpi, label)
+            return False
+        self._pool_remove(key)
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self._clock()
+        old = self._active.get(key)
+        if old is not None:
+            self._kill_active(old)
+        self._push_active(qpi)
+        self._incoming(ACTIVE, label)
+        if label in (POD_ADD_LABEL, _UPDATE_LABEL):
+            # A pod arriving with status.nominatedNodeName keeps its claim on that node.
+            self.nominator.add_nominated_pod(qpi.pod_info)
+        self._wakeup.set()
+        return True
+
+    def _move_to_backoff(self, qpi: QueuedPodInfo, label: str) -> None:
+        key = qpi.key
+        self._pool_remove(key)
+        old = self._backoff.get(key)
+        if old is not None:
+            old.alive = False
+        entry = _BackoffEntry(qpi.timestamp + self.backoff_duration(qpi), next(self._seq), qpi)
+        heapq.heappush(self._backoff_heap, entry)
+        self._backoff[key] = entry
+        self._incoming(BACKOFF, label)
+
+    def _pool_put(self, qpi: QueuedPodInfo, label: str) -> None:
+        """Into the unschedulable pool, or the gated set for a gated pod."""
+        key = qpi.key
+        target, other = (self._gated, self._unschedulable) if qpi.gated else (
+            self._unschedulable,
+            self._gated,
+        )
+        other.pop(key, None)
+        if key not in target:
+            self._incoming(UNSCHEDULABLE, label)
+        target[key] = qpi
+        self._count_unschedulable(key, qpi)
+
+    def _pool_remove(self, key: str) -> None:
+        if self._unschedulable.pop(key, None) is not None or self._gated.pop(key, None) is not None:
+            self._uncount_unschedulable(key)
+
+    def _is_backing_off(self, qpi: QueuedPodInfo) -> bool:
+        if qpi.gated or qpi.attempts == 0:
+            return False  # never tried: nothing to back off from
+        return qpi.timestamp + self.backoff_duration(qpi) > self._clock()
+
+    def _requeue(self, qpi: QueuedPodInfo, strategy: _Strategy, label: str) -> str:
+        if strategy is _Strategy.AFTER_BACKOFF and self._is_backing_off(qpi):
+            self._move_to_backoff(qpi, label)
+            return BACKOFF
+        return ACTIVE if self._move_to_active(qpi, label) else GATED
+
+    def _is_event_of_interest(self, event: ClusterEvent) -> bool:
+        if event.is_wildcard():
+            return True
+        return any(registered.matches(event) for registered in self._registered_events)
+
+    def _move_pods(
+        self, pods: Iterable[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
+    ) -> None:
+        for qpi in pods:
+            if qpi.gated and not self._gating_plugin_registered(qpi, event):
+                continue
+            strategy = self._worth_requeuing(qpi, event, old, new)
+            if strategy is _Strategy.SKIP:
+                continue
+            self._requeue(qpi, strategy, event.label)
+        # Pods in flight now will be retried soon rather than parked (moveRequestCycle).
+        self._move_request_cycle = self._cycle
+
+    def _gating_plugin_registered(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
+        profile = self._profile_of(qpi.pod_info.pod)
+        events = self._plugin_events.get(profile, {}).get(qpi.gating_plugin, ())
+        return any(registered.matches(event) for registered in events)
+
+    def _worth_requeuing(
+        self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any
+    ) -> _Strategy:
+        rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
+        if not rejectors:
+            return _Strategy.AFTER_BACKOFF  # failed by an error: any event may help
+        if event.is_wildcard():
+            # A wildcard naming a pod (ForceActivate of one pod) is for that pod only.
+            if isinstance(new, dict) and _uid(new) != (qpi.pod_info.uid or qpi.key):
+                return _Strategy.SKIP
+            return _Strategy.AFTER_BACKOFF
+        pod = qpi.pod_info.pod
+        profile = self._profile_of(pod)
+        entries = self._hints.get(profile)
+        if entries is None:
+            log.error("no queueing hints registered for the pod's profile", pod=qpi.key,
+                      profile=profile)
+            return _Strategy.AFTER_BACKOFF
+        strategy = _Strategy.SKIP
+        for registered, plugin, hint_fn in entries:
+            if plugin not in rejectors or not registered.matches(event):
+                continue
+            hint = QueueingHint.QUEUE
+            if hint_fn is not None:
+                try:
+                    hint = hint_fn(pod, old, new)
+                except Exception:
+                    # Never leave a pod stuck because a hint is buggy: treat it as Queue.
+                    log.exception("queueing hint raised; requeueing the pod", pod=qpi.key,
+                                  plugin=plugin, cluster_event=event.label)
+                    hint = QueueingHint.QUEUE
+            if hint is QueueingHint.SKIP:
+                continue
+            if plugin in qpi.pending_plugins:
+                return _Strategy.IMMEDIATELY
+            if not qpi.pending_plugins:
+                return _Strategy.AFTER_BACKOFF
+            strategy = _Strategy.AFTER_BACKOFF
+        return strategy
+
+    # --- metrics -----------------------------------------------------------------------------
+
+    def _incoming(self, queue: str, label: str) -> None:
+        if self._metrics is not None:
+            self._metrics.queue_incoming_pods.labels(queue=queue, event=label).inc()
+
+    def _count_unschedulable(self, key: str, qpi: QueuedPodInfo) -> None:
+        if self._metrics is None:
+            return
+        self._uncount_unschedulable(key)
+        plugins = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
+        profile = self._profile_of(qpi.pod_info.pod)
+        gauge = self._metrics.unschedulable_pods
+        for plugin in plugins:
+            gauge.labels(plugin=plugin, profile=profile).inc()
+        self._counted[key] = (profile, plugins)
+
+    def _uncount_unschedulable(self, key: str) -> None:
+        counted = self._counted.pop(key, None)
+        if counted is None or self._metrics is None:
+            return
+        profile, plugins = counted
+        for plugin in plugins:
+            self._metrics.unschedulable_pods.labels(plugin=plugin, profile=profile).dec()
+
+    def _sync_gauges(self) -> None:
+        if self._metrics is None:
+            return
+        gauge = self._metrics.pending_pods
+        gauge.labels(queue=ACTIVE).set(len(self._active))
+        gauge.labels(queue=BACKOFF).set(len(self._backoff))
+        gauge.labels(queue=UNSCHEDULABLE).set(len(self._unschedulable))
+        gauge.labels(queue=GATED).set(len(self._gated))

@@ -1,0 +1,523 @@
+"""The scheduling cycle and the binding cycle of one pod.
+
+The scheduling cycle is synchronous CPU work on the event loop: snapshot, PreFilter, Filter
+over an adaptive sample of nodes, PostFilter on failure, Score, pick a host, assume the pod in
+the cache, Reserve, Permit.  Because the pod is assumed before binding, the next cycle already
+sees its resources taken, so cycles need not wait for the API server.
+
+The binding cycle runs as its own asyncio task: WaitOnPermit, PreBind, Bind (a POST of a
+v1.Binding), PostBind.  Any failure after assume takes the same road back: Unreserve in
+reverse order, forget the assumed pod, requeue it with backoff, and move other unschedulable
+pods (the resources it held came back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.errors import AlreadyBoundError, PodGoneError
+from scheduler.framework.events import ASSIGNED_POD_DELETE, UNSCHEDULABLE_TIMEOUT
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import (
+    NO_NODES_AVAILABLE,
+    Diagnosis,
+    FitError,
+    QueuedPodInfo,
+)
+from scheduler.objects.pod import PodInfo
+
+if TYPE_CHECKING:
+    from scheduler.framework.runtime import Framework
+    from scheduler.scheduler import Scheduler
+
+log = structlog.get_logger(__name__)
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+MAX_EVENT_MESSAGE = 1024
+
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+class NoNodesAvailableError(Exception):
+    def __str__(self) -> str:
+        return NO_NODES_AVAILABLE
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    suggested_host: str
+    evaluated_nodes: int
+    feasible_nodes: int
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes are enough (upstream's adaptive percentageOfNodesToScore)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    adaptive = percentage or 0
+    if adaptive <= 0:
+        adaptive = 50 - num_all_nodes // 125
+        if adaptive < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            adaptive = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    num_nodes = num_all_nodes * adaptive // 100
+    if num_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return MIN_FEASIBLE_NODES_TO_FIND
+    return num_nodes
+
+
+def select_host(scores: Sequence[tuple[str, int]], rng: random.Random) -> str:
+    """The highest-scored node; ties broken uniformly at random (reservoir sampling)."""
+    best_name, best_score = scores[0]
+    ties = 1
+    for name, score in scores[1:]:
+        if score > best_score:
+            best_name, best_score, ties = name, score, 1
+        elif score == best_score:
+            ties += 1
+            if rng.randrange(ties) == 0:
+                best_name = name
+    return best_name
+
+
+def truncate_message(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
+    if len(message) <= limit:
+        return message
+    return message[: limit - 3] + "..."
+
+
+class SchedulingCycle:
+    """Runs scheduling cycles for a Scheduler; one instance per Scheduler."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+        self.next_start_node_index = 0
+
+    # --- scheduling cycle ------------------------------------------------------------------
+
+    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        sched = self.sched
+        pod_info = qpi.pod_info
+        pod = pod_info.pod
+        fwk = sched.framework_for_pod(pod)
+        if fwk is None:
+            sched.queue.done(pod_info.uid)
+            return
+        if self._skip_pod_schedule(pod_info):
+            sched.queue.done(pod_info.uid)
+            return
+        started = time.perf_counter()
+        state = fwk.new_cycle_state()  # samples ~10% of cycles for per-plugin metrics
+        pod_scheduling_cycle = sched.queue.scheduling_cycle()
+        logger = log.bind(pod=pod_info.key, profile=fwk.profile_name)
+
+        try:
+            result = self.schedule_pod(fwk, state, pod_info)
+        except FitError as fit_error:
+            self._handle_fit_error(fwk, state, qpi, fit_error, pod_scheduling_cycle, started)
+            return
+        except _StatusError as exc:
+            self.handle_failure(
+                fwk, qpi, exc.status, diagnosis=None, nominated_node="",
+                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
+                reason=REASON_SCHEDULER_ERROR,
+            )
+            return
+        except NoNodesAvailableError as exc:
+            diagnosis = Diagnosis()
+            self.handle_failure(
+                fwk, qpi, Status(Code.UNSCHEDULABLE, str(exc)), diagnosis=diagnosis,
+                nominated_node="", pod_scheduling_cycle=pod_scheduling_cycle,
+                started=started, reason=REASON_UNSCHEDULABLE,
+            )
+            return
+        except Exception as exc:  # a bug in our code: report it on the pod, keep going
+            logger.exception("scheduling cycle failed")
+            self.handle_failure(
+                fwk, qpi, Status.from_error(exc), diagnosis=None, nominated_node="",
+                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
+                reason=REASON_SCHEDULER_ERROR,
+            )
+            return
+
+        # Assume: the cache counts the pod on its node before binding, so the next cycle does
+        # not hand out the same resources.
+        assumed_pod = _with_node_name(pod, result.suggested_host)
+        assumed_info = PodInfo.from_pod(assumed_pod)
+        try:
+            sched.cache.assume_pod(assumed_info)
+        except Exception as exc:
+            logger.exception("assume failed")
+            self.handle_failure(
+                fwk, qpi, Status.from_error(exc), diagnosis=None, nominated_node="",
+                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
+                reason=REASON_SCHEDULER_ERROR,
+            )
+            return
+
+        status = fwk.run_reserve_plugins_reserve(state, assumed_info, result.suggested_host)
+        if status is not None and not status.is_success():
+            fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
+            self._forget(assumed_pod)
+            self.handle_failure(
+                fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
+                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
+                reason=REASON_SCHEDULER_ERROR if status.code == Code.ERROR
+                else REASON_UNSCHEDULABLE,
+            )
+            return
+
+        status = fwk.run_permit_plugins(state, assumed_info, result.suggested_host)
+        if status is not None and not status.is_success() and not status.is_wait():
+            fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
+            self._forget(assumed_pod)
+            self.handle_failure(
+                fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
+                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
+                reason=REASON_SCHEDULER_ERROR if status.code == Code.ERROR
+                else REASON_UNSCHEDULABLE,
+            )
+            return
+
+        # A pod that was nominated elsewhere now has a real place.
+        sched.nominator.delete_nominated_pod_if_exists(pod)
+        sched.start_binding(
+            self.binding_cycle(
+                fwk, state, qpi, assumed_info, result.suggested_host, started,
+                pod_scheduling_cycle,
+            ),
+            name=f"bind:{pod_info.key}",
+        )
+
+    def _skip_pod_schedule(self, pod_info: PodInfo) -> bool:
+        """A pod being deleted, or one already assumed (an update raced the cycle), is skipped."""
+        meta = pod_info.pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return True
+        return bool(self.sched.cache.is_assumed_pod(pod_info.pod))
+
+    def schedule_pod(self, fwk: Framework, state: CycleState, pod_info: PodInfo) -> ScheduleResult:
+        sched = self.sched
+        sched.cache.update_snapshot(sched.snapshot)
+        all_nodes = sched.snapshot.list()
+        if not all_nodes:
+            raise NoNodesAvailableError()
+
+        feasible, diagnosis = self.find_nodes_that_fit(fwk, state, pod_info, all_nodes)
+        if not feasible:
+            raise FitError(pod_key=pod_info.key, num_all_nodes=len(all_nodes),
+                           diagnosis=diagnosis)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
+
+        status = fwk.run_pre_score_plugins(state, pod_info, feasible)
+        if status is not None and not status.is_success():
+            raise _StatusError(status)
+        scores, status = fwk.score_nodes(state, pod_info, feasible)
+        if status is not None and not status.is_success():
+            raise _StatusError(status)
+        host = select_host([(s.name, s.total_score) for s in scores], sched.rng)
+        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+
+    def find_nodes_that_fit(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, all_nodes: list[NodeInfo]
+    ) -> tuple[list[NodeInfo], Diagnosis]:
+        diagnosis = Diagnosis()
+        pre_result, status, rejectors = fwk.run_pre_filter_plugins(state, pod_info, all_nodes)
+        diagnosis.unschedulable_plugins |= rejectors
+        if status is not None and not status.is_success():
+            if not status.is_rejected():
+                raise _StatusError(status)
+            # Every node gets the PreFilter status so PostFilter (preemption) sees them all.
+            for node_info in all_nodes:
+                diagnosis.node_to_status[node_info.name] = status
+            diagnosis.pre_filter_msg = status.message()
+            diagnosis.pre_filter_status = status
+            if status.plugin:
+                diagnosis.unschedulable_plugins.add(status.plugin)
+            if status.code == Code.PENDING and status.plugin:
+                diagnosis.pending_plugins.add(status.plugin)
+            return [], diagnosis
+
+        # A pod nominated by an earlier preemption tries its nominated node first.
+        nominated = ((pod_info.pod.get("status") or {}).get("nominatedNodeName")) or ""
+        if nominated:
+            nominated_info = self.sched.snapshot.get(nominated)
+            if nominated_info is not None and nominated_info.node is not None:
+                status = self._filter_node(fwk, state, pod_info, nominated_info)
+                if status is None or status.is_success():
+                    return [nominated_info], diagnosis
+
+        nodes = all_nodes
+        if pre_result is not None and pre_result.node_names is not None:
+            allowed = pre_result.node_names
+            nodes = [n for n in all_nodes if n.name in allowed]
+        feasible = self._find_nodes_that_pass_filters(fwk, state, pod_info, nodes, diagnosis)
+        return feasible, diagnosis
+
+    def _filter_node(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        if self.sched.has_nominated_pods():
+            return fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+        return fwk.run_filter_plugins(state, pod_info, node_info)
+
+    def _find_nodes_that_pass_filters(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod_info: PodInfo,
+        nodes: list[NodeInfo],
+        diagnosis: Diagnosis,
+    ) -> list[NodeInfo]:
+        num_all = len(nodes)
+        if num_all == 0:
+            return []
+        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, num_all)
+        if not fwk.has_filter_plugins():
+            start = self.next_start_node_index % num_all
+            picked = [nodes[(start + i) % num_all] for i in range(to_find)]
+            self.next_start_node_index = (start + to_find) % num_all
+            return picked
+
+        feasible: list[NodeInfo] = []
+        node_to_status = diagnosis.node_to_status
+        rejectors = diagnosis.unschedulable_plugins
+        start = self.next_start_node_index % num_all
+        with_nominated = self.sched.has_nominated_pods()
+        run_filter = (
+            fwk.run_filter_plugins_with_nominated_pods if with_nominated
+            else fwk.run_filter_plugins
+        )
+        processed = 0
+        for i in range(num_all):
+            node_info = nodes[(start + i) % num_all]
+            processed += 1
+            status = run_filter(state, pod_info, node_info)
+            if status is None or status.code == Code.SUCCESS:
+                feasible.append(node_info)
+                if len(feasible) >= to_find:
+                    break
+                continue
+            if status.code == Code.ERROR:
+                raise _StatusError(status)
+            node_to_status[node_info.name] = status
+            if status.plugin:
+                rejectors.add(status.plugin)
+                if status.code == Code.PENDING:
+                    diagnosis.pending_plugins.add(status.plugin)
+        self.next_start_node_index = (start + processed) % num_all
+        return feasible
+
+    def _handle_fit_error(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        fit_error: FitError,
+        pod_scheduling_cycle: int,
+        started: float,
+    ) -> None:
+        nominated_node = ""
+        diagnosis = fit_error.diagnosis
+        if fwk.has_post_filter_plugins():
+            result, status = fwk.run_post_filter_plugins(
+                state, qpi.pod_info, diagnosis.node_to_status
+            )
+            if status is not None and status.code == Code.ERROR:
+                log.error("post filter failed", pod=qpi.key, error=status.message())
+            elif status is not None and not status.is_success():
+                diagnosis.post_filter_msg = status.message()
+                if status.plugin:
+                    diagnosis.unschedulable_plugins.add(status.plugin)
+            if result is not None and result.nominated_node_name:
+                nominated_node = result.nominated_node_name
+        self.handle_failure(
+            fwk, qpi, Status(Code.UNSCHEDULABLE, str(fit_error)), diagnosis=diagnosis,
+            nominated_node=nominated_node, pod_scheduling_cycle=pod_scheduling_cycle,
+            started=started, reason=REASON_UNSCHEDULABLE,
+        )
+
+    # --- failure ---------------------------------------------------------------------------
+
+    def handle_failure(
+        self,
+        fwk: Framework,
+        qpi: QueuedPodInfo,
+        status: Status,
+        *,
+        diagnosis: Diagnosis | None,
+        nominated_node: str,
+        pod_scheduling_cycle: int,
+        started: float,
+        reason: str,
+    ) -> None:
+        """Requeue the pod and tell the user why (event + PodScheduled=False condition)."""
+        sched = self.sched
+        pod = qpi.pod_info.pod
+        message = status.message()
+        result = "error" if reason == REASON_SCHEDULER_ERROR else "unschedulable"
+        sched.record_attempt(fwk.profile_name, result, started)
+        if diagnosis is not None:
+            qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(diagnosis.pending_plugins)
+        else:
+            qpi.unschedulable_plugins = set()
+            qpi.pending_plugins = set()
+        if reason == REASON_SCHEDULER_ERROR:
+            qpi.consecutive_errors += 1
+            log.warning("error scheduling pod; retrying", pod=qpi.key, error=message)
+        else:
+            qpi.consecutive_errors = 0
+            log.info("unable to schedule pod; waiting", pod=qpi.key, reason=message)
+
+        # The pod may have been deleted or bound by someone else meanwhile: then there is
+        # nothing to requeue (the informer already told the queue).
+        current = sched.current_pod(pod)
+        if current is None:
+            sched.queue.done(qpi.pod_info.uid)
+            return
+        if (current.get("spec") or {}).get("nodeName"):
+            sched.queue.done(qpi.pod_info.uid)
+            return
+        if current is not pod and current["metadata"].get("resourceVersion") != pod[
+            "metadata"
+        ].get("resourceVersion"):
+            # Requeue the newest version: the update may be what makes it schedulable.
+            try:
+                qpi.pod_info = PodInfo.from_pod(current)
+            except Exception as exc:
+                log.warning("pod became malformed", pod=qpi.key, error=str(exc))
+        try:
+            sched.queue.add_unschedulable_if_not_present(qpi, pod_scheduling_cycle)
+        except Exception:
+            log.exception("requeue failed", pod=qpi.key)
+        sched.queue.done(qpi.pod_info.uid)
+        if nominated_node:
+            sched.nominator.add_nominated_pod(qpi.pod_info, nominated_node)
+        sched.report_unschedulable(
+            fwk, qpi.pod_info, reason=reason, message=truncate_message(message),
+            nominated_node=nominated_node,
+            plugins=sorted(qpi.unschedulable_plugins),
+        )
+
+    def _forget(self, assumed_pod: dict[str, Any]) -> None:
+        try:
+            self.sched.cache.forget_pod(assumed_pod)
+        except Exception:
+            log.exception("forget failed", pod=_key(assumed_pod))
+
+    # --- binding cycle ---------------------------------------------------------------------
+
+    async def binding_cycle(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        assumed_info: PodInfo,
+        node_name: str,
+        started: float,
+        pod_scheduling_cycle: int,
+    ) -> None:
+        sched = self.sched
+        assumed_pod = assumed_info.pod
+        logger = log.bind(pod=assumed_info.key, node=node_name)
+        try:
+            status = await fwk.wait_on_permit(assumed_info)
+            if status is None or status.is_success():
+                sched.check_still_leading()
+                status = await fwk.run_pre_bind_plugins(state, assumed_info, node_name)
+            if status is None or status.is_success():
+                sched.check_still_leading()
+                status = await sched.bind(fwk, state, assumed_info, node_name)
+        except asyncio.CancelledError:
+            # Shutdown or lost leadership: give the resources back and stop.
+            fwk.run_reserve_plugins_unreserve(state, assumed_info, node_name)
+            self._forget(assumed_pod)
+            sched.queue.done(assumed_info.uid)
+            raise
+        except Exception as exc:
+            logger.exception("binding cycle failed")
+            status = Status.from_error(exc)
+
+        if status is None or status.is_success():
+            try:
+                sched.cache.finish_binding(assumed_pod)
+            except Exception:
+                logger.exception("finish binding failed")
+            sched.record_attempt(fwk.profile_name, "scheduled", started)
+            sched.record_scheduled(qpi)
+            fwk.run_post_bind_plugins(state, assumed_info, node_name)
+            sched.queue.done(assumed_info.uid)
+            sched.report_scheduled(assumed_info, node_name)
+            return
+
+        # Failure after assume: undo, give the resources back, requeue.
+        fwk.run_reserve_plugins_unreserve(state, assumed_info, node_name)
+        self._forget(assumed_pod)
+        if isinstance(status.error, AlreadyBoundError):
+            # Another scheduler bound it first: not ours to retry; the informer brings it
+            # back as an assigned pod.
+            logger.info("pod already bound by someone else; not retrying", detail=str(status.error))
+            sched.queue.done(assumed_info.uid)
+            sched.queue.move_all_to_active_or_backoff_queue(
+                ASSIGNED_POD_DELETE, assumed_pod, None,
+                precheck=lambda other: other.pod_info.uid != assumed_info.uid,
+            )
+            return
+        if isinstance(status.error, PodGoneError):
+            logger.info("pod deleted while binding", detail=str(status.error))
+            sched.queue.done(assumed_info.uid)
+            sched.queue.move_all_to_active_or_backoff_queue(
+                ASSIGNED_POD_DELETE, assumed_pod, None,
+                precheck=lambda other: other.pod_info.uid != assumed_info.uid,
+            )
+            return
+        event = UNSCHEDULABLE_TIMEOUT if status.is_rejected() else ASSIGNED_POD_DELETE
+        sched.queue.move_all_to_active_or_backoff_queue(
+            event, assumed_pod, None,
+            precheck=lambda other: other.pod_info.uid != assumed_info.uid,
+        )
+        reason = REASON_SCHEDULER_ERROR if status.code == Code.ERROR else REASON_UNSCHEDULABLE
+        self.handle_failure(
+            fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
+            pod_scheduling_cycle=pod_scheduling_cycle, started=started, reason=reason,
+        )
+
+
+class _StatusError(Exception):
+    """A non-rejection failure status (Error) raised out of the cycle's inner steps."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status
+
+
+def _diagnosis_for(status: Status) -> Diagnosis:
+    diagnosis = Diagnosis()
+    if status.plugin and status.is_rejected():
+        diagnosis.unschedulable_plugins.add(status.plugin)
+    return diagnosis
+
+
+def _with_node_name(pod: dict[str, Any], node_name: str) -> dict[str, Any]:
+    """A shallow copy of the pod with spec.nodeName set (objects from the informer are shared)."""
+    copy = dict(pod)
+    copy["spec"] = dict(pod.get("spec") or {})
+    copy["spec"]["nodeName"] = node_name
+    return copy
+
+
+def _key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"

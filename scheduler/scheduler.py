@@ -1,0 +1,353 @@
+"""Wiring: profiles → frameworks, informers → handlers → cache/queue, and the run loop.
+
+One ``Scheduler`` owns every long-lived piece and the single stop path.  The scheduling loop
+pops one pod at a time and runs its scheduling cycle synchronously; binding cycles run as
+named asyncio tasks so the next pod is scheduled while earlier ones are being bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
+
+import structlog
+
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.client.informer import InformerFactory
+from scheduler.config.types import KubeSchedulerConfiguration
+from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import ApiClient, EventRecorder
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import QueuedPodInfo
+from scheduler.framework.waiting_pods import WaitingPodsMap
+from scheduler.metrics import SchedulerMetrics
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.registry import Registry
+from scheduler.queue.nominator import Nominator
+from scheduler.queue.scheduling_queue import SchedulingQueue
+from scheduler.schedule_one import SchedulingCycle
+from scheduler.server import HealthState
+
+log = structlog.get_logger(__name__)
+
+# Bind POSTs in flight at once; the client's QPS limiter is the real throttle.
+DEFAULT_MAX_CONCURRENT_BINDS = 64
+# How long a graceful stop waits for in-flight binding cycles.
+DEFAULT_STOP_GRACE_SECONDS = 10.0
+SCHEDULED_REASON = "Scheduled"
+FAILED_SCHEDULING_REASON = "FailedScheduling"
+
+
+class LostLeadershipError(Exception):
+    """Raised inside binding cycles once the lease is lost: never bind without it."""
+
+
+RecorderFactory = Callable[[str], EventRecorder]
+PodConditionWriter = Callable[..., Coroutine[Any, Any, Any]]
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        config: KubeSchedulerConfiguration,
+        client: ApiClient,
+        informers: InformerFactory,
+        recorder_factory: RecorderFactory,
+        update_pod_condition: PodConditionWriter,
+        registry: Registry | None = None,
+        metrics: SchedulerMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        max_concurrent_binds: int = DEFAULT_MAX_CONCURRENT_BINDS,
+        health: HealthState | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.informers = informers
+        self.metrics = metrics
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.health = health or HealthState()
+        self._update_pod_condition = update_pod_condition
+        self._bind_slots = asyncio.Semaphore(max_concurrent_binds)
+        self._binding_tasks: dict[str, asyncio.Task[None]] = {}
+        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self._leading = True
+        self._stopping = False
+        self.cache = Cache(clock=clock, metrics=metrics)
+        self.snapshot = Snapshot()
+        self.nominator = Nominator(pod_lookup=self.current_pod)
+        self.recorders: dict[str, EventRecorder] = {}
+        registry = registry or Registry()
+        # One map for all profiles, as upstream: a pod waiting at Permit is found by UID
+        # whichever profile put it there.
+        waiting_pods = WaitingPodsMap()
+
+        self.profiles: dict[str, Framework] = {}
+        for profile in config.profiles:
+            recorder = recorder_factory(profile.scheduler_name)
+            self.recorders[profile.scheduler_name] = recorder
+            self.profiles[profile.scheduler_name] = Framework(
+                profile=profile,
+                registry=registry,
+                snapshot_provider=lambda: self.snapshot,
+                listers=informers.listers,
+                client=client,
+                event_recorder=recorder,
+                nominator=self.nominator,
+                activate=self._activate,
+                clock=clock,
+                metrics=metrics,
+                waiting_pods=waiting_pods,
+                rng=self.rng,
+            )
+        first = next(iter(self.profiles.values()))
+        self.queue = SchedulingQueue(
+            less=first.queue_sort_less,
+            pre_enqueue=self._run_pre_enqueue,
+            hints={name: fwk.events_to_register() for name, fwk in self.profiles.items()},
+            profile_of=self._profile_of,
+            pod_initial_backoff=float(config.pod_initial_backoff_seconds),
+            pod_max_backoff=float(config.pod_max_backoff_seconds),
+            clock=clock,
+            metrics=metrics,
+            nominator=self.nominator,
+        )
+        self.cycle = SchedulingCycle(self)
+        self.handlers = EventHandlers(self)
+        self._register_handlers()
+
+    # --- wiring ----------------------------------------------------------------------------
+
+    def _register_handlers(self) -> None:
+        h = self.handlers
+        self.informers.informer("pods").add_handler(
+            on_add=h.on_pod_add, on_update=h.on_pod_update, on_delete=h.on_pod_delete
+        )
+        self.informers.informer("nodes").add_handler(
+            on_add=h.on_node_add, on_update=h.on_node_update, on_delete=h.on_node_delete
+        )
+        for resource, (add, update, delete) in MOVE_ONLY_RESOURCES.items():
+            on_add, on_update, on_delete = h.mover(add, update, delete)
+            self.informers.informer(resource).add_handler(
+                on_add=on_add, on_update=on_update, on_delete=on_delete
+            )
+
+    def _profile_of(self, pod: dict[str, Any]) -> str:
+        return str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
+
+    def framework_for_pod(self, pod: dict[str, Any]) -> Framework | None:
+        return self.profiles.get(self._profile_of(pod))
+
+    def _run_pre_enqueue(self, pod_info: PodInfo) -> Status | None:
+        fwk = self.framework_for_pod(pod_info.pod)
+        if fwk is None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "no profile for this pod")
+        return fwk.run_pre_enqueue_plugins(pod_info)
+
+    def _activate(self, pods: Iterable[dict[str, Any]]) -> None:
+        self.queue.activate(pods)
+
+    def current_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """The informer's latest copy of this pod (None if it is gone or was recreated)."""
+        meta = pod.get("metadata") or {}
+        latest: dict[str, Any] | None = self.informers.informer("pods").store.get_by_key(
+            f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        )
+        if latest is None or latest["metadata"].get("uid") != meta.get("uid"):
+            return None
+        return latest
+
+    def has_nominated_pods(self) -> bool:
+        return self.nominator.has_nominated_pods()
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        # The waiting-pods map is shared, so asking one framework is enough.
+        return next(iter(self.profiles.values())).reject_waiting_pod(uid)
+
+    def is_binding(self, uid: str) -> bool:
+        return uid in self._binding_tasks
+
+    # --- leadership --------------------------------------------------------------------------
+
+    def check_still_leading(self) -> None:
+        if not self._leading:
+            raise LostLeadershipError("lost the leader lease; refusing to bind")
+
+    def lose_leadership(self) -> None:
+        """Stop binding at once: cancel every in-flight binding cycle."""
+        self._leading = False
+        for task in list(self._binding_tasks.values()):
+            task.cancel()
+        self.queue.close()
+
+    # --- binding -----------------------------------------------------------------------------
+
+    def start_binding(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
+        uid = name
+        task = asyncio.create_task(coro, name=name)
+        self._binding_tasks[uid] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._binding_tasks.pop(uid, None)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("binding task crashed", task=name, error=repr(t.exception()))
+
+        task.add_done_callback(done)
+
+    async def bind(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        async with self._bind_slots:
+            self.check_still_leading()
+            status = await fwk.run_bind_plugins(state, pod_info, node_name)
+        if self.metrics is not None:
+            result = "success" if status is None or status.is_success() else "error"
+            self.metrics.bind_requests.labels(result).inc()
+        return status
+
+    # --- reporting ---------------------------------------------------------------------------
+
+    def record_attempt(self, profile: str, result: str, started: float) -> None:
+        if self.metrics is None:
+            return
+        self.metrics.schedule_attempts.labels(result, profile).inc()
+        self.metrics.scheduling_attempt_duration.labels(result, profile).observe(
+            time.perf_counter() - started
+        )
+
+    def record_scheduled(self, qpi: QueuedPodInfo) -> None:
+        if self.metrics is None:
+            return
+        attempts = max(qpi.attempts, 1)
+        self.metrics.pod_scheduling_attempts.observe(attempts)
+        if qpi.initial_attempt_timestamp is not None:
+            self.metrics.pod_scheduling_sli_duration.labels(str(attempts)).observe(
+                max(0.0, self.clock() - qpi.initial_attempt_timestamp)
+            )
+
+    def report_scheduled(self, pod_info: PodInfo, node_name: str) -> None:
+        recorder = self.recorders.get(self._profile_of(pod_info.pod))
+        if recorder is not None:
+            recorder.event(
+                pod_info.pod, type="Normal", reason=SCHEDULED_REASON, action="Binding",
+                message=f"Successfully assigned {pod_info.key} to {node_name}",
+            )
+
+    def report_unschedulable(
+        self,
+        fwk: Framework,
+        pod_info: PodInfo,
+        *,
+        reason: str,
+        message: str,
+        nominated_node: str,
+        plugins: list[str],
+    ) -> None:
+        recorder = self.recorders.get(fwk.profile_name)
+        if recorder is not None:
+            recorder.event(
+                pod_info.pod, type="Warning", reason=FAILED_SCHEDULING_REASON,
+                action="Scheduling", message=message,
+            )
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+        }
+        self._spawn_side_task(
+            self._update_pod_condition(
+                self.client, pod_info.pod, condition=condition,
+                nominated_node_name=nominated_node or None,
+            ),
+            name=f"pod-condition:{pod_info.key}",
+        )
+
+    def report_malformed_pod(self, pod: dict[str, Any], error: ObjectError) -> None:
+        """A pod we cannot parse: tell its owner precisely, never crash."""
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        log.warning("cannot schedule malformed pod", pod=key, error=str(error))
+        recorder = self.recorders.get(self._profile_of(pod))
+        message = f"pod is malformed and cannot be scheduled: {error}"
+        if recorder is not None:
+            recorder.event(
+                pod, type="Warning", reason=FAILED_SCHEDULING_REASON, action="Scheduling",
+                message=message[:1024],
+            )
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "SchedulerError",
+            "message": message[:1024],
+        }
+        self._spawn_side_task(
+            self._update_pod_condition(self.client, pod, condition=condition),
+            name=f"pod-condition:{key}",
+        )
+
+    def _spawn_side_task(self, coro: Coroutine[Any, Any, Any], *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._side_tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._side_tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("side task failed", task=name, error=repr(t.exception()))
+
+        task.add_done_callback(done)
+
+    # --- run / stop --------------------------------------------------------------------------
+
+    async def wait_for_sync(self, timeout: float | None = None) -> None:
+        await self.informers.wait_for_cache_sync(timeout)
+        self.health.synced = True
+
+    async def run(self, *, iterations: int | None = None) -> None:
+        """Schedule pods until stopped (or for ``iterations`` pops, for tests)."""
+        queue_task = asyncio.create_task(self.queue.run(), name="scheduling-queue-flush")
+        cache_task = asyncio.create_task(self.cache.run(), name="scheduler-cache-maintenance")
+        try:
+            done = 0
+            while not self._stopping and (iterations is None or done < iterations):
+                qpi = await self.queue.pop()
+                if qpi is None:
+                    break
+                done += 1
+                if not self._leading:
+                    break
+                self.cycle.schedule_one(qpi)
+                # Let informers and binding tasks run between cycles.
+                await asyncio.sleep(0)
+        finally:
+            for task in (queue_task, cache_task):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def stop(self, *, grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> None:
+        """Stop taking pods; let in-flight bindings finish (bounded); then cancel the rest."""
+        self._stopping = True
+        self.queue.close()
+        pending = list(self._binding_tasks.values())
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace_seconds)
+            for task in still:
+                task.cancel()
+            if still:
+                await asyncio.gather(*still, return_exceptions=True)
+        side = list(self._side_tasks)
+        if side:
+            _, still_side = await asyncio.wait(side, timeout=2.0)
+            for task in still_side:
+                task.cancel()
