@@ -99,6 +99,9 @@ class EventHandlers:
             self.sched.queue.add(pod)
         except ObjectError as exc:
             self.sched.report_malformed_pod(pod, exc)
+            return
+        # A new pending pod can help others (a gang's missing sibling arriving).
+        self.sched.queue.move_all_to_active_or_backoff_queue(ev.UNSCHEDULED_POD_ADD, None, pod)
 
     def update_pod_in_queue(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         if (old.get("metadata") or {}).get("resourceVersion") == (new.get("metadata") or {}).get(

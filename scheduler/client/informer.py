@@ -482,6 +482,13 @@ DEFAULT_RESOURCES: tuple[str, ...] = (
     "poddisruptionbudgets",
     "podgroups",
     "namespaces",
+    # PodTopologySpread's system default constraints select pods by their owning
+    # Service/ReplicaSet/StatefulSet/ReplicationController, as upstream's informers do.
+    "services",
+    "replicationcontrollers",
+    "replicasets",
+    "statefulsets",
+    "csistoragecapacities",
 )
 
 

@@ -143,3 +143,32 @@ async def user_client(kubeconfig: Path | str) -> AsyncIterator[Cluster]:
         yield Cluster(client)
     finally:
         await client.close()
+
+
+SERVER_SET_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation")
+
+
+def for_api(obj: dict[str, Any]) -> dict[str, Any]:
+    """A builder object with the fields only the API server may set removed.
+
+    Pods lose their status (the API server resets it on create); nodes keep theirs, as a
+    kubelet registers its node with capacity and allocatable in the create call.
+    """
+    meta = {k: v for k, v in obj["metadata"].items() if k not in SERVER_SET_FIELDS}
+    keep_status = obj.get("kind") == "Node"
+    clean = {k: v for k, v in obj.items() if k != "status" or keep_status}
+    clean["metadata"] = meta
+    return clean
+
+
+def requests_on(pods: list[dict[str, Any]], node: str) -> tuple[int, int]:
+    """(milli-CPU, bytes of memory) requested by the given pods on ``node``."""
+    from scheduler.objects.pod import pod_requests
+
+    cpu = memory = 0
+    for pod in pods:
+        if (pod.get("spec") or {}).get("nodeName") == node:
+            req = pod_requests(pod)
+            cpu += req.milli_cpu
+            memory += req.memory
+    return cpu, memory

@@ -1,0 +1,308 @@
+"""Coscheduling: all-or-nothing (gang) scheduling of the pods of a PodGroup.
+
+Compatible with kubernetes-sigs/scheduler-plugins: the same plugin name, args, PodGroup CRD
+(``scheduling.x-k8s.io/v1alpha1``) and pod label, so manifests and scheduler configurations
+written for it work unchanged.
+
+How a gang gets through:
+
+* QueueSort keeps the members of a group next to each other (priority, then the group's
+  creation time, then ``namespace/group``), so gangs are not interleaved in activeQ.
+* PreFilter turns a member away early (UnschedulableAndUnresolvable, no preemption) when the
+  group is missing, has fewer than minMember pods, is backing off, or its minResources
+  cannot fit the cluster's free capacity.
+* Permit parks each member (Wait) until minMember members hold a place, then allows them
+  all at once; while waiting it activates the pending siblings so they are tried next
+  (scheduler-plugins #114/#117: two gangs that each hold part of the cluster deadlock).
+* PostFilter and Unreserve reject the waiting siblings when a member cannot be placed or a
+  waiting member fails / times out, so a partial gang releases its resources at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scheduler.framework import events as ev
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.events import ClusterEventWithHint, QueueingHint
+from scheduler.framework.interfaces import (
+    EnqueueExtensions,
+    Handle,
+    PermitPlugin,
+    PostFilterPlugin,
+    PreFilterPlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+)
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import PostFilterResult, PreFilterResult, QueuedPodInfo
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins import names
+from scheduler.plugins.coscheduling.core import (
+    POD_GROUP_LABEL,
+    PermitOutcome,
+    PodGroupInfo,
+    PodGroupManager,
+    pod_group_name,
+)
+from scheduler.plugins.helper import args_error
+
+NAME = names.COSCHEDULING
+
+# Args (CoschedulingArgs of scheduler-plugins) and their defaults.
+ARG_PERMIT_WAITING_TIME = "permitWaitingTimeSeconds"
+ARG_BACKOFF = "podGroupBackoffSeconds"
+ARG_REJECT_PERCENTAGE = "podGroupRejectPercentage"
+DEFAULT_PERMIT_WAITING_TIME_SECONDS = 60
+DEFAULT_POD_GROUP_BACKOFF_SECONDS = 0
+DEFAULT_POD_GROUP_REJECT_PERCENTAGE = 10
+# Fields of older scheduler-plugins releases: accepted so old configurations keep loading,
+# and ignored (we read PodGroups from the informer; denials are tied to the snapshot).
+_DEPRECATED_ARGS = frozenset({"kubeConfigPath", "kubeMaster", "deniedPGExpirationTimeSeconds"})
+_ARGS = frozenset({ARG_PERMIT_WAITING_TIME, ARG_BACKOFF, ARG_REJECT_PERCENTAGE})
+
+# Reason strings.
+REASON_GROUP_REJECTED = (
+    "PodGroup {group} gets rejected due to Pod {pod} is unschedulable even after PostFilter"
+)
+REASON_POST_FILTER_REJECT = "rejected in PostFilter: member {pod} of PodGroup {group} is unschedulable"
+REASON_UNRESERVE_REJECT = "rejected in Unreserve: member {pod} of PodGroup {group} was rejected"
+REASON_PERMIT_NOT_FOUND = "PodGroup {group} not found"
+
+# CycleState key: Coscheduling's own PreFilter rejected the pod (PostFilter then stays quiet:
+# the PreFilter message already says why, and there is no gang to roll back).
+_STATE_KEY = "Coscheduling/preFilterRejected"
+
+
+class _Rejected:
+    __slots__ = ()
+
+    def clone(self) -> _Rejected:
+        return self
+
+
+_REJECTED = _Rejected()
+
+
+def _int_arg(args: Mapping[str, Any], field: str, default: int, *, low: int,
+             high: int | None = None) -> int:
+    value = args.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise args_error(NAME, field, f"must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise args_error(NAME, field, f"must be {bound}, got {value}")
+    return value
+
+
+def _same_group(pod: Mapping[str, Any], namespace: str, group: str) -> bool:
+    meta = pod.get("metadata") or {}
+    return bool(group) and (meta.get("namespace") or "") == namespace and (
+        pod_group_name(pod) == group)
+
+
+def _pod_group_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Queue a pod when its own PodGroup is added or updated."""
+    obj = new if isinstance(new, Mapping) else old
+    if not isinstance(obj, Mapping):
+        return QueueingHint.QUEUE
+    meta = obj.get("metadata") or {}
+    pod_meta = pod.get("metadata") or {}
+    if (meta.get("namespace") or "") == (pod_meta.get("namespace") or "") and (
+            meta.get("name") == pod_group_name(pod)):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _sibling_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Queue a gang member when a sibling appears (its group may now reach minMember)."""
+    obj = new if isinstance(new, Mapping) else old
+    if not isinstance(obj, Mapping):
+        return QueueingHint.QUEUE
+    group = pod_group_name(pod)
+    if not group:
+        return QueueingHint.SKIP
+    namespace = (pod.get("metadata") or {}).get("namespace") or ""
+    return QueueingHint.QUEUE if _same_group(obj, namespace, group) else QueueingHint.SKIP
+
+
+class Coscheduling(
+    QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, PermitPlugin, ReservePlugin,
+    EnqueueExtensions,
+):
+    NAME = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None, handle: Handle, *,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        args = args or {}
+        if not isinstance(args, Mapping):
+            raise args_error(NAME, "", f"must be an object, got {type(args).__name__}")
+        for key in args:
+            if key not in _ARGS and key not in _DEPRECATED_ARGS:
+                raise args_error(NAME, str(key), "unknown field")
+        self.permit_waiting_time_seconds = _int_arg(
+            args, ARG_PERMIT_WAITING_TIME, DEFAULT_PERMIT_WAITING_TIME_SECONDS, low=0)
+        self.pod_group_backoff_seconds = _int_arg(
+            args, ARG_BACKOFF, DEFAULT_POD_GROUP_BACKOFF_SECONDS, low=0)
+        self.pod_group_reject_percentage = _int_arg(
+            args, ARG_REJECT_PERCENTAGE, DEFAULT_POD_GROUP_REJECT_PERCENTAGE, low=0, high=100)
+        self._handle = handle
+        self.manager = PodGroupManager(
+            handle,
+            permit_waiting_time_seconds=self.permit_waiting_time_seconds,
+            pod_group_backoff_seconds=self.pod_group_backoff_seconds,
+            wall_clock=wall_clock,
+        )
+
+    # --- enqueue -------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            # The group arrives after its pods, or its minMember/minResources change.
+            ClusterEventWithHint(ev.POD_GROUP_ADD, _pod_group_hint),
+            ClusterEventWithHint(ev.POD_GROUP_UPDATE, _pod_group_hint),
+            # A new sibling may bring the group to minMember.
+            ClusterEventWithHint(ev.UNSCHEDULED_POD_ADD, _sibling_hint),
+            ClusterEventWithHint(ev.ASSIGNED_POD_ADD, _sibling_hint),
+            # Freed or added capacity may fit minResources / the rest of the gang.
+            ClusterEventWithHint(ev.ASSIGNED_POD_DELETE),
+            ClusterEventWithHint(ev.NODE_ADD),
+            ClusterEventWithHint(ev.ClusterEvent(
+                ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_ALLOCATABLE,
+                "NodeAllocatableChange")),
+        ]
+
+    # --- QueueSort -----------------------------------------------------------------------
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        p1, p2 = a.pod_info.priority, b.pod_info.priority
+        if p1 != p2:
+            return p1 > p2
+        t1, k1 = self.manager.sort_key(a)
+        t2, k2 = self.manager.sort_key(b)
+        if t1 != t2:
+            return t1 < t2
+        if k1 != k2:
+            return k1 < k2
+        # Siblings: a stable order among themselves.
+        return a.pod_info.key < b.pod_info.key
+
+    # --- PreFilter -----------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        status = self.manager.pre_filter(pod_info)
+        if status is not None:
+            state.write(_STATE_KEY, _REJECTED)
+        return None, status
+
+    # --- PostFilter ----------------------------------------------------------------------
+
+    def post_filter(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_to_status: Mapping[str, Status],
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        manager = self.manager
+        full, obj = manager.lookup(pod_info)
+        if not full or obj is None:
+            return None, Status(Code.UNSCHEDULABLE)
+        try:
+            info = manager.info(obj)
+        except ObjectError:
+            return None, Status(Code.UNSCHEDULABLE)
+        group, namespace = info.name, info.namespace
+        reject_message = REASON_POST_FILTER_REJECT.format(pod=pod_info.name, group=full)
+
+        if state.get(_STATE_KEY) is not None:
+            # Turned away by our own PreFilter: no member of this cycle holds anything, but
+            # siblings parked at Permit cannot complete either; let them go now.
+            manager.reject_waiting(namespace, group, plugin=NAME, message=reject_message,
+                                   exclude_uid=pod_info.uid)
+            return None, Status(Code.UNSCHEDULABLE)
+
+        assigned = len(manager.assigned_uids(namespace, group))
+        if assigned >= info.min_member:
+            # The gang is complete already; this extra member just does not fit.
+            return None, Status(Code.UNSCHEDULABLE)
+        if info.min_member > 0:
+            missing_percentage = 100.0 * (info.min_member - assigned) / info.min_member
+            if missing_percentage <= self.pod_group_reject_percentage:
+                # Only a small part of the gang is missing: keep the others waiting, the
+                # next members may still complete it.
+                return None, Status(Code.UNSCHEDULABLE)
+
+        manager.reject_waiting(namespace, group, plugin=NAME, message=reject_message,
+                               exclude_uid=pod_info.uid)
+        if len(manager.members(namespace, group)) >= info.min_member:
+            # Enough pods exist and still the gang did not fit: give the cluster a rest.
+            manager.backoff(namespace, group)
+        manager.forget_admission(full)
+        return None, Status(
+            Code.UNSCHEDULABLE, REASON_GROUP_REJECTED.format(group=full, pod=pod_info.name))
+
+    # --- Reserve / Unreserve -------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
+        # Nothing to reserve: implementing Reserve is what gives the gang its Unreserve hook.
+        return None
+
+    def unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
+        manager = self.manager
+        full, obj = manager.lookup(pod_info)
+        if not full or obj is None:
+            return
+        group = pod_info.labels.get(POD_GROUP_LABEL) or ""
+        manager.reject_waiting(
+            pod_info.namespace, group, plugin=NAME,
+            message=REASON_UNRESERVE_REJECT.format(pod=pod_info.name, group=full),
+            exclude_uid=pod_info.uid,
+        )
+        manager.forget_admission(full)
+        manager.backoff(pod_info.namespace, group)
+
+    # --- Permit --------------------------------------------------------------------------
+
+    def permit(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> tuple[Status | None, float]:
+        outcome, info = self._permit_outcome(pod_info)
+        if outcome is PermitOutcome.NOT_SPECIFIED:
+            return None, 0.0
+        full = f"{pod_info.namespace}/{pod_info.labels.get(POD_GROUP_LABEL, '')}"
+        if info is None:
+            if outcome is PermitOutcome.NOT_FOUND:
+                return Status(Code.UNSCHEDULABLE, REASON_PERMIT_NOT_FOUND.format(group=full)), 0.0
+            return Status(Code.UNSCHEDULABLE, f"PodGroup {full} is invalid"), 0.0
+        if outcome is PermitOutcome.ALLOW:
+            self.manager.allow_waiting(info.namespace, info.name, plugin=NAME)
+            return None, 0.0
+        # Wait for the siblings, and make sure they are tried next.
+        siblings = self.manager.pending_siblings(pod_info, info.name)
+        if siblings:
+            self._handle.activate(siblings)
+        return Status(Code.WAIT), self.manager.wait_timeout(info)
+
+    def _permit_outcome(self, pod_info: PodInfo) -> tuple[PermitOutcome, PodGroupInfo | None]:
+        manager = self.manager
+        full, obj = manager.lookup(pod_info)
+        if not full:
+            return PermitOutcome.NOT_SPECIFIED, None
+        if obj is None:
+            return PermitOutcome.NOT_FOUND, None
+        try:
+            info = manager.info(obj)
+        except ObjectError:
+            return PermitOutcome.INVALID, None
+        assigned = manager.assigned_uids(info.namespace, info.name, including=pod_info)
+        if len(assigned) >= info.min_member:
+            return PermitOutcome.ALLOW, info
+        return PermitOutcome.WAIT, info

@@ -1,0 +1,256 @@
+"""The stateless half of preemption (upstream ``framework/preemption``): PDB accounting, the
+dry run over a sample of candidate nodes, and the choice of one candidate.
+
+Kept apart from the plugin so the rules that decide *who* gets evicted can be tested as plain
+functions over PodInfos and NodeInfos, without a client or an event loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.objects.labels import LabelSelector, LabelSelectorError
+from scheduler.objects.pod import PodInfo
+
+__all__ = [
+    "Candidate",
+    "PDB",
+    "SelectVictims",
+    "compile_pdbs",
+    "dry_run_preemption",
+    "earliest_start_of_highest_priority",
+    "filter_pods_with_pdb_violation",
+    "importance_key",
+    "parse_rfc3339",
+    "pick_one_node_for_preemption",
+    "pod_start_time",
+]
+
+# Added to every priority before summing so that a node with several negative-priority
+# victims never looks cheaper than a node with fewer of them (upstream adds MaxInt32+1).
+_PRIORITY_OFFSET = 2**31
+
+
+def parse_rfc3339(value: Any) -> float | None:
+    """POSIX seconds of a Kubernetes timestamp; None when missing or unparseable."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_start_time(pod_info: PodInfo, now: float) -> float:
+    """``status.startTime``; a pod that has not started counts as starting ``now``."""
+    started = parse_rfc3339((pod_info.pod.get("status") or {}).get("startTime"))
+    return now if started is None else started
+
+
+def importance_key(now: float) -> Callable[[PodInfo], tuple[int, float]]:
+    """Sort key putting the most important pod first: higher priority, then the one that has
+    been running longest (upstream ``util.MoreImportantPod``)."""
+
+    def key(pod_info: PodInfo) -> tuple[int, float]:
+        return (-pod_info.priority, pod_start_time(pod_info, now))
+
+    return key
+
+
+# --- PodDisruptionBudgets --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PDB:
+    """What preemption reads from a PodDisruptionBudget."""
+
+    namespace: str
+    name: str
+    # None: the PDB selects nothing (missing, empty or invalid selector).
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str] = field(default_factory=frozenset)
+
+
+def compile_pdbs(raw: Iterable[Mapping[str, Any]]) -> list[PDB]:
+    """Parse PDB objects once per preemption attempt.  Malformed fields degrade the way the
+    API types would: an invalid selector matches nothing, a bad count is 0."""
+    out: list[PDB] = []
+    for obj in raw:
+        if not isinstance(obj, Mapping):
+            continue
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        selector: LabelSelector | None = None
+        raw_selector = spec.get("selector") if isinstance(spec, Mapping) else None
+        if isinstance(raw_selector, Mapping):
+            try:
+                compiled = LabelSelector.from_dict(raw_selector)
+            except LabelSelectorError:
+                compiled = None
+            # An empty selector on a PDB selects nothing (policy/v1 semantics for preemption).
+            if compiled is not None and not compiled.is_empty() and not compiled.is_nothing():
+                selector = compiled
+        allowed = status.get("disruptionsAllowed") if isinstance(status, Mapping) else 0
+        if not isinstance(allowed, int) or isinstance(allowed, bool):
+            allowed = 0
+        disrupted = status.get("disruptedPods") if isinstance(status, Mapping) else None
+        out.append(
+            PDB(
+                namespace=str(meta.get("namespace") or ""),
+                name=str(meta.get("name") or ""),
+                selector=selector,
+                disruptions_allowed=allowed,
+                disrupted_pods=frozenset(disrupted) if isinstance(disrupted, Mapping) else frozenset(),
+            )
+        )
+    return out
+
+
+def filter_pods_with_pdb_violation(
+    pods: Sequence[PodInfo], pdbs: Sequence[PDB]
+) -> tuple[list[PodInfo], list[PodInfo]]:
+    """Split ``pods`` into (violating, non-violating), keeping their order.
+
+    Budgets are spent in order: each matching pod takes one disruption from every PDB that
+    selects it, and a pod is violating when some PDB's budget goes below zero.  A pod the PDB
+    already lists in ``disruptedPods`` was accounted for by the API server and costs nothing.
+    """
+    allowed = [p.disruptions_allowed for p in pdbs]
+    violating: list[PodInfo] = []
+    non_violating: list[PodInfo] = []
+    for pod_info in pods:
+        violated = False
+        if pod_info.labels:
+            for i, pdb in enumerate(pdbs):
+                if pdb.selector is None or pdb.namespace != pod_info.namespace:
+                    continue
+                if not pdb.selector.matches(pod_info.labels):
+                    continue
+                if pod_info.name in pdb.disrupted_pods:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else non_violating).append(pod_info)
+    return violating, non_violating
+
+
+# --- candidates ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A node where evicting ``victims`` (most important first) lets the preemptor fit."""
+
+    name: str
+    victims: list[PodInfo]
+    num_pdb_violations: int
+
+
+# select(state copy, preemptor, node copy, pdbs) -> (victims, PDB violations, status)
+SelectVictims = Callable[
+    [CycleState, PodInfo, NodeInfo, Sequence[PDB]], tuple[list[PodInfo], int, Status | None]
+]
+
+
+def dry_run_preemption(
+    select_victims: SelectVictims,
+    state: CycleState,
+    pod_info: PodInfo,
+    potential_nodes: Sequence[NodeInfo],
+    pdbs: Sequence[PDB],
+    *,
+    offset: int,
+    num_candidates: int,
+) -> tuple[list[Candidate], dict[str, Status], list[Status]]:
+    """Try preemption on the potential nodes, starting at ``offset`` and wrapping around, on
+    copies of the node and the cycle state.
+
+    Stops once at least one candidate respects every PDB and ``num_candidates`` were found.
+    Returns (candidates with PDB-respecting ones first, status of each node that yielded no
+    candidate, the error statuses among those).
+    """
+    non_violating: list[Candidate] = []
+    violating: list[Candidate] = []
+    statuses: dict[str, Status] = {}
+    errors: list[Status] = []
+    n = len(potential_nodes)
+    for i in range(n):
+        node_info = potential_nodes[(offset + i) % n]
+        node_copy = node_info.clone()
+        try:
+            victims, num_violations, status = select_victims(
+                state.clone(), pod_info, node_copy, pdbs
+            )
+        except Exception as exc:  # a plugin bug on one node must not hide the others
+            victims, num_violations, status = [], 0, Status.from_error(exc)
+        if (status is None or status.is_success()) and victims:
+            target = non_violating if num_violations == 0 else violating
+            if len(target) < num_candidates:
+                target.append(Candidate(node_info.name, victims, num_violations))
+            if non_violating and len(non_violating) + len(violating) >= num_candidates:
+                break
+            continue
+        if status is None or status.is_success():
+            status = Status(
+                Code.ERROR, f"expected at least one victim pod on node {node_info.name!r}"
+            )
+        if status.code == Code.ERROR:
+            errors.append(status)
+        statuses[node_info.name] = status
+    return non_violating + violating, statuses, errors
+
+
+def earliest_start_of_highest_priority(victims: Sequence[PodInfo], now: float) -> float:
+    """The earliest start time among the victims that have the highest priority."""
+    top = max(v.priority for v in victims)
+    return min(pod_start_time(v, now) for v in victims if v.priority == top)
+
+
+def pick_one_node_for_preemption(candidates: Sequence[Candidate], *, now: float) -> Candidate | None:
+    """Choose among candidates by, in turn: fewest PDB violations, lowest highest-victim
+    priority, smallest sum of victim priorities, fewest victims, latest start among the
+    highest-priority victims (disturb the youngest work), and finally the first one."""
+    if not candidates:
+        return None
+
+    def fewest_violations(c: Candidate) -> float:
+        return -c.num_pdb_violations
+
+    def lowest_top_priority(c: Candidate) -> float:
+        return -max((v.priority for v in c.victims), default=0)
+
+    def smallest_priority_sum(c: Candidate) -> float:
+        return -sum(v.priority + _PRIORITY_OFFSET for v in c.victims)
+
+    def fewest_victims(c: Candidate) -> float:
+        return -len(c.victims)
+
+    def latest_start(c: Candidate) -> float:
+        if not c.victims:
+            return -math.inf
+        return earliest_start_of_highest_priority(c.victims, now)
+
+    remaining = list(candidates)
+    for score in (
+        fewest_violations,
+        lowest_top_priority,
+        smallest_priority_sum,
+        fewest_victims,
+        latest_start,
+    ):
+        best = max(score(c) for c in remaining)
+        remaining = [c for c in remaining if score(c) == best]
+        if len(remaining) == 1:
+            break
+    return remaining[0]

@@ -1,0 +1,631 @@
+"""DefaultPreemption: when no node fits a pod, evict lower-priority pods from one node so that
+it will fit there on a later cycle (kube-scheduler's DefaultPreemption PostFilter).
+
+The scheduling cycle is synchronous, so the decision (which node, which victims) is made in
+``post_filter`` on copies of the snapshot, and the API calls that carry it out run afterwards
+in a named asyncio task: mark each victim with the ``DisruptionTarget`` condition, delete it,
+record a ``Preempted`` event, and clear the nomination of lower-priority pods nominated to the
+same node.  The preemptor leaves with ``nominatedNodeName`` set, so lower-priority pods cannot
+take the room while the victims terminate.
+
+While the task runs, and for a short while after (until the informer shows the victims
+terminating), the plugin remembers the preemption so the preemptor does not preempt again and
+the same victims are not deleted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+import structlog
+
+from scheduler.config.errors import ConfigError
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.events import ASSIGNED_POD_DELETE, ClusterEventWithHint, QueueingHint
+from scheduler.framework.interfaces import EnqueueExtensions, Handle, PostFilterPlugin
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import Diagnosis, FitError, PostFilterResult
+from scheduler.objects.pod import PodInfo, is_being_deleted
+from scheduler.plugins import names
+from scheduler.plugins.defaultpreemption.evaluator import (
+    PDB,
+    Candidate,
+    compile_pdbs,
+    dry_run_preemption,
+    filter_pods_with_pdb_violation,
+    importance_key,
+    pick_one_node_for_preemption,
+)
+
+__all__ = [
+    "NAME",
+    "DefaultPreemption",
+    "PreemptionMetrics",
+    "MIN_CANDIDATE_NODES_PERCENTAGE",
+    "MIN_CANDIDATE_NODES_ABSOLUTE",
+]
+
+log = structlog.get_logger(__name__)
+
+NAME = names.DEFAULT_PREEMPTION
+
+MIN_CANDIDATE_NODES_PERCENTAGE = "minCandidateNodesPercentage"
+MIN_CANDIDATE_NODES_ABSOLUTE = "minCandidateNodesAbsolute"
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
+_TYPE_META_KEYS = frozenset({"apiVersion", "kind"})
+
+# Upstream wording (users grep for these).
+MESSAGE_PREFIX = "preemption: "
+ERR_NOT_ELIGIBLE_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+ERR_NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+ERR_WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
+ERR_NO_VICTIMS = "No preemption victims found for incoming pod"
+ERR_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+ERR_NO_NODES = "no nodes available"
+ERR_NO_CANDIDATE = "no candidate node for preemption"
+
+PREEMPT_NEVER = "Never"
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+DISRUPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
+EVENT_REASON_PREEMPTED = "Preempted"
+EVENT_ACTION_PREEMPTING = "Preempting"
+EVENT_MESSAGE = "Preempted by pod {uid} on node {node}"
+WAITING_POD_REJECT_MESSAGE = "preempted"
+
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+# How long a victim counts as terminating after its deletion was sent, before the informer
+# shows its deletionTimestamp; bridges the watch lag so it is not chosen (and deleted) twice.
+VICTIM_MARK_SECONDS = 30.0
+
+
+class _Counter(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class _Histogram(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
+class PreemptionMetrics(Protocol):
+    """The two upstream metrics (``scheduler.metrics.SchedulerMetrics`` has both)."""
+
+    @property
+    def preemption_attempts(self) -> _Counter: ...
+
+    @property
+    def preemption_victims(self) -> _Histogram: ...
+
+
+class PreemptionError(Exception):
+    """An API call carrying out a preemption failed (the preemptor will retry)."""
+
+
+@dataclass(slots=True)
+class _Preemption:
+    """One preemptor's preemption: while ``running`` it must not preempt again."""
+
+    node: str
+    victims: frozenset[str]
+    running: bool = True
+    # handle.clock() after which the finished record is forgotten
+    expires: float = math.inf
+
+
+def _int_arg(args: Mapping[str, Any], key: str, default: int,
+             errors: list[tuple[str, str]]) -> int:
+    value = args.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        errors.append((f"{NAME}.args.{key}", f"must be an integer, got {value!r}"))
+        return default
+    return value
+
+
+def parse_args(args: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(minCandidateNodesPercentage, minCandidateNodesAbsolute), validated as upstream's
+    ValidateDefaultPreemptionArgs; missing fields take the v1 defaults."""
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise ConfigError("", [(f"{NAME}.args", f"must be an object, got {type(args).__name__}")])
+    errors: list[tuple[str, str]] = []
+    for key in sorted(str(k) for k in args):
+        if key not in (MIN_CANDIDATE_NODES_PERCENTAGE, MIN_CANDIDATE_NODES_ABSOLUTE) and (
+            key not in _TYPE_META_KEYS
+        ):
+            errors.append((f"{NAME}.args.{key}", "unknown field"))
+    percentage = _int_arg(args, MIN_CANDIDATE_NODES_PERCENTAGE,
+                          DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE, errors)
+    absolute = _int_arg(args, MIN_CANDIDATE_NODES_ABSOLUTE,
+                        DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE, errors)
+    pct_path = f"{NAME}.args.{MIN_CANDIDATE_NODES_PERCENTAGE}"
+    abs_path = f"{NAME}.args.{MIN_CANDIDATE_NODES_ABSOLUTE}"
+    if not 0 <= percentage <= 100:
+        errors.append((pct_path, f"invalid value {percentage}: not in valid range [0, 100]"))
+    if absolute < 0:
+        errors.append((abs_path, f"invalid value {absolute}: not in valid range [0, inf)"))
+    if percentage == 0 and absolute == 0:
+        errors.append((pct_path, "invalid value 0: cannot be zero at the same time as "
+                                 f"{MIN_CANDIDATE_NODES_ABSOLUTE}"))
+        errors.append((abs_path, "invalid value 0: cannot be zero at the same time as "
+                                 f"{MIN_CANDIDATE_NODES_PERCENTAGE}"))
+    if errors:
+        raise ConfigError("", errors)
+    return percentage, absolute
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace or 'default'}/pods/{name}"
+
+
+def _ok(status: int) -> bool:
+    return 200 <= status < 300
+
+
+def _error_detail(body: Any) -> str:
+    if isinstance(body, Mapping):
+        return str(body.get("message") or body.get("reason") or "")
+    return str(body or "")
+
+
+def _has_preemption_condition(pod: Mapping[str, Any]) -> bool:
+    """Whether the DisruptionTarget condition set by a scheduler's preemption is present."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == DISRUPTION_TARGET:
+            return (condition.get("status") == "True"
+                    and condition.get("reason") == REASON_PREEMPTION_BY_SCHEDULER)
+    return False
+
+
+class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
+    NAME = NAME
+
+    def __init__(
+        self,
+        args: Mapping[str, Any] | None,
+        handle: Handle,
+        *,
+        rng: random.Random | None = None,
+        wall_clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute = parse_args(args)
+        self._handle = handle
+        self._rng = rng if rng is not None else random.Random()
+        self._wall_clock = wall_clock or (lambda: datetime.now(timezone.utc))
+        # Set by whoever owns the metrics registry (the scheduler) after construction.
+        self.metrics: PreemptionMetrics | None = None
+        # PostFilter calls so far, and the victims of the last chosen node (for the metrics).
+        self.attempts = 0
+        self.last_victims: int | None = None
+        self._preemptions: dict[str, _Preemption] = {}  # preemptor uid -> its preemption
+        self._marked_victims: dict[str, float] = {}  # victim uid -> handle.clock() expiry
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- enqueue -----------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # A victim going away is what lets the nominated preemptor fit; other deletions are
+        # judged by the plugins whose Filter rejected the pod.
+        return [ClusterEventWithHint(ASSIGNED_POD_DELETE, self.is_schedulable_after_pod_deletion)]
+
+    def is_schedulable_after_pod_deletion(
+        self, pod: dict[str, Any], old: Any, new: Any
+    ) -> QueueingHint:
+        deleted = old if isinstance(old, Mapping) else new
+        if not isinstance(deleted, Mapping):
+            return QueueingHint.SKIP
+        record = self._preemptions.get(_uid(pod))
+        deleted_uid = str((deleted.get("metadata") or {}).get("uid") or "")
+        if record is not None and deleted_uid in record.victims:
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_pod_running_preemption(self, uid: str) -> bool:
+        """Whether the pod's victims are still being preempted (API calls in flight)."""
+        record = self._preemptions.get(uid)
+        return record is not None and record.running
+
+    # --- PostFilter --------------------------------------------------------------------------
+
+    def post_filter(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_to_status: Mapping[str, Status],
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        self.attempts += 1
+        if self.metrics is not None:
+            self.metrics.preemption_attempts.inc()
+        self._forget_expired()
+        result, status = self._preempt(state, pod_info, node_to_status)
+        if status is not None and status.reasons and status.message():
+            status = Status(status.code, MESSAGE_PREFIX + status.message(), plugin=NAME,
+                            error=status.error)
+        return result, status
+
+    def _preempt(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        if self.is_pod_running_preemption(_uid_of(pod_info)):
+            return None, Status(Code.UNSCHEDULABLE, ERR_WAITING_FOR_PREEMPTION)
+        eligible, reason = self.pod_eligible_to_preempt_others(pod_info, node_to_status)
+        if not eligible:
+            log.debug("pod is not eligible for preemption", pod=pod_info.key, reason=reason)
+            return None, Status(Code.UNSCHEDULABLE, reason)
+
+        all_nodes = self._handle.snapshot().list()
+        if not all_nodes:
+            return None, Status(Code.ERROR, ERR_NO_NODES)
+        potential = [
+            n for n in all_nodes
+            if _code(node_to_status.get(n.name)) != Code.SUCCESS and n.node is not None
+        ]
+        candidates: list[Candidate] = []
+        statuses: dict[str, Status] = {}
+        errors: list[Status] = []
+        if potential:
+            try:
+                pdbs = compile_pdbs(self._handle.listers.list("poddisruptionbudgets"))
+            except Exception as exc:
+                return None, Status.from_error(exc)
+            offset, num_candidates = self.get_offset_and_num_candidates(len(potential))
+            candidates, statuses, errors = dry_run_preemption(
+                self.select_victims_on_node, state, pod_info, potential, pdbs,
+                offset=offset, num_candidates=num_candidates,
+            )
+        if not candidates:
+            if errors:
+                return None, Status(Code.ERROR, ", ".join(e.message() for e in errors),
+                                    error=errors[0].error)
+            not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)
+            diagnosis = Diagnosis(
+                node_to_status={n.name: statuses.get(n.name, not_helpful) for n in all_nodes}
+            )
+            fit_error = FitError(
+                pod_key=pod_info.key, num_all_nodes=len(all_nodes), diagnosis=diagnosis
+            )
+            log.debug("no preemption candidate; preemption is not helpful", pod=pod_info.key)
+            # An empty nomination asks the caller to clear a stale nominatedNodeName.
+            return PostFilterResult(nominated_node_name=""), Status(
+                Code.UNSCHEDULABLE, str(fit_error)
+            )
+
+        best = pick_one_node_for_preemption(candidates, now=time.time())
+        if best is None or not best.name:
+            return None, Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
+        log.info("preempting", pod=pod_info.key, node=best.name,
+                 victims=[v.key for v in best.victims])
+        status = self._prepare_candidate_async(best, pod_info)
+        if status is not None:
+            return None, status
+        return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
+
+    # --- eligibility -------------------------------------------------------------------------
+
+    def pod_eligible_to_preempt_others(
+        self, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> tuple[bool, str]:
+        """Not eligible: ``preemptionPolicy: Never``, or the pod already preempted on its
+        nominated node and some lower-priority victim there is still terminating."""
+        if (pod_info.pod.get("spec") or {}).get("preemptionPolicy") == PREEMPT_NEVER:
+            return False, ERR_NOT_ELIGIBLE_POLICY_NEVER
+        nominated = str((pod_info.pod.get("status") or {}).get("nominatedNodeName") or "")
+        if not nominated:
+            record = self._preemptions.get(_uid_of(pod_info))
+            nominated = record.node if record is not None else ""
+        if nominated:
+            # If Filter says the nominated node can never work, preempting again elsewhere is
+            # the only way forward (an absent node counts as UnschedulableAndUnresolvable).
+            if _code(node_to_status.get(nominated)) == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            node_info = self._handle.snapshot().get(nominated)
+            if node_info is not None:
+                for other in node_info.pods:
+                    if other.priority < pod_info.priority and self._terminating_by_preemption(
+                        other
+                    ):
+                        return False, ERR_NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def _terminating_by_preemption(self, pod_info: PodInfo) -> bool:
+        if pod_info.uid in self._marked_victims:
+            return True
+        return is_being_deleted(pod_info.pod) and _has_preemption_condition(pod_info.pod)
+
+    # --- candidates --------------------------------------------------------------------------
+
+    def calculate_num_candidates(self, num_nodes: int) -> int:
+        """How many candidates the dry run should find: a percentage of the nodes, at least
+        the absolute minimum, never more than there are nodes."""
+        n = num_nodes * self.min_candidate_nodes_percentage // 100
+        n = max(n, self.min_candidate_nodes_absolute)
+        return min(n, num_nodes)
+
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        """A random start (so preemption spreads over the cluster) and the candidate count."""
+        return self._rng.randrange(num_nodes), self.calculate_num_candidates(num_nodes)
+
+    def select_victims_on_node(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_info: NodeInfo,
+        pdbs: Sequence[PDB],
+    ) -> tuple[list[PodInfo], int, Status | None]:
+        """The fewest, least important pods to evict from ``node_info`` (a copy, as is
+        ``state``) so that the pod fits; (victims, PDB violations among them, status).
+
+        Remove every lower-priority pod; if the pod still does not fit, the node is no
+        candidate.  Otherwise put pods back, most important first and PDB-protected ones
+        before the others, keeping each that still leaves room for the pod.
+        """
+        handle = self._handle
+
+        def remove(victim: PodInfo) -> Status | None:
+            node_info.remove_pod(victim.pod)
+            status = handle.run_pre_filter_extension_remove_pod(state, pod_info, victim, node_info)
+            return None if status is None or status.is_success() else _as_error(status)
+
+        def add(victim: PodInfo) -> Status | None:
+            node_info.add_pod(victim)
+            status = handle.run_pre_filter_extension_add_pod(state, pod_info, victim, node_info)
+            return None if status is None or status.is_success() else _as_error(status)
+
+        potential = [p for p in node_info.pods if self._preemption_allowed(p, pod_info)]
+        for victim in potential:
+            error = remove(victim)
+            if error is not None:
+                return [], 0, error
+        if not potential:
+            return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
+
+        # Inter-pod affinity of the preemptor to a victim is deliberately not considered
+        # (as upstream): affinity to lower-priority pods is not a supported configuration.
+        status = handle.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+        if status is not None and not status.is_success():
+            return [], 0, status
+
+        now = time.time()
+        potential.sort(key=importance_key(now))
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        victims: list[PodInfo] = []
+        num_violating = 0
+
+        def reprieve(candidate: PodInfo) -> tuple[bool, Status | None]:
+            error = add(candidate)
+            if error is not None:
+                return False, error
+            fits = handle.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+            if fits is None or fits.is_success():
+                return True, None
+            error = remove(candidate)
+            if error is not None:
+                return False, error
+            victims.append(candidate)
+            return False, None
+
+        for candidate in violating:
+            kept, error = reprieve(candidate)
+            if error is not None:
+                return [], 0, error
+            if not kept:
+                num_violating += 1
+        for candidate in non_violating:
+            _, error = reprieve(candidate)
+            if error is not None:
+                return [], 0, error
+        if violating and non_violating:
+            victims.sort(key=importance_key(now))
+        return victims, num_violating, None
+
+    @staticmethod
+    def _preemption_allowed(victim: PodInfo, preemptor: PodInfo) -> bool:
+        return victim.priority < preemptor.priority
+
+    # --- carrying it out ---------------------------------------------------------------------
+
+    def _prepare_candidate_async(self, candidate: Candidate, preemptor: PodInfo) -> Status | None:
+        """Start the task that evicts the victims; None when started (or nothing to do)."""
+        self.last_victims = len(candidate.victims)
+        if self.metrics is not None:
+            self.metrics.preemption_victims.observe(len(candidate.victims))
+        to_preempt = [
+            v for v in candidate.victims
+            if not is_being_deleted(v.pod) and v.uid not in self._marked_victims
+        ]
+        if not to_preempt:
+            # Every victim is already terminating: just wait for them.
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return Status(Code.ERROR, "preemption needs a running event loop")
+        nominated = [
+            p for p in self._handle.nominator.nominated_pods_for_node(candidate.name)
+            if p.priority < preemptor.priority and p.uid != preemptor.uid
+        ]
+        record = _Preemption(candidate.name, frozenset(v.uid for v in to_preempt))
+        self._preemptions[_uid_of(preemptor)] = record
+        for victim in to_preempt:
+            self._marked_victims[victim.uid] = math.inf
+        task = loop.create_task(
+            self._run_preemption(record, preemptor, to_preempt, nominated),
+            name=f"preemption:{preemptor.key}@{candidate.name}",
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return None
+
+    async def _run_preemption(
+        self,
+        record: _Preemption,
+        preemptor: PodInfo,
+        victims: list[PodInfo],
+        nominated: list[PodInfo],
+    ) -> None:
+        node = record.node
+        cancelled = False
+        failed = False
+        try:
+            # Lower-priority pods nominated here may no longer fit: let them look elsewhere.
+            for pod in nominated:
+                try:
+                    await self._clear_nomination(pod)
+                except Exception as exc:
+                    log.warning("cannot clear nominatedNodeName", pod=pod.key, node=node,
+                                error=str(exc))
+            results = await asyncio.gather(
+                *(self._preempt_victim(node, preemptor, v) for v in victims),
+                return_exceptions=True,
+            )
+            for victim, result in zip(victims, results):
+                if isinstance(result, BaseException):
+                    failed = True
+                    # Not deleted: it may be chosen (and deleted) by a later attempt.
+                    self._marked_victims.pop(victim.uid, None)
+                    log.error("preemption of a victim failed", preemptor=preemptor.key,
+                              victim=victim.key, node=node, error=str(result))
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            now = self._handle.clock()
+            record.running = False
+            record.expires = now + VICTIM_MARK_SECONDS
+            for uid in record.victims:
+                if uid in self._marked_victims:
+                    self._marked_victims[uid] = now + VICTIM_MARK_SECONDS
+            if not cancelled:
+                log.info("preemption finished", preemptor=preemptor.key, node=node,
+                         victims=len(victims), failed=failed)
+                # Retry the preemptor now: on failure it must not sit in the unschedulable
+                # pool, and on success the victims' delete events may have arrived while it
+                # was still waiting for this task.
+                try:
+                    self._handle.activate([preemptor.pod])
+                except Exception:
+                    log.exception("cannot activate the preemptor", pod=preemptor.key)
+
+    async def _preempt_victim(self, node: str, preemptor: PodInfo, victim: PodInfo) -> None:
+        waiting = self._handle.get_waiting_pod(victim.uid)
+        if waiting is not None:
+            # Still in Permit: rejecting it releases its reservation, nothing to delete.
+            waiting.reject(NAME, WAITING_POD_REJECT_MESSAGE)
+        else:
+            client = self._handle.client
+            path = _pod_path(victim.namespace, victim.name)
+            if not _has_preemption_condition(victim.pod):
+                condition = {
+                    "type": DISRUPTION_TARGET,
+                    "status": "True",
+                    "reason": REASON_PREEMPTION_BY_SCHEDULER,
+                    "message": DISRUPTION_MESSAGE.format(scheduler=preemptor.scheduler_name),
+                    "lastTransitionTime": self._wall_clock()
+                    .astimezone(timezone.utc)
+                    .strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+                response = await client.request(
+                    "PATCH", path + "/status",
+                    body={"status": {"conditions": [condition]}},
+                    content_type=STRATEGIC_MERGE_PATCH,
+                )
+                if response.status == 404:
+                    log.debug("victim already deleted", victim=victim.key)
+                    return
+                if not _ok(response.status):
+                    raise PreemptionError(
+                        f"adding the {DISRUPTION_TARGET} condition to pod {victim.key}: "
+                        f"HTTP {response.status} {_error_detail(response.body)}".rstrip()
+                    )
+            response = await client.request("DELETE", path)
+            if response.status == 404:
+                log.debug("victim already deleted", victim=victim.key)
+                return
+            if not _ok(response.status):
+                raise PreemptionError(
+                    f"deleting pod {victim.key}: HTTP {response.status} "
+                    f"{_error_detail(response.body)}".rstrip()
+                )
+        log.info("preempted", preemptor=preemptor.key, victim=victim.key, node=node)
+        self._handle.event_recorder.event(
+            victim.pod,
+            type="Normal",
+            reason=EVENT_REASON_PREEMPTED,
+            action=EVENT_ACTION_PREEMPTING,
+            message=EVENT_MESSAGE.format(uid=preemptor.uid, node=node),
+            related=preemptor.pod,
+        )
+
+    async def _clear_nomination(self, pod: PodInfo) -> None:
+        response = await self._handle.client.request(
+            "PATCH", _pod_path(pod.namespace, pod.name) + "/status",
+            body={"status": {"nominatedNodeName": None}},
+            content_type=STRATEGIC_MERGE_PATCH,
+        )
+        if response.status != 404 and not _ok(response.status):
+            raise PreemptionError(
+                f"clearing nominatedNodeName of pod {pod.key}: HTTP {response.status} "
+                f"{_error_detail(response.body)}".rstrip()
+            )
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def _forget_expired(self) -> None:
+        now = self._handle.clock()
+        for uid in [u for u, r in self._preemptions.items() if not r.running and r.expires <= now]:
+            del self._preemptions[uid]
+        for uid in [u for u, expiry in self._marked_victims.items() if expiry <= now]:
+            del self._marked_victims[uid]
+
+    @property
+    def tasks(self) -> frozenset[asyncio.Task[None]]:
+        """Preemption tasks still running."""
+        return frozenset(self._tasks)
+
+    async def wait_idle(self) -> None:
+        """Wait until every preemption task started so far has finished."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def stop(self) -> None:
+        """Cancel running preemptions (the scheduler's stop path); victims not yet deleted
+        stay, and the preemptor retries when the scheduler runs again."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _uid_of(pod_info: PodInfo) -> str:
+    return pod_info.uid or pod_info.key
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
+
+
+def _code(status: Status | None) -> Code:
+    # Nodes missing from the map were never filtered (PreFilter narrowed them out):
+    # upstream treats them as UnschedulableAndUnresolvable.
+    return Code.UNSCHEDULABLE_AND_UNRESOLVABLE if status is None else status.code
+
+
+def _as_error(status: Status) -> Status:
+    if status.code == Code.ERROR:
+        return status
+    return Status(Code.ERROR, status.message() or status.code.label, plugin=status.plugin,
+                  error=status.error)
