@@ -286,7 +286,10 @@ class App:
         if elector is not None:
             tasks["lease"] = asyncio.create_task(elector.hold(stop=self._stop),
                                                  name="leader-lease-renewal")
+        controller_stop = asyncio.Event()
+        controller = self._start_podgroup_controller(sched, connection, controller_stop)
         done, _ = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
+        controller_stop.set()
         exit_code = self.exit_code
         stopping = self._stop is not None and self._stop.is_set()
         if "lease" in tasks and tasks["lease"] in done and not stopping:
@@ -302,6 +305,9 @@ class App:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if controller is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(controller, timeout=10)
         if elector is not None and exit_code != EXIT_LOST_LEASE:
             await elector.release()
         loop_task = tasks["loop"]
@@ -309,6 +315,26 @@ class App:
             log.error("scheduling loop crashed", error=repr(loop_task.exception()))
             return EXIT_FAILURE
         return exit_code
+
+    def _start_podgroup_controller(
+        self, sched: Any, connection: Any, stop: asyncio.Event
+    ) -> asyncio.Task[None] | None:
+        """The PodGroup status controller runs beside the scheduler, only while leading."""
+        if not any(fwk.get_plugin("Coscheduling") for fwk in sched.profiles.values()):
+            return None
+        from scheduler.plugins.coscheduling.controller import run_controller
+
+        task = asyncio.create_task(
+            run_controller(kubeconfig=None, namespace=None, stop=stop, connection=connection),
+            name="podgroup-controller",
+        )
+
+        def done(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                log.error("PodGroup controller stopped", error=repr(t.exception()))
+
+        task.add_done_callback(done)
+        return task
 
     def _elector(self, client: Any) -> Any:
         from scheduler.client.leader_election import (

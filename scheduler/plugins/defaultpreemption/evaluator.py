@@ -20,8 +20,8 @@ from scheduler.objects.labels import LabelSelector, LabelSelectorError
 from scheduler.objects.pod import PodInfo
 
 __all__ = [
-    "Candidate",
     "PDB",
+    "Candidate",
     "SelectVictims",
     "compile_pdbs",
     "dry_run_preemption",

@@ -21,14 +21,18 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
 from scheduler.config.errors import ConfigError
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.events import ASSIGNED_POD_DELETE, ClusterEventWithHint, QueueingHint
+from scheduler.framework.events import (
+    ASSIGNED_POD_DELETE,
+    ClusterEventWithHint,
+    QueueingHint,
+)
 from scheduler.framework.interfaces import EnqueueExtensions, Handle, PostFilterPlugin
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
@@ -46,11 +50,11 @@ from scheduler.plugins.defaultpreemption.evaluator import (
 )
 
 __all__ = [
+    "MIN_CANDIDATE_NODES_ABSOLUTE",
+    "MIN_CANDIDATE_NODES_PERCENTAGE",
     "NAME",
     "DefaultPreemption",
     "PreemptionMetrics",
-    "MIN_CANDIDATE_NODES_PERCENTAGE",
-    "MIN_CANDIDATE_NODES_ABSOLUTE",
 ]
 
 log = structlog.get_logger(__name__)
@@ -157,10 +161,9 @@ def parse_args(args: Mapping[str, Any] | None) -> tuple[int, int]:
     if absolute < 0:
         errors.append((abs_path, f"invalid value {absolute}: not in valid range [0, inf)"))
     if percentage == 0 and absolute == 0:
-        errors.append((pct_path, "invalid value 0: cannot be zero at the same time as "
-                                 f"{MIN_CANDIDATE_NODES_ABSOLUTE}"))
-        errors.append((abs_path, "invalid value 0: cannot be zero at the same time as "
-                                 f"{MIN_CANDIDATE_NODES_PERCENTAGE}"))
+        both_zero = "invalid value 0: cannot be zero at the same time as {}"
+        errors.append((pct_path, both_zero.format(MIN_CANDIDATE_NODES_ABSOLUTE)))
+        errors.append((abs_path, both_zero.format(MIN_CANDIDATE_NODES_PERCENTAGE)))
     if errors:
         raise ConfigError("", errors)
     return percentage, absolute
@@ -203,7 +206,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute = parse_args(args)
         self._handle = handle
         self._rng = rng if rng is not None else random.Random()
-        self._wall_clock = wall_clock or (lambda: datetime.now(timezone.utc))
+        self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         # Set by whoever owns the metrics registry (the scheduler) after construction.
         self.metrics: PreemptionMetrics | None = None
         # PostFilter calls so far, and the victims of the last chosen node (for the metrics).
@@ -270,7 +273,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
             return None, Status(Code.ERROR, ERR_NO_NODES)
         potential = [
             n for n in all_nodes
-            if _code(node_to_status.get(n.name)) != Code.SUCCESS and n.node is not None
+            if _code(node_to_status.get(n.name)) == Code.UNSCHEDULABLE and n.node is not None
         ]
         candidates: list[Candidate] = []
         statuses: dict[str, Status] = {}
@@ -533,7 +536,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
                     "reason": REASON_PREEMPTION_BY_SCHEDULER,
                     "message": DISRUPTION_MESSAGE.format(scheduler=preemptor.scheduler_name),
                     "lastTransitionTime": self._wall_clock()
-                    .astimezone(timezone.utc)
+                    .astimezone(UTC)
                     .strftime("%Y-%m-%dT%H:%M:%SZ"),
                 }
                 response = await client.request(

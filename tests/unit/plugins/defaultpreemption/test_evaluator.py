@@ -14,14 +14,17 @@ from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.evaluator import (
-    PDB,
     Candidate,
     compile_pdbs,
     dry_run_preemption,
     filter_pods_with_pdb_violation,
     pick_one_node_for_preemption,
 )
-from scheduler.plugins.defaultpreemption.plugin import NAME, DefaultPreemption, parse_args
+from scheduler.plugins.defaultpreemption.plugin import (
+    NAME,
+    DefaultPreemption,
+    parse_args,
+)
 from scheduler.plugins.registry import Registry
 from tests.fakes import FakeHandle
 from tests.unit.plugins.defaultpreemption.harness import (

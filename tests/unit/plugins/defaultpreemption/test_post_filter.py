@@ -174,7 +174,7 @@ async def test_post_filter(preemptor: dict[str, Any], nodes: list[dict[str, Any]
         assert status == Status(Code.SUCCESS)
         assert result == PostFilterResult(nominated_node_name=want_node or "")
         deleted = {path for method, path, _ in s.handle.client.requests if method == "DELETE"}
-        assert deleted and all(f"/pods/" in p for p in deleted)
+        assert deleted and all("/pods/" in p for p in deleted)
     assert s.plugin.attempts == 1
 
 

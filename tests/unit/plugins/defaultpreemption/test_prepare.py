@@ -5,7 +5,7 @@ from deleting the same victims twice."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -25,7 +25,7 @@ from tests.unit.plugins.defaultpreemption.harness import (
 )
 
 STRATEGIC = "application/strategic-merge-patch+json"
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def _scenario(**kw: Any) -> Scenario:

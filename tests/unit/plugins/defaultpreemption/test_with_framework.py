@@ -18,7 +18,13 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from scheduler.plugins.registry import IN_TREE, Registry
 from scheduler.queue.nominator import Nominator
-from tests.fakes import DictListers, FakeApiClient, FakeEventRecorder, SnapshotLister, node_infos
+from tests.fakes import (
+    DictListers,
+    FakeApiClient,
+    FakeEventRecorder,
+    SnapshotLister,
+    node_infos,
+)
 from tests.unit.plugins.defaultpreemption.harness import HIGH, LOW, MID, node, pod
 
 
@@ -87,22 +93,25 @@ async def test_preempts_through_the_default_profile() -> None:
 async def test_room_made_for_a_nominated_pod_is_kept() -> None:
     cluster = Cluster(
         [node("n1"), node("n2")],
-        [pod("a", priority=LOW, cpu="800m", node_name="n1", start="2024-01-01T00:00:00Z"),
+        # a started last, so n1 is the preferred node for both preemptors...
+        [pod("a", priority=LOW, cpu="800m", node_name="n1", start="2024-01-01T00:05:00Z"),
          pod("b", priority=LOW, cpu="800m", node_name="n2", start="2024-01-01T00:00:00Z")],
     )
     first = pod("p", priority=HIGH, cpu="500m")
     result, _, _ = cluster.schedule(first)
     await cluster.plugin.wait_idle()
     chosen = result.nominated_node_name
+    assert chosen == "n1"
     # The scheduler nominates the preemptor; the victim is still in the snapshot.
     cluster.nominator.add_nominated_pod(PodInfo.from_pod(first), chosen)
     cluster.plugin._marked_victims.clear()  # as if the mark had expired
 
-    second = pod("q", priority=MID, cpu="500m")
+    second = pod("q", priority=MID, cpu="600m")  # fits beside p only if p is ignored
     result, status, _ = cluster.schedule(second)
     await cluster.plugin.wait_idle()
     assert status is not None and status.code == Code.SUCCESS
-    assert result.nominated_node_name not in ("", chosen)
+    # ...but n1's room is held for p, which outranks q.
+    assert result.nominated_node_name == "n2"
 
 
 def test_failed_scheduling_message_matches_upstream() -> None:
@@ -127,7 +136,7 @@ def test_preemption_policy_never_through_the_framework() -> None:
     cluster = Cluster([node("n1")], [pod("a", priority=LOW, cpu="800m", node_name="n1")])
     result, status, message = cluster.schedule(
         pod("p", priority=HIGH, cpu="500m", policy="Never"))
-    assert result is None
+    assert result is None and status is not None and status.code == Code.UNSCHEDULABLE
     assert message == ("0/1 nodes are available: 1 Insufficient cpu. "
                        "preemption: not eligible due to preemptionPolicy=Never..")
     assert cluster.client.requests == []

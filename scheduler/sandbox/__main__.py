@@ -1,0 +1,7 @@
+"""``python -m scheduler.sandbox``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

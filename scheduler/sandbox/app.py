@@ -1,0 +1,623 @@
+"""HTTP layer: URL routing, content negotiation, auth, flow control, faults, watch streaming.
+
+One catch-all aiohttp route parses Kubernetes paths by hand (faster and simpler than hundreds
+of registered routes, and CRDs appear at runtime). Handlers turn ``ApiError`` into ``Status``
+responses. Watches are chunked JSON streams written from each watcher's buffer, so one commit
+fans out to N watchers as N list appends and the writes are batched per wake-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+from . import discovery, errors, openapi, tables
+from .errors import ApiError, success_status
+from .faults import Faults, parse_fail_body
+from .registry import Registry
+from .resources import ResourceType
+from .selectors import Matcher, both, field_matcher, label_matcher
+from .store import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, Entry, Event, Watcher
+
+log = logging.getLogger("scheduler.sandbox")
+
+JSON = "application/json"
+_PREFIX = {t: f'{{"type":"{t}","object":'.encode() for t in (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)}
+_MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+_HEALTH = {"/healthz", "/livez", "/readyz"}
+
+
+@dataclass
+class Route:
+    rt: ResourceType
+    ns: str | None  # None: all namespaces (or cluster-scoped)
+    name: str
+    sub: str
+
+
+def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type=JSON, headers=headers)
+
+
+def _raw(body: bytes, status: int = 200) -> web.Response:
+    return web.Response(body=body, status=status, content_type=JSON)
+
+
+def _error(e: ApiError) -> web.Response:
+    headers = {"Retry-After": str(e.retry_after)} if e.retry_after else None
+    return web.Response(body=e.body(), status=e.code, content_type=JSON, headers=headers)
+
+
+def _want(request: web.Request) -> tuple[str, str]:
+    """('Table', api version) / ('PartialObjectMetadata', ...) / ('', '') from Accept."""
+    accept = request.headers.get("Accept", "")
+    if "as=" not in accept:
+        return "", ""
+    for part in accept.split(","):
+        params = {}
+        for p in part.split(";")[1:]:
+            k, _, v = p.strip().partition("=")
+            params[k] = v
+        as_ = params.get("as")
+        if as_ in ("Table", "PartialObjectMetadata", "PartialObjectMetadataList") and params.get("g") == "meta.k8s.io":
+            return as_, f"meta.k8s.io/{params.get('v', 'v1')}"
+        if not as_ and part.split(";")[0].strip() in (JSON, "*/*", "application/*"):
+            return "", ""
+    return "", ""
+
+
+def _bool(v: str | None) -> bool:
+    return v is not None and v.lower() in ("true", "1")
+
+
+class SandboxApp:
+    def __init__(
+        self,
+        registry: Registry,
+        faults: Faults,
+        *,
+        token: str | None = None,
+        max_inflight: int = 400,
+        max_mutating_inflight: int = 200,
+        bookmark_interval: float = 10.0,
+    ) -> None:
+        self.registry = registry
+        self.store = registry.store
+        self.faults = faults
+        self.token = token
+        self.auth_header = f"Bearer {token}" if token else None
+        self.max_inflight = max_inflight
+        self.max_mutating = max_mutating_inflight
+        self.inflight = 0
+        self.mutating = 0
+        self.bookmark_interval = bookmark_interval
+        self.server_address = "127.0.0.1:0"
+        self.open_watches = 0
+        self._closing = False
+        self._watch_tasks: set[asyncio.Task[Any]] = set()
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    def shutdown(self) -> None:
+        self._closing = True
+        self.store.drop_watches()
+
+    # ------------------------------------------------------------ entry point
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path in _HEALTH or path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            return web.Response(text="ok", content_type="text/plain")
+        if self.auth_header is not None and request.headers.get("Authorization") != self.auth_header:
+            return _error(errors.unauthorized())
+        if path.startswith("/sandbox/v1/"):
+            try:
+                return await self.handle_admin(request, path[len("/sandbox/v1/"):])
+            except ApiError as e:
+                return _error(e)
+            except ValueError as e:
+                return _error(errors.bad_request(str(e)))
+        if not self.faults.running.is_set():
+            await self.faults.running.wait()
+        is_watch = _bool(request.query.get("watch")) or "/watch/" in path
+        mutating = request.method in _MUTATING
+        if not is_watch:
+            if self.inflight >= self.max_inflight or (mutating and self.mutating >= self.max_mutating):
+                return _error(errors.too_many_requests())
+            self.inflight += 1
+            if mutating:
+                self.mutating += 1
+        try:
+            return await self.dispatch(request, path)
+        except ApiError as e:
+            return _error(e)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug: answer 500 like kube-apiserver's panic recovery
+            log.exception("internal error serving %s %s", request.method, path)
+            return _error(ApiError(500, "InternalError", f"Internal error occurred: {e!r}"))
+        finally:
+            if not is_watch:
+                self.inflight -= 1
+                if mutating:
+                    self.mutating -= 1
+
+    async def dispatch(self, request: web.Request, path: str) -> web.StreamResponse:
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return _json({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]})
+        cat = self.registry.catalog
+        if parts[0] == "version" and len(parts) == 1:
+            return _json(discovery.VERSION_INFO)
+        if parts[0] == "openapi":
+            if parts[1:] == ["v2"]:
+                # An empty document (no definitions): kubectl's client-side validation then
+                # skips kinds it cannot find, as it does for CRDs without schemas.
+                if "protobuf" in request.headers.get("Accept", ""):
+                    return web.Response(body=b"", content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+                return _json(openapi.v2_document())
+            if parts[1:] == ["v3"]:
+                return _json(openapi.root(cat))
+            if len(parts) >= 4 and parts[1] == "v3":
+                grp, ver = ("", parts[3]) if parts[2] == "api" and len(parts) == 4 else (
+                    (parts[3], parts[4]) if parts[2] == "apis" and len(parts) == 5 else ("", ""))
+                if ver and cat.has_group_version(grp, ver):
+                    return _json(openapi.group_version(cat, grp, ver))
+            raise errors.not_found_path()
+        if parts[0] == "api":
+            if len(parts) == 1:
+                return _json(discovery.api_versions(self.server_address))
+            group, version, rest = "", parts[1], parts[2:]
+            if version != "v1":
+                raise errors.not_found_path()
+        elif parts[0] == "apis":
+            if len(parts) == 1:
+                return _json(discovery.api_group_list(cat))
+            group = parts[1]
+            if group not in cat.group_versions():
+                raise errors.not_found_path()
+            if len(parts) == 2:
+                return _json(discovery.api_group(cat, group))
+            version, rest = parts[2], parts[3:]
+            if not cat.has_group_version(group, version):
+                raise errors.not_found_path()
+        else:
+            raise errors.not_found_path()
+        if not rest:
+            if request.method != "GET":
+                raise errors.method_not_allowed()
+            return _json(discovery.api_resource_list(cat, group, version))
+        watch_path = False
+        if rest[0] == "watch":
+            watch_path = True
+            rest = rest[1:]
+        route = self._route(group, version, rest)
+        return await self.serve(request, route, watch_path)
+
+    def _route(self, group: str, version: str, rest: list[str]) -> Route:
+        cat = self.registry.catalog
+        ns: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            cand = cat.get(group, version, rest[2])
+            if cand is not None and cand.namespaced:
+                ns, rest = rest[1], rest[2:]
+            elif group == "" and rest[2] == "bindings" and len(rest) == 3:
+                return Route(cat.builtin("", "pods"), rest[1], "", "bindings")
+            elif not (group == "" and len(rest) == 3):
+                raise errors.not_found_path()
+            # else: /api/v1/namespaces/{name}/{subresource}
+        rt = cat.get(group, version, rest[0])
+        if rt is None or len(rest) > 3:
+            raise errors.not_found_path()
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in rt.subresources:
+            raise errors.not_found_path()
+        if not rt.namespaced:
+            ns = ""
+        return Route(rt, ns, name, sub)
+
+    # ------------------------------------------------------------ resources
+
+    def _resource_label(self, rt: ResourceType) -> str:
+        return rt.key
+
+    async def serve(self, request: web.Request, r: Route, watch_path: bool) -> web.StreamResponse:
+        method = request.method
+        q = request.query
+        rt = r.rt
+        if r.sub == "bindings":
+            verb, sub = "create", "binding"
+        elif method == "GET":
+            verb = "watch" if (watch_path or _bool(q.get("watch"))) else ("get" if r.name else "list")
+            sub = r.sub
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
+            if method == "DELETE" and not r.name:
+                verb = "deletecollection"
+            sub = r.sub
+        res = self._resource_label(rt)
+        faults = self.faults
+        faults.count(verb, res, sub)
+        if faults.active:
+            delay = faults.latency_for(verb, res)
+            if delay:
+                await asyncio.sleep(delay)
+            err = faults.failure_for(verb, res, sub, r.ns or "")
+            if err is not None:
+                raise err
+        if not verb:
+            raise errors.method_not_allowed()
+        dry_run = False
+        if "dryRun" in q:
+            dr = q.getall("dryRun")
+            if any(d != "All" for d in dr):
+                raise errors.bad_request(f'Invalid dry run value: {dr}')
+            dry_run = True
+        reg = self.registry
+        if verb == "watch":
+            return await self.watch(request, r)
+        if verb == "list":
+            if r.sub:
+                raise errors.method_not_allowed()
+            return self.list_objects(request, r)
+        if verb == "get":
+            if r.sub in ("binding", "eviction"):
+                raise errors.method_not_allowed()
+            e = reg.get(rt, r.ns or "", r.name)
+            return self._respond_one(request, rt, e)
+        if verb == "create":
+            body = await self._body(request)
+            if r.sub == "binding" or r.sub == "bindings":
+                name = r.name or str((body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else "")
+                if r.ns is None or not name:
+                    raise errors.method_not_allowed()
+                if dry_run:
+                    return _json(success_status(201), 201)
+                reg.bind(r.ns, name, body)
+                return _json(success_status(201), 201)
+            if r.sub == "eviction":
+                if dry_run:
+                    return _json(success_status(201), 201)
+                reg.evict(r.ns or "", r.name, body)
+                return _json(success_status(201), 201)
+            if r.name or r.sub:
+                raise errors.method_not_allowed()
+            if rt.namespaced and r.ns is None:
+                raise errors.method_not_allowed()
+            e = reg.create(rt, r.ns or "", body, dry_run=dry_run)
+            return self._respond_one(request, rt, e, 201)
+        if verb == "update":
+            if not r.name or r.sub in ("binding", "eviction"):
+                raise errors.method_not_allowed()
+            body = await self._body(request)
+            e = reg.update(rt, r.ns or "", r.name, body, sub=r.sub, dry_run=dry_run)
+            return self._respond_one(request, rt, e)
+        if verb == "patch":
+            if not r.name or r.sub in ("binding", "eviction"):
+                raise errors.method_not_allowed()
+            raw = await request.read()
+            e, created = reg.patch(rt, r.ns or "", r.name, request.headers.get("Content-Type", ""), raw,
+                                   sub=r.sub, dry_run=dry_run, field_manager=q.get("fieldManager", ""))
+            return self._respond_one(request, rt, e, 201 if created else 200)
+        if verb == "delete":
+            if r.sub:
+                raise errors.method_not_allowed()
+            opts = await self._delete_options(request)
+            e, removed = reg.delete(rt, r.ns or "", r.name, opts, dry_run=dry_run)
+            if removed and not rt.returns_deleted_object:
+                md = e.obj["metadata"]
+                details: dict[str, Any] = {"name": md["name"]}
+                if rt.group:
+                    details["group"] = rt.group
+                details["kind"] = rt.plural
+                details["uid"] = md.get("uid", "")
+                return _json(success_status(200, details))
+            return self._respond_one(request, rt, e)
+        if verb == "deletecollection":
+            if r.sub or (rt.namespaced and r.ns is None):
+                raise errors.method_not_allowed()
+            opts = await self._delete_options(request)
+            match = self._matcher(request, rt)
+            deleted = reg.delete_collection(rt, r.ns, match, opts, dry_run=dry_run)
+            return self._respond_list(request, r, deleted, str(self.store.rv), "", None)
+        raise errors.method_not_allowed()
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            raise errors.bad_request("the body of the request was empty")
+        ct = request.headers.get("Content-Type", "")
+        try:
+            if "yaml" in ct:
+                return yaml.safe_load(raw)
+            return orjson.loads(raw)
+        except (orjson.JSONDecodeError, yaml.YAMLError) as e:
+            raise errors.bad_request(f"the body of the request could not be decoded: {e}") from None
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        raw = await request.read() if request.can_read_body else b""
+        opts: dict[str, Any] = {}
+        if raw.strip():
+            try:
+                parsed = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                raise errors.bad_request(f"invalid DeleteOptions: {e}") from None
+            if isinstance(parsed, dict):
+                opts = parsed
+        q = request.query
+        if "gracePeriodSeconds" in q:
+            try:
+                opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            except ValueError:
+                raise errors.bad_request("gracePeriodSeconds must be an integer") from None
+        if "propagationPolicy" in q:
+            opts["propagationPolicy"] = q["propagationPolicy"]
+        return opts
+
+    def _matcher(self, request: web.Request, rt: ResourceType) -> Matcher | None:
+        q = request.query
+        lm = label_matcher(q.get("labelSelector"))
+        fm = field_matcher(q.get("fieldSelector"), rt.supports_field)
+        return both(lm, fm)
+
+    def _view(self, rt: ResourceType, e: Entry) -> Entry:
+        """Custom resources served in another version than stored get their apiVersion rewritten."""
+        if rt.is_custom and e.obj.get("apiVersion") != rt.api_version:
+            obj = {**e.obj, "apiVersion": rt.api_version}
+            return Entry(obj, orjson.dumps(obj))
+        return e
+
+    def _respond_one(self, request: web.Request, rt: ResourceType, e: Entry, status: int = 200) -> web.Response:
+        want, api_version = _want(request)
+        if want == "Table":
+            include = request.query.get("includeObject", "Metadata")
+            obj = self._view(rt, e).obj
+            t = tables.table(rt, [obj], include_object=include,
+                             metadata={"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                             api_version=api_version)
+            return _json(t, status)
+        if want.startswith("PartialObjectMetadata"):
+            return _json({"kind": "PartialObjectMetadata", "apiVersion": api_version,
+                          "metadata": e.obj.get("metadata", {})}, status)
+        return _raw(self._view(rt, e).raw, status)
+
+    # ------------------------------------------------------------ list
+
+    def list_objects(self, request: web.Request, r: Route) -> web.Response:
+        q = request.query
+        rt = r.rt
+        match = self._matcher(request, rt)
+        limit = 0
+        if "limit" in q:
+            try:
+                limit = max(0, int(q["limit"]))
+            except ValueError:
+                raise errors.bad_request("limit must be an integer") from None
+        rv = q.get("resourceVersion", "")
+        if rv and rv != "0":
+            try:
+                int(rv)
+            except ValueError:
+                raise errors.bad_request(f"invalid resource version: {rv}") from None
+        token = q.get("continue", "")
+        if token and rv:
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+        if rv == "0" and not token:
+            limit = 0  # served from the watch cache, which ignores limit
+        ts = self.registry.ts(rt)
+        entries, list_rv, cont, remaining = self.store.list_objects(ts, r.ns if rt.namespaced else None, match,
+                                                            limit=limit, continue_token=token)
+        return self._respond_list(request, r, entries, str(list_rv), cont, remaining)
+
+    def _respond_list(
+        self, request: web.Request, r: Route, entries: list[Entry], rv: str, cont: str, remaining: int | None
+    ) -> web.Response:
+        rt = r.rt
+        want, api_version = _want(request)
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if cont:
+            meta["continue"] = cont
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        if want == "Table":
+            include = request.query.get("includeObject", "Metadata")
+            t = tables.table(rt, [self._view(rt, e).obj for e in entries], include_object=include,
+                             metadata=meta, api_version=api_version)
+            return _json(t)
+        if want.startswith("PartialObjectMetadata"):
+            return _json({"kind": "PartialObjectMetadataList", "apiVersion": api_version, "metadata": meta,
+                          "items": [{"kind": "PartialObjectMetadata", "apiVersion": api_version,
+                                     "metadata": e.obj.get("metadata", {})} for e in entries]})
+        if rt.is_custom:
+            entries = [self._view(rt, e) for e in entries]
+        head = (
+            b'{"kind":"' + rt.list_kind.encode() + b'","apiVersion":"' + rt.api_version.encode()
+            + b'","metadata":' + orjson.dumps(meta) + b',"items":['
+        )
+        return _raw(head + b",".join([e.raw for e in entries]) + b"]}")
+
+    # ------------------------------------------------------------ watch
+
+    async def watch(self, request: web.Request, r: Route) -> web.StreamResponse:
+        q = request.query
+        rt = r.rt
+        if r.name:
+            fs = f"metadata.name={r.name}"
+            extra = field_matcher(fs, rt.supports_field)
+            match = both(self._matcher(request, rt), extra)
+        else:
+            match = self._matcher(request, rt)
+        ns = r.ns if rt.namespaced else None
+        rv_s = q.get("resourceVersion", "")
+        allow_bookmarks = _bool(q.get("allowWatchBookmarks"))
+        initial = _bool(q.get("sendInitialEvents"))
+        try:
+            timeout = float(q["timeoutSeconds"]) if "timeoutSeconds" in q else random.uniform(1800, 3600)
+        except ValueError:
+            raise errors.bad_request("timeoutSeconds must be a number") from None
+        from_rv = 0
+        if rv_s not in ("", "0"):
+            try:
+                from_rv = int(rv_s)
+            except ValueError:
+                raise errors.bad_request(f"invalid resource version: {rv_s}") from None
+        want, api_version = _want(request)
+        table_mode = want == "Table"
+        include = q.get("includeObject", "Metadata")
+        ts = self.registry.ts(rt)
+        w = Watcher(rt, ns, match)
+        too_old = None
+        if initial or rv_s in ("", "0"):
+            for _, e in ts.iter_sorted(ns):
+                if match is None or match(e.obj):
+                    w.buf.append((ADDED, Event(ADDED, 0, e.obj, e.raw, None, "")))
+            if initial and allow_bookmarks:
+                w.buf.append((BOOKMARK, (self.store.rv, True)))
+        else:
+            too_old = self.store.check_watch_rv(ts, from_rv)
+            if too_old is None:
+                for ev in ts.events_after(from_rv):
+                    w.offer(ev)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
+        resp.enable_chunked_encoding()
+        if too_old is not None:
+            await resp.prepare(request)
+            await resp.write(_PREFIX[ERROR] + orjson.dumps(too_old.status()) + b"}\n")
+            await resp.write_eof()
+            return resp
+        ts.watchers.add(w)
+        self.open_watches += 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        next_bookmark = loop.time() + self.bookmark_interval
+        first_table = True
+        try:
+            await resp.prepare(request)
+            while True:
+                if w.buf:
+                    items, w.buf = w.buf, []
+                    chunks = []
+                    for typ, payload in items:
+                        chunks.append(self._render(rt, typ, payload, table_mode, first_table, include, api_version))
+                        if table_mode and typ != BOOKMARK:
+                            first_table = False
+                    await resp.write(b"".join(chunks))
+                if w.closed or self._closing:
+                    break
+                now = loop.time()
+                if now >= deadline:
+                    if allow_bookmarks:
+                        await resp.write(self._render(rt, BOOKMARK, (self.store.rv, False), table_mode, False, include, api_version))
+                    break
+                if allow_bookmarks and now >= next_bookmark:
+                    w.push((BOOKMARK, (self.store.rv, False)))
+                    next_bookmark = now + self.bookmark_interval
+                    continue
+                wait = deadline - now
+                if allow_bookmarks:
+                    wait = min(wait, next_bookmark - now)
+                wait = min(wait, 5.0)
+                w.wake.clear()
+                if not w.buf and not w.closed:
+                    try:
+                        await asyncio.wait_for(w.wake.wait(), wait)
+                    except TimeoutError:
+                        transport = request.transport
+                        if transport is None or transport.is_closing():
+                            break
+            await resp.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            ts.watchers.discard(w)
+            self.open_watches -= 1
+        return resp
+
+    def _render(
+        self, rt: ResourceType, typ: str, payload: Any, table_mode: bool, headers: bool, include: str, api_version: str
+    ) -> bytes:
+        if typ == BOOKMARK:
+            rv, initial_end = payload
+            md: dict[str, Any] = {"resourceVersion": str(rv)}
+            if initial_end:
+                md["annotations"] = {"k8s.io/initial-events-end": "true"}
+            bm: dict[str, Any] = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": md}
+            return _PREFIX[BOOKMARK] + orjson.dumps(bm) + b"}\n"
+        ev: Event = payload
+        if table_mode:
+            obj = ev.obj
+            if rt.is_custom and obj.get("apiVersion") != rt.api_version:
+                obj = {**obj, "apiVersion": rt.api_version}
+            t = tables.table(rt, [obj], include_object=include, headers=headers, api_version=api_version,
+                             metadata={"resourceVersion": obj["metadata"].get("resourceVersion", "")})
+            return _PREFIX[typ] + orjson.dumps(t) + b"}\n"
+        raw = ev.raw
+        if rt.is_custom and ev.obj.get("apiVersion") != rt.api_version:
+            raw = orjson.dumps({**ev.obj, "apiVersion": rt.api_version})
+        return _PREFIX[typ] + raw + b"}\n"
+
+    # ------------------------------------------------------------ admin (faults)
+
+    async def handle_admin(self, request: web.Request, op: str) -> web.Response:
+        f = self.faults
+        m = request.method
+        body: Any = {}
+        if m in ("POST", "PUT"):
+            raw = await request.read()
+            body = orjson.loads(raw) if raw.strip() else {}
+        if op == "watches/drop" and m == "POST":
+            return _json({"dropped": self.store.drop_watches()})
+        if op == "compact" and m == "POST":
+            self.store.compact()
+            return _json({"resourceVersion": str(self.store.rv)})
+        if op == "faults/failures" and m == "POST":
+            b = parse_fail_body(body)
+            rid = f.fail(
+                b.get("verb", "*"), b.get("resource", "*"), code=int(b["code"]),
+                times=None if b.get("times") is None else int(b["times"]),
+                probability=float(b.get("probability", 1.0)), subresource=b.get("subresource", "*"),
+                namespace=b.get("namespace", "*"), message=b.get("message", ""),
+                retry_after=int(b.get("retry_after", 1)),
+            )
+            return _json({"id": rid})
+        if op == "faults/latency" and m == "POST":
+            f.add_latency(float(body.get("seconds", 0)), body.get("verb", "*"), body.get("resource", "*"))
+            return _json({})
+        if op == "faults" and m == "DELETE":
+            f.clear()
+            return _json({})
+        if op == "pause" and m == "POST":
+            f.pause()
+            return _json({})
+        if op == "resume" and m == "POST":
+            f.resume()
+            return _json({})
+        if op == "counters" and m == "GET":
+            return _json(self.counters())
+        if op == "counters" and m == "DELETE":
+            f.reset_counters()
+            self.registry.counters.clear()
+            return _json({})
+        raise errors.not_found_path()
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            "requests": dict(self.faults.requests),
+            "bindings": self.registry.counters.get("bindings", 0),
+            "evictions": self.registry.counters.get("evictions", 0),
+            "open_watches": self.open_watches,
+            "resource_version": self.store.rv,
+            "time": time.time(),
+        }

@@ -1,0 +1,124 @@
+"""``python -m scheduler.sandbox`` / ``kube-py-scheduler sandbox``: run a sandbox until signalled.
+
+Prints exactly one ``sandbox ready at <url>`` line on stdout once it accepts requests (tests
+and scripts wait for it), exits 0 on SIGTERM/SIGINT and 2 on bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from .server import Sandbox
+from .validation import parse_quantity
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _quantity(s: str) -> str:
+    q = parse_quantity(s)
+    if q is None or q < 0:
+        raise argparse.ArgumentTypeError(f"not a non-negative resource quantity: {s!r}")
+    return s
+
+
+def _labels(s: str) -> dict[str, str]:
+    from .selectors import label_key_error, label_value_error
+
+    out: dict[str, str] = {}
+    for part in s.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        k, eq, v = part.partition("=")
+        if not eq:
+            raise argparse.ArgumentTypeError(f"label {part!r} is not key=value")
+        err = label_key_error(k) or label_value_error(v)
+        if err:
+            raise argparse.ArgumentTypeError(f"label {part!r}: {err}")
+        out[k] = v
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kube-py-scheduler sandbox",
+        description="In-memory Kubernetes API server for trying and testing the scheduler.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_positive_int, default=0, help="port (0 = pick a free one)")
+    p.add_argument("--kubeconfig-out", metavar="PATH", help="write a kubeconfig for this sandbox")
+    p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every request")
+    p.add_argument("--nodes", type=_positive_int, default=0, help="number of simulated Ready nodes")
+    p.add_argument("--node-cpu", type=_quantity, default="32")
+    p.add_argument("--node-memory", type=_quantity, default="128Gi")
+    p.add_argument("--node-pods", type=_quantity, default="110")
+    p.add_argument("--node-labels", type=_labels, default=None, metavar="K=V,K2=V2")
+    p.add_argument("--simulate-kubelet", action=argparse.BooleanOptionalAction, default=True,
+                   help="bound pods on simulated nodes become Running (default on)")
+    p.add_argument("--watch-history", type=_positive_int, default=10000,
+                   help="events kept per resource type for watch resumption")
+    p.add_argument("--max-requests-inflight", type=_positive_int, default=400)
+    p.add_argument("--max-mutating-requests-inflight", type=_positive_int, default=200)
+    p.add_argument("--bookmark-interval", type=float, default=10.0,
+                   help="seconds between watch BOOKMARK events")
+    p.add_argument("--log-level", default="WARNING",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                   type=str.upper)
+    return p
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    sb = Sandbox(
+        host=args.host, port=args.port, token=args.token, nodes=args.nodes,
+        node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
+        node_labels=args.node_labels, simulate_kubelet=args.simulate_kubelet,
+        watch_history=max(1, args.watch_history),
+        max_requests_inflight=max(1, args.max_requests_inflight),
+        max_mutating_requests_inflight=max(1, args.max_mutating_requests_inflight),
+        bookmark_interval=args.bookmark_interval,
+    )
+    await sb.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if args.kubeconfig_out:
+            sb.write_kubeconfig(args.kubeconfig_out)
+        print(f"sandbox ready at {sb.url}", flush=True)
+        await stop.wait()
+    finally:
+        await sb.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0) if isinstance(e.code, int) else 2
+    if args.bookmark_interval <= 0:
+        parser.print_usage(sys.stderr)
+        print("error: --bookmark-interval must be > 0", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(_serve(args))
+    except OSError as e:
+        print(f"sandbox: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

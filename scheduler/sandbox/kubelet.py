@@ -1,0 +1,330 @@
+"""A KWOK-style kubelet simulation, and the simulated nodes it serves.
+
+Why: schedulers and gang logic react to pods becoming Running / Succeeded and to graceful
+deletion, but no kubelet exists here. A pod bound to a *simulated* node becomes Running
+shortly after binding (status writes are batched per tick so they do not compete with the
+binding rate), finishes after ``run-seconds`` if annotated, and a deleted pod disappears
+after its grace period, capped at ``max_grace`` seconds of real time.
+
+A node is simulated unless it carries the annotation
+``sandbox.kube-py-scheduler.io/simulated: "false"`` (the sandbox's own nodes carry "true";
+nodes created by clients are simulated by default, so tests can add nodes freely).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .util import iso_at, now_iso, set_condition
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+Obj = dict[str, Any]
+
+SIMULATED = "sandbox.kube-py-scheduler.io/simulated"
+RUN_SECONDS = "sandbox.kube-py-scheduler.io/run-seconds"
+EXIT_CODE = "sandbox.kube-py-scheduler.io/exit-code"
+ZONES = ("zone-a", "zone-b", "zone-c")
+KUBELET_VERSION = "v1.37.0-sandbox"
+
+
+def make_node(
+    i: int,
+    *,
+    cpu: str = "32",
+    memory: str = "128Gi",
+    pods: str = "110",
+    labels: dict[str, str] | None = None,
+    width: int = 4,
+) -> Obj:
+    name = f"node-{i:0{width}d}"
+    n = i + 1  # keep node-0000 off the network address
+    ip = f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+    res = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "100Gi"}
+    now = now_iso()
+    cond = [
+        {"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": m,
+         "lastHeartbeatTime": now, "lastTransitionTime": now}
+        for t, r, m in (
+            ("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory available"),
+            ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
+            ("PIDPressure", "SufficientPID", "kubelet has sufficient PID available"),
+        )
+    ]
+    cond.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "message": "kubelet is posting ready status", "lastHeartbeatTime": now,
+                 "lastTransitionTime": now})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": ZONES[i % 3],
+                "topology.kubernetes.io/region": "region-1",
+                "node.kubernetes.io/instance-type": "sandbox",
+                **(labels or {}),
+            },
+            "annotations": {SIMULATED: "true"},
+        },
+        "spec": {"podCIDR": f"10.{128 + ((i >> 8) & 127)}.{i & 255}.0/24"},
+        "status": {
+            "capacity": dict(res),
+            "allocatable": dict(res),
+            "conditions": cond,
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": f"sandbox-{i}",
+                "systemUUID": f"sandbox-{i}",
+                "bootID": f"sandbox-{i}",
+                "kernelVersion": "6.1.0-sandbox",
+                "osImage": "Sandbox Linux",
+                "containerRuntimeVersion": "sandbox://1.0",
+                "kubeletVersion": KUBELET_VERSION,
+                "kubeProxyVersion": KUBELET_VERSION,
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+            "phase": "Running",
+        },
+    }
+
+
+class KubeletSim:
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        tick: float = 0.01,
+        max_grace: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.tick = tick
+        self.max_grace = max_grace
+        self.clock = clock
+        self._start: dict[tuple[str, str], str] = {}
+        self._timers: list[tuple[float, int, str, str, str, str]] = []
+        self._seq = itertools.count()
+        self._terminating: set[tuple[str, str]] = set()
+        self._ips = itertools.count(1)
+        self._wake = asyncio.Event()
+
+    # ------------------------------------------------------------ policy
+
+    def node(self, name: str) -> Obj | None:
+        e = self.registry.ts_of("", "nodes").get("", name)
+        return e.obj if e is not None else None
+
+    def is_simulated(self, node: Obj | None) -> bool:
+        if node is None:
+            return False
+        return ((node["metadata"].get("annotations") or {}).get(SIMULATED)) != "false"
+
+    def grace_for_delete(self, pod: Obj, requested: Any) -> float:
+        """Grace period to record for a pod deletion; 0 means remove immediately."""
+        spec = pod.get("spec") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            return 0
+        if not self.is_simulated(self.node(spec["nodeName"])):
+            return 0
+        g = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
+        try:
+            g = float(g)
+        except (TypeError, ValueError):
+            g = 30.0
+        if g <= 0:
+            return 0
+        return int(g) if g >= 1 else 1
+
+    def may_remove(self, pod: Obj) -> bool:
+        md = pod["metadata"]
+        return (md.get("namespace", ""), md["name"]) not in self._terminating
+
+    # ------------------------------------------------------------ hooks from the registry
+
+    def pod_changed(self, pod: Obj) -> None:
+        spec = pod.get("spec") or {}
+        md = pod["metadata"]
+        if not spec.get("nodeName") or md.get("deletionTimestamp"):
+            return
+        if (pod.get("status") or {}).get("phase", "Pending") != "Pending":
+            return
+        if not self.is_simulated(self.node(spec["nodeName"])):
+            return
+        self._start[(md.get("namespace", ""), md["name"])] = md["uid"]
+        self._wake.set()
+
+    def node_added(self, node: Obj) -> None:
+        if not self.is_simulated(node):
+            return
+        name = node["metadata"]["name"]
+        for e in self.registry.ts_of("", "pods").entries():
+            if (e.obj.get("spec") or {}).get("nodeName") == name:
+                self.pod_changed(e.obj)
+
+    def pod_terminating(self, pod: Obj, grace: float) -> None:
+        md = pod["metadata"]
+        key = (md.get("namespace", ""), md["name"])
+        self._terminating.add(key)
+        self._start.pop(key, None)
+        self._schedule(min(grace, self.max_grace), "remove", key[0], key[1], md["uid"])
+
+    def _schedule(self, delay: float, action: str, ns: str, name: str, uid: str) -> None:
+        heapq.heappush(self._timers, (self.clock() + delay, next(self._seq), action, ns, name, uid))
+        self._wake.set()
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        while True:
+            timeout = None
+            if self._timers:
+                timeout = max(0.0, self._timers[0][0] - self.clock())
+            if not self._start:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+            self._wake.clear()
+            # let a burst of bindings accumulate so status writes are batched
+            await asyncio.sleep(self.tick)
+            self.step()
+
+    def step(self) -> None:
+        """Apply everything due now: pending starts, completions, removals."""
+        starts, self._start = self._start, {}
+        for (ns, name), uid in starts.items():
+            self._run_pod(ns, name, uid)
+        now = self.clock()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, action, ns, name, uid = heapq.heappop(self._timers)
+            if action == "remove":
+                self._terminating.discard((ns, name))
+                self._remove(ns, name, uid)
+            elif action == "finish":
+                self._finish(ns, name, uid)
+
+    def _current(self, ns: str, name: str, uid: str) -> Obj | None:
+        e = self.registry.ts_of("", "pods").get(ns, name)
+        if e is None or e.obj["metadata"]["uid"] != uid:
+            return None
+        return e.obj
+
+    def _write(self, old: Obj, new: Obj) -> None:
+        reg = self.registry
+        reg.store.write(reg.ts_of("", "pods"), new, old)
+
+    def _run_pod(self, ns: str, name: str, uid: str) -> None:
+        pod = self._current(ns, name, uid)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        spec = pod.get("spec") or {}
+        status = dict(pod.get("status") or {})
+        if status.get("phase", "Pending") != "Pending":
+            return
+        node = self.node(spec.get("nodeName", ""))
+        if not self.is_simulated(node):
+            return
+        assert node is not None
+        now = now_iso()
+        n = next(self._ips)
+        pod_ip = f"10.{244 + ((n >> 16) & 7)}.{(n >> 8) & 255}.{n & 255}"
+        host_ip = next((a["address"] for a in (node.get("status") or {}).get("addresses") or []
+                        if a.get("type") == "InternalIP"), "10.0.0.1")
+        # one pass instead of set_condition per type: this runs once per bound pod
+        want = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+        conds = []
+        have = set()
+        for c in status.get("conditions") or []:
+            t = c.get("type")
+            if t in want:
+                have.add(t)
+                if c.get("status") != "True":
+                    c = {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+            conds.append(c)
+        conds.extend({"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+                     for t in want if t not in have)
+        status.update({
+            "phase": "Running",
+            "conditions": conds,
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": now,
+            "containerStatuses": [
+                {"name": c.get("name", ""), "image": c.get("image", ""),
+                 "imageID": f"sandbox://{c.get('image', '')}",
+                 "containerID": f"sandbox://{uid[:8]}-{c.get('name', '')}",
+                 "ready": True, "started": True, "restartCount": 0,
+                 "state": {"running": {"startedAt": now}}}
+                for c in spec.get("containers") or []
+            ],
+        })
+        if spec.get("initContainers"):
+            status["initContainerStatuses"] = [
+                {"name": c.get("name", ""), "image": c.get("image", ""), "ready": True,
+                 "restartCount": 0, "imageID": f"sandbox://{c.get('image', '')}",
+                 "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                          "startedAt": now, "finishedAt": now}}}
+                for c in spec["initContainers"]
+            ]
+        self._write(pod, {**pod, "metadata": dict(pod["metadata"]), "status": status})
+        ann = pod["metadata"].get("annotations") or {}
+        if RUN_SECONDS in ann:
+            try:
+                secs = float(ann[RUN_SECONDS])
+            except ValueError:
+                return
+            self._schedule(max(0.0, secs), "finish", ns, name, uid)
+
+    def _finish(self, ns: str, name: str, uid: str) -> None:
+        pod = self._current(ns, name, uid)
+        if pod is None or (pod.get("status") or {}).get("phase") != "Running":
+            return
+        ann = pod["metadata"].get("annotations") or {}
+        try:
+            code = int(ann.get(EXIT_CODE, "0"))
+        except ValueError:
+            code = 1
+        now = now_iso()
+        status = dict(pod.get("status") or {})
+        reason = "Completed" if code == 0 else "Error"
+        status["phase"] = "Succeeded" if code == 0 else "Failed"
+        conds = list(status.get("conditions") or [])
+        for t in ("Ready", "ContainersReady"):
+            conds = set_condition(conds, {"type": t, "status": "False", "reason": "PodCompleted",
+                                          "lastProbeTime": None, "lastTransitionTime": now})
+        status["conditions"] = conds
+        status["containerStatuses"] = [
+            {**cs, "ready": False, "started": False,
+             "state": {"terminated": {"exitCode": code, "reason": reason,
+                                      "startedAt": ((cs.get("state") or {}).get("running") or {}).get("startedAt", now),
+                                      "finishedAt": now, "containerID": cs.get("containerID", "")}}}
+            for cs in status.get("containerStatuses") or []
+        ]
+        self._write(pod, {**pod, "metadata": dict(pod["metadata"]), "status": status})
+
+    def _remove(self, ns: str, name: str, uid: str) -> None:
+        if self._current(ns, name, uid) is None:
+            return
+        reg = self.registry
+        reg.remove_now(reg.catalog.builtin("", "pods"), ns, name)
+
+
+def deletion_time(grace: float, clock: Callable[[], float] = time.time) -> str:
+    return iso_at(clock() + grace)

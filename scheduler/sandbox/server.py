@@ -1,0 +1,243 @@
+"""The ``Sandbox``: wires store, registry, kubelet simulation and HTTP app, and runs them.
+
+It runs on the caller's event loop (``async with Sandbox(...)``) or on a private loop in a
+thread (``Sandbox.start_in_thread``), which is how the scheduler's ``run --sandbox`` mode and
+synchronous tests use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from .app import SandboxApp
+from .errors import ApiError
+from .faults import Faults
+from .kubeconfig import write_kubeconfig
+from .kubelet import KubeletSim, make_node
+from .registry import Registry
+from .store import Store
+
+log = logging.getLogger("scheduler.sandbox")
+
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class SandboxConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = None
+    nodes: int = 0
+    node_cpu: str = "32"
+    node_memory: str = "128Gi"
+    node_pods: str = "110"
+    node_labels: dict[str, str] | None = None
+    simulate_kubelet: bool = True
+    watch_history: int = 10000
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    bookmark_interval: float = 10.0
+    max_grace_seconds: float = 1.0
+    kubelet_tick: float = 0.01
+
+
+class Sandbox:
+    """An in-memory kube-apiserver stand-in serving real HTTP.
+
+    ``async with Sandbox(nodes=3) as sb:`` then use ``sb.url`` / ``sb.write_kubeconfig(path)``;
+    ``sb.faults`` injects faults (call it from the sandbox's loop).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = SandboxConfig(**kwargs)
+        c = self.config
+        if c.watch_history < 1:
+            raise ValueError("watch_history must be >= 1")
+        self.store = Store(watch_history=c.watch_history)
+        self.registry = Registry(self.store)
+        self.faults = Faults()
+        self.app = SandboxApp(
+            self.registry,
+            self.faults,
+            token=c.token,
+            max_inflight=c.max_requests_inflight,
+            max_mutating_inflight=c.max_mutating_requests_inflight,
+            bookmark_interval=c.bookmark_interval,
+        )
+        self.kubelet: KubeletSim | None = None
+        if c.simulate_kubelet:
+            self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
+            self.registry.kubelet = self.kubelet
+        self._runner: web.AppRunner | None = None
+        self._kubelet_task: asyncio.Task[None] | None = None
+        self.url = ""
+        self.port = 0
+        self._bootstrap()
+
+    @property
+    def token(self) -> str | None:
+        return self.config.token
+
+    def _bootstrap(self) -> None:
+        reg = self.registry
+        ns_rt = reg.catalog.builtin("", "namespaces")
+        for ns in INITIAL_NAMESPACES:
+            reg.create(ns_rt, "", {"metadata": {"name": ns}})
+        self.add_nodes(self.config.nodes)
+
+    def add_nodes(self, n: int, *, start: int | None = None) -> None:
+        """Create ``n`` more simulated Ready nodes (node-0000, node-0001, ...)."""
+        c = self.config
+        node_rt = self.registry.catalog.builtin("", "nodes")
+        first = self.registry.ts(node_rt).count if start is None else start
+        width = max(4, len(str(first + n - 1)))
+        for i in range(first, first + n):
+            node = make_node(i, cpu=c.node_cpu, memory=c.node_memory, pods=c.node_pods,
+                             labels=c.node_labels, width=width)
+            try:
+                self.registry.create(node_rt, "", node)
+            except ApiError as e:
+                raise ValueError(f"cannot create node {node['metadata']['name']}: {e.message}") from None
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> Sandbox:
+        c = self.config
+        app = self.app.make_app()
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, c.host, c.port, backlog=1024, reuse_address=True)
+        await site.start()
+        self._runner = runner
+        addr = runner.addresses[0]
+        self.port = int(addr[1])
+        host = c.host if c.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        self.url = f"http://{host}:{self.port}"
+        self.app.server_address = f"{host}:{self.port}"
+        if self.kubelet is not None:
+            self._kubelet_task = asyncio.create_task(self.kubelet.run(), name="sandbox-kubelet")
+            self._kubelet_task.add_done_callback(_log_crash)
+        log.info("sandbox listening on %s", self.url)
+        return self
+
+    async def stop(self) -> None:
+        self.app.shutdown()
+        if self._kubelet_task is not None:
+            self._kubelet_task.cancel()
+            try:
+                await self._kubelet_task
+            except asyncio.CancelledError:
+                pass
+            self._kubelet_task = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Sandbox:
+        return await self.start()
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+        if not self.url:
+            raise RuntimeError("sandbox not started")
+        return write_kubeconfig(path, self.url, self.token)
+
+    def counters(self) -> dict[str, Any]:
+        return self.app.counters()
+
+    def drop_watches(self) -> int:
+        return self.store.drop_watches()
+
+    def compact(self) -> None:
+        self.store.compact()
+
+    @classmethod
+    def start_in_thread(cls, **kwargs: Any) -> SandboxThread:
+        """Run a sandbox on its own event loop in a daemon thread; returns once it serves."""
+        return SandboxThread(cls(**kwargs))
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("sandbox task %s crashed", task.get_name(), exc_info=task.exception())
+
+
+class SandboxThread:
+    """Handle of a sandbox running in a thread: ``.url``, ``.token``, ``.admin``, ``.stop()``."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stopped: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="sandbox", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._main())
+        finally:
+            self._loop.close()
+
+    async def _main(self) -> None:
+        self._stopped = asyncio.Event()
+        try:
+            await self.sandbox.start()
+        except BaseException as e:
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        await self._stopped.wait()
+        await self.sandbox.stop()
+
+    @property
+    def url(self) -> str:
+        return self.sandbox.url
+
+    @property
+    def token(self) -> str | None:
+        return self.sandbox.token
+
+    @property
+    def admin(self) -> Any:
+        from .testing import SandboxAdmin
+
+        return SandboxAdmin(self.url, self.token)
+
+    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+        return self.sandbox.write_kubeconfig(path)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self._thread.is_alive():
+            return
+        stopped = self._stopped
+        if stopped is not None:
+            self._loop.call_soon_threadsafe(stopped.set)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> SandboxThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,421 @@
+"""Validation answering 422 Invalid with ``details.causes`` naming the field, as upstream.
+
+Only the checks that catch real client bugs are implemented: names, labels, annotations,
+quantities (well-formed, non-negative, requests <= limits), required pod fields, pod spec
+immutability, and a structural subset of CRD OpenAPI schemas (type, required, enum,
+minimum/maximum, pattern, nested properties/items) plus pruning of unknown fields.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from .errors import ApiError, invalid
+from .resources import ResourceType
+from .selectors import label_key_error, label_value_error
+
+Cause = tuple[str, str, str]  # field, reason, message
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = re.compile(
+    r"^([+-]?)(\d+\.?\d*|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+)?$"
+)
+_SUFFIX = {
+    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10**3), "M": Decimal(10**6),
+    "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+_DNS_LABEL_NAMES = {"namespaces", "services"}
+
+
+def parse_quantity(v: Any) -> Decimal | None:
+    """The value of a resource quantity, or None if malformed."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return Decimal(str(v))
+    if not isinstance(v, str):
+        return None
+    m = _QUANTITY.match(v.strip())
+    if not m:
+        return None
+    sign, num, suffix = m.group(1), m.group(2), m.group(3) or ""
+    try:
+        base = Decimal(num)
+    except InvalidOperation:
+        return None
+    if suffix[:1] in ("e", "E"):
+        mult = Decimal(10) ** int(suffix[1:])
+    else:
+        mult = _SUFFIX[suffix]
+    val = base * mult
+    return -val if sign == "-" else val
+
+
+def _name_causes(name: Any, rt: ResourceType, path: str = "metadata.name") -> list[Cause]:
+    if not isinstance(name, str) or not name:
+        return [(path, "FieldValueRequired", "Required value: name or generateName is required")]
+    if rt.plural in _DNS_LABEL_NAMES and rt.group == "":
+        if len(name) > 63 or not _DNS_LABEL.match(name):
+            return [(path, "FieldValueInvalid",
+                     f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
+                     "case alphanumeric characters or '-', and must start and end with an "
+                     "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")]
+        return []
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        return [(path, "FieldValueInvalid",
+                 f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
+                 "case alphanumeric characters, '-' or '.', and must start and end with an "
+                 "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                 "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")]
+    return []
+
+
+def validate_metadata(obj: dict[str, Any], rt: ResourceType) -> list[Cause]:
+    md = obj.get("metadata")
+    if not isinstance(md, dict):
+        return [("metadata", "FieldValueRequired", "Required value")]
+    causes = _name_causes(md.get("name"), rt)
+    labels = md.get("labels")
+    if labels is not None:
+        if not isinstance(labels, dict):
+            causes.append(("metadata.labels", "FieldValueInvalid", "Invalid value: must be a map"))
+        else:
+            for k, v in labels.items():
+                kerr = label_key_error(k)
+                if kerr:
+                    causes.append((f"metadata.labels", "FieldValueInvalid",
+                                   f'Invalid value: "{k}": {kerr}'))
+                if not isinstance(v, str):
+                    causes.append((f"metadata.labels", "FieldValueInvalid",
+                                   f"Invalid value: {v!r}: must be a string"))
+                    continue
+                verr = label_value_error(v)
+                if verr:
+                    causes.append((f"metadata.labels", "FieldValueInvalid",
+                                   f'Invalid value: "{v}": {verr}'))
+    ann = md.get("annotations")
+    if ann is not None:
+        if not isinstance(ann, dict):
+            causes.append(("metadata.annotations", "FieldValueInvalid", "Invalid value: must be a map"))
+        else:
+            total = 0
+            for k, v in ann.items():
+                kerr = label_key_error(k)
+                if kerr:
+                    causes.append(("metadata.annotations", "FieldValueInvalid",
+                                   f'Invalid value: "{k}": {kerr}'))
+                if not isinstance(v, str):
+                    causes.append((f"metadata.annotations", "FieldValueInvalid",
+                                   f"Invalid value: {v!r}: must be a string"))
+                    continue
+                total += len(k) + len(v)
+            if total > 256 * 1024:
+                causes.append(("metadata.annotations", "FieldValueTooLong",
+                               "Too long: may not be more than 262144 bytes"))
+    fins = md.get("finalizers")
+    if fins is not None and not (isinstance(fins, list) and all(isinstance(f, str) for f in fins)):
+        causes.append(("metadata.finalizers", "FieldValueInvalid", "Invalid value: must be a list of strings"))
+    return causes
+
+
+def _resources_causes(res: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    if res is None:
+        return causes
+    if not isinstance(res, dict):
+        return [(path, "FieldValueInvalid", "Invalid value: must be an object")]
+    parsed: dict[str, dict[str, Decimal]] = {}
+    for part in ("limits", "requests"):
+        vals = res.get(part) or {}
+        if not isinstance(vals, dict):
+            causes.append((f"{path}.{part}", "FieldValueInvalid", "Invalid value: must be a map"))
+            continue
+        parsed[part] = {}
+        for rname, q in vals.items():
+            fpath = f"{path}.{part}[{rname}]"
+            val = parse_quantity(q)
+            if val is None:
+                causes.append((fpath, "FieldValueInvalid",
+                               f"Invalid value: \"{q}\": quantities must match the regular "
+                               "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+            elif val < 0:
+                causes.append((fpath, "FieldValueInvalid",
+                               f'Invalid value: "{q}": must be greater than or equal to 0'))
+            else:
+                parsed[part][rname] = val
+    for rname, req in parsed.get("requests", {}).items():
+        lim = parsed.get("limits", {}).get(rname)
+        if lim is not None and req > lim:
+            causes.append((f"{path}.requests", "FieldValueInvalid",
+                           f'Invalid value: "{res["requests"][rname]}": must be less than or '
+                           f"equal to {rname} limit of {res['limits'][rname]}"))
+    return causes
+
+
+def validate_pod(pod: dict[str, Any]) -> list[Cause]:
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return [("spec", "FieldValueRequired", "Required value")]
+    causes: list[Cause] = []
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        causes.append(("spec.containers", "FieldValueRequired", "Required value"))
+        containers = []
+    seen: set[str] = set()
+    for kind, lst in (("containers", containers), ("initContainers", spec.get("initContainers") or [])):
+        for i, c in enumerate(lst):
+            p = f"spec.{kind}[{i}]"
+            if not isinstance(c, dict):
+                causes.append((p, "FieldValueInvalid", "Invalid value: must be an object"))
+                continue
+            name = c.get("name")
+            if not name:
+                causes.append((f"{p}.name", "FieldValueRequired", "Required value"))
+            elif name in seen:
+                causes.append((f"{p}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+            else:
+                seen.add(name)
+            if not c.get("image"):
+                causes.append((f"{p}.image", "FieldValueRequired", "Required value"))
+            causes.extend(_resources_causes(c.get("resources"), f"{p}.resources"))
+    prio = spec.get("priority")
+    if prio is not None and (not isinstance(prio, int) or isinstance(prio, bool)):
+        causes.append(("spec.priority", "FieldValueInvalid", f"Invalid value: {prio!r}: must be an integer"))
+    for i, t in enumerate(spec.get("tolerations") or []):
+        op = t.get("operator", "Equal") if isinstance(t, dict) else None
+        if op not in ("Equal", "Exists"):
+            causes.append((f"spec.tolerations[{i}].operator", "FieldValueNotSupported",
+                           f'Unsupported value: "{op}": supported values: "Equal", "Exists"'))
+    return causes
+
+
+# Pod spec fields kube-apiserver lets an update change.
+_POD_MUTABLE = {"activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"}
+
+
+def pod_update_causes(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
+    o = dict(old.get("spec") or {})
+    n = dict(new.get("spec") or {})
+    for f in _POD_MUTABLE:
+        o.pop(f, None)
+        n.pop(f, None)
+
+    def strip_images(spec: dict[str, Any]) -> None:
+        for k in ("containers", "initContainers"):
+            if isinstance(spec.get(k), list):
+                spec[k] = [{**c, "image": None} if isinstance(c, dict) else c for c in spec[k]]
+
+    strip_images(o)
+    strip_images(n)
+    if o != n:
+        return [("spec", "FieldValueForbidden",
+                 "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+                 "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                 "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                 "(allow it to be set to 1 if it was previously negative)")]
+    gates_old = (old.get("spec") or {}).get("schedulingGates") or []
+    gates_new = (new.get("spec") or {}).get("schedulingGates") or []
+    if any(g not in gates_old for g in gates_new):
+        return [("spec.schedulingGates", "FieldValueForbidden",
+                 "Forbidden: only deletion is allowed, but found new scheduling gate")]
+    return []
+
+
+def validate_node(node: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    status = node.get("status") or {}
+    for part in ("capacity", "allocatable"):
+        for rname, q in (status.get(part) or {}).items():
+            val = parse_quantity(q)
+            if val is None or val < 0:
+                causes.append((f"status.{part}[{rname}]", "FieldValueInvalid",
+                               f'Invalid value: "{q}": must be a non-negative quantity'))
+    for i, t in enumerate((node.get("spec") or {}).get("taints") or []):
+        if t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            causes.append((f"spec.taints[{i}].effect", "FieldValueNotSupported",
+                           f'Unsupported value: "{t.get("effect")}": supported values: '
+                           '"NoSchedule", "PreferNoSchedule", "NoExecute"'))
+    return causes
+
+
+def validate_crd(crd: dict[str, Any]) -> list[Cause]:
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    causes: list[Cause] = []
+    group = spec.get("group") or ""
+    plural = names.get("plural") or ""
+    if not group:
+        causes.append(("spec.group", "FieldValueRequired", "Required value"))
+    if not plural:
+        causes.append(("spec.names.plural", "FieldValueRequired", "Required value"))
+    if not names.get("kind"):
+        causes.append(("spec.names.kind", "FieldValueRequired", "Required value"))
+    name = (crd.get("metadata") or {}).get("name")
+    if group and plural and name != f"{plural}.{group}":
+        causes.append(("metadata.name", "FieldValueInvalid",
+                       f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        causes.append(("spec.scope", "FieldValueNotSupported",
+                       f'Unsupported value: "{spec.get("scope")}": supported values: "Cluster", "Namespaced"'))
+    versions = spec.get("versions") or []
+    if not versions:
+        causes.append(("spec.versions", "FieldValueRequired", "Required value: must have exactly one version marked as storage version"))
+    elif sum(1 for v in versions if v.get("storage")) != 1:
+        causes.append(("spec.versions", "FieldValueInvalid", "Invalid value: must have exactly one version marked as storage version"))
+    return causes
+
+
+# ------------------------------------------------------------------ CRD schemas
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def _type_ok(value: Any, typ: str) -> bool:
+    if typ in ("integer", "number") and isinstance(value, bool):
+        return False
+    if typ == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _JSON_TYPES.get(typ, (object,)))
+
+
+def schema_validate(value: Any, schema: dict[str, Any], path: str, causes: list[Cause]) -> Any:
+    """Validate and prune ``value`` against a structural schema; returns the pruned value."""
+    if value is None:
+        if not schema.get("nullable"):
+            pass
+        return value
+    if schema.get("x-kubernetes-int-or-string"):
+        if not isinstance(value, (int, str)) or isinstance(value, bool):
+            causes.append((path, "FieldValueTypeInvalid",
+                           f"Invalid value: {_show(value)}: {path} in body must be of type integer-or-string"))
+        return value
+    typ = schema.get("type")
+    if typ and not _type_ok(value, typ):
+        causes.append((path, "FieldValueTypeInvalid",
+                       f'Invalid value: "{_type_name(value)}": {path} in body must be of type {typ}: "{_type_name(value)}"'))
+        return value
+    if "enum" in schema and value not in schema["enum"]:
+        allowed = ", ".join(f'"{e}"' if isinstance(e, str) else str(e) for e in schema["enum"])
+        causes.append((path, "FieldValueNotSupported", f"Unsupported value: {_show(value)}: supported values: {allowed}"))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            causes.append((path, "FieldValueInvalid",
+                           f"Invalid value: {value}: {path} in body should be greater than or equal to {schema['minimum']}"))
+        if "maximum" in schema and value > schema["maximum"]:
+            causes.append((path, "FieldValueInvalid",
+                           f"Invalid value: {value}: {path} in body should be less than or equal to {schema['maximum']}"))
+    if isinstance(value, str):
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            causes.append((path, "FieldValueInvalid",
+                           f'Invalid value: "{value}": {path} in body should match \'{schema["pattern"]}\''))
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            causes.append((path, "FieldValueTooLong", f"Too long: may not be more than {schema['maxLength']} bytes"))
+    if isinstance(value, dict):
+        for req in schema.get("required") or []:
+            if req not in value:
+                causes.append((f"{path}.{req}", "FieldValueRequired", "Required value"))
+        props = schema.get("properties")
+        addl = schema.get("additionalProperties")
+        preserve = schema.get("x-kubernetes-preserve-unknown-fields")
+        if props is not None or isinstance(addl, dict) or (typ == "object" and not preserve and props is None and addl is None):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                if props is not None and k in props:
+                    out[k] = schema_validate(v, props[k], f"{path}.{k}", causes)
+                elif isinstance(addl, dict):
+                    out[k] = schema_validate(v, addl, f"{path}.{k}", causes)
+                elif preserve or addl is True:
+                    out[k] = v
+                elif props is None and addl is None and not preserve and not schema.get("x-kubernetes-embedded-resource"):
+                    # an object without properties prunes everything
+                    continue
+            return out
+        return value
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [schema_validate(v, schema["items"], f"{path}[{i}]", causes) for i, v in enumerate(value)]
+    return value
+
+
+def _type_name(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    return "null"
+
+
+def _show(v: Any) -> str:
+    return f'"{v}"' if isinstance(v, str) else str(v)
+
+
+def validate_custom(obj: dict[str, Any], rt: ResourceType) -> tuple[dict[str, Any], list[Cause]]:
+    """Prune and validate a custom resource against its version's openAPIV3Schema."""
+    schema = ((rt.crd_version or {}).get("schema") or {}).get("openAPIV3Schema")
+    if not isinstance(schema, dict):
+        return obj, []
+    causes: list[Cause] = []
+    props = schema.get("properties") or {}
+    out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                           "metadata": obj.get("metadata")}
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields")
+    for k, v in obj.items():
+        if k in ("apiVersion", "kind", "metadata"):
+            continue
+        if k in props:
+            out[k] = schema_validate(v, props[k], k, causes)
+        elif preserve:
+            out[k] = v
+    for req in schema.get("required") or []:
+        if req not in obj:
+            causes.append((req, "FieldValueRequired", "Required value"))
+    return out, causes
+
+
+def raise_if(causes: list[Cause], rt: ResourceType, name: str) -> None:
+    if causes:
+        raise invalid(rt.kind, name, causes, group=rt.group)
+
+
+def check(obj: dict[str, Any], rt: ResourceType) -> None:
+    """Validate a full object about to be stored; raises 422."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    causes = validate_metadata(obj, rt)
+    if rt.group == "" and rt.plural == "pods":
+        causes += validate_pod(obj)
+    elif rt.group == "" and rt.plural == "nodes":
+        causes += validate_node(obj)
+    elif rt.plural == "customresourcedefinitions":
+        causes += validate_crd(obj)
+    raise_if(causes, rt, name)
+
+
+def binding_error(binding: dict[str, Any], name: str) -> ApiError | None:
+    target = binding.get("target") or {}
+    kind = target.get("kind", "")
+    if kind and kind != "Node":
+        return invalid("Binding", name, [("target.kind", "FieldValueNotSupported",
+                                          f'Unsupported value: "{kind}": supported values: "Node", "<empty>"')])
+    if not target.get("name"):
+        return invalid("Binding", name, [("target.name", "FieldValueRequired", "Required value")])
+    return None
