@@ -30,6 +30,8 @@ from scheduler.framework.waiting_pods import WaitingPodsMap
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
+from scheduler.plugins.names import DEFAULT_PREEMPTION
 from scheduler.plugins.registry import Registry
 from scheduler.queue.nominator import Nominator
 from scheduler.queue.scheduling_queue import SchedulingQueue
@@ -110,6 +112,10 @@ class Scheduler:
                 waiting_pods=waiting_pods,
                 rng=self.rng,
             )
+        for fwk in self.profiles.values():
+            preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
+            if isinstance(preemption, DefaultPreemption):
+                preemption.metrics = metrics
         first = next(iter(self.profiles.values()))
         self.queue = SchedulingQueue(
             less=first.queue_sort_less,
@@ -346,6 +352,13 @@ class Scheduler:
                 task.cancel()
             if still:
                 await asyncio.gather(*still, return_exceptions=True)
+        # Plugins with background work (preemption's victim deletion) stop with us.
+        for fwk in self.profiles.values():
+            for plugin in fwk.plugins.values():
+                stop = getattr(plugin, "stop", None)
+                if stop is not None and asyncio.iscoroutinefunction(stop):
+                    with contextlib.suppress(Exception):
+                        await stop()
         side = list(self._side_tasks)
         if side:
             _, still_side = await asyncio.wait(side, timeout=2.0)

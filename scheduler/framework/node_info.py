@@ -15,6 +15,7 @@ from typing import Any
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.resources import Resource
 from scheduler.objects.node import node_allocatable
+from scheduler.objects.taints import Taint, parse_taints
 
 _generation = itertools.count(1)
 
@@ -105,6 +106,8 @@ class NodeInfo:
         "image_states",
         "pvc_ref_counts",
         "generation",
+        "name",
+        "_taints",
     )
 
     def __init__(self, node: dict[str, Any] | None = None) -> None:
@@ -120,23 +123,31 @@ class NodeInfo:
         self.image_states: dict[str, ImageStateSummary] = {}
         self.pvc_ref_counts: dict[str, int] = {}
         self.generation = next_generation()
+        # The node's name, kept as a plain attribute: it is read for every node in every cycle.
+        self.name = ""
+        self._taints: list[Taint] | None = None
         if node is not None:
             self.set_node(node)
 
-    @property
-    def name(self) -> str:
-        if self.node is None:
-            return ""
-        return str(self.node["metadata"]["name"])
-
     def set_node(self, node: dict[str, Any]) -> None:
         self.node = node
+        self.name = str(node["metadata"]["name"])
         self.allocatable = node_allocatable(node)
+        self._taints = None
         self.generation = next_generation()
 
     def remove_node(self) -> None:
         self.node = None
+        self._taints = None
         self.generation = next_generation()
+
+    def taints(self) -> list[Taint]:
+        """The node's parsed taints, parsed once per node object (Filter/Score read them)."""
+        taints = self._taints
+        if taints is None:
+            taints = [] if self.node is None else parse_taints(self.node)
+            self._taints = taints
+        return taints
 
     def add_pod(self, pod_info: PodInfo) -> None:
         self.pods.append(pod_info)
@@ -193,6 +204,8 @@ class NodeInfo:
         copy.image_states = dict(self.image_states)
         copy.pvc_ref_counts = dict(self.pvc_ref_counts)
         copy.generation = self.generation
+        copy.name = self.name
+        copy._taints = self._taints
         return copy
 
     def __repr__(self) -> str:

@@ -752,60 +752,63 @@ class Framework:
     ) -> tuple[list[NodeScoreResult], Status | None]:
         skip = state.skip_score_plugins
         sampled = state.record_plugin_metrics
-        plugins = [(n, p) for n, p in self._score if n not in skip]
-        per_plugin: list[list[NodeScore]] = []
-        for name, plugin in plugins:
-            scores: list[NodeScore] = []
-            for node_info in nodes:
-                t0 = time.perf_counter() if sampled else 0.0
-                try:
-                    value, s = plugin.score(state, pod_info, node_info)
-                except Exception as exc:
-                    log.exception(
-                        "Score plugin raised", plugin=name, pod=pod_info.key, node=node_info.name
-                    )
-                    value, s = 0, Status.from_error(exc, plugin=name)
-                if sampled:
-                    self._observe_plugin(SCORE, name, s, t0)
-                if s is not None and s.code != Code.SUCCESS:
-                    return [], _guard_error(
-                        s, f"running Score plugins: plugin {name!r} failed with", name
-                    )
-                scores.append(NodeScore(node_info.name, value))
-            self._count_evaluation(SCORE, name, len(nodes))
-            per_plugin.append(scores)
-
-        for (name, plugin), scores in zip(plugins, per_plugin):
+        names = [node_info.name for node_info in nodes]
+        totals = [0] * len(nodes)
+        weighted_by_plugin: dict[str, list[int]] = {}
+        for name, plugin in self._score:
+            if name in skip:
+                continue
             t0 = time.perf_counter() if sampled else 0.0
             try:
-                ext = plugin.score_extensions()
-                s = None if ext is None else ext.normalize_score(state, pod_info, scores)
+                values, s = plugin.score_nodes(state, pod_info, nodes)
             except Exception as exc:
-                log.exception("NormalizeScore raised", plugin=name, pod=pod_info.key)
-                s = Status.from_error(exc, plugin=name)
+                log.exception("Score plugin raised", plugin=name, pod=pod_info.key)
+                values, s = [], Status.from_error(exc, plugin=name)
             if sampled:
-                self._observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
+                self._observe_plugin(SCORE, name, s, t0)
             if s is not None and s.code != Code.SUCCESS:
                 return [], _guard_error(
-                    s, f"running Normalize on Score plugins: plugin {name!r} failed with", name
+                    s, f"running Score plugins: plugin {name!r} failed with", name
                 )
+            self._count_evaluation(SCORE, name, len(nodes))
 
-        results = [NodeScoreResult(node_info.name) for node_info in nodes]
-        for (name, _), scores in zip(plugins, per_plugin):
-            weight = self.score_weights.get(name, 1)
-            for result, node_score in zip(results, scores):
-                value = node_score.score
-                if value > MAX_NODE_SCORE or value < MIN_NODE_SCORE:
-                    return [], Status(
-                        Code.ERROR,
-                        "applying score defaultWeights on Score plugins: plugin "
-                        f"{name!r} returns an invalid score {value}, it should in the range of "
-                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
-                        plugin=name,
+            ext = plugin.score_extensions()
+            if ext is not None:
+                node_scores = [NodeScore(n, v) for n, v in zip(names, values)]
+                t0 = time.perf_counter() if sampled else 0.0
+                try:
+                    s = ext.normalize_score(state, pod_info, node_scores)
+                except Exception as exc:
+                    log.exception("NormalizeScore raised", plugin=name, pod=pod_info.key)
+                    s = Status.from_error(exc, plugin=name)
+                if sampled:
+                    self._observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
+                if s is not None and s.code != Code.SUCCESS:
+                    return [], _guard_error(
+                        s, f"running Normalize on Score plugins: plugin {name!r} failed with",
+                        name,
                     )
-                weighted = value * weight
-                result.scores[name] = weighted
-                result.total_score += weighted
+                values = [ns.score for ns in node_scores]
+
+            if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
+                bad = next(v for v in values if v < MIN_NODE_SCORE or v > MAX_NODE_SCORE)
+                return [], Status(
+                    Code.ERROR,
+                    "applying score defaultWeights on Score plugins: plugin "
+                    f"{name!r} returns an invalid score {bad}, it should in the range of "
+                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                    plugin=name,
+                )
+            weight = self.score_weights.get(name, 1)
+            if weight != 1:
+                values = [v * weight for v in values]
+            weighted_by_plugin[name] = values
+            totals = [a + b for a, b in zip(totals, values)]
+
+        results = [NodeScoreResult(n, total) for n, total in zip(names, totals)]
+        for name, values in weighted_by_plugin.items():
+            for result, value in zip(results, values):
+                result.scores[name] = value
         return results, None
 
     # --- Reserve / Permit ------------------------------------------------------------------

@@ -94,5 +94,20 @@ class ImageLocality(ScorePlugin):
             sum_image_scores(node_info, images, total_num_nodes), len(images)
         ), None
 
+    def score_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[int], Status | None]:
+        images = _container_images(pod_info.pod)
+        # Nodes that report no images at all (common on simulated and minimal nodes) score
+        # the minimum without looking anything up.
+        if not any(node_info.image_states for node_info in nodes):
+            floor = calculate_priority(0, len(images))
+            return [floor] * len(nodes), None
+        total_num_nodes = len(self._handle.snapshot().list())
+        return [
+            calculate_priority(sum_image_scores(node_info, images, total_num_nodes), len(images))
+            for node_info in nodes
+        ], None
+
     def score_extensions(self) -> ScoreExtensions | None:
         return None

@@ -89,7 +89,7 @@ def count_intolerable_prefer_no_schedule(
 def _node_taints(node_info: NodeInfo) -> list[Taint]:
     if node_info.node is None:
         raise ValueError(f"{NAME}: node info has no node")
-    return parse_taints(node_info.node)
+    return node_info.taints()
 
 
 def _as_dict(obj: Any, what: str) -> dict[str, Any]:
@@ -205,6 +205,24 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         except (ObjectError, ValueError) as exc:
             return 0, Status.from_error(exc, plugin=NAME)
         return count_intolerable_prefer_no_schedule(taints, s.tolerations), None
+
+    def score_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[int], Status | None]:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if not isinstance(s, _PreScoreState):
+            return [], Status(
+                Code.ERROR, f"failed to read {PRE_SCORE_STATE_KEY!r} from cycleState", plugin=NAME
+            )
+        tolerations = s.tolerations
+        out: list[int] = []
+        for node_info in nodes:
+            try:
+                taints = _node_taints(node_info)
+            except (ObjectError, ValueError) as exc:
+                return out, Status.from_error(exc, plugin=NAME)
+            out.append(count_intolerable_prefer_no_schedule(taints, tolerations) if taints else 0)
+        return out, None
 
     def score_extensions(self) -> ScoreExtensions | None:
         return self

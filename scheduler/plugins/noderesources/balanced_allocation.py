@@ -103,3 +103,15 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         else:
             requests = s.pod_requests
         return self.scorer.score(node_info, requests)
+
+    def score_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[int], Status | None]:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if s is None:
+            requests = self.scorer.pod_requests(pod_info)
+            if self.scorer.is_best_effort(requests):
+                return [0] * len(nodes), None
+        else:
+            requests = s.pod_requests
+        return self.scorer.score_many(nodes, requests)

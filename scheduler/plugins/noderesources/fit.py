@@ -299,6 +299,13 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
         return self.scorer.score(node_info, requests)
 
+    def score_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[int], Status | None]:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
+        return self.scorer.score_many(nodes, requests)
+
     # --- requeueing --------------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -131,6 +131,39 @@ class ResourceAllocationScorer:
             )
         return 0, 0
 
+    def score_many(
+        self, nodes: Sequence[NodeInfo], pod_requests: Sequence[int]
+    ) -> tuple[list[int], Status | None]:
+        """``score`` for every node; cpu and memory (the default) take a fast path."""
+        if not self.resources:
+            return [], Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)
+        if any(spec.name not in (CPU, MEMORY) for spec in self.resources):
+            return [self.score(node_info, pod_requests)[0] for node_info in nodes], None
+        wants_cpu = [spec.name == CPU for spec in self.resources]
+        use_requested = self.use_requested
+        scorer = self._scorer
+        pairs = list(zip(wants_cpu, pod_requests))
+        out: list[int] = []
+        append = out.append
+        for node_info in nodes:
+            requested_res = node_info.requested if use_requested else node_info.non_zero_requested
+            alloc_res = node_info.allocatable
+            requested: list[int] = []
+            allocatable: list[int] = []
+            for is_cpu, pod_request in pairs:
+                if is_cpu:
+                    alloc = alloc_res.milli_cpu
+                    req = requested_res.milli_cpu + pod_request
+                else:
+                    alloc = alloc_res.memory
+                    req = requested_res.memory + pod_request
+                if alloc == 0:
+                    alloc = req = 0
+                allocatable.append(alloc)
+                requested.append(req)
+            append(scorer(requested, allocatable))
+        return out, None
+
     def score(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status | None]:
         if not self.resources:
             return 0, Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)

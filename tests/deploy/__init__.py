@@ -1,0 +1,1 @@
+"""Tests of the deployment artifacts: manifests/, the Helm chart, the Dockerfile."""

@@ -1,0 +1,263 @@
+"""Benchmark of the sandbox API server (run by hand; figures go to the README).
+
+The sandbox runs in its own process (``python -m scheduler.sandbox``); clients run in other
+processes and use the official client (``kubernetes.aio``, raw responses so the client's model
+classes do not dominate) or raw aiohttp where that is what a scheduler does:
+
+1. create N nodes and M pods with ``kubernetes.aio`` from W worker processes -> writes/s
+   (``--client raw``: ``ApiClient.call_api`` with dict bodies; ``--client typed``: the
+   generated ``CoreV1Api.create_*_without_preload_content`` methods)
+2. list all pods (raw HTTP + orjson; and with the official client) -> seconds
+3. bind every pod from 32 concurrent connections while 10 watchers stream pods -> binds/s
+   and the delay between a bind's response and its MODIFIED event at each watcher.
+
+    python tests/perf/bench_sandbox.py [--nodes 5000] [--pods 10000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures as cf
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scheduler.sandbox.testing import SandboxProcess  # noqa: E402
+
+
+# ------------------------------------------------------------------ workers (child processes)
+
+
+async def _create(kubeconfig: str, kind: str, names: list[str], concurrency: int, mode: str) -> float:
+    from kubernetes.aio import client, config
+
+    api_client = await config.new_client_from_config(config_file=kubeconfig)
+    async with api_client:
+        core = client.CoreV1Api(api_client)
+        host = api_client.configuration.host
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        queue = list(reversed(names))
+
+        async def one() -> None:
+            while queue:
+                name = queue.pop()
+                if kind == "node":
+                    body = {"apiVersion": "v1", "kind": "Node",
+                            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+                                       "capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"}}}
+                    if mode == "raw":
+                        r = await api_client.call_api("POST", f"{host}/api/v1/nodes", headers, body=body)
+                    else:
+                        r = await core.create_node_without_preload_content(body)
+                else:
+                    body = {"apiVersion": "v1", "kind": "Pod",
+                            "metadata": {"name": name, "labels": {"app": "bench"}},
+                            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+                    if mode == "raw":
+                        r = await api_client.call_api("POST", f"{host}/api/v1/namespaces/default/pods",
+                                                      headers, body=body)
+                    else:
+                        r = await core.create_namespaced_pod_without_preload_content("default", body)
+                assert r.status == 201, r.status
+                await r.read()
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(concurrency)))
+        return time.perf_counter() - t0
+
+
+def create_worker(kubeconfig: str, kind: str, names: list[str], concurrency: int, mode: str = "raw") -> float:
+    return asyncio.run(_create(kubeconfig, kind, names, concurrency, mode))
+
+
+async def _bind(url: str, pods: list[tuple[str, str]], concurrency: int) -> dict[str, float]:
+    done: dict[str, float] = {}
+    queue = list(reversed(pods))
+    conn = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        async def one() -> None:
+            while queue:
+                name, node = queue.pop()
+                body = orjson.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+                async with s.post(f"{url}/api/v1/namespaces/default/pods/{name}/binding", data=body,
+                                  headers={"Content-Type": "application/json"}) as r:
+                    await r.read()
+                    assert r.status == 201, r.status
+                done[name] = time.time()
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(concurrency)))
+        done["__elapsed__"] = time.perf_counter() - t0
+    return done
+
+
+def bind_worker(url: str, pods: list[tuple[str, str]], concurrency: int) -> dict[str, float]:
+    return asyncio.run(_bind(url, pods, concurrency))
+
+
+async def _watch(url: str, rv: str, watchers: int, expect: int, ready: Any) -> list[dict[str, float]]:
+    seen: list[dict[str, float]] = [{} for _ in range(watchers)]
+
+    async def one(i: int, s: aiohttp.ClientSession) -> None:
+        params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": "600"}
+        async with s.get(f"{url}/api/v1/pods", params=params,
+                         timeout=aiohttp.ClientTimeout(total=None)) as r:
+            ready.put(i)
+            async for line in r.content:
+                ev = orjson.loads(line)
+                obj = ev["object"]
+                if ev["type"] == "MODIFIED" and obj["spec"].get("nodeName"):
+                    name = obj["metadata"]["name"]
+                    if name not in seen[i]:
+                        seen[i][name] = time.time()
+                        if len(seen[i]) >= expect:
+                            return
+
+    async with aiohttp.ClientSession() as s:
+        await asyncio.gather(*(one(i, s) for i in range(watchers)))
+    return seen
+
+
+def watch_worker(url: str, rv: str, watchers: int, expect: int, ready: Any) -> list[dict[str, float]]:
+    return asyncio.run(_watch(url, rv, watchers, expect, ready))
+
+
+# ------------------------------------------------------------------ driver
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User+system CPU time of a process (Linux), to tell server cost from client cost."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _split(items: list[Any], n: int) -> list[list[Any]]:
+    return [items[i::n] for i in range(n)]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods, "cpus": os.cpu_count(),
+                               "client": args.client}
+    with SandboxProcess(watch_history=max(20000, args.pods * 3)) as sp:
+        kc = str(sp.kubeconfig_path)
+        ctx = mp.get_context("spawn")
+        with cf.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+            # warm the workers (process start, imports, client setup) outside the timings
+            list(pool.map(create_worker, [kc] * args.workers, ["pod"] * args.workers,
+                          [[f"warm-{i}"] for i in range(args.workers)], [1] * args.workers))
+            # 1. writes
+            assert sp.proc is not None
+            cpu0 = _cpu_seconds(sp.proc.pid)
+            t0 = time.perf_counter()
+            nodes = [f"bench-node-{i:05d}" for i in range(args.nodes)]
+            list(pool.map(create_worker, [kc] * args.workers, ["node"] * args.workers,
+                          _split(nodes, args.workers), [args.concurrency] * args.workers,
+                          [args.client] * args.workers))
+            t_nodes = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            pods = [f"bench-pod-{i:05d}" for i in range(args.pods)]
+            list(pool.map(create_worker, [kc] * args.workers, ["pod"] * args.workers,
+                          _split(pods, args.workers), [args.concurrency] * args.workers,
+                          [args.client] * args.workers))
+            t_pods = time.perf_counter() - t0
+            results["create_nodes_per_s"] = round(args.nodes / t_nodes)
+            results["create_pods_per_s"] = round(args.pods / t_pods)
+            results["writes_per_s"] = round((args.nodes + args.pods) / (t_nodes + t_pods))
+            server_cpu = _cpu_seconds(sp.proc.pid) - cpu0
+            results["server_cpu_pct_during_writes"] = round(100 * server_cpu / (t_nodes + t_pods))
+            us = 1e6 * server_cpu / (args.nodes + args.pods)
+            results["server_us_per_write"] = round(us)
+            results["server_write_capacity_per_s"] = round(1e6 / us)
+
+        # 2. list
+        async def list_raw() -> tuple[float, int, str]:
+            async with aiohttp.ClientSession() as s:
+                best = 1e9
+                for _ in range(3):
+                    t = time.perf_counter()
+                    async with s.get(f"{sp.url}/api/v1/pods") as r:
+                        body = orjson.loads(await r.read())
+                    best = min(best, time.perf_counter() - t)
+                return best, len(body["items"]), body["metadata"]["resourceVersion"]
+
+        t_list, n_items, rv = asyncio.run(list_raw())
+        assert n_items == args.pods + args.workers
+        results["list_pods_s"] = round(t_list, 3)
+        from kubernetes import client, config
+
+        core = client.CoreV1Api(config.new_client_from_config(config_file=kc))
+        t = time.perf_counter()
+        r = core.list_pod_for_all_namespaces(_preload_content=False)
+        assert len(json.loads(r.data)["items"]) == n_items
+        results["list_pods_official_client_raw_s"] = round(time.perf_counter() - t, 3)
+
+        # 3. binds with watchers
+        ctx = mp.get_context("spawn")
+        manager = ctx.Manager()
+        ready = manager.Queue()
+        with cf.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+            wf = pool.submit(watch_worker, sp.url, rv, args.watchers, args.pods, ready)
+            for _ in range(args.watchers):
+                ready.get(timeout=60)
+            pairs = [(p, nodes[i % len(nodes)] if nodes else "node-x") for i, p in enumerate(pods)]
+            cpu0 = _cpu_seconds(sp.proc.pid)
+            bf = pool.submit(bind_worker, sp.url, pairs, 32)
+            done = bf.result()
+            bind_cpu = _cpu_seconds(sp.proc.pid) - cpu0
+            seen = wf.result(timeout=300)
+        elapsed = done.pop("__elapsed__")
+        results["binds_per_s"] = round(len(done) / elapsed)
+        results["server_cpu_pct_during_binds"] = round(100 * bind_cpu / elapsed)
+        delays = []
+        for name, t_bind in done.items():
+            worst = max(w[name] for w in seen) - t_bind
+            delays.append(worst * 1000)
+        delays.sort()
+        results["watch_fanout_watchers"] = args.watchers
+        results["watch_delay_ms_p50"] = round(statistics.median(delays), 1)
+        results["watch_delay_ms_p99"] = round(delays[int(len(delays) * 0.99) - 1], 1)
+        counters = sp.admin.counters()
+        results["server_bindings"] = counters["bindings"]
+    return results
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--pods", type=int, default=10000)
+    p.add_argument("--workers", type=int, default=2, help="client processes for creates")
+    p.add_argument("--concurrency", type=int, default=16, help="concurrent requests per worker")
+    p.add_argument("--watchers", type=int, default=10)
+    p.add_argument("--client", choices=["raw", "typed"], default="raw",
+                   help="creates via ApiClient.call_api with dict bodies (raw, what a hot path should "
+                        "do) or via the generated CoreV1Api methods (typed)")
+    p.add_argument("--json", action="store_true", help="print JSON only")
+    args = p.parse_args()
+    res = run(args)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        width = max(len(k) for k in res)
+        for k, v in res.items():
+            print(f"{k:<{width}}  {v}")
+        print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
