@@ -77,17 +77,10 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
 
 
 def select_host(scores: Sequence[tuple[str, int]], rng: random.Random) -> str:
-    """The highest-scored node; ties broken uniformly at random (reservoir sampling)."""
-    best_name, best_score = scores[0]
-    ties = 1
-    for name, score in scores[1:]:
-        if score > best_score:
-            best_name, best_score, ties = name, score, 1
-        elif score == best_score:
-            ties += 1
-            if rng.randrange(ties) == 0:
-                best_name = name
-    return best_name
+    """The highest-scored node; ties broken uniformly at random."""
+    best = max(score for _, score in scores)
+    ties = [name for name, score in scores if score == best]
+    return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
 
 
 def truncate_message(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
@@ -223,10 +216,10 @@ class SchedulingCycle:
         status = fwk.run_pre_score_plugins(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
-        scores, status = fwk.score_nodes(state, pod_info, feasible)
+        table, status = fwk.score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
-        host = select_host([(s.name, s.total_score) for s in scores], sched.rng)
+        host = select_host(list(zip(table.names, table.totals)), sched.rng)
         return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
 
     def find_nodes_that_fit(

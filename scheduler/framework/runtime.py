@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
@@ -125,6 +126,18 @@ def _guard_error(status: Status, prefix: str, plugin: str) -> Status:
     return Status(Code.ERROR, f"{prefix}: {message}", plugin=plugin, error=status.error)
 
 
+FilterFn = Callable[[CycleState, PodInfo, NodeInfo], "Status | None"]
+
+
+@dataclass(slots=True)
+class ScoreTable:
+    """Per-node scores as columns: node names, weighted totals, weighted scores per plugin."""
+
+    names: list[str]
+    totals: list[int]
+    by_plugin: dict[str, list[int]]
+
+
 class Framework:
     """The plugins of one profile and the code that runs them."""
 
@@ -187,6 +200,8 @@ class Framework:
         # Per-plugin evaluation counts, flushed to scheduler_plugin_evaluation_total in bulk
         # (incrementing a labelled prometheus counter per node per plugin is too slow).
         self._filter_evals = [0] * len(self._filter)
+        self._plan_state: CycleState | None = None
+        self._plan: list[tuple[int, str, FilterFn]] = []
 
     # --- construction ----------------------------------------------------------------------
 
@@ -575,21 +590,31 @@ class Framework:
                 )
         return None
 
+    def _filter_plan(self, state: CycleState) -> list[tuple[int, str, FilterFn]]:
+        """The cycle's Filter plugins minus those its PreFilter skipped, computed once per
+        cycle state (Filter runs for every node, so even a set lookup per plugin counts)."""
+        if self._plan_state is not state:
+            skip = state.skip_filter_plugins
+            self._plan = [
+                (index, name, plugin.filter)
+                for index, (name, plugin) in enumerate(self._filter)
+                if name not in skip
+            ]
+            self._plan_state = state
+        return self._plan
+
     def run_filter_plugins(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> Status | None:
         """Stop at the first plugin that does not answer Success; the status names it."""
-        skip = state.skip_filter_plugins
         sampled = state.record_plugin_metrics
         evals = self._filter_evals
-        for index, (name, plugin) in enumerate(self._filter):
-            if skip and name in skip:
-                continue
+        for index, name, filter_fn in self._filter_plan(state):
             evals[index] += 1
             if sampled:
                 t0 = time.perf_counter()
             try:
-                status = plugin.filter(state, pod_info, node_info)
+                status = filter_fn(state, pod_info, node_info)
             except Exception as exc:
                 log.exception(
                     "Filter plugin raised", plugin=name, pod=pod_info.key, node=node_info.name
@@ -742,19 +767,31 @@ class Framework:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[NodeScoreResult], Status | None]:
         """``run_score_plugins`` without the exception: ([], Error status) on failure."""
+        table, status = self.score_table(state, pod_info, nodes)
+        if status is not None:
+            return [], status
+        results = [NodeScoreResult(n, total) for n, total in zip(table.names, table.totals)]
+        for name, values in table.by_plugin.items():
+            for result, value in zip(results, values):
+                result.scores[name] = value
+        return results, None
+
+    def score_table(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[ScoreTable, Status | None]:
+        """Scores as columns (no per-node objects): what the scheduling cycle uses."""
         start = time.perf_counter()
-        results, status = self._run_score_plugins(state, pod_info, nodes)
+        table, status = self._run_score_plugins(state, pod_info, nodes)
         self._observe_point(SCORE, status, start)
-        return results, status
+        return table, status
 
     def _run_score_plugins(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
-    ) -> tuple[list[NodeScoreResult], Status | None]:
+    ) -> tuple[ScoreTable, Status | None]:
         skip = state.skip_score_plugins
         sampled = state.record_plugin_metrics
         names = [node_info.name for node_info in nodes]
-        totals = [0] * len(nodes)
-        weighted_by_plugin: dict[str, list[int]] = {}
+        table = ScoreTable(names, [0] * len(nodes), {})
         for name, plugin in self._score:
             if name in skip:
                 continue
@@ -767,7 +804,7 @@ class Framework:
             if sampled:
                 self._observe_plugin(SCORE, name, s, t0)
             if s is not None and s.code != Code.SUCCESS:
-                return [], _guard_error(
+                return table, _guard_error(
                     s, f"running Score plugins: plugin {name!r} failed with", name
                 )
             self._count_evaluation(SCORE, name, len(nodes))
@@ -784,7 +821,7 @@ class Framework:
                 if sampled:
                     self._observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
                 if s is not None and s.code != Code.SUCCESS:
-                    return [], _guard_error(
+                    return table, _guard_error(
                         s, f"running Normalize on Score plugins: plugin {name!r} failed with",
                         name,
                     )
@@ -792,7 +829,7 @@ class Framework:
 
             if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
                 bad = next(v for v in values if v < MIN_NODE_SCORE or v > MAX_NODE_SCORE)
-                return [], Status(
+                return table, Status(
                     Code.ERROR,
                     "applying score defaultWeights on Score plugins: plugin "
                     f"{name!r} returns an invalid score {bad}, it should in the range of "
@@ -802,14 +839,9 @@ class Framework:
             weight = self.score_weights.get(name, 1)
             if weight != 1:
                 values = [v * weight for v in values]
-            weighted_by_plugin[name] = values
-            totals = [a + b for a, b in zip(totals, values)]
-
-        results = [NodeScoreResult(n, total) for n, total in zip(names, totals)]
-        for name, values in weighted_by_plugin.items():
-            for result, value in zip(results, values):
-                result.scores[name] = value
-        return results, None
+            table.by_plugin[name] = values
+            table.totals = [a + b for a, b in zip(table.totals, values)]
+        return table, None
 
     # --- Reserve / Permit ------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import discovery, errors, openapi, tables
+from . import discovery, errors, events, openapi, tables
 from .errors import ApiError, success_status
 from .faults import Faults, parse_fail_body
 from .registry import Registry
@@ -369,11 +369,15 @@ class SandboxApp:
     def _matcher(self, request: web.Request, rt: ResourceType) -> Matcher | None:
         q = request.query
         lm = label_matcher(q.get("labelSelector"))
-        fm = field_matcher(q.get("fieldSelector"), rt.supports_field)
+        fm = field_matcher(q.get("fieldSelector"), rt.supports_field, rt.field_aliases)
         return both(lm, fm)
 
     def _view(self, rt: ResourceType, e: Entry) -> Entry:
-        """Custom resources served in another version than stored get their apiVersion rewritten."""
+        """Custom resources served in another version than stored get their apiVersion rewritten;
+        views of another type's storage (events.k8s.io/v1 events) are converted."""
+        if rt.is_view:
+            obj = events.from_core(e.obj)
+            return Entry(obj, orjson.dumps(obj))
         if rt.is_custom and e.obj.get("apiVersion") != rt.api_version:
             obj = {**e.obj, "apiVersion": rt.api_version}
             return Entry(obj, orjson.dumps(obj))
@@ -440,7 +444,7 @@ class SandboxApp:
             return _json({"kind": "PartialObjectMetadataList", "apiVersion": api_version, "metadata": meta,
                           "items": [{"kind": "PartialObjectMetadata", "apiVersion": api_version,
                                      "metadata": e.obj.get("metadata", {})} for e in entries]})
-        if rt.is_custom:
+        if rt.is_custom or rt.is_view:
             entries = [self._view(rt, e) for e in entries]
         head = (
             b'{"kind":"' + rt.list_kind.encode() + b'","apiVersion":"' + rt.api_version.encode()
@@ -557,14 +561,16 @@ class SandboxApp:
             return _PREFIX[BOOKMARK] + orjson.dumps(bm) + b"}\n"
         ev: Event = payload
         if table_mode:
-            obj = ev.obj
+            obj = events.from_core(ev.obj) if rt.is_view else ev.obj
             if rt.is_custom and obj.get("apiVersion") != rt.api_version:
                 obj = {**obj, "apiVersion": rt.api_version}
             t = tables.table(rt, [obj], include_object=include, headers=headers, api_version=api_version,
                              metadata={"resourceVersion": obj["metadata"].get("resourceVersion", "")})
             return _PREFIX[typ] + orjson.dumps(t) + b"}\n"
         raw = ev.raw
-        if rt.is_custom and ev.obj.get("apiVersion") != rt.api_version:
+        if rt.is_view:
+            raw = orjson.dumps(events.from_core(ev.obj))
+        elif rt.is_custom and ev.obj.get("apiVersion") != rt.api_version:
             raw = orjson.dumps({**ev.obj, "apiVersion": rt.api_version})
         return _PREFIX[typ] + raw + b"}\n"
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import yaml
 
-from . import errors, validation
+from . import errors, events, validation
 from .errors import ApiError
 from .patch import json_patch, merge_patch, strategic_merge_patch
 from .resources import ResourceType, builtin_types, types_from_crd, storage_version
@@ -174,6 +174,8 @@ class Registry:
     def create(self, rt: ResourceType, ns: str, body: Any, *, dry_run: bool = False) -> Entry:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
+        if rt.is_view:
+            body = events.to_core(body)
         md = body.get("metadata")
         md = dict(md) if isinstance(md, dict) else {}
         if rt.namespaced:
@@ -195,12 +197,15 @@ class Registry:
             md["generation"] = 1
         else:
             md.pop("generation", None)
-        obj: Obj = {"apiVersion": rt.api_version, "kind": rt.kind, **{k: v for k, v in body.items() if k not in ("apiVersion", "kind")}}
+        obj: Obj = {"apiVersion": rt.storage_api_version, "kind": rt.kind,
+                    **{k: v for k, v in body.items() if k not in ("apiVersion", "kind")}}
         obj["metadata"] = md
         if rt.has_status_subresource and not rt.keep_status_on_create:
             obj.pop("status", None)
         obj = self._prepare_create(rt, obj)
         validation.check(obj, rt)
+        if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
+            validation.raise_if(events.validate_create(obj, strict=rt.is_view), rt, name)
         if rt.is_custom:
             obj, causes = validation.validate_custom(obj, rt)
             validation.raise_if(causes, rt, name)
@@ -320,9 +325,11 @@ class Registry:
         ts = self.ts(rt)
         cur_e = ts.get(ns, name)
         if cur_e is None:
-            if rt.group == "" and rt.plural == "events" and not sub:
-                return self.create(rt, ns, body, dry_run=dry_run)
+            if rt.plural == "events" and rt.group in ("", "events.k8s.io") and not sub:
+                return self.create(rt, ns, body, dry_run=dry_run)  # events allow create on update
             raise errors.not_found(rt.plural, name, group=rt.group)
+        if rt.is_view:
+            body = events.to_core(body, like=cur_e.obj)
         bmd = body.get("metadata")
         if not isinstance(bmd, dict):
             bmd = {}
@@ -383,6 +390,8 @@ class Registry:
                 new["spec"] = cur.get("spec", {})
         new["metadata"]["resourceVersion"] = cmd["resourceVersion"]
         validation.check(new, rt)
+        if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
+            validation.raise_if(events.validate_update(new, cur, strict=rt.is_view), rt, name)
         if rt.is_custom:
             new, causes = validation.validate_custom(new, rt)
             validation.raise_if(causes, rt, name)
@@ -444,10 +453,14 @@ class Registry:
                 doc.setdefault("metadata", {})["name"] = name
                 return self.create(rt, ns, doc, dry_run=dry_run), True
             cur = orjson.loads(cur_e.raw)
+            if rt.is_view:
+                cur = events.from_core(cur)
             if rt.is_custom:
                 new = merge_patch(cur, doc)
             else:
                 new = strategic_merge_patch(cur, doc, service=rt.plural == "services")
+            if rt.is_view:
+                new = events.to_core(new, like=cur_e.obj)
             return self._replace(rt, ts, cur_e, new, sub=sub, dry_run=dry_run), False
         cur_e = ts.get(ns, name)
         if cur_e is None:
@@ -457,6 +470,8 @@ class Registry:
         except orjson.JSONDecodeError as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
         cur = orjson.loads(cur_e.raw)
+        if rt.is_view:
+            cur = events.from_core(cur)
         if ct == MERGE_PATCH:
             if not isinstance(patch, dict):
                 raise errors.bad_request("merge patch must be a JSON object")
@@ -477,6 +492,8 @@ class Registry:
             raise errors.unsupported_media_type(content_type)
         if not isinstance(new, dict):
             raise errors.bad_request("patch result must be an object")
+        if rt.is_view:
+            new = events.to_core(new, like=cur_e.obj)
         md = new.get("metadata")
         if not isinstance(md, dict):
             raise errors.bad_request("patch removed metadata")

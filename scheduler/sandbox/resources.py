@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .events import VIEW_FIELD_ALIASES
+
 VERBS_ALL = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 # Field selectors kube-apiserver accepts per resource (besides metadata.name/namespace).
@@ -50,6 +52,7 @@ _EVENTS_K8S_FIELDS = frozenset(
         "regarding.fieldPath",
         "reason",
         "reportingController",
+        "source",
         "type",
     }
 )
@@ -79,6 +82,12 @@ class ResourceType:
     crd_version: dict[str, Any] | None = None
     crd_name: str = ""
     all_versions: tuple[str, ...] = ()
+    # Another view of a type stored elsewhere (events.k8s.io/v1 events are core/v1 events):
+    # the storage key and the apiVersion objects are stored under.
+    storage_key: str = ""
+    stored_api_version: str = ""
+    # Field selector labels of this view -> the stored field they read.
+    field_aliases: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.singular:
@@ -93,7 +102,18 @@ class ResourceType:
     @property
     def key(self) -> str:
         """Storage identity: one store per group+plural, shared by all served versions."""
+        if self.storage_key:
+            return self.storage_key
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def storage_api_version(self) -> str:
+        return self.stored_api_version or self.api_version
+
+    @property
+    def is_view(self) -> bool:
+        """Served from another type's storage with conversion (events.k8s.io/v1 events)."""
+        return bool(self.stored_api_version)
 
     @property
     def list_kind(self) -> str:
@@ -142,7 +162,8 @@ def builtin_types() -> list[ResourceType]:
         _rt("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True),
         _rt("coordination.k8s.io", "v1", "leases", "Lease", True),
         _rt("events.k8s.io", "v1", "events", "Event", True, short_names=["ev"],
-            fields=_EVENTS_K8S_FIELDS),
+            fields=_EVENTS_K8S_FIELDS, storage_key="events", stored_api_version="v1",
+            field_aliases=dict(VIEW_FIELD_ALIASES)),
         _rt("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
             short_names=["pdb"], subresources=("status",), has_status_subresource=True,
             tracks_generation=True),

@@ -273,7 +273,8 @@ def parse_field_selector(s: str) -> list[FieldReq]:
 def field_value(obj: Obj, path: str) -> str:
     """The string value kube-apiserver's field set would hold for ``path``."""
     if path == "source":
-        return str((obj.get("source") or {}).get("component", ""))
+        # upstream's event field set: source.component, else the reporting controller
+        return str((obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "")
     cur: Any = obj
     for part in path.split("."):
         if not isinstance(cur, dict):
@@ -289,7 +290,10 @@ def field_value(obj: Obj, path: str) -> str:
     return str(cur)
 
 
-def field_matcher(selector: str | None, supports: Callable[[str], bool]) -> Matcher | None:
+def field_matcher(
+    selector: str | None, supports: Callable[[str], bool], aliases: dict[str, str] | None = None
+) -> Matcher | None:
+    """``aliases`` maps a view's field labels to the stored fields they read (events.k8s.io)."""
     if not selector or not selector.strip():
         return None
     reqs = parse_field_selector(selector)
@@ -298,6 +302,8 @@ def field_matcher(selector: str | None, supports: Callable[[str], bool]) -> Matc
             raise bad_request(f'field label not supported: {f}')
     if not reqs:
         return None
+    if aliases:
+        reqs = [(aliases.get(f, f), eq, v) for f, eq, v in reqs]
 
     def match(obj: Obj) -> bool:
         for f, eq, v in reqs:

@@ -99,8 +99,8 @@ def main() -> None:
                     break
         start_index = (start_index + processed) % n
         fwk.run_pre_score_plugins(state, info, feasible)
-        scores, status = fwk.score_nodes(state, info, feasible)
-        host = select_host([(s.name, s.total_score) for s in scores], rng)
+        table, status = fwk.score_table(state, info, feasible)
+        host = select_host(list(zip(table.names, table.totals)), rng)
         assumed = dict(info.pod)
         assumed["spec"] = {**info.pod["spec"], "nodeName": host}
         cache.assume_pod(PodInfo.from_pod(assumed))
