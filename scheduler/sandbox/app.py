@@ -20,6 +20,7 @@ import yaml
 from aiohttp import web
 
 from . import discovery, errors, events, openapi, tables
+from .auth import AuthTable
 from .errors import ApiError, success_status
 from .faults import Faults, parse_fail_body
 from .registry import Registry
@@ -33,6 +34,7 @@ JSON = "application/json"
 _PREFIX = {t: f'{{"type":"{t}","object":'.encode() for t in (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)}
 _MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 _HEALTH = {"/healthz", "/livez", "/readyz"}
+_REVIEWS = frozenset({"tokenreviews", "subjectaccessreviews"})
 
 
 @dataclass
@@ -88,8 +90,10 @@ class SandboxApp:
         max_inflight: int = 400,
         max_mutating_inflight: int = 200,
         bookmark_interval: float = 10.0,
+        auth: AuthTable | None = None,
     ) -> None:
         self.registry = registry
+        self.auth = auth or AuthTable()
         self.store = registry.store
         self.faults = faults
         self.token = token
@@ -259,6 +263,13 @@ class SandboxApp:
                 raise err
         if not verb:
             raise errors.method_not_allowed()
+        if rt.plural in _REVIEWS and rt.group in ("authentication.k8s.io", "authorization.k8s.io"):
+            if verb != "create" or r.name or r.sub:
+                raise errors.method_not_allowed()
+            body = await self._body(request)
+            review = self.auth.token_review(body) if rt.plural == "tokenreviews" \
+                else self.auth.subject_access_review(body)
+            return _json(review, 201)
         dry_run = False
         if "dryRun" in q:
             dr = q.getall("dryRun")
@@ -604,6 +615,8 @@ class SandboxApp:
         if op == "faults" and m == "DELETE":
             f.clear()
             return _json({})
+        if op == "raw" and m == "POST":
+            return _json(self.registry.raw_put(body), 201)
         if op == "pause" and m == "POST":
             f.pause()
             return _json({})

@@ -12,6 +12,7 @@ import logging
 import signal
 import sys
 
+from .auth import parse_allow, parse_user
 from .server import Sandbox
 from .validation import parse_quantity
 
@@ -51,6 +52,20 @@ def _labels(s: str) -> dict[str, str]:
     return out
 
 
+def _auth_user(s: str) -> tuple[str, tuple[str, list[str]]]:
+    try:
+        return parse_user(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _auth_allow(s: str) -> tuple[str, str, str]:
+    try:
+        return parse_allow(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kube-py-scheduler sandbox",
@@ -67,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-labels", type=_labels, default=None, metavar="K=V,K2=V2")
     p.add_argument("--simulate-kubelet", action=argparse.BooleanOptionalAction, default=True,
                    help="bound pods on simulated nodes become Running (default on)")
+    p.add_argument("--simulate-pv-controller", action=argparse.BooleanOptionalAction, default=True,
+                   help="bind and provision PersistentVolumes like the PV controller (default on)")
+    p.add_argument("--auth-user", type=_auth_user, action="append", default=[], metavar="TOKEN=USERNAME[:G1;G2]",
+                   help="a token TokenReview accepts, with its user and groups (repeatable)")
+    p.add_argument("--auth-allow", type=_auth_allow, action="append", default=[], metavar="USERNAME:VERB:PATH",
+                   help="a SubjectAccessReview rule; '*' wildcards (repeatable)")
     p.add_argument("--watch-history", type=_positive_int, default=10000,
                    help="events kept per resource type for watch resumption")
     p.add_argument("--max-requests-inflight", type=_positive_int, default=400)
@@ -88,6 +109,8 @@ async def _serve(args: argparse.Namespace) -> None:
         max_requests_inflight=max(1, args.max_requests_inflight),
         max_mutating_requests_inflight=max(1, args.max_mutating_requests_inflight),
         bookmark_interval=args.bookmark_interval,
+        simulate_pv_controller=args.simulate_pv_controller,
+        auth_users=dict(args.auth_user), auth_allow=list(args.auth_allow),
     )
     await sb.start()
     stop = asyncio.Event()

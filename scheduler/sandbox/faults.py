@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,8 @@ class Faults:
     requests: dict[str, int] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     rng: random.Random = field(default_factory=random.Random)
+    # Wired by the Sandbox to Registry.raw_put.
+    raw_writer: Callable[[Any], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.running.set()
@@ -93,6 +96,13 @@ class Faults:
         if seconds < 0:
             raise ValueError("latency must be >= 0")
         self.latencies.append(LatencyRule(seconds, verb, resource))
+
+    def raw_put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` bypassing validation (create or replace by kind/namespace/name), as an
+        API server with looser validation would have; returns the stored object."""
+        if self.raw_writer is None:
+            raise RuntimeError("raw writes need a sandbox")
+        return self.raw_writer(obj)
 
     def pause(self) -> None:
         self.running.clear()

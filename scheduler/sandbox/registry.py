@@ -9,6 +9,7 @@ PodDisruptionBudgets. Transport-agnostic: the HTTP layer lives in ``app.py``.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -27,14 +28,17 @@ from .util import iso_at, name_suffix, new_uid, now_iso, set_condition
 
 if TYPE_CHECKING:
     from .kubelet import KubeletSim
+    from .pvcontroller import PVControllerSim
 
 Obj = dict[str, Any]
+log = logging.getLogger("scheduler.sandbox")
 
 SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 DEFAULT_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
 ]
+_PV_CONTROLLER_INPUTS = frozenset({"persistentvolumes", "persistentvolumeclaims", "storageclasses"})
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
@@ -135,6 +139,7 @@ class Registry:
         self.catalog = Catalog()
         self.clock = clock
         self.kubelet: KubeletSim | None = None
+        self.pv_controller: PVControllerSim | None = None
         self.terminating_ns: set[str] = set()
         self.on_crd_change: Callable[[], None] | None = None
         self.counters: dict[str, int] = {}
@@ -254,6 +259,14 @@ class Registry:
             obj["status"] = {"phase": "Available"}
         elif g == "" and p == "persistentvolumeclaims":
             obj["status"] = {"phase": "Pending"}
+            pvc_spec = obj.get("spec")
+            if isinstance(pvc_spec, dict) and pvc_spec.get("storageClassName") is None:
+                # DefaultStorageClass admission: a claim without a class gets the default one
+                from .pvcontroller import default_class
+
+                dc = default_class([e.obj for e in self.ts_of("storage.k8s.io", "storageclasses").entries()])
+                if dc is not None:
+                    obj["spec"] = {**pvc_spec, "storageClassName": dc["metadata"]["name"]}
         elif p == "customresourcedefinitions":
             spec = dict(obj.get("spec") or {})
             names = dict(spec.get("names") or {})
@@ -561,6 +574,8 @@ class Registry:
 
     def _remove(self, rt: ResourceType, ts: TypeStore, e: Entry) -> Entry:
         out = self.store.remove(ts, e)
+        if self.pv_controller is not None and rt.plural in _PV_CONTROLLER_INPUTS and rt.group in ("", "storage.k8s.io"):
+            self.pv_controller.poke()
         ns = e.obj["metadata"].get("namespace", "")
         if ns and ns in self.terminating_ns:
             self._maybe_finish_namespace(ns)
@@ -591,6 +606,50 @@ class Registry:
             except ApiError:
                 continue
         return out
+
+    # ------------------------------------------------------------ raw writes (a fault)
+
+    def raw_put(self, obj: Any) -> Obj:
+        """Store ``obj`` bypassing defaulting, validation and admission (a fault: an object written
+        by an API server with looser validation). Creates or replaces by kind/namespace/name with
+        the usual uid/creationTimestamp/resourceVersion and watch event; returns what was stored
+        (in the view of the object's apiVersion)."""
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the raw object must be a JSON object")
+        api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+        group, _, version = api_version.rpartition("/")
+        rt = next((t for (g, v, _), t in self.catalog.by_gvr.items()
+                   if g == group and v == version and t.kind == kind), None)
+        if rt is None:
+            raise errors.bad_request(f"no served resource has apiVersion {api_version!r} and kind {kind!r}")
+        md = obj.get("metadata")
+        md = dict(md) if isinstance(md, dict) else {}
+        name = md.get("name")
+        if not isinstance(name, str) or not name:
+            raise errors.bad_request("the raw object needs metadata.name")
+        ns = str(md.get("namespace") or "default") if rt.namespaced else ""
+        body = events.to_core(obj) if rt.is_view else dict(obj)
+        ts = self.ts(rt)
+        cur = ts.get(ns, name)
+        if rt.namespaced:
+            md["namespace"] = ns
+        else:
+            md.pop("namespace", None)
+        if cur is not None:
+            md["uid"] = cur.obj["metadata"]["uid"]
+            md["creationTimestamp"] = cur.obj["metadata"]["creationTimestamp"]
+        else:
+            md["uid"] = new_uid()
+            md["creationTimestamp"] = _now()
+        body["apiVersion"] = rt.storage_api_version if not rt.is_custom else api_version
+        body["metadata"] = md
+        prev = cur.obj if cur is not None else None
+        entry = self.store.write(ts, body, prev)
+        try:
+            self._after_write(rt, entry.obj, prev)
+        except Exception:  # simulations must survive the malformed object they were handed
+            log.exception("sandbox: reacting to raw object %s %s/%s failed", kind, ns, name)
+        return events.from_core(entry.obj) if rt.is_view else entry.obj
 
     # ------------------------------------------------------------ namespaces
 
@@ -627,6 +686,8 @@ class Registry:
     # ------------------------------------------------------------ CRDs
 
     def _after_write(self, rt: ResourceType, obj: Obj, prev: Obj | None) -> None:
+        if self.pv_controller is not None and rt.plural in _PV_CONTROLLER_INPUTS and rt.group in ("", "storage.k8s.io"):
+            self.pv_controller.poke()
         if rt.plural == "customresourcedefinitions":
             self._register_crd(obj, prev)
         elif rt.group == "" and rt.plural == "pods" and self.kubelet is not None:

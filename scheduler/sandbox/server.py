@@ -19,10 +19,12 @@ from typing import Any
 from aiohttp import web
 
 from .app import SandboxApp
+from .auth import AuthTable
 from .errors import ApiError
 from .faults import Faults
 from .kubeconfig import write_kubeconfig
 from .kubelet import KubeletSim, make_node
+from .pvcontroller import PVControllerSim
 from .registry import Registry
 from .store import Store
 
@@ -48,6 +50,9 @@ class SandboxConfig:
     bookmark_interval: float = 10.0
     max_grace_seconds: float = 1.0
     kubelet_tick: float = 0.01
+    simulate_pv_controller: bool = True
+    auth_users: dict[str, tuple[str, list[str]]] | None = None
+    auth_allow: list[tuple[str, str, str]] | None = None
 
 
 class Sandbox:
@@ -65,6 +70,7 @@ class Sandbox:
         self.store = Store(watch_history=c.watch_history)
         self.registry = Registry(self.store)
         self.faults = Faults()
+        self.faults.raw_writer = self.registry.raw_put
         self.app = SandboxApp(
             self.registry,
             self.faults,
@@ -72,13 +78,19 @@ class Sandbox:
             max_inflight=c.max_requests_inflight,
             max_mutating_inflight=c.max_mutating_requests_inflight,
             bookmark_interval=c.bookmark_interval,
+            auth=AuthTable(c.auth_users, c.auth_allow),
         )
         self.kubelet: KubeletSim | None = None
         if c.simulate_kubelet:
             self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
             self.registry.kubelet = self.kubelet
+        self.pv_controller: PVControllerSim | None = None
+        if c.simulate_pv_controller:
+            self.pv_controller = PVControllerSim(self.registry)
+            self.registry.pv_controller = self.pv_controller
         self._runner: web.AppRunner | None = None
         self._kubelet_task: asyncio.Task[None] | None = None
+        self._pv_task: asyncio.Task[None] | None = None
         self.url = ""
         self.port = 0
         self._bootstrap()
@@ -128,18 +140,23 @@ class Sandbox:
         if self.kubelet is not None:
             self._kubelet_task = asyncio.create_task(self.kubelet.run(), name="sandbox-kubelet")
             self._kubelet_task.add_done_callback(_log_crash)
+        if self.pv_controller is not None:
+            self._pv_task = asyncio.create_task(self.pv_controller.run(), name="sandbox-pv-controller")
+            self._pv_task.add_done_callback(_log_crash)
+            self.pv_controller.poke()
         log.info("sandbox listening on %s", self.url)
         return self
 
     async def stop(self) -> None:
         self.app.shutdown()
-        if self._kubelet_task is not None:
-            self._kubelet_task.cancel()
-            try:
-                await self._kubelet_task
-            except asyncio.CancelledError:
-                pass
-            self._kubelet_task = None
+        for task in (self._kubelet_task, self._pv_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._kubelet_task = self._pv_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -162,6 +179,10 @@ class Sandbox:
 
     def drop_watches(self) -> int:
         return self.store.drop_watches()
+
+    def raw_put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` bypassing validation (a fault; see ``Faults.raw_put``)."""
+        return self.registry.raw_put(obj)
 
     def compact(self) -> None:
         self.store.compact()

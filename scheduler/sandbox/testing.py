@@ -82,6 +82,10 @@ class SandboxAdmin:
     def add_latency(self, seconds: float, verb: str = "*", resource: str = "*") -> None:
         self.call("POST", "faults/latency", {"seconds": seconds, "verb": verb, "resource": resource})
 
+    def raw_put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` bypassing validation (fault: version-skewed writer); returns it as stored."""
+        return dict(self.call("POST", "raw", obj))
+
     def pause(self) -> None:
         self.call("POST", "pause")
 
@@ -113,6 +117,9 @@ class SandboxAdmin:
 
     async def aadd_latency(self, seconds: float, verb: str = "*", resource: str = "*") -> None:
         await self.acall("POST", "faults/latency", {"seconds": seconds, "verb": verb, "resource": resource})
+
+    async def araw_put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return dict(await self.acall("POST", "raw", obj))
 
     async def apause(self) -> None:
         await self.acall("POST", "pause")
@@ -161,6 +168,9 @@ class SandboxProcess:
                 args.append(flag if v else "--no-" + k.replace("_", "-"))
             elif isinstance(v, dict):
                 args += [flag, ",".join(f"{a}={b}" for a, b in v.items())]
+            elif isinstance(v, (list, tuple)):
+                for item in v:  # repeatable flags: auth_user=["t=alice"] -> --auth-user t=alice
+                    args += [flag, str(item)]
             elif v is not None:
                 args += [flag, str(v)]
         return args + self.extra_args

@@ -17,6 +17,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.helper import args_error
 from scheduler.plugins.noderesources.resource_allocation import (
+    PairedScorer,
     ResourceAllocationScorer,
     ResourceSpec,
     parse_resource_specs,
@@ -47,6 +48,15 @@ def balanced_resource_scorer(requested: Sequence[int], allocatable: Sequence[int
     return int((1 - std) * MAX_NODE_SCORE)
 
 
+def balanced_pair_scorer(r0: int, a0: int, r1: int, a1: int) -> int:
+    """``balanced_resource_scorer`` for exactly two resources."""
+    if a0 and a1:
+        f0 = min(r0 / a0, 1.0)
+        f1 = min(r1 / a1, 1.0)
+        return int((1 - abs((f0 - f1) / 2)) * MAX_NODE_SCORE)
+    return MAX_NODE_SCORE  # one fraction (or none): no spread
+
+
 class _PreScoreState:
     __slots__ = ("pod_requests",)
 
@@ -75,7 +85,10 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
                     NAME, f"resources[{i}].weight", f"invalid value {spec.weight}: must be 1"
                 )
         self.scorer = ResourceAllocationScorer(
-            name=NAME, scorer=balanced_resource_scorer, resources=resources, use_requested=True
+            name=NAME,
+            scorer=PairedScorer(balanced_resource_scorer, balanced_pair_scorer),
+            resources=resources,
+            use_requested=True,
         )
         self._handle = handle
 

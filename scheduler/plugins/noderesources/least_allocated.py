@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduler.framework.types import MAX_NODE_SCORE
-from scheduler.plugins.noderesources.resource_allocation import ResourceSpec, ScorerFn
+from scheduler.plugins.noderesources.resource_allocation import (
+    PairedScorer,
+    ResourceSpec,
+    ScorerFn,
+)
 
 NAME = "LeastAllocated"
 
@@ -32,4 +36,18 @@ def least_resource_scorer(resources: Sequence[ResourceSpec]) -> ScorerFn:
             return 0
         return node_score // weight_sum
 
-    return scorer
+    if len(weights) != 2:
+        return scorer
+    w0, w1 = weights
+
+    def pair(r0: int, a0: int, r1: int, a1: int) -> int:
+        score = weight_sum = 0
+        if a0:
+            score += (0 if r0 > a0 else (a0 - r0) * MAX_NODE_SCORE // a0) * w0
+            weight_sum += w0
+        if a1:
+            score += (0 if r1 > a1 else (a1 - r1) * MAX_NODE_SCORE // a1) * w1
+            weight_sum += w1
+        return score // weight_sum if weight_sum else 0
+
+    return PairedScorer(scorer, pair)

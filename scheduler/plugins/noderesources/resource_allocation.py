@@ -79,10 +79,27 @@ def pod_resource_request(pod_info: PodInfo, resource: str, *, use_requested: boo
     return pod_info.requests.get(resource)
 
 
+PairScorerFn = Callable[[int, int, int, int], int]
+
+
+class PairedScorer:
+    """A scoring strategy's general formula plus the same formula for exactly two resources
+    taken as plain arguments, which the scorer uses on its fast path."""
+
+    __slots__ = ("general", "pair")
+
+    def __init__(self, general: ScorerFn, pair: PairScorerFn) -> None:
+        self.general = general
+        self.pair = pair
+
+    def __call__(self, requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        return self.general(requested, allocatable)
+
+
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 
-    __slots__ = ("name", "resources", "use_requested", "_scorer")
+    __slots__ = ("name", "resources", "use_requested", "_scorer", "pair_scorer")
 
     def __init__(
         self,
@@ -96,6 +113,9 @@ class ResourceAllocationScorer:
         self.resources = list(resources)
         self.use_requested = use_requested
         self._scorer = scorer
+        # The same formula for exactly two resources as plain arguments
+        # (requested0, allocatable0, requested1, allocatable1): no lists per node.
+        self.pair_scorer: PairScorerFn | None = getattr(scorer, "pair", None)
 
     def pod_requests(self, pod_info: PodInfo) -> list[int]:
         return [
@@ -134,34 +154,30 @@ class ResourceAllocationScorer:
     def score_many(
         self, nodes: Sequence[NodeInfo], pod_requests: Sequence[int]
     ) -> tuple[list[int], Status | None]:
-        """``score`` for every node; cpu and memory (the default) take a fast path."""
+        """``score`` for every node; two native resources (the default) take a fast path."""
         if not self.resources:
             return [], Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)
-        if any(spec.name not in (CPU, MEMORY) for spec in self.resources):
+        native = all(spec.name in (CPU, MEMORY) for spec in self.resources)
+        if not native or len(self.resources) != 2 or self.pair_scorer is None:
             return [self.score(node_info, pod_requests)[0] for node_info in nodes], None
-        wants_cpu = [spec.name == CPU for spec in self.resources]
+        cpu_first = self.resources[0].name == CPU
+        cpu_request, mem_request = (
+            (pod_requests[0], pod_requests[1]) if cpu_first else (pod_requests[1], pod_requests[0])
+        )
         use_requested = self.use_requested
-        scorer = self._scorer
-        pairs = list(zip(wants_cpu, pod_requests))
+        pair = self.pair_scorer
         out: list[int] = []
         append = out.append
         for node_info in nodes:
-            requested_res = node_info.requested if use_requested else node_info.non_zero_requested
-            alloc_res = node_info.allocatable
-            requested: list[int] = []
-            allocatable: list[int] = []
-            for is_cpu, pod_request in pairs:
-                if is_cpu:
-                    alloc = alloc_res.milli_cpu
-                    req = requested_res.milli_cpu + pod_request
-                else:
-                    alloc = alloc_res.memory
-                    req = requested_res.memory + pod_request
-                if alloc == 0:
-                    alloc = req = 0
-                allocatable.append(alloc)
-                requested.append(req)
-            append(scorer(requested, allocatable))
+            requested = node_info.requested if use_requested else node_info.non_zero_requested
+            alloc = node_info.allocatable
+            a_cpu, a_mem = alloc.milli_cpu, alloc.memory
+            r_cpu = requested.milli_cpu + cpu_request if a_cpu else 0
+            r_mem = requested.memory + mem_request if a_mem else 0
+            if cpu_first:
+                append(pair(r_cpu, a_cpu, r_mem, a_mem))
+            else:
+                append(pair(r_mem, a_mem, r_cpu, a_cpu))
         return out, None
 
     def score(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status | None]:
