@@ -120,5 +120,6 @@ class FitError(Exception):
                 parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
                 message += f" {', '.join(parts)}."
         if self.diagnosis.post_filter_msg:
-            message += f" {self.diagnosis.post_filter_msg}."
+            # Appended as is: PostFilter messages (preemption's) end with their own period.
+            message += f" {self.diagnosis.post_filter_msg}"
         return message

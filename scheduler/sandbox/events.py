@@ -21,6 +21,7 @@ strict ones for writes through events.k8s.io/v1.
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from typing import Any
 
 Obj = dict[str, Any]
@@ -126,6 +127,58 @@ def from_core(e: Obj) -> Obj:
         out.pop("series", None)
     if out.get("related") is None:
         out.pop("related", None)
+    return out
+
+
+# ---------------------------------------------------------------- time fields
+
+_MICRO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{6})(Z|[+-]\d\d:\d\d)$")
+_SECONDS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,]\d+)?(Z|[+-]\d\d:\d\d)$")
+RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+
+
+def _utc(base: str, offset: str) -> datetime:
+    dt = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S")
+    if offset != "Z":
+        sign = 1 if offset[0] == "+" else -1
+        dt -= sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
+    return dt
+
+
+def _micro(v: Any, kind: str) -> Any:
+    if v is None:
+        return None
+    m = _MICRO.match(v) if isinstance(v, str) else None
+    if m is None:
+        raise ValueError(f'Event in version "{kind}" cannot be handled as a Event: parsing time "{v}" as '
+                         f'"{RFC3339_MICRO}": cannot parse as RFC3339Micro')
+    return _utc(m.group(1), m.group(3)).strftime("%Y-%m-%dT%H:%M:%S") + f".{m.group(2)}Z"
+
+
+def _seconds(v: Any, kind: str) -> Any:
+    if v is None:
+        return None
+    m = _SECONDS.match(v) if isinstance(v, str) else None
+    if m is None:
+        raise ValueError(f'Event in version "{kind}" cannot be handled as a Event: parsing time "{v}" as '
+                         '"2006-01-02T15:04:05Z07:00": cannot parse as RFC3339')
+    return _utc(m.group(1), m.group(2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def canonical_times(e: Obj, *, version: str) -> Obj:
+    """Decode and re-encode the time fields of a stored-form event the way the server's Go types
+    do: MicroTime (eventTime, series.lastObservedTime) must be RFC3339 with exactly six fraction
+    digits, Time (first/lastTimestamp) is kept at second precision; both are rendered in UTC.
+    Raises ValueError (a 400 upstream) for what Go cannot parse."""
+    out = dict(e)
+    if "eventTime" in out:
+        out["eventTime"] = _micro(out["eventTime"], version)
+    for k in ("firstTimestamp", "lastTimestamp"):
+        if k in out:
+            out[k] = _seconds(out[k], version)
+    s = out.get("series")
+    if isinstance(s, dict) and "lastObservedTime" in s:
+        out["series"] = {**s, "lastObservedTime": _micro(s["lastObservedTime"], version)}
     return out
 
 

@@ -208,6 +208,8 @@ class Registry:
         if rt.has_status_subresource and not rt.keep_status_on_create:
             obj.pop("status", None)
         obj = self._prepare_create(rt, obj)
+        if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
+            obj = _event_times(obj, rt)
         validation.check(obj, rt)
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             validation.raise_if(events.validate_create(obj, strict=rt.is_view), rt, name)
@@ -402,6 +404,8 @@ class Registry:
             if rt.group == "" and rt.plural == "namespaces":
                 new["spec"] = cur.get("spec", {})
         new["metadata"]["resourceVersion"] = cmd["resourceVersion"]
+        if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
+            new = _event_times(new, rt)
         validation.check(new, rt)
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             validation.raise_if(events.validate_update(new, cur, strict=rt.is_view), rt, name)
@@ -827,6 +831,13 @@ class Registry:
         else:
             desired = expected
         return healthy, desired, expected
+
+
+def _event_times(obj: Obj, rt: ResourceType) -> Obj:
+    try:
+        return events.canonical_times(obj, version=rt.api_version)
+    except ValueError as e:
+        raise errors.bad_request(str(e)) from None
 
 
 def _pod_ready(pod: Obj) -> bool:

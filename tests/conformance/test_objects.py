@@ -250,7 +250,9 @@ async def test_pvc_status_subresource_and_other_builtins(http: Http) -> None:
         ("/api/v1/namespaces/default/services", {"metadata": {"name": "svc"}, "spec": {"ports": [{"port": 80}]}}),
         ("/apis/apps/v1/namespaces/default/replicasets", {"metadata": {"name": "rs"}, "spec": {"selector": {}}}),
         ("/apis/events.k8s.io/v1/namespaces/default/events", {"metadata": {"name": "e"}, "reason": "X",
-                                                              "eventTime": "2026-01-01T00:00:00.000000Z"}),
+                                                              "eventTime": "2026-01-01T00:00:00.000000Z",
+                                                              "type": "Normal", "action": "A",
+                                                              "reportingController": "c", "reportingInstance": "i"}),
     ):
         s, o = await http.post(path, body)
         assert s == 201, (path, o)

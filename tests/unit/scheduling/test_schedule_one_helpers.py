@@ -78,7 +78,7 @@ def _status(*reasons: str, plugin: str = "P") -> Status:
             Diagnosis(
                 node_to_status={"n1": _status("Insufficient cpu")},
                 post_filter_msg="preemption: 0/1 nodes are available: 1 No preemption victims "
-                "found for incoming pod",
+                "found for incoming pod.",
             ),
             "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
             "1 No preemption victims found for incoming pod.",

@@ -126,10 +126,10 @@ def test_failed_scheduling_message_matches_upstream() -> None:
     assert result is None or result == PostFilterResult("")
     assert status is not None and status.code == Code.UNSCHEDULABLE
     assert status.plugin == "DefaultPreemption"
-    # Upstream's message ends in ".." (the inner FitError's period plus the outer one).
+    # The PostFilter message is appended as is (kube-scheduler >= 1.30): one final period.
     assert message == (
         "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
-        "2 No preemption victims found for incoming pod..")
+        "2 No preemption victims found for incoming pod.")
 
 
 def test_preemption_policy_never_through_the_framework() -> None:
@@ -138,5 +138,5 @@ def test_preemption_policy_never_through_the_framework() -> None:
         pod("p", priority=HIGH, cpu="500m", policy="Never"))
     assert result is None and status is not None and status.code == Code.UNSCHEDULABLE
     assert message == ("0/1 nodes are available: 1 Insufficient cpu. "
-                       "preemption: not eligible due to preemptionPolicy=Never..")
+                       "preemption: not eligible due to preemptionPolicy=Never.")
     assert cluster.client.requests == []

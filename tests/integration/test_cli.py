@@ -1,0 +1,90 @@
+"""The daemon as a process: bad configuration exits 2 before any request; SIGTERM exits 0."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scheduler.sandbox.testing import SandboxProcess
+
+RUN = [sys.executable, "-m", "scheduler", "run", "--metrics-bind-address", "127.0.0.1:0",
+       "--log-format", "json"]
+
+
+@pytest.mark.parametrize(
+    ("config_text", "expected"),
+    [
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  plugins:\n    score:\n      enabled:\n"
+                     "      - name: NodeResourcesFit\n        weight: -3\n",
+                     "profiles[0].plugins.score.enabled[0].weight", id="negative-weight"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeResourcesFit\n"
+                     "    args:\n      scoringStrategy:\n        type: Sideways\n",
+                     "scoringStrategy", id="bad-plugin-args"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      enabled:\n"
+                     "      - name: NoSuchPlugin\n",
+                     "NoSuchPlugin", id="unknown-plugin"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles: [\n", "line", id="yaml-syntax"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "percentageOfNodesToScore: 150\n", "percentageOfNodesToScore",
+                     id="out-of-range"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_field(tmp_path: Path, config_text: str, expected: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text)
+    # A kubeconfig pointing nowhere: exit 2 must come before any connection attempt.
+    result = subprocess.run(
+        [*RUN, "--config", str(config), "--kubeconfig", str(tmp_path / "missing")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert str(config) in result.stderr or "config" in result.stderr
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    result = subprocess.run([*RUN, "--config", str(tmp_path / "nope.yaml")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "nope.yaml" in result.stderr
+
+
+def test_sigterm_stops_cleanly_with_exit_0(tmp_path: Path) -> None:
+    with SandboxProcess(nodes=2) as sandbox:
+        proc = subprocess.Popen(
+            [*RUN, "--kubeconfig", str(sandbox.kubeconfig_path), "--leader-elect", "true"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            lease = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/py-scheduler"
+            import urllib.request
+
+            while time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(sandbox.url + lease, timeout=2) as r:
+                        if b'"holderIdentity"' in r.read():
+                            break
+                except OSError:
+                    pass
+                time.sleep(0.1)
+            else:
+                pytest.fail("scheduler never took the lease")
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert code == 0, proc.stderr.read() if proc.stderr else ""
+        with urllib.request.urlopen(sandbox.url + lease, timeout=2) as r:
+            body = r.read().decode()
+        assert '"holderIdentity":""' in body.replace(" ", ""), "lease released on SIGTERM"
