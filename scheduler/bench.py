@@ -3,7 +3,8 @@
 One run measures, against the same sandbox process (on the other core):
 
 1. the raw binding rate: binding POSTs from 32 concurrent connections, no scheduling at all —
-   the most any scheduler could bind through this API server and client stack;
+   the most any scheduler could bind through this API server and client stack — with our
+   aiohttp client and, for reference, with the official ``kubernetes.aio`` client;
 2. the scheduler: M pending pods are created first, then the real scheduler (the daemon's own
    wiring, in this process) starts; we time from its start until every pod is bound, and
    record each scheduling cycle's latency, this process's CPU time and peak RSS.
@@ -146,6 +147,51 @@ async def measure_raw_binding(client: Any, node_names: list[str], count: int,
     return count / elapsed
 
 
+async def measure_raw_binding_official_client(
+    kubeconfig: str, client: Any, node_names: list[str], count: int, concurrency: int
+) -> float:
+    """The same raw binding measurement through the official ``kubernetes.aio`` client."""
+    from kubernetes.aio import client as kclient
+    from kubernetes.aio import config as kconfig
+
+    namespace = RAW_NAMESPACE + "-official"
+    await client.create("/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    created: list[dict[str, Any]] = []
+
+    async def create(i: int) -> None:
+        created.append(await client.create(path, _pod(
+            f"raw-{i}", scheduler_name=RAW_SCHEDULER_NAME, namespace=namespace)))
+
+    await _gather_bounded(list(range(count)), create, concurrency)
+    configuration = kclient.Configuration()
+    await kconfig.load_kube_config(  # type: ignore[no-untyped-call]  # untyped upstream
+        config_file=kubeconfig, client_configuration=configuration)
+    configuration.connection_pool_maxsize = concurrency
+    async with kclient.ApiClient(configuration) as api_client:
+        core = kclient.CoreV1Api(api_client)
+
+        async def bind(item: tuple[int, dict[str, Any]]) -> None:
+            i, pod = item
+            body = kclient.V1Binding(
+                metadata=kclient.V1ObjectMeta(name=pod["metadata"]["name"],
+                                              uid=pod["metadata"]["uid"]),
+                target=kclient.V1ObjectReference(api_version="v1", kind="Node",
+                                                 name=node_names[i % len(node_names)]),
+            )
+            response = await core.create_namespaced_pod_binding_without_preload_content(
+                pod["metadata"]["name"], namespace, body)
+            await response.read()
+            response.release()
+
+        started = time.perf_counter()
+        await _gather_bounded(list(enumerate(created)), bind, concurrency)
+        elapsed = time.perf_counter() - started
+    await client.delete(f"/api/v1/namespaces/{namespace}")
+    return count / elapsed
+
+
 async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     from scheduler.app import build_components
     from scheduler.client.api import ApiClient
@@ -165,6 +211,9 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             node_names = [n["metadata"]["name"] for n in nodes]
             raw_rate = await measure_raw_binding(
                 user, node_names, min(args.pods, args.raw_binds), args.concurrency)
+            official_rate = await measure_raw_binding_official_client(
+                str(sandbox.kubeconfig_path), user, node_names,
+                min(args.pods, args.raw_binds), args.concurrency)
 
             if args.config:
                 config = load_config_file(args.config)
@@ -220,9 +269,12 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "pods": len(pods),
         "bound": confirmed,
         "raw_binding_rate_per_s": round(raw_rate, 1),
+        "raw_binding_rate_official_client_per_s": round(official_rate, 1),
         "pod_create_rate_per_s": round(create_rate, 1),
         "scheduler_pods_per_s": round(throughput, 1),
         "ratio_to_raw_binding": round(throughput / raw_rate, 3) if raw_rate else None,
+        "ratio_to_official_client_binding": round(throughput / official_rate, 3)
+        if official_rate else None,
         "informer_sync_s": round(sync_seconds, 3),
         "wall_s": round(wall, 3),
         "cycle_p50_ms": round(percentile(cycle_latencies, 50) * 1000, 3),
