@@ -48,7 +48,7 @@ from scheduler.objects.labels import LabelSelector
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.helper import args_error
-from scheduler.plugins.interpodaffinity.memo import NodeMemo
+from scheduler.plugins.node_memo import NodeMemo
 from scheduler.plugins.interpodaffinity.terms import (
     AffinityTerm,
     PodAffinityTerms,

@@ -47,7 +47,7 @@ from scheduler.objects.labels import LabelSelectorError, validate_label_key
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.helper import args_error
-from scheduler.plugins.interpodaffinity.memo import NodeMemo
+from scheduler.plugins.node_memo import NodeMemo
 from scheduler.plugins.podtopologyspread.common import (
     DO_NOT_SCHEDULE,
     HONOR,
