@@ -46,10 +46,10 @@ def failed_message(total: int, reasons: Sequence[tuple[int, str]], *,
     return message
 
 
-def preemption_fit_error(total: int, reason: str, count: int | None = None) -> str:
-    """The message of the FitError that preemption returns when it finds no candidate
-    (every node gets the same status in these scenarios)."""
-    return f"0/{total} nodes are available: {total if count is None else count} {reason}."
+def preemption_fit_error(total: int, reason: str) -> str:
+    """The message of the FitError that preemption returns when it finds no candidate and
+    every node got the same status."""
+    return failed_message(total, [(total, reason)])
 
 
 def node(name: str, *, zone: str = "zone-a", cpu: str = "4", memory: str = "16Gi",
@@ -133,13 +133,6 @@ async def failed_notes(cluster: Cluster, name: str) -> list[str]:
             if e.get("reason") == "FailedScheduling"]
 
 
-def known_double_period(note: str) -> str:
-    """Undo the one known wording bug (see ``test_exact_wording_after_preemption_message``):
-    ``FitError.__str__`` appends ``.`` after the PostFilter message, which already ends in one,
-    so our notes end in ``..`` where kube-scheduler >= 1.30 writes a single period."""
-    return note[:-1] if note.endswith("..") else note
-
-
 async def refusal_notes(cluster: Cluster, name: str, *, timeout: float = 10.0) -> list[str]:
     """Wait until the pod has a FailedScheduling event and a matching PodScheduled=False
     condition; return the raw notes of its FailedScheduling events."""
@@ -166,11 +159,10 @@ async def refusal_notes(cluster: Cluster, name: str, *, timeout: float = 10.0) -
 
 async def wait_failed(cluster: Cluster, name: str, expected: str, *,
                       timeout: float = 10.0) -> None:
-    """Wait for a FailedScheduling event on ``name`` saying ``expected`` (up to the known
-    double period), and check that every FailedScheduling note the pod got says the same."""
+    """Wait for a FailedScheduling event on ``name`` saying exactly ``expected``, and check
+    that every FailedScheduling note the pod got says the same."""
     async def matching() -> bool:
-        notes = await failed_notes(cluster, name)
-        return expected in {known_double_period(n) for n in notes}
+        return expected in await failed_notes(cluster, name)
 
     try:
         await wait_until(matching, timeout=timeout, message=f"FailedScheduling of {name}")
@@ -179,7 +171,7 @@ async def wait_failed(cluster: Cluster, name: str, expected: str, *,
             f"{e}\nexpected: {expected!r}\ngot:      {await failed_notes(cluster, name)!r}"
         ) from None
     notes = await refusal_notes(cluster, name, timeout=timeout)
-    assert {known_double_period(n) for n in notes} == {expected}, notes
+    assert set(notes) == {expected}, notes
 
 
 def count_by(placement: dict[str, str], key: Callable[[str], str]) -> dict[str, int]:

@@ -9,8 +9,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from scheduler.config.load import parse_config_text
 from tests.integration.harness import scheduler_config, wait_until
 from tests.integration.scenarios import (
@@ -91,8 +89,8 @@ async def test_all_nodes_tainted_refused_with_upstream_message(sandbox_factory: 
 
 async def test_exact_wording_after_preemption_message(sandbox_factory: Any, tmp_path: Path
                                                       ) -> None:
-    """The raw notes, without ``known_double_period``: the preemption message ends the note
-    with a single period."""
+    """Three kinds of preemption message in one place: each ends the note with a single
+    period (kube-scheduler >= 1.30 appends the PostFilter message as is)."""
     async with scenario(sandbox_factory, tmp_path,
                         [node("only", cpu="2", memory="8Gi", taints=[TAINT])]) as env:
         def tolerant(name: str, cpu: str = "100m") -> Any:
@@ -250,7 +248,7 @@ def low(name: str, node_name: str, priority: int, app: str = "low") -> dict[str,
                .node(node_name))
 
 
-def high(name: str, **kw: Any) -> Any:
+def high(name: str) -> Any:
     return pod(name, cpu="1", memory="1Gi").priority(1000)
 
 
@@ -392,6 +390,7 @@ async def test_profiles_honour_their_scoring_strategy(sandbox_factory: Any, tmp_
     config.pod_max_backoff_seconds = base.pod_max_backoff_seconds
     nodes = [node(f"n{i}") for i in range(3)]
     async with scenario(sandbox_factory, tmp_path, nodes, config=config) as env:
+        assert set(env.parts.scheduler.profiles) == {SCHEDULER, "py-packer"}
         packed = [f"packed-{i}" for i in range(4)]
         for name in packed:  # one at a time: each sees the previous one's usage
             await env.cluster.create_pod(api(pod(name, cpu="500m", memory="2Gi",
@@ -408,7 +407,6 @@ async def test_profiles_honour_their_scoring_strategy(sandbox_factory: Any, tmp_
         placement = await wait_bound(env.cluster, spread)
         assert busy not in placement.values(), placement
         assert len(set(placement.values())) == 2, placement
-        assert SCHEDULER in env.parts.scheduler.profiles
 
 
 # --- 6. volumes: WaitForFirstConsumer claims, static zonal volumes and provisioning ---------
