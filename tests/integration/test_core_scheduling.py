@@ -242,3 +242,39 @@ async def test_bind_conflict_from_a_rival_scheduler_is_not_retried(
         assert successes == 150
         # Each pod: one winning bind, at most one losing bind (no retry after a 409).
         assert 150 <= binds <= 300, counters
+
+
+async def test_malformed_pod_gets_a_clear_event_and_the_daemon_goes_on(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A pod whose quantity no parser accepts (written by a looser API server: the sandbox's
+    raw-write fault) is reported on the pod, naming the field; other pods keep scheduling."""
+    kc = sandbox.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc) as parts:
+        bad = pod("broken")
+        bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "abc"
+        sandbox.raw_put(bad)
+
+        async def reported() -> list[dict[str, Any]]:
+            return [e for e in await cluster.events_for("broken")
+                    if e["reason"] == "FailedScheduling"]
+
+        await wait_until(reported, timeout=10, message="event on the malformed pod")
+        [event] = await reported()
+        assert event["type"] == "Warning"
+        assert "spec.containers[0].resources.requests.cpu" in event["note"], event["note"]
+        assert '"abc"' in event["note"]
+
+        async def condition() -> dict[str, Any]:
+            current = await cluster.get_pod("broken") or {}
+            conds = current.get("status", {}).get("conditions", [])
+            return next((c for c in conds if c["type"] == "PodScheduled"), {})
+        await wait_until(condition, timeout=5, message="PodScheduled condition")
+        cond = await condition()
+        assert (cond["status"], cond["reason"]) == ("False", "SchedulerError")
+
+        # The daemon goes on: a good pod after the bad one is bound.
+        await cluster.create_pod(pod("fine"))
+        await wait_until(lambda: cluster.node_name("fine"), timeout=10, message="good pod bound")
+        assert await cluster.node_name("broken") == ""
+        assert parts.scheduler.queue.get(await cluster.get_pod("broken") or {}) is None

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.client.api import ApiClient
-from scheduler.client.connection import load_connection
+from scheduler.client.api import ApiClient, NotFound
 from tests.integration.harness import user_client, wait_until
 from tests.integration.procs import (
     SchedulerProcess,
@@ -45,7 +44,7 @@ profiles:
 async def _holder(client: ApiClient) -> str | None:
     try:
         lease = await client.get(LEASE)
-    except Exception:
+    except NotFound:
         return None
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
@@ -197,7 +196,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-py-scheduler")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
