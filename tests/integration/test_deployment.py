@@ -453,15 +453,7 @@ NOT_EXERCISED = {
         "the sandbox does not serve replicationcontrollers (404 on list), so the informer "
         "never gets to watch them; against a real API server it lists, then watches",
 }
-UNUSED_GRANTS_REASON = (
-    "manifests/rbac.yaml (and the Helm chart's clusterrole.yaml, kept equal to it by "
-    "tests/deploy/test_helm_chart.py) grant verbs no code path calls: get on every informed "
-    "resource, core events, the legacy bindings resource, update of pods/status, patch of "
-    "PVs/PVCs, update of events.k8s.io events, get/update of podgroups/status"
-)
 
-
-@pytest.mark.xfail(strict=True, reason=UNUSED_GRANTS_REASON)
 async def test_rbac_grants_nothing_the_daemon_never_calls(
     sandbox_process: Any, tmp_path: Path
 ) -> None:
