@@ -19,9 +19,11 @@ In-process, on the caller's event loop::
 
 Other keyword arguments: host, port, node_cpu, node_memory, node_pods, node_labels,
 max_requests_inflight, max_mutating_requests_inflight, bookmark_interval (s),
-max_grace_seconds (cap on pod termination grace, s), kubelet_tick (s).
+max_grace_seconds (cap on pod termination grace, s), kubelet_tick (s),
+simulate_pv_controller (default True), auth_users (``{token: (username, [groups])}``),
+auth_allow (``[(username, verb, path)]``).
 ``sb.add_nodes(n)`` adds simulated nodes; ``sb.drop_watches()`` / ``sb.compact()`` inject the
-two watch faults directly.
+two watch faults directly; ``sb.raw_put(obj)`` is the raw-write fault.
 
 On its own thread and loop (sync tests, ``run --sandbox``)::
 
@@ -47,6 +49,16 @@ message="", retry_after=1)``       non-core groups (``pods``, ``podgroups.schedu
                                    subresource e.g. ``binding``; ``times=None``: until cleared
 ``add_latency(seconds, verb,       delay matching requests
 resource)``
+``raw_put(obj)``                   store ``obj`` bypassing defaulting, validation and admission
+                                   (an object written by an API server with looser validation,
+                                   e.g. version skew: a pod with ``cpu: "abc"``); creates or
+                                   replaces by apiVersion/kind, namespace (default "default")
+                                   and name, with a new uid and creationTimestamp on create
+                                   (kept on replace), a new resourceVersion and the normal
+                                   watch event; returns the stored object. HTTP:
+                                   ``POST /sandbox/v1/raw`` (201); ``SandboxAdmin.raw_put`` /
+                                   ``araw_put``; in-process ``sb.faults.raw_put`` /
+                                   ``sb.raw_put``
 ``pause()`` / ``resume()``         requests wait while paused
 ``clear()``                        remove failures, latencies and pause
 ``counters()``                     ``{"requests": {"create pods/binding": 3, ...}, "bindings",
@@ -73,13 +85,60 @@ fails. Deleting a running pod on a simulated node is graceful: deletionTimestamp
 the pod goes away after min(grace, 1 s); ``gracePeriodSeconds=0`` is immediate. Pods that
 are unbound, finished, on unsimulated nodes, or with the kubelet off are deleted at once.
 
+PersistentVolume controller
+---------------------------
+On by default (``--simulate-pv-controller/--no-simulate-pv-controller``,
+``Sandbox(simulate_pv_controller=...)``), so the VolumeBinding plugin works end to end; it
+acts a few ms after the triggering write and every write it makes gets a new resourceVersion
+and a watch event (``pvcontroller.py``). A PV whose ``spec.claimRef`` names an existing claim
+is bound to it (PV claimRef uid + phase Bound; PVC ``spec.volumeName``, annotations
+``pv.kubernetes.io/bind-completed`` and ``bound-by-controller``, status phase/capacity/
+accessModes). An unbound claim of an Immediate class (or of no class) gets the smallest
+Available PV that fits (class, size, access modes, volume mode, selector), else is provisioned
+if its class has a provisioner. A claim annotated ``volume.kubernetes.io/selected-node`` with
+a WaitForFirstConsumer class whose provisioner is not ``kubernetes.io/no-provisioner`` gets a
+CSI PV ``pvc-<claim uid>`` (capacity = request, the claim's access modes, the class's reclaim
+policy (default Delete), node affinity on the node's ``topology.kubernetes.io/zone``, else
+``kubernetes.io/hostname``, annotation ``pv.kubernetes.io/provisioned-by``). Deleting a claim
+makes its PV Released; reclaim policy Delete then removes it; a bound claim whose PV is gone
+is Lost. New PVs start Available, PVCs Pending; the DefaultStorageClass admission gives a claim
+without ``storageClassName`` the default class.
+
+Events: one store, two views
+----------------------------
+core/v1 ``events`` and ``events.k8s.io/v1`` ``events`` are views of the same stored objects
+(``events.py``), converted like upstream (regarding/involvedObject, note/message,
+deprecatedSource/source, deprecatedCount/count, deprecatedFirst/LastTimestamp, reportingController/
+reportingComponent; eventTime, series, action, reason, type, related, reportingInstance as is).
+Gets, lists, watches, updates and patches work in both; each view has its upstream field
+selectors (core: ``involvedObject.*``, reason, type, source, reportingComponent;
+events.k8s.io: ``regarding.*``, reason, type, source, reportingController). Writes through
+events.k8s.io/v1 get upstream's strict validation (eventTime, reportingController/Instance,
+action, reason, type required; deprecated fields unset on create; only ``series`` may change);
+time fields are decoded like Go's MicroTime/Time (400 if not RFC3339(Micro)) and re-encoded in
+UTC. So ``kubectl describe pod`` shows events the scheduler wrote through events.k8s.io/v1.
+
+TokenReview and SubjectAccessReview
+-----------------------------------
+``authentication.k8s.io/v1 tokenreviews`` and ``authorization.k8s.io/v1
+subjectaccessreviews`` (create only) answer from a static table (``auth.py``):
+``--auth-user TOKEN=USERNAME[:GROUP1;GROUP2]`` (repeatable; groups follow the last ``:``, so
+write ``t=system:serviceaccount:ns:sa:`` for a username with colons and no groups) and
+``--auth-allow USERNAME:VERB:PATH`` (repeatable, split from the right; ``*`` wildcards, a
+trailing ``*`` is a prefix match; for resourceAttributes PATH is compared with
+``resource[.group][/subresource]``). Authenticated users also get ``system:authenticated``;
+``status.authenticated`` is omitted when false (Go's omitempty). The ``--token`` bearer auth of
+the API itself is unchanged and independent of the table.
+
 Served resources
 ----------------
 core/v1 namespaces, pods (+binding, status, eviction), bindings, nodes (+status), events,
 persistentvolumes, persistentvolumeclaims (+status), services, configmaps, secrets,
 serviceaccounts; apps/v1 deployments, replicasets, statefulsets; batch/v1 jobs, cronjobs;
 policy/v1 poddisruptionbudgets; storage.k8s.io/v1 storageclasses, csinodes, csidrivers,
-csistoragecapacities; coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
+csistoragecapacities; coordination.k8s.io/v1 leases; events.k8s.io/v1 events (a view of
+core/v1 events); authentication.k8s.io/v1 tokenreviews; authorization.k8s.io/v1
+subjectaccessreviews;
 scheduling.k8s.io/v1 priorityclasses; rbac.authorization.k8s.io/v1 roles, rolebindings,
 clusterroles, clusterrolebindings (stored only, not enforced); apiextensions.k8s.io/v1
 customresourcedefinitions and whatever they define.
@@ -110,9 +169,14 @@ server-side Tables for kubectl, namespace lifecycle, priority admission, 401 wit
 
 Limits (what it does not emulate)
 ---------------------------------
-* No controllers: Deployments/ReplicaSets/StatefulSets are stored, not reconciled; no
+* No controllers besides the kubelet and PV controller simulations:
+  Deployments/ReplicaSets/StatefulSets are stored, not reconciled; no
   garbage collection of dependents (ownerReferences are stored only); PDB status is not
   maintained (eviction computes the budget live from matching Ready pods).
+* PV controller: no pv/pvc-protection finalizers, recycling, retroactive default class,
+  expansion or attach/detach; no provisioning failures or CSIStorageCapacity checks.
+* TokenReview/SubjectAccessReview answer from the static table only (no RBAC evaluation, no
+  service-account tokens, no selfsubject*/localsubjectaccessreviews).
 * No RBAC, admission webhooks, quotas, limit ranges, service-account tokens or volumes
   injected into pods; pods with an explicit ``spec.priority`` keep it (upstream rejects a
   mismatch with their priority class).
