@@ -56,6 +56,7 @@ class StartupError(Exception):
 @dataclass
 class AppOptions:
     config: KubeSchedulerConfiguration
+    config_source: str
     kubeconfig: str | None
     context: str | None
     metrics_host: str
@@ -93,6 +94,7 @@ class AppOptions:
             raise StartupError("--stop-grace-seconds: must be >= 0")
         return cls(
             config=config,
+            config_source=args.config or "<default config>",
             kubeconfig=args.kubeconfig,
             context=args.context,
             metrics_host=host,
@@ -108,17 +110,21 @@ class AppOptions:
         )
 
 
-def validate_profiles(config: KubeSchedulerConfiguration, registry: Registry) -> None:
+def validate_profiles(
+    config: KubeSchedulerConfiguration, registry: Registry, *, source: str = "<default config>"
+) -> None:
     """Build every profile's plugins once, offline, so bad plugin args fail at startup."""
     from scheduler.offline import offline_handle_kwargs
 
-    for profile in config.profiles:
+    for index, profile in enumerate(config.profiles):
         try:
             Framework(profile=profile, registry=registry, **offline_handle_kwargs())
         except PluginConfigError as exc:
-            raise StartupError(str(exc)) from exc
+            raise StartupError(f"{source}: profiles[{index}]: {exc}") from exc
         except (KeyError, ValueError, TypeError) as exc:
-            raise StartupError(f"profiles[{profile.scheduler_name}]: {exc}") from exc
+            raise StartupError(
+                f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}"
+            ) from exc
 
 
 # Terminal pods no longer use node resources: the pod informer does not even see them, and a
@@ -194,7 +200,7 @@ class App:
         self.exit_code = EXIT_OK
 
     def prepare(self) -> None:
-        validate_profiles(self.options.config, self.registry)
+        validate_profiles(self.options.config, self.registry, source=self.options.config_source)
         if self.options.tls_cert_file:
             try:
                 ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sbhelpers import Http, pod
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -143,3 +145,29 @@ async def test_status_subresource_separation(http: Http) -> None:
     assert s == 200 and n["status"]["allocatable"]["cpu"] == "8"
     s, n = await http.patch("/api/v1/nodes/node-0000", {"spec": {"unschedulable": True}, "status": {"allocatable": {"cpu": "1"}}})
     assert n["spec"]["unschedulable"] is True and n["status"]["allocatable"]["cpu"] == "8"
+
+
+async def test_pod_status_write_does_not_revalidate_the_spec(sandbox: Any) -> None:
+    """kube-apiserver's pod status strategy validates metadata and status only: a pod whose spec
+    a looser server stored (the raw-write fault) can still have its conditions patched."""
+    import aiohttp
+
+    bad = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "loose", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "x",
+                                    "resources": {"requests": {"cpu": "abc"}}}]}}
+    sandbox.raw_put(bad)
+    patch = {"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                                        "reason": "SchedulerError"}]}}
+    async with aiohttp.ClientSession() as session:
+        async with session.patch(
+            f"{sandbox.url}/api/v1/namespaces/default/pods/loose/status", json=patch,
+            headers={"Content-Type": "application/strategic-merge-patch+json"},
+        ) as resp:
+            assert resp.status == 200, await resp.text()
+        async with session.patch(
+            f"{sandbox.url}/api/v1/namespaces/default/pods/loose",
+            json={"metadata": {"labels": {"a": "b"}}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ) as resp:
+            assert resp.status == 422, "a write to the main resource still validates the spec"
