@@ -24,7 +24,7 @@ import structlog
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import AlreadyBoundError, PodGoneError
-from scheduler.framework.events import ASSIGNED_POD_DELETE, UNSCHEDULABLE_TIMEOUT
+from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import (
@@ -476,16 +476,25 @@ class SchedulingCycle:
                 precheck=lambda other: other.pod_info.uid != assumed_info.uid,
             )
             return
-        event = UNSCHEDULABLE_TIMEOUT if status.is_rejected() else ASSIGNED_POD_DELETE
-        sched.queue.move_all_to_active_or_backoff_queue(
-            event, assumed_pod, None,
-            precheck=lambda other: other.pod_info.uid != assumed_info.uid,
-        )
+        # Forgetting the assumed pod gives its resources back: an AssignedPodDelete for the
+        # others.  For a rejection (Permit timeout, a gang rejected) the move happens after
+        # the pod itself is requeued, as upstream defers it, so the move does not count as a
+        # move request during the pod's own cycle and send it straight back to backoffQ.
+        def move_others() -> None:
+            sched.queue.move_all_to_active_or_backoff_queue(
+                ASSIGNED_POD_DELETE, assumed_pod, None,
+                precheck=lambda other: other.pod_info.uid != assumed_info.uid,
+            )
+
+        if not status.is_rejected():
+            move_others()
         reason = REASON_SCHEDULER_ERROR if status.code == Code.ERROR else REASON_UNSCHEDULABLE
         self.handle_failure(
             fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
             pod_scheduling_cycle=pod_scheduling_cycle, started=started, reason=reason,
         )
+        if status.is_rejected():
+            move_others()
 
 
 class _StatusError(Exception):
