@@ -39,7 +39,8 @@ def load_docs(text: str) -> list[Obj]:
 
 
 def manifest_files() -> list[Path]:
-    """Every YAML file under manifests/, recursively, except kustomization.yaml."""
+    """Every YAML file under manifests/, recursively (the kustomization is named `Kustomization`,
+    without an extension, so that `kubectl apply -f manifests/` does not try to apply it)."""
     return sorted(p for p in MANIFESTS.rglob("*") if p.suffix in (".yaml", ".yml")
                   and p.name != "kustomization.yaml")
 

@@ -201,7 +201,7 @@ def test_gang_job_members_name_an_existing_pod_group_they_can_fill() -> None:
 
 
 def _kustomization() -> Obj:
-    data = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text(encoding="utf-8"))
+    data = yaml.safe_load((MANIFESTS / "Kustomization").read_text(encoding="utf-8"))
     assert isinstance(data, dict)
     return data
 
