@@ -560,9 +560,15 @@ class InterPodAffinity(
                 for w in preferred_anti:
                     process(w.term, -w.weight, existing.namespace, existing.labels, None,
                             node_labels)
-                if not existing.has_affinity:
+                # The existing pod's scoring terms against the incoming pod; a pod with only
+                # required anti-affinity (the common replica-spreading case) has none, and
+                # skipping it here saves a terms lookup per existing pod per cycle.
+                if not (
+                    (hard_weight > 0 and existing.has_required_affinity)
+                    or existing.has_preferred_affinity
+                    or existing.has_preferred_anti_affinity
+                ):
                     continue
-                # The existing pod's terms against the incoming pod.
                 et = self._existing_terms(existing)
                 if hard_weight > 0:
                     for term in et.required_affinity:
