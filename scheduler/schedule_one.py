@@ -76,6 +76,11 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
     return num_nodes
 
 
+def effective_percentage(profile_value: int | None, global_value: int | None) -> int | None:
+    """A profile's percentageOfNodesToScore wins; else the configuration's (0 = adaptive)."""
+    return profile_value if profile_value is not None else global_value
+
+
 def select_host(scores: Sequence[tuple[str, int]], rng: random.Random) -> str:
     """The highest-scored node; ties broken uniformly at random."""
     best = max(score for _, score in scores)
@@ -276,7 +281,12 @@ class SchedulingCycle:
         num_all = len(nodes)
         if num_all == 0:
             return []
-        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, num_all)
+        to_find = num_feasible_nodes_to_find(
+            effective_percentage(
+                fwk.percentage_of_nodes_to_score, self.sched.config.percentage_of_nodes_to_score
+            ),
+            num_all,
+        )
         if not fwk.has_filter_plugins():
             start = self.next_start_node_index % num_all
             picked = [nodes[(start + i) % num_all] for i in range(to_find)]

@@ -9,7 +9,12 @@ import pytest
 
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis, FitError
-from scheduler.schedule_one import num_feasible_nodes_to_find, select_host, truncate_message
+from scheduler.schedule_one import (
+    effective_percentage,
+    num_feasible_nodes_to_find,
+    select_host,
+    truncate_message,
+)
 
 
 @pytest.mark.parametrize(
@@ -96,3 +101,12 @@ def test_fit_error_message(num_nodes: int, diagnosis: Diagnosis, expected: str) 
 )
 def test_truncate_message(text: str, limit: int, expected: str) -> None:
     assert truncate_message(text, limit) == expected
+
+
+@pytest.mark.parametrize(
+    ("profile", "global_", "expected"),
+    [(None, 0, 0), (None, 10, 10), (30, 10, 30), (0, 10, 0), (None, None, None)],
+    ids=["both-adaptive", "global-only", "profile-wins", "profile-adaptive-wins", "unset"],
+)
+def test_effective_percentage(profile: int | None, global_: int | None, expected: int | None) -> None:
+    assert effective_percentage(profile, global_) == expected
