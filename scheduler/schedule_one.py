@@ -194,6 +194,7 @@ class SchedulingCycle:
                 fwk, state, qpi, assumed_info, result.suggested_host, started,
                 pod_scheduling_cycle,
             ),
+            uid=pod_info.uid,
             name=f"bind:{pod_info.key}",
         )
 

@@ -198,8 +198,8 @@ class Scheduler:
 
     # --- binding -----------------------------------------------------------------------------
 
-    def start_binding(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
-        uid = name
+    def start_binding(self, coro: Coroutine[Any, Any, None], *, uid: str, name: str) -> None:
+        """Run a binding cycle as a named task, tracked by pod UID until it ends."""
         task = asyncio.create_task(coro, name=name)
         self._binding_tasks[uid] = task
 

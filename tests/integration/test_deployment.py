@@ -24,7 +24,7 @@ LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/py-scheduler
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 3.0, 2.0, 0.5
 # A candidate polls every retryPeriod × up to 1.2 (jitter); a request or two of latency and
 # the scheduling of two Python processes on two cores on top.
-SLACK = 1.5
+SLACK = 2.5  # test machinery on a busy 2-core CI machine
 
 LE_CONFIG = f"""\
 apiVersion: kubescheduler.config.k8s.io/v1
