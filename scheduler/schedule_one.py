@@ -262,6 +262,15 @@ class SchedulingCycle:
             allowed = pre_result.node_names
             nodes = [n for n in all_nodes if n.name in allowed]
         feasible = self._find_nodes_that_pass_filters(fwk, state, pod_info, nodes, diagnosis)
+        if not feasible and len(nodes) < len(all_nodes):
+            # Nodes a PreFilter result ruled out are counted in the message, as upstream's
+            # absent-nodes status does ("N node(s) didn't satisfy plugin(s) [NodeAffinity]").
+            excluded = Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(rejectors))}]",
+            )
+            for node_info in all_nodes:
+                diagnosis.node_to_status.setdefault(node_info.name, excluded)
         return feasible, diagnosis
 
     def _filter_node(

@@ -278,3 +278,26 @@ async def test_malformed_pod_gets_a_clear_event_and_the_daemon_goes_on(
         await wait_until(lambda: cluster.node_name("fine"), timeout=10, message="good pod bound")
         assert await cluster.node_name("broken") == ""
         assert parts.scheduler.queue.get(await cluster.get_pod("broken") or {}) is None
+
+
+async def test_nodes_ruled_out_by_a_prefilter_result_are_counted_in_the_message(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    kc = sandbox.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        pinned = pod("pinned", cpu="1000")
+        pinned["spec"]["affinity"] = {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                  "values": ["node-0000"]}]}]}}}
+        await cluster.create_pod(pinned)
+
+        async def notes() -> list[str]:
+            return [e["note"] for e in await cluster.events_for("pinned")
+                    if e["reason"] == "FailedScheduling"]
+        await wait_until(notes, timeout=10, message="FailedScheduling event")
+        [note] = await notes()
+        assert note.startswith(
+            "0/3 nodes are available: 1 Insufficient cpu, "
+            "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+        ), note
