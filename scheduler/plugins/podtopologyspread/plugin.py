@@ -48,6 +48,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.helper import args_error
 from scheduler.plugins.node_memo import NodeMemo
+from scheduler.plugins.podtopologyspread.domains import DomainCounts
 from scheduler.plugins.podtopologyspread.common import (
     DO_NOT_SCHEDULE,
     HONOR,
@@ -121,6 +122,10 @@ class CriticalPaths:
 
     def __repr__(self) -> str:
         return f"CriticalPaths({list(zip(self.values, self.nums))!r})"
+
+
+# Distinct (selector, namespace, topology key) tables kept at once; oldest dropped first.
+MAX_DOMAIN_TABLES = 64
 
 
 class PreFilterState:
@@ -282,6 +287,8 @@ class PodTopologySpread(
         self._handle = handle
         # Matching-pod counts per node, reused across cycles while a node is unchanged.
         self._counts: NodeMemo[int] = NodeMemo()
+        # Per-domain sums kept incrementally, per (selector, namespace, key, required keys).
+        self._domains: dict[tuple[Any, ...], DomainCounts] = {}
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
         """Counts matching pods on a node, memoized by the NodeInfo generation."""
@@ -356,6 +363,59 @@ class PodTopologySpread(
             return None, Status(Code.SKIP)
         inclusion = NodeInclusion(pod_info.required_node_affinity, pod_info.tolerations)
         namespace = pod_info.namespace
+        if self._eligibility_is_pod_independent(constraints, pod_info):
+            counts = self._incremental_counts(constraints, namespace)
+        else:
+            counts = self._fresh_counts(constraints, namespace, inclusion)
+        paths: list[CriticalPaths] = []
+        for i in range(len(constraints)):
+            p = CriticalPaths()
+            for value, num in counts[i].items():
+                p.update(value, num)
+            paths.append(p)
+        state.write(
+            PRE_FILTER_STATE_KEY,
+            PreFilterState(
+                constraints, counts, paths, [len(c) for c in counts], inclusion, namespace
+            ),
+        )
+        return None, None
+
+    @staticmethod
+    def _eligibility_is_pod_independent(
+        constraints: list[Constraint], pod_info: PodInfo
+    ) -> bool:
+        """True when no constraint's node policies consult the incoming pod."""
+        affinity_free = pod_info.required_node_affinity.is_empty()
+        return all(
+            (c.node_affinity_policy != HONOR or affinity_free) and c.node_taints_policy != HONOR
+            for c in constraints
+        )
+
+    def _incremental_counts(
+        self, constraints: list[Constraint], namespace: str
+    ) -> list[dict[str, int]]:
+        nodes = self._handle.snapshot().list()
+        keys = tuple(c.topology_key for c in constraints)
+        counts: list[dict[str, int]] = []
+        for c in constraints:
+            domain_key = (c.selector, namespace, c.topology_key, keys)
+            domains = self._domains.get(domain_key)
+            if domains is None:
+                domains = self._domains[domain_key] = DomainCounts()
+                if len(self._domains) > MAX_DOMAIN_TABLES:
+                    self._domains.pop(next(iter(self._domains)))
+            current = domains.refresh(
+                nodes, topology_key=c.topology_key, required_keys=keys,
+                count=self._counter(c, namespace),
+            )
+            # A copy: preemption's add/remove extensions change the counts in the state.
+            counts.append(dict(current))
+        return counts
+
+    def _fresh_counts(
+        self, constraints: list[Constraint], namespace: str, inclusion: NodeInclusion
+    ) -> list[dict[str, int]]:
         counts: list[dict[str, int]] = [{} for _ in constraints]
         indexed = [(i, c, self._counter(c, namespace)) for i, c in enumerate(constraints)]
         for node_info in self._handle.snapshot().list():
@@ -372,19 +432,7 @@ class PodTopologySpread(
                 found = count(node_info)
                 domain_counts = counts[i]
                 domain_counts[value] = domain_counts.get(value, 0) + found
-        paths: list[CriticalPaths] = []
-        for i in range(len(constraints)):
-            p = CriticalPaths()
-            for value, num in counts[i].items():
-                p.update(value, num)
-            paths.append(p)
-        state.write(
-            PRE_FILTER_STATE_KEY,
-            PreFilterState(
-                constraints, counts, paths, [len(c) for c in counts], inclusion, namespace
-            ),
-        )
-        return None, None
+        return counts
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self

@@ -1,0 +1,78 @@
+"""Matching-pod counts per topology domain, kept incrementally across scheduling cycles.
+
+PreFilter needs, for every constraint, the number of matching pods in each domain over all
+eligible nodes.  Recounting means visiting every node every cycle; yet between two cycles of
+a spreading workload only the node the previous replica went to has changed.  A DomainCounts
+remembers each node's contribution with the NodeInfo generation it was computed from and
+updates the per-domain sums for changed, added and removed nodes only.
+
+It is used when node eligibility does not depend on the incoming pod (no Honor policy that
+would consult the pod's node affinity or tolerations); otherwise PreFilter counts afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from scheduler.framework.node_info import NodeInfo
+from scheduler.plugins.podtopologyspread.common import node_labels
+
+# (generation, domain value or None when the node is not eligible, matching pods)
+_Entry = tuple[int, str | None, int]
+
+
+class DomainCounts:
+    __slots__ = ("counts", "_nodes_in_domain", "_per_node")
+
+    def __init__(self) -> None:
+        # domain value -> matching pods over the eligible nodes in it (0 for empty domains)
+        self.counts: dict[str, int] = {}
+        self._nodes_in_domain: dict[str, int] = {}
+        self._per_node: dict[str, _Entry] = {}
+
+    def refresh(
+        self,
+        node_infos: Sequence[NodeInfo],
+        *,
+        topology_key: str,
+        required_keys: Sequence[str],
+        count: Callable[[NodeInfo], int],
+    ) -> dict[str, int]:
+        """Bring the sums up to date with ``node_infos`` and return them (do not mutate)."""
+        per_node = self._per_node
+        seen: set[str] = set()
+        for node_info in node_infos:
+            name = node_info.name
+            seen.add(name)
+            entry = per_node.get(name)
+            if entry is not None and entry[0] == node_info.generation:
+                continue
+            if entry is not None:
+                self._apply(entry, -1)
+            value: str | None = None
+            found = 0
+            node = node_info.node
+            if node is not None:
+                labels = node_labels(node)
+                if all(key in labels for key in required_keys):
+                    value = labels[topology_key]
+                    found = count(node_info)
+            entry = (node_info.generation, value, found)
+            per_node[name] = entry
+            self._apply(entry, 1)
+        if len(per_node) != len(seen):
+            for name in [n for n in per_node if n not in seen]:
+                self._apply(per_node.pop(name), -1)
+        return self.counts
+
+    def _apply(self, entry: _Entry, sign: int) -> None:
+        _, value, found = entry
+        if value is None:
+            return
+        nodes = self._nodes_in_domain.get(value, 0) + sign
+        if nodes <= 0:
+            self._nodes_in_domain.pop(value, None)
+            self.counts.pop(value, None)
+            return
+        self._nodes_in_domain[value] = nodes
+        self.counts[value] = self.counts.get(value, 0) + sign * found
