@@ -591,6 +591,43 @@ class PodTopologySpread(
         # Go's math.Round: half away from zero (scores are never negative).
         return int(math.floor(total + 0.5)), None
 
+    def score_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[int], Status | None]:
+        """``score`` for every node, with the per-constraint counters built once."""
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if not isinstance(s, PreScoreState):
+            return [], Status(
+                Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
+            )
+        per_constraint = [
+            (
+                c.topology_key,
+                self._counter(c, pod_info.namespace) if c.topology_key == LABEL_HOSTNAME
+                else None,
+                s.counts[i],
+                c.max_skew,
+                s.weights[i],
+            )
+            for i, c in enumerate(s.constraints)
+        ]
+        ignored = s.ignored_nodes
+        out: list[int] = []
+        for node_info in nodes:
+            if node_info.name in ignored:
+                out.append(0)
+                continue
+            labels = node_labels(node_info.node)
+            total = 0.0
+            for key, counter, counts, max_skew, weight in per_constraint:
+                value = labels.get(key)
+                if value is None:
+                    continue
+                count = counter(node_info) if counter is not None else counts.get(value, 0)
+                total += score_for_count(count, max_skew, weight)
+            out.append(int(math.floor(total + 0.5)))
+        return out, None
+
     def score_extensions(self) -> ScoreExtensions | None:
         return self
 
