@@ -126,6 +126,15 @@ def _guard_error(status: Status, prefix: str, plugin: str) -> Status:
     return Status(Code.ERROR, f"{prefix}: {message}", plugin=plugin, error=status.error)
 
 
+def _rejection_or_error(status: Status, point: str, plugin: str) -> Status:
+    """A failed Reserve/PreBind: rejections keep their code and name the plugin; anything
+    else becomes an Error status."""
+    if status.is_rejected():
+        status.plugin = plugin
+        return status
+    return _guard_error(status, f"running {point} plugin {plugin!r}", plugin)
+
+
 FilterFn = Callable[[CycleState, PodInfo, NodeInfo], "Status | None"]
 
 
@@ -861,11 +870,7 @@ class Framework:
             if sampled:
                 self._observe_plugin(RESERVE, name, s, t0)
             if s is not None and s.code != Code.SUCCESS:
-                if s.is_rejected():
-                    s.plugin = name
-                    final = s
-                else:
-                    final = _guard_error(s, f"running Reserve plugin {name!r}", name)
+                final = _rejection_or_error(s, "Reserve", name)
                 break
         self._observe_point(RESERVE, final, start)
         return final
@@ -971,11 +976,7 @@ class Framework:
             if sampled:
                 self._observe_plugin(PRE_BIND, name, s, t0)
             if s is not None and s.code != Code.SUCCESS:
-                if s.is_rejected():
-                    s.plugin = name
-                    final = s
-                else:
-                    final = _guard_error(s, f"running PreBind plugin {name!r}", name)
+                final = _rejection_or_error(s, "PreBind", name)
                 break
         self._observe_point(PRE_BIND, final, start)
         return final
