@@ -9,8 +9,13 @@ One run measures, against the same sandbox process (on the other core):
    wiring, in this process) starts; we time from its start until every pod is bound, and
    record each scheduling cycle's latency, this process's CPU time and peak RSS.
 
+Before (2), unless ``--no-floor``, the same wiring runs once with a profile that has no Filter
+or Score plugins (PrioritySort and DefaultBinder only) on as many plain pods: the daemon's floor,
+what informers, queue, snapshot, assume, binding and events cost with no plugin work at all.
+
 The ratio of (2) to (1) is the figure that survives a noisy machine; both absolute numbers are
-printed too.  Workloads: ``plain`` (cpu/memory requests), ``anti-affinity`` (replica sets with
+printed too, as are the floor's rate and its ratio to (1), which bound what any profile of this
+daemon can reach on this machine.  Workloads: ``plain`` (cpu/memory requests), ``anti-affinity`` (replica sets with
 required pod anti-affinity on hostname), ``spread`` (topology spread over zones, maxSkew 1),
 ``gang`` (PodGroups scheduled all-or-nothing by Coscheduling).
 """
@@ -192,17 +197,101 @@ async def measure_raw_binding_official_client(
     return count / elapsed
 
 
-async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+FLOOR_SCHEDULER_NAME = "bench-floor"
+FLOOR_NAMESPACE = "bench-floor"
+
+
+def floor_config() -> Any:
+    """A profile with no Filter or Score plugins: PrioritySort and DefaultBinder only.
+
+    Scheduling with it costs what the daemon costs around the plugins (informers, queue,
+    snapshot, assume, the binding POST, the Scheduled event): the most any profile of this
+    daemon can schedule through this sandbox, measured with the same wiring.
+    """
+    from scheduler.config.load import parse_config
+
+    return parse_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{
+            "schedulerName": FLOOR_SCHEDULER_NAME,
+            "plugins": {
+                "multiPoint": {"disabled": [{"name": "*"}]},
+                "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+                "bind": {"enabled": [{"name": "DefaultBinder"}]},
+            },
+        }],
+    })
+
+
+class _SchedulerRun:
+    """One timed run of the real scheduler wiring until ``expected`` pods are scheduled."""
+
+    def __init__(self, *, bound: int, wall: float, cpu: float, sync_seconds: float,
+                 cycle_latencies: list[float]) -> None:
+        self.bound = bound
+        self.wall = wall
+        self.cpu = cpu
+        self.sync_seconds = sync_seconds
+        self.cycle_latencies = cycle_latencies
+
+    @property
+    def rate(self) -> float:
+        return self.bound / self.wall if self.wall > 0 else 0.0
+
+
+async def _run_scheduler(config: Any, connection: Any, *, expected: int,
+                         timeout: float) -> _SchedulerRun:
     from scheduler.app import build_components
+    from scheduler.metrics import SchedulerMetrics
+
+    scheduler_name = config.profiles[0].scheduler_name
+    metrics = SchedulerMetrics()
+    parts = build_components(config, connection, metrics=metrics)
+    cycle_latencies: list[float] = []
+    original = parts.scheduler.cycle.schedule_one
+
+    def timed(qpi: Any) -> None:
+        t = time.perf_counter()
+        original(qpi)
+        cycle_latencies.append(time.perf_counter() - t)
+
+    parts.scheduler.cycle.schedule_one = timed
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await parts.start(sync_timeout=120)
+    sync_seconds = time.perf_counter() - wall0
+    loop = asyncio.create_task(parts.scheduler.run(), name="bench-scheduling-loop")
+    scheduled = metrics.schedule_attempts.labels("scheduled", scheduler_name)
+    deadline = time.perf_counter() + timeout
+    while scheduled._value.get() < expected and time.perf_counter() < deadline:
+        await asyncio.sleep(0.05)
+    wall = time.perf_counter() - wall0
+    cpu = time.process_time() - cpu0
+    bound = int(scheduled._value.get())
+    await parts.aclose(grace_seconds=5)
+    loop.cancel()
+    return _SchedulerRun(bound=bound, wall=wall, cpu=cpu, sync_seconds=sync_seconds,
+                         cycle_latencies=cycle_latencies)
+
+
+async def _create_pods(user: Any, namespace: str, pods: list[dict[str, Any]],
+                       concurrency: int) -> float:
+    started = time.perf_counter()
+    await _gather_bounded(
+        pods, lambda p: user.create(f"/api/v1/namespaces/{namespace}/pods", p), concurrency)
+    return len(pods) / (time.perf_counter() - started)
+
+
+async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     from scheduler.client.api import ApiClient
     from scheduler.client.connection import load_connection
     from scheduler.config.defaults import default_config
     from scheduler.config.load import load_config_file
-    from scheduler.metrics import SchedulerMetrics
     from scheduler.sandbox.testing import SandboxProcess
 
     flags = {"nodes": args.nodes, "simulate_kubelet": False,
              "node_cpu": args.node_cpu, "node_memory": args.node_memory}
+    floor: _SchedulerRun | None = None
     async with SandboxProcess(**flags) as sandbox:
         connection = load_connection(kubeconfig=str(sandbox.kubeconfig_path))
         user = ApiClient(connection, qps=0, pool_size=64)
@@ -214,6 +303,23 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             official_rate = await measure_raw_binding_official_client(
                 str(sandbox.kubeconfig_path), user, node_names,
                 min(args.pods, args.raw_binds), args.concurrency)
+
+            if args.floor:
+                # Same pod count and shape as a plain run, then gone before the real run.
+                await user.create("/api/v1/namespaces", {
+                    "apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": FLOOR_NAMESPACE}})
+                floor_pods = workload_pods("plain", args.pods, nodes=args.nodes,
+                                           scheduler_name=FLOOR_SCHEDULER_NAME)
+                for pod in floor_pods:
+                    pod["metadata"]["namespace"] = FLOOR_NAMESPACE
+                await _create_pods(user, FLOOR_NAMESPACE, floor_pods, args.concurrency)
+                config = floor_config()
+                config.leader_election.leader_elect = False
+                config.client_connection.qps = 0
+                floor = await _run_scheduler(config, connection, expected=len(floor_pods),
+                                             timeout=args.timeout)
+                await user.delete(f"/api/v1/namespaces/{FLOOR_NAMESPACE}")
 
             if args.config:
                 config = load_config_file(args.config)
@@ -227,43 +333,17 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                 await _install_gang(user, config, args)
             pods = workload_pods(args.workload, args.pods, nodes=args.nodes,
                                  scheduler_name=scheduler_name, gang_size=args.gang_size)
-            create_started = time.perf_counter()
-            await _gather_bounded(
-                pods, lambda p: user.create(f"/api/v1/namespaces/{BENCH_NAMESPACE}/pods", p),
-                args.concurrency)
-            create_rate = len(pods) / (time.perf_counter() - create_started)
-
-            metrics = SchedulerMetrics()
-            parts = build_components(config, connection, metrics=metrics)
-            cycle_latencies: list[float] = []
-            original = parts.scheduler.cycle.schedule_one
-
-            def timed(qpi: Any) -> None:
-                t = time.perf_counter()
-                original(qpi)
-                cycle_latencies.append(time.perf_counter() - t)
-
-            parts.scheduler.cycle.schedule_one = timed
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            await parts.start(sync_timeout=120)
-            sync_seconds = time.perf_counter() - wall0
-            loop = asyncio.create_task(parts.scheduler.run(), name="bench-scheduling-loop")
-            scheduled = metrics.schedule_attempts.labels("scheduled", scheduler_name)
-            deadline = time.perf_counter() + args.timeout
-            while scheduled._value.get() < len(pods) and time.perf_counter() < deadline:
-                await asyncio.sleep(0.05)
-            wall = time.perf_counter() - wall0
-            cpu = time.process_time() - cpu0
-            bound = int(scheduled._value.get())
-            await parts.aclose(grace_seconds=5)
-            loop.cancel()
+            create_rate = await _create_pods(user, BENCH_NAMESPACE, pods, args.concurrency)
+            run = await _run_scheduler(config, connection, expected=len(pods),
+                                       timeout=args.timeout)
             listed = (await user.get(f"/api/v1/namespaces/{BENCH_NAMESPACE}/pods"))["items"]
             confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
         finally:
             await user.close()
 
-    throughput = bound / wall if wall > 0 else 0.0
-    return {
+    throughput = run.rate
+    latencies = run.cycle_latencies
+    result: dict[str, Any] = {
         "workload": args.workload,
         "nodes": args.nodes,
         "pods": len(pods),
@@ -271,21 +351,32 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "raw_binding_rate_per_s": round(raw_rate, 1),
         "raw_binding_rate_official_client_per_s": round(official_rate, 1),
         "pod_create_rate_per_s": round(create_rate, 1),
+    }
+    if floor is not None:
+        result["floor_pods_per_s"] = round(floor.rate, 1)
+        result["floor_cpu_per_pod_ms"] = round(floor.cpu / max(floor.bound, 1) * 1000, 3)
+    result.update({
         "scheduler_pods_per_s": round(throughput, 1),
         "ratio_to_raw_binding": round(throughput / raw_rate, 3) if raw_rate else None,
         "ratio_to_official_client_binding": round(throughput / official_rate, 3)
         if official_rate else None,
-        "informer_sync_s": round(sync_seconds, 3),
-        "wall_s": round(wall, 3),
-        "cycle_p50_ms": round(percentile(cycle_latencies, 50) * 1000, 3),
-        "cycle_p99_ms": round(percentile(cycle_latencies, 99) * 1000, 3),
-        "cycle_mean_ms": round(statistics.fmean(cycle_latencies) * 1000, 3)
-        if cycle_latencies else 0.0,
-        "cycles": len(cycle_latencies),
-        "cpu_s": round(cpu, 2),
-        "cpu_per_pod_ms": round(cpu / max(bound, 1) * 1000, 3),
+    })
+    if floor is not None:
+        result["floor_ratio_to_raw_binding"] = (
+            round(floor.rate / raw_rate, 3) if raw_rate else None)
+        result["ratio_to_floor"] = round(throughput / floor.rate, 3) if floor.rate else None
+    result.update({
+        "informer_sync_s": round(run.sync_seconds, 3),
+        "wall_s": round(run.wall, 3),
+        "cycle_p50_ms": round(percentile(latencies, 50) * 1000, 3),
+        "cycle_p99_ms": round(percentile(latencies, 99) * 1000, 3),
+        "cycle_mean_ms": round(statistics.fmean(latencies) * 1000, 3) if latencies else 0.0,
+        "cycles": len(latencies),
+        "cpu_s": round(run.cpu, 2),
+        "cpu_per_pod_ms": round(run.cpu / max(run.bound, 1) * 1000, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    }
+    })
+    return result
 
 
 async def _install_gang(user: Any, config: Any, args: argparse.Namespace) -> None:
@@ -329,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--qps", type=float, default=0.0,
                    help="scheduler client QPS (0 = unlimited, to measure the scheduler itself)")
     p.add_argument("--config", help="KubeSchedulerConfiguration file for the scheduler")
+    p.add_argument("--no-floor", dest="floor", action="store_false",
+                   help="skip the floor run (the daemon with no Filter/Score plugins)")
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p

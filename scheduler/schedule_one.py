@@ -44,6 +44,9 @@ log = structlog.get_logger(__name__)
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 MAX_EVENT_MESSAGE = 1024
+# Smallest batch of nodes filtered at once when few feasible nodes are still wanted: a
+# batch call costs a little more than one node, and the surplus is only wasted work.
+MIN_FILTER_CHUNK = 16
 
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
@@ -92,6 +95,66 @@ def truncate_message(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
     if len(message) <= limit:
         return message
     return message[: limit - 3] + "..."
+
+
+def filter_nodes_from(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    nodes: list[NodeInfo],
+    *,
+    start: int,
+    to_find: int,
+    diagnosis: Diagnosis,
+    with_nominated_pods: bool = False,
+) -> tuple[list[NodeInfo], int]:
+    """Walk ``nodes`` from ``start`` (wrapping) until ``to_find`` pass every Filter plugin;
+    rejected nodes go into ``diagnosis``.  Returns the feasible nodes and how many nodes the
+    walk examined (the next cycle starts after them, upstream's round robin)."""
+    num_all = len(nodes)
+    feasible: list[NodeInfo] = []
+    processed = 0
+    if with_nominated_pods:
+        # Each node may need its own two-pass run with nominated pods added: node by node.
+        for i in range(num_all):
+            node_info = nodes[(start + i) % num_all]
+            processed += 1
+            status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+            if status is None or status.code == Code.SUCCESS:
+                feasible.append(node_info)
+                if len(feasible) >= to_find:
+                    break
+                continue
+            _record_rejection(diagnosis, node_info, status)
+        return feasible, processed
+
+    # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
+    # their statuses and the next start index are those of the node-by-node walk; only a
+    # small chunk's surplus (nodes past the last one needed) is filtered and dropped.
+    ordered = nodes[start:] + nodes[:start] if start else nodes
+    while processed < num_all:
+        size = max(to_find - len(feasible), MIN_FILTER_CHUNK)
+        chunk = ordered[processed:processed + size]
+        statuses = fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
+        for node_info, status in zip(chunk, statuses):
+            processed += 1
+            if status is None or status.code == Code.SUCCESS:
+                feasible.append(node_info)
+                if len(feasible) >= to_find:
+                    return feasible, processed
+                continue
+            _record_rejection(diagnosis, node_info, status)
+    return feasible, processed
+
+
+def _record_rejection(diagnosis: Diagnosis, node_info: NodeInfo, status: Status) -> None:
+    if status.code == Code.ERROR:
+        raise _StatusError(status)
+    diagnosis.node_to_status[node_info.name] = status
+    if status.plugin:
+        diagnosis.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            diagnosis.pending_plugins.add(status.plugin)
 
 
 class SchedulingCycle:
@@ -303,32 +366,11 @@ class SchedulingCycle:
             self.next_start_node_index = (start + to_find) % num_all
             return picked
 
-        feasible: list[NodeInfo] = []
-        node_to_status = diagnosis.node_to_status
-        rejectors = diagnosis.unschedulable_plugins
         start = self.next_start_node_index % num_all
-        with_nominated = self.sched.has_nominated_pods()
-        run_filter = (
-            fwk.run_filter_plugins_with_nominated_pods if with_nominated
-            else fwk.run_filter_plugins
+        feasible, processed = filter_nodes_from(
+            fwk, state, pod_info, nodes, start=start, to_find=to_find, diagnosis=diagnosis,
+            with_nominated_pods=self.sched.has_nominated_pods(),
         )
-        processed = 0
-        for i in range(num_all):
-            node_info = nodes[(start + i) % num_all]
-            processed += 1
-            status = run_filter(state, pod_info, node_info)
-            if status is None or status.code == Code.SUCCESS:
-                feasible.append(node_info)
-                if len(feasible) >= to_find:
-                    break
-                continue
-            if status.code == Code.ERROR:
-                raise _StatusError(status)
-            node_to_status[node_info.name] = status
-            if status.plugin:
-                rejectors.add(status.plugin)
-                if status.code == Code.PENDING:
-                    diagnosis.pending_plugins.add(status.plugin)
         self.next_start_node_index = (start + processed) % num_all
         return feasible
 

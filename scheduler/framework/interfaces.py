@@ -94,6 +94,19 @@ class FilterPlugin(Plugin):
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         """Whether the pod can run on this node."""
 
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: builtins.list[NodeInfo]
+    ) -> builtins.list[Status | None]:
+        """Filter many nodes at once: entry ``i`` is what ``filter`` answers for ``nodes[i]``.
+
+        The runtime calls this with the nodes every earlier Filter plugin passed, so the
+        first rejecting plugin still names each node's status.  A plugin overrides it to
+        hoist per-pod work out of the per-node loop, as ``ScorePlugin.score_nodes`` does; it
+        must not stop early and must not share one Status object between nodes.
+        """
+        f = self.filter
+        return [f(state, pod_info, node_info) for node_info in nodes]
+
 
 class PostFilterPlugin(Plugin):
     @abc.abstractmethod
@@ -118,6 +131,18 @@ class ScoreExtensions(Protocol):
     def normalize_score(
         self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]
     ) -> Status | None: ...
+
+
+class ScoreValuesNormalizer(Protocol):
+    """Optional on a ScoreExtensions object: NormalizeScore over bare scores.
+
+    The runtime prefers it to ``normalize_score`` (no NodeScore object per node); it must
+    return what ``normalize_score`` would leave in the scores, in the same order.
+    """
+
+    def normalize_score_values(
+        self, state: CycleState, pod_info: PodInfo, values: builtins.list[int]
+    ) -> tuple[builtins.list[int], Status | None]: ...
 
 
 class ScorePlugin(Plugin):

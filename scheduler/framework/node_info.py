@@ -107,6 +107,7 @@ class NodeInfo:
         "pvc_ref_counts",
         "generation",
         "name",
+        "unschedulable",
         "_taints",
     )
 
@@ -125,6 +126,8 @@ class NodeInfo:
         self.generation = next_generation()
         # The node's name, kept as a plain attribute: it is read for every node in every cycle.
         self.name = ""
+        # spec.unschedulable (cordoned), read by NodeUnschedulable for every node and cycle.
+        self.unschedulable = False
         self._taints: list[Taint] | None = None
         if node is not None:
             self.set_node(node)
@@ -133,11 +136,14 @@ class NodeInfo:
         self.node = node
         self.name = str(node["metadata"]["name"])
         self.allocatable = node_allocatable(node)
+        spec = node.get("spec")
+        self.unschedulable = isinstance(spec, dict) and bool(spec.get("unschedulable"))
         self._taints = None
         self.generation = next_generation()
 
     def remove_node(self) -> None:
         self.node = None
+        self.unschedulable = False
         self._taints = None
         self.generation = next_generation()
 
@@ -205,6 +211,7 @@ class NodeInfo:
         copy.pvc_ref_counts = dict(self.pvc_ref_counts)
         copy.generation = self.generation
         copy.name = self.name
+        copy.unschedulable = self.unschedulable
         copy._taints = self._taints
         return copy
 

@@ -639,6 +639,65 @@ class Framework:
                 return status
         return None
 
+    def run_filter_plugins_on_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
+        """``run_filter_plugins`` for many nodes: plugin by plugin over the nodes every
+        earlier plugin passed, so each node's status names its first rejecting plugin.
+
+        One ``filter_nodes`` call per plugin replaces one Python call per node and plugin,
+        the dominant cost of a cycle on a large cluster.  Cycles sampled for the per-plugin
+        duration metric take the per-node path, so each observation stays one Filter call.
+        """
+        if state.record_plugin_metrics:
+            return [self.run_filter_plugins(state, pod_info, n) for n in nodes]
+        statuses: list[Status | None] = [None] * len(nodes)
+        alive = list(range(len(nodes)))
+        batch = nodes
+        evals = self._filter_evals
+        for index, name, _ in self._filter_plan(state):
+            evals[index] += len(batch)
+            plugin = self._filter[index][1]
+            try:
+                results = plugin.filter_nodes(state, pod_info, batch)
+                if len(results) != len(batch):
+                    raise RuntimeError(
+                        f"filter_nodes answered {len(results)} statuses for {len(batch)} nodes"
+                    )
+            except Exception:
+                # Find the node (or nodes) that made it raise, one Filter call each.
+                results = [self._filter_one(name, plugin, state, pod_info, n) for n in batch]
+            if not any(results):
+                continue
+            kept: list[int] = []
+            for i, status in zip(alive, results):
+                if status is None or status.code == Code.SUCCESS:
+                    kept.append(i)
+                    continue
+                if not status.is_rejected():
+                    status = _guard_error(status, f"running {name!r} filter plugin", name)
+                else:
+                    status.plugin = name
+                statuses[i] = status
+            if not kept:
+                break
+            alive = kept
+            batch = [nodes[i] for i in kept]
+        return statuses
+
+    @staticmethod
+    def _filter_one(
+        name: str, plugin: FilterPlugin, state: CycleState, pod_info: PodInfo,
+        node_info: NodeInfo,
+    ) -> Status | None:
+        try:
+            return plugin.filter(state, pod_info, node_info)
+        except Exception as exc:
+            log.exception(
+                "Filter plugin raised", plugin=name, pod=pod_info.key, node=node_info.name
+            )
+            return Status.from_error(exc, plugin=name)
+
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> Status | None:
@@ -820,10 +879,15 @@ class Framework:
 
             ext = plugin.score_extensions()
             if ext is not None:
-                node_scores = [NodeScore(n, v) for n, v in zip(names, values)]
+                normalize_values = getattr(ext, "normalize_score_values", None)
+                node_scores: list[NodeScore] | None = None
                 t0 = time.perf_counter() if sampled else 0.0
                 try:
-                    s = ext.normalize_score(state, pod_info, node_scores)
+                    if normalize_values is not None:
+                        values, s = normalize_values(state, pod_info, values)
+                    else:
+                        node_scores = [NodeScore(n, v) for n, v in zip(names, values)]
+                        s = ext.normalize_score(state, pod_info, node_scores)
                 except Exception as exc:
                     log.exception("NormalizeScore raised", plugin=name, pod=pod_info.key)
                     s = Status.from_error(exc, plugin=name)
@@ -834,7 +898,8 @@ class Framework:
                         s, f"running Normalize on Score plugins: plugin {name!r} failed with",
                         name,
                     )
-                values = [ns.score for ns in node_scores]
+                if node_scores is not None:
+                    values = [ns.score for ns in node_scores]
 
             if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
                 bad = next(v for v in values if v < MIN_NODE_SCORE or v > MAX_NODE_SCORE)

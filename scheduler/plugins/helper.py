@@ -46,17 +46,19 @@ def default_normalize_score(
     When every score is 0 (or there are none) scores stay 0, or all become ``max_priority``
     when reversed.  Scores are assumed non-negative, as upstream assumes.
     """
-    highest = 0
-    for s in scores:
-        highest = max(highest, s.score)
-    if highest == 0:
-        if reverse:
-            for s in scores:
-                s.score = max_priority
-        return
-    for s in scores:
-        scaled = go_div(max_priority * s.score, highest)
-        s.score = max_priority - scaled if reverse else scaled
+    values = default_normalize_values(max_priority, reverse, [s.score for s in scores])
+    for s, value in zip(scores, values):
+        s.score = value
+
+
+def default_normalize_values(max_priority: int, reverse: bool, values: list[int]) -> list[int]:
+    """``default_normalize_score`` on bare scores, returning the normalized list."""
+    highest = max(values, default=0)
+    if highest <= 0:
+        return [max_priority] * len(values) if reverse else list(values)
+    if reverse:
+        return [max_priority - go_div(max_priority * v, highest) for v in values]
+    return [go_div(max_priority * v, highest) for v in values]
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,11 @@ from scheduler.objects.node_affinity import (
 )
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
-from scheduler.plugins.helper import args_error, default_normalize_score
+from scheduler.plugins.helper import (
+    args_error,
+    default_normalize_score,
+    default_normalize_values,
+)
 
 NAME = names.NODE_AFFINITY
 
@@ -266,3 +270,8 @@ class NodeAffinity(
     ) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
+
+    def normalize_score_values(
+        self, state: CycleState, pod_info: PodInfo, values: list[int]
+    ) -> tuple[list[int], Status | None]:
+        return default_normalize_values(MAX_NODE_SCORE, False, values), None

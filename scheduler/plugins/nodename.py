@@ -39,11 +39,21 @@ class NodeName(FilterPlugin, EnqueueExtensions):
         del handle
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
-        if node_info.node is None:
-            return Status(Code.ERROR, ERR_NODE_NOT_FOUND)
-        if not fits(pod_info.pod, node_info.name):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON)
-        return None
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
+        wanted = (pod_info.pod.get("spec") or {}).get("nodeName") or ""
+        out: list[Status | None] = []
+        for node_info in nodes:
+            if node_info.node is None:
+                out.append(Status(Code.ERROR, ERR_NODE_NOT_FOUND))
+            elif wanted and wanted != node_info.name:
+                out.append(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON))
+            else:
+                out.append(None)
+        return out
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

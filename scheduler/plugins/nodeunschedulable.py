@@ -39,15 +39,27 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         del handle
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
-        node = node_info.node
-        if node is None:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNKNOWN_CONDITION)
-        if not node_is_unschedulable(node):
-            return None
-        # A pod tolerating the unschedulable taint also tolerates spec.unschedulable.
-        if tolerates_all(UNSCHEDULABLE_TAINT, pod_info.tolerations):
-            return None
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE)
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
+        tolerated: bool | None = None  # parsed only if some node is cordoned
+        out: list[Status | None] = []
+        for node_info in nodes:
+            if not node_info.unschedulable:
+                out.append(
+                    None if node_info.node is not None
+                    else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNKNOWN_CONDITION)
+                )
+                continue
+            if tolerated is None:
+                tolerated = tolerates_all(UNSCHEDULABLE_TAINT, pod_info.tolerations)
+            out.append(
+                None if tolerated
+                else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE)
+            )
+        return out
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

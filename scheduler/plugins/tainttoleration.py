@@ -46,6 +46,7 @@ from scheduler.plugins import names
 from scheduler.plugins.helper import (
     DO_NOT_SCHEDULE_TAINT_EFFECTS,
     default_normalize_score,
+    default_normalize_values,
     validate_no_args,
 )
 
@@ -169,18 +170,28 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     # --- filter -------------------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
-        try:
-            taints = _node_taints(node_info)
-        except (ObjectError, ValueError) as exc:
-            return Status.from_error(exc, plugin=NAME)
-        if not taints:
-            return None
-        taint = find_untolerated_taint(
-            taints, pod_info.tolerations, effects=DO_NOT_SCHEDULE_TAINT_EFFECTS
-        )
-        if taint is None:
-            return None
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, untolerated_taint_reason(taint))
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
+        tolerations = pod_info.tolerations
+        out: list[Status | None] = []
+        for node_info in nodes:
+            try:
+                taints = _node_taints(node_info)
+            except (ObjectError, ValueError) as exc:
+                out.append(Status.from_error(exc, plugin=NAME))
+                continue
+            taint = (
+                find_untolerated_taint(taints, tolerations, effects=DO_NOT_SCHEDULE_TAINT_EFFECTS)
+                if taints else None
+            )
+            out.append(
+                None if taint is None
+                else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, untolerated_taint_reason(taint))
+            )
+        return out
 
     # --- score --------------------------------------------------------------------------------
 
@@ -232,4 +243,9 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     ) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return None
+
+    def normalize_score_values(
+        self, state: CycleState, pod_info: PodInfo, values: list[int]
+    ) -> tuple[list[int], Status | None]:
+        return default_normalize_values(MAX_NODE_SCORE, True, values), None
 

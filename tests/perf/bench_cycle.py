@@ -23,7 +23,8 @@ from scheduler.framework.runtime import Framework
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.registry import Registry
-from scheduler.schedule_one import num_feasible_nodes_to_find, select_host
+from scheduler.framework.types import Diagnosis
+from scheduler.schedule_one import filter_nodes_from, num_feasible_nodes_to_find, select_host
 
 
 def node(i: int) -> dict[str, Any]:
@@ -87,16 +88,9 @@ def main() -> None:
         _, status, _ = fwk.run_pre_filter_plugins(state, info, nodes)
         assert status is None or status.is_success(), status
         to_find = num_feasible_nodes_to_find(0, len(nodes))
-        feasible = []
         n = len(nodes)
-        processed = 0
-        for k in range(n):
-            ni = nodes[(start_index + k) % n]
-            processed += 1
-            if fwk.run_filter_plugins(state, info, ni) is None:
-                feasible.append(ni)
-                if len(feasible) >= to_find:
-                    break
+        feasible, processed = filter_nodes_from(
+            fwk, state, info, nodes, start=start_index, to_find=to_find, diagnosis=Diagnosis())
         start_index = (start_index + processed) % n
         fwk.run_pre_score_plugins(state, info, feasible)
         table, status = fwk.score_table(state, info, feasible)

@@ -274,15 +274,38 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         return None, None
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
         s = state.get(PRE_FILTER_STATE_KEY)
         if s is None:
-            return Status(Code.ERROR, ERR_NO_PRE_FILTER_STATE)
-        insufficient = fits_request(
-            s.requests, node_info, self.ignored_resources, self.ignored_resource_groups
-        )
-        if insufficient:
-            return Status(Code.UNSCHEDULABLE, *(r.reason for r in insufficient))
-        return None
+            return [Status(Code.ERROR, ERR_NO_PRE_FILTER_STATE) for _ in nodes]
+        request: Resource = s.requests
+        ignored, groups = self.ignored_resources, self.ignored_resource_groups
+        cpu, memory = request.milli_cpu, request.memory
+        # Pods asking for cpu and memory only (nearly all) are checked inline; a node that
+        # fails, and any other pod, goes through fits_request for the exact reasons.
+        inline = not request.ephemeral_storage and not request.scalar_resources
+        out: list[Status | None] = []
+        for node_info in nodes:
+            if inline:
+                allocatable = node_info.allocatable
+                used = node_info.requested
+                if (
+                    len(node_info.pods) < allocatable.allowed_pod_number
+                    and (cpu <= 0 or cpu <= allocatable.milli_cpu - used.milli_cpu)
+                    and (memory <= 0 or memory <= allocatable.memory - used.memory)
+                ):
+                    out.append(None)
+                    continue
+            insufficient = fits_request(request, node_info, ignored, groups)
+            out.append(
+                Status(Code.UNSCHEDULABLE, *(r.reason for r in insufficient))
+                if insufficient else None
+            )
+        return out
 
     # --- Score -------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.config.defaults import default_config
 from scheduler.framework.interfaces import ScorePlugin
 from scheduler.framework.runtime import Framework
+from scheduler.framework.types import NodeScore
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.registry import Registry
@@ -89,3 +90,34 @@ def test_score_nodes_matches_score(seed: int, kind: str) -> None:
         assert batch == [v for v, _ in single], name
         checked += 1
     assert checked >= 3
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["plain", "affinity", "all"])
+def test_normalize_score_values_matches_normalize_score(seed: int, kind: str) -> None:
+    _, snapshot = cluster(seed)
+    kwargs = offline_handle_kwargs()
+    kwargs["snapshot_provider"] = lambda: snapshot
+    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    info = PodInfo.from_pod(incoming(kind))
+    state = fwk.new_cycle_state()
+    nodes = snapshot.list()
+    fwk.run_pre_filter_plugins(state, info, nodes)
+    feasible = [n for n in nodes if fwk.run_filter_plugins(state, info, n) is None]
+    assert fwk.run_pre_score_plugins(state, info, feasible) is None
+    checked = 0
+    for name, plugin in fwk.plugins.items():
+        if not isinstance(plugin, ScorePlugin) or name in state.skip_score_plugins:
+            continue
+        ext = plugin.score_extensions()
+        fast = getattr(ext, "normalize_score_values", None)
+        if ext is None or fast is None:
+            continue
+        values, _ = plugin.score_nodes(state, info, feasible)
+        node_scores = [NodeScore(n.name, v) for n, v in zip(feasible, values)]
+        assert ext.normalize_score(state, info, node_scores) is None
+        got, status = fast(state, info, list(values))
+        assert status is None
+        assert got == [ns.score for ns in node_scores], name
+        checked += 1
+    assert checked >= 1

@@ -10,6 +10,7 @@ from scheduler.plugins.helper import (
     FunctionShapePoint,
     build_broken_linear_function,
     default_normalize_score,
+    default_normalize_values,
     go_div,
     normalize_to_max_node_score,
     validate_no_args,
@@ -42,6 +43,7 @@ def test_default_normalize_score(reverse: bool, raw: list[int], want: list[int])
     default_normalize_score(MAX_NODE_SCORE, reverse, scores)
     assert [s.score for s in scores] == want
     assert [s.name for s in scores] == [f"n{i}" for i in range(len(raw))]
+    assert default_normalize_values(MAX_NODE_SCORE, reverse, list(raw)) == want
 
 
 def test_default_normalize_score_custom_max_priority() -> None:
