@@ -57,6 +57,18 @@ def balanced_pair_scorer(r0: int, a0: int, r1: int, a1: int) -> int:
     return MAX_NODE_SCORE  # one fraction (or none): no spread
 
 
+def balanced_column_scorer(
+    r0s: list[int], a0s: list[int], r1s: list[int], a1s: list[int]
+) -> list[int]:
+    """``balanced_pair_scorer`` over columns, inlined (``x if x < 1.0 else 1.0`` is min)."""
+    m = MAX_NODE_SCORE
+    return [
+        int((1 - abs(((r0 / a0 if r0 < a0 else 1.0) - (r1 / a1 if r1 < a1 else 1.0)) / 2)) * m)
+        if a0 and a1 else m
+        for r0, a0, r1, a1 in zip(r0s, a0s, r1s, a1s)
+    ]
+
+
 class _PreScoreState:
     __slots__ = ("pod_requests",)
 
@@ -86,7 +98,8 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
                 )
         self.scorer = ResourceAllocationScorer(
             name=NAME,
-            scorer=PairedScorer(balanced_resource_scorer, balanced_pair_scorer),
+            scorer=PairedScorer(balanced_resource_scorer, balanced_pair_scorer,
+                                balanced_column_scorer),
             resources=resources,
             use_requested=True,
         )

@@ -50,4 +50,16 @@ def least_resource_scorer(resources: Sequence[ResourceSpec]) -> ScorerFn:
             weight_sum += w1
         return score // weight_sum if weight_sum else 0
 
-    return PairedScorer(scorer, pair)
+    both = w0 + w1
+    m = MAX_NODE_SCORE
+
+    def column(r0s: list[int], a0s: list[int], r1s: list[int], a1s: list[int]) -> list[int]:
+        # ``pair`` inlined for nodes that have both resources (all real nodes).
+        return [
+            ((0 if r0 > a0 else (a0 - r0) * m // a0) * w0
+             + (0 if r1 > a1 else (a1 - r1) * m // a1) * w1) // both
+            if a0 and a1 else pair(r0, a0, r1, a1)
+            for r0, a0, r1, a1 in zip(r0s, a0s, r1s, a1s)
+        ]
+
+    return PairedScorer(scorer, pair, column)
