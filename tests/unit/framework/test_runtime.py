@@ -796,6 +796,22 @@ class TestMetrics:
             == 3
         )
 
+    def test_sampled_batch_filter_observes_one_call_per_node_by_status(self) -> None:
+        metrics = SchedulerMetrics()
+        env = Env()
+        env.add("A", [FilterPlugin])
+        fwk = env.framework(multi=["A"], metrics=metrics)
+        get = metrics.registry.get_sample_value
+        ok = {"plugin": "A", "extension_point": "Filter", "status": "Success"}
+        nodes = _nodes("n1", "n2", "n3")
+        state = CycleState()
+        fwk.run_filter_plugins_on_nodes(state, _pod(), nodes)
+        assert get("scheduler_plugin_execution_duration_seconds_count", ok) is None
+        state.record_plugin_metrics = True
+        assert fwk.run_filter_plugins_on_nodes(state, _pod(), nodes) == [None, None, None]
+        assert get("scheduler_plugin_execution_duration_seconds_count", ok) == 3
+        assert get("scheduler_plugin_execution_duration_seconds_sum", ok) >= 0
+
     def test_new_cycle_state_samples_about_ten_percent(self) -> None:
         import random
 
