@@ -486,23 +486,40 @@ class InterPodAffinity(
     # --- Filter -------------------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
-        if node_info.node is None:
-            return Status(Code.ERROR, "node not found")
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
-            return Status(
-                Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: not found"
-            )
-        node_labels = _node_labels(node_info.node)
-        if s.required_affinity and not _satisfies_pod_affinity(s, node_labels):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_AFFINITY_RULES_NOT_MATCH)
-        if s.anti_affinity_counts and not _satisfies_pod_anti_affinity(s, node_labels):
-            return Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
-        if s.existing_anti_affinity_counts and not _satisfies_existing_pods_anti_affinity(
-            s, node_labels
-        ):
-            return Status(Code.UNSCHEDULABLE, ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
-        return None
+            return [
+                Status(Code.ERROR, "node not found") if n.node is None
+                else Status(Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: "
+                                        "not found")
+                for n in nodes
+            ]
+        affinity = bool(s.required_affinity)
+        anti_affinity = bool(s.anti_affinity_counts)
+        existing = bool(s.existing_anti_affinity_counts)
+        out: list[Status | None] = []
+        for node_info in nodes:
+            node = node_info.node
+            if node is None:
+                out.append(Status(Code.ERROR, "node not found"))
+                continue
+            node_labels = _node_labels(node)
+            if affinity and not _satisfies_pod_affinity(s, node_labels):
+                out.append(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                  ERR_REASON_AFFINITY_RULES_NOT_MATCH))
+            elif anti_affinity and not _satisfies_pod_anti_affinity(s, node_labels):
+                out.append(Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH))
+            elif existing and not _satisfies_existing_pods_anti_affinity(s, node_labels):
+                out.append(Status(Code.UNSCHEDULABLE,
+                                  ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH))
+            else:
+                out.append(None)
+        return out
 
     # --- PreScore / Score ---------------------------------------------------------------------
 

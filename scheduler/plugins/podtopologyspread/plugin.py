@@ -479,27 +479,46 @@ class PodTopologySpread(
     # --- Filter -------------------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
-        node = node_info.node
-        if node is None:
-            return Status(Code.ERROR, "node not found")
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
-            return Status(
-                Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: not found"
-            )
-        if not s.constraints:
-            return None
-        labels = node_labels(node)
+            return [
+                Status(Code.ERROR, "node not found") if n.node is None
+                else Status(Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: "
+                                        "not found")
+                for n in nodes
+            ]
         pod_labels = pod_info.labels
-        for i, c in enumerate(s.constraints):
-            value = labels.get(c.topology_key)
-            if value is None:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_NODE_LABEL_NOT_MATCH)
-            self_match = 1 if c.selector.matches(pod_labels) else 0
-            skew = s.counts[i].get(value, 0) + self_match - s.min_match_num(i)
-            if skew > c.max_skew:
-                return Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH)
-        return None
+        # Per constraint, everything but the node's own domain is the same for every node.
+        checks = [
+            (c.topology_key, s.counts[i],
+             (1 if c.selector.matches(pod_labels) else 0) - s.min_match_num(i), c.max_skew)
+            for i, c in enumerate(s.constraints)
+        ]
+        out: list[Status | None] = []
+        for node_info in nodes:
+            node = node_info.node
+            if node is None:
+                out.append(Status(Code.ERROR, "node not found"))
+                continue
+            status: Status | None = None
+            if checks:
+                labels = node_labels(node)
+                for key, counts, offset, max_skew in checks:
+                    value = labels.get(key)
+                    if value is None:
+                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        ERR_REASON_NODE_LABEL_NOT_MATCH)
+                        break
+                    if counts.get(value, 0) + offset > max_skew:
+                        status = Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH)
+                        break
+            out.append(status)
+        return out
 
     # --- PreScore / Score ---------------------------------------------------------------------
 
