@@ -88,3 +88,29 @@ def test_sigterm_stops_cleanly_with_exit_0(tmp_path: Path) -> None:
         with urllib.request.urlopen(sandbox.url + lease, timeout=2) as r:
             body = r.read().decode()
         assert '"holderIdentity":""' in body.replace(" ", ""), "lease released on SIGTERM"
+
+
+@pytest.mark.parametrize("workload", ["plain", "gang"])
+def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
+    """A small ``kube-py-scheduler bench`` run: every phase runs against its own sandbox
+    process and the figures are consistent with each other (no timing is asserted)."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler", "bench", "--nodes", "8", "--pods", "32",
+         "--raw-binds", "32", "--workload", workload, "--gang-size", "4", "--json"],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["bound"] == result["pods"] == 32
+    assert result["cycles"] >= 32
+    for key in ("raw_binding_rate_per_s", "raw_binding_rate_official_client_per_s",
+                "floor_pods_per_s", "scheduler_pods_per_s", "cpu_per_pod_ms"):
+        assert result[key] > 0, key
+    # Ratios come from unrounded rates; the printed rates are rounded to 0.1/s.
+    assert result["ratio_to_raw_binding"] == pytest.approx(
+        result["scheduler_pods_per_s"] / result["raw_binding_rate_per_s"], abs=2e-3)
+    assert result["floor_ratio_to_raw_binding"] == pytest.approx(
+        result["floor_pods_per_s"] / result["raw_binding_rate_per_s"], abs=2e-3)
+    assert result["cycle_p50_ms"] <= result["cycle_p99_ms"]
