@@ -4,7 +4,9 @@ One run measures, against the same sandbox process (on the other core):
 
 1. the raw binding rate: binding POSTs from 32 concurrent connections, no scheduling at all —
    the most any scheduler could bind through this API server and client stack — with our
-   aiohttp client and, for reference, with the official ``kubernetes.aio`` client;
+   aiohttp client and, for reference, with the official ``kubernetes.aio`` client; and the
+   same with what a kube-scheduler-like scheduler also asks of the server per pod (the
+   ``Scheduled`` event POST, a pod watch open);
 2. the scheduler: M pending pods are created first, then the real scheduler (the daemon's own
    wiring, in this process) starts; we time from its start until every pod is bound, and
    record each scheduling cycle's latency, this process's CPU time and peak RSS.
@@ -149,6 +151,64 @@ async def measure_raw_binding(client: Any, node_names: list[str], count: int,
     await _gather_bounded(list(enumerate(created)), bind, concurrency)
     elapsed = time.perf_counter() - started
     await client.delete(f"/api/v1/namespaces/{RAW_NAMESPACE}")
+    return count / elapsed
+
+
+async def measure_binding_with_event(client: Any, node_names: list[str], count: int,
+                                     concurrency: int) -> float:
+    """What the API server alone allows a scheduler that reports like kube-scheduler: per
+    pod, the binding POST and the ``Scheduled`` event POST, with a pod watch open (its
+    informer), from ``concurrency`` connections and with no scheduling at all."""
+    from datetime import datetime, timezone
+
+    from scheduler.client.events import micro_time
+
+    namespace = RAW_NAMESPACE + "-events"
+    await client.create("/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    created: list[dict[str, Any]] = []
+
+    async def create(i: int) -> None:
+        created.append(await client.create(path, _pod(
+            f"raw-{i}", scheduler_name=RAW_SCHEDULER_NAME, namespace=namespace)))
+
+    await _gather_bounded(list(range(count)), create, concurrency)
+    listed = await client.get(path)
+
+    async def drain() -> None:
+        params = {"resourceVersion": listed["metadata"]["resourceVersion"]}
+        async for _ in client.watch(path, params):
+            pass  # the server's fan-out is the load being measured
+
+    watcher = asyncio.create_task(drain(), name="bench-raw-watch")
+    events = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+
+    async def bind(item: tuple[int, dict[str, Any]]) -> None:
+        i, pod = item
+        node = node_names[i % len(node_names)]
+        await client.bind(pod, node)
+        meta = pod["metadata"]
+        await client.create(events, {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.bench", "namespace": namespace},
+            "eventTime": micro_time(datetime.now(timezone.utc)),
+            "reportingController": "bench", "reportingInstance": "bench",
+            "action": "Binding", "reason": "Scheduled", "type": "Normal",
+            "regarding": {"kind": "Pod", "apiVersion": "v1", "namespace": namespace,
+                          "name": meta["name"], "uid": meta["uid"]},
+            "note": f"Successfully assigned {namespace}/{meta['name']} to {node}",
+        })
+
+    started = time.perf_counter()
+    await _gather_bounded(list(enumerate(created)), bind, concurrency)
+    elapsed = time.perf_counter() - started
+    watcher.cancel()
+    try:
+        await watcher
+    except (asyncio.CancelledError, Exception):
+        pass
+    await client.delete(f"/api/v1/namespaces/{namespace}")
     return count / elapsed
 
 
@@ -303,6 +363,8 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             official_rate = await measure_raw_binding_official_client(
                 str(sandbox.kubeconfig_path), user, node_names,
                 min(args.pods, args.raw_binds), args.concurrency)
+            with_event_rate = await measure_binding_with_event(
+                user, node_names, min(args.pods, args.raw_binds), args.concurrency)
 
             if args.floor:
                 # Same pod count and shape as a plain run, then gone before the real run.
@@ -350,6 +412,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "bound": confirmed,
         "raw_binding_rate_per_s": round(raw_rate, 1),
         "raw_binding_rate_official_client_per_s": round(official_rate, 1),
+        "binding_with_event_rate_per_s": round(with_event_rate, 1),
         "pod_create_rate_per_s": round(create_rate, 1),
     }
     if floor is not None:
@@ -360,6 +423,8 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_to_raw_binding": round(throughput / raw_rate, 3) if raw_rate else None,
         "ratio_to_official_client_binding": round(throughput / official_rate, 3)
         if official_rate else None,
+        "binding_with_event_ratio_to_raw_binding": round(with_event_rate / raw_rate, 3)
+        if raw_rate else None,
     })
     if floor is not None:
         result["floor_ratio_to_raw_binding"] = (

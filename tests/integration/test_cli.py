@@ -106,7 +106,7 @@ def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
     assert result["bound"] == result["pods"] == 32
     assert result["cycles"] >= 32
     for key in ("raw_binding_rate_per_s", "raw_binding_rate_official_client_per_s",
-                "floor_pods_per_s", "scheduler_pods_per_s", "cpu_per_pod_ms"):
+                "binding_with_event_rate_per_s", "floor_pods_per_s", "scheduler_pods_per_s", "cpu_per_pod_ms"):
         assert result[key] > 0, key
     # Ratios come from unrounded rates; the printed rates are rounded to 0.1/s.
     assert result["ratio_to_raw_binding"] == pytest.approx(
