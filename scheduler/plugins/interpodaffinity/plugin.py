@@ -20,7 +20,8 @@ select the incoming pod, and NormalizeScore scales the sums linearly to [0, 100]
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
@@ -48,7 +49,6 @@ from scheduler.objects.labels import LabelSelector
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.helper import args_error
-from scheduler.plugins.node_memo import NodeMemo
 from scheduler.plugins.interpodaffinity.terms import (
     AffinityTerm,
     PodAffinityTerms,
@@ -66,6 +66,9 @@ ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
 )
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+# PreFilter questions whose sums are kept (one per workload shape in flight).
+MAX_REMEMBERED_QUERIES = 64
 
 MIN_HARD_POD_AFFINITY_WEIGHT = 0
 MAX_HARD_POD_AFFINITY_WEIGHT = 100
@@ -187,6 +190,49 @@ def _pairs(counts: TopologyCounts) -> _Pairs:
     return tuple((k, v, c) for k, values in counts.data.items() for v, c in values.items())
 
 
+class PairSums:
+    """Sums over nodes of per-node ``(key, value, count)`` pairs, kept across cycles.
+
+    Replicas of one workload ask the same PreFilter question cycle after cycle, and between
+    two cycles only the node the previous replica went to has changed.  Each node's answer is
+    kept with the NodeInfo generation it was computed from (every change to a NodeInfo takes
+    a fresh one), so a refresh recomputes and re-adds changed nodes only and subtracts nodes
+    that are gone.  ``width`` sums are kept side by side for one question.
+    """
+
+    __slots__ = ("totals", "_per_node")
+
+    def __init__(self, width: int) -> None:
+        self.totals = [TopologyCounts() for _ in range(width)]
+        self._per_node: dict[str, tuple[int, tuple[_Pairs, ...]]] = {}
+
+    def refresh(
+        self, node_infos: Sequence[NodeInfo], compute: Callable[[NodeInfo], tuple[_Pairs, ...]]
+    ) -> list[TopologyCounts]:
+        """The sums for exactly ``node_infos`` (read-only: clone before changing them)."""
+        per_node = self._per_node
+        for node_info in node_infos:
+            name = node_info.name
+            entry = per_node.get(name)
+            if entry is not None and entry[0] == node_info.generation:
+                continue
+            if entry is not None:
+                self._apply(entry[1], -1)
+            answer = compute(node_info)
+            per_node[name] = (node_info.generation, answer)
+            self._apply(answer, 1)
+        if len(per_node) != len(node_infos):  # some node left the set since last time
+            current = {node_info.name for node_info in node_infos}
+            for name in [n for n in per_node if n not in current]:
+                self._apply(per_node.pop(name)[1], -1)
+        return self.totals
+
+    def _apply(self, answer: tuple[_Pairs, ...], sign: int) -> None:
+        for total, pairs in zip(self.totals, answer):
+            for key, value, count in pairs:
+                total.add(key, value, sign * count)
+
+
 class PreFilterState:
     """What Filter needs, computed once per cycle (and updated by add_pod/remove_pod)."""
 
@@ -294,7 +340,9 @@ class InterPodAffinity(
         )
         self._handle = handle
         self._terms = TermsCache()
-        self._memo: NodeMemo[Any] = NodeMemo()
+        # PreFilter sums per question (the incoming pod's terms, or its labels for existing
+        # pods' anti-affinity), least recently asked dropped first.
+        self._sums_by_query: OrderedDict[Hashable, PairSums] = OrderedDict()
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -353,12 +401,12 @@ class InterPodAffinity(
         existing = self._existing_anti_affinity_counts(
             pod_info, ns_labels, snapshot.have_pods_with_required_anti_affinity()
         )
-        affinity_counts = TopologyCounts()
-        anti_counts = TopologyCounts()
         if required_affinity or required_anti:
-            self._incoming_counts(
-                required_affinity, required_anti, snapshot.list(), affinity_counts, anti_counts
+            affinity_counts, anti_counts = self._incoming_counts(
+                required_affinity, required_anti, snapshot.list()
             )
+        else:
+            affinity_counts, anti_counts = TopologyCounts(), TopologyCounts()
         s = PreFilterState(
             pod_info=pod_info,
             required_affinity=required_affinity,
@@ -374,17 +422,27 @@ class InterPodAffinity(
             return None, Status(Code.SKIP)
         return None, None
 
+    def _sums(self, key: Hashable, width: int) -> PairSums:
+        sums = self._sums_by_query.get(key)
+        if sums is None:
+            sums = self._sums_by_query[key] = PairSums(width)
+            if len(self._sums_by_query) > MAX_REMEMBERED_QUERIES:
+                self._sums_by_query.popitem(last=False)
+        else:
+            self._sums_by_query.move_to_end(key)
+        return sums
+
     def _existing_anti_affinity_counts(
         self,
         pod_info: PodInfo,
         ns_labels: Mapping[str, str] | None,
-        node_infos: Iterable[NodeInfo],
+        node_infos: Sequence[NodeInfo],
     ) -> TopologyCounts:
         namespace, labels = pod_info.namespace, pod_info.labels
 
-        def compute(node_info: NodeInfo) -> _Pairs:
+        def compute(node_info: NodeInfo) -> tuple[_Pairs]:
             if node_info.node is None:
-                return ()
+                return ((),)
             local = TopologyCounts()
             node_labels = _node_labels(node_info.node)
             for existing in node_info.pods_with_required_anti_affinity:
@@ -393,7 +451,7 @@ class InterPodAffinity(
                     local.update_with_anti_affinity_terms(
                         anti, namespace, labels, ns_labels, node_labels, 1
                     )
-            return _pairs(local)
+            return (_pairs(local),)
 
         key = (
             "existing-anti",
@@ -401,20 +459,17 @@ class InterPodAffinity(
             frozenset(labels.items()),
             None if ns_labels is None else frozenset(ns_labels.items()),
         )
-        counts = TopologyCounts()
-        for _, pairs in self._memo.answers(key, node_infos, compute):
-            for k, v, c in pairs:
-                counts.add(k, v, c)
-        return counts
+        (total,) = self._sums(key, 1).refresh(node_infos, compute)
+        return total.clone()
 
     def _incoming_counts(
         self,
         affinity: tuple[AffinityTerm, ...],
         anti: tuple[AffinityTerm, ...],
-        node_infos: Iterable[NodeInfo],
-        affinity_counts: TopologyCounts,
-        anti_counts: TopologyCounts,
-    ) -> None:
+        node_infos: Sequence[NodeInfo],
+    ) -> tuple[TopologyCounts, TopologyCounts]:
+        """Existing pods matching all ``affinity`` terms and any ``anti`` term, per domain."""
+
         def compute(node_info: NodeInfo) -> tuple[_Pairs, _Pairs]:
             if node_info.node is None:
                 return (), ()
@@ -435,11 +490,8 @@ class InterPodAffinity(
             return _pairs(local_affinity), _pairs(local_anti)
 
         key = ("incoming", tuple(t.key for t in affinity), tuple(t.key for t in anti))
-        for _, (affinity_pairs, anti_pairs) in self._memo.answers(key, node_infos, compute):
-            for k, v, c in affinity_pairs:
-                affinity_counts.add(k, v, c)
-            for k, v, c in anti_pairs:
-                anti_counts.add(k, v, c)
+        affinity_total, anti_total = self._sums(key, 2).refresh(node_infos, compute)
+        return affinity_total.clone(), anti_total.clone()
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self
@@ -500,8 +552,15 @@ class InterPodAffinity(
                 for n in nodes
             ]
         affinity = bool(s.required_affinity)
-        anti_affinity = bool(s.anti_affinity_counts)
-        existing = bool(s.existing_anti_affinity_counts)
+        # The anti-affinity checks as (topology key, {domain: count}) pairs, looked up once per
+        # cycle: a node fails one when its domain for that key has a count (zero counts are
+        # dropped from TopologyCounts, so presence with a count > 0 is the test).
+        anti_data = s.anti_affinity_counts.data
+        anti = [
+            (t.topology_key, anti_data[t.topology_key])
+            for t in s.required_anti_affinity if t.topology_key in anti_data
+        ] if anti_data else []
+        existing = list(s.existing_anti_affinity_counts.data.items())
         out: list[Status | None] = []
         for node_info in nodes:
             node = node_info.node
@@ -512,13 +571,21 @@ class InterPodAffinity(
             if affinity and not _satisfies_pod_affinity(s, node_labels):
                 out.append(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                                   ERR_REASON_AFFINITY_RULES_NOT_MATCH))
-            elif anti_affinity and not _satisfies_pod_anti_affinity(s, node_labels):
-                out.append(Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH))
-            elif existing and not _satisfies_existing_pods_anti_affinity(s, node_labels):
-                out.append(Status(Code.UNSCHEDULABLE,
-                                  ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH))
-            else:
-                out.append(None)
+                continue
+            status: Status | None = None
+            for key, domains in anti:
+                value = node_labels.get(key)
+                if value is not None and domains.get(value, 0) > 0:
+                    status = Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+                    break
+            if status is None:
+                for key, domains in existing:
+                    value = node_labels.get(key)
+                    if value is not None and domains.get(value, 0) > 0:
+                        status = Status(Code.UNSCHEDULABLE,
+                                        ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+                        break
+            out.append(status)
         return out
 
     # --- PreScore / Score ---------------------------------------------------------------------
@@ -763,27 +830,6 @@ def _satisfies_pod_affinity(s: PreFilterState, node_labels: Mapping[str, str]) -
     # cluster matches the terms yet and the pod matches its own terms.
     pod = s.pod_info
     return not counts and pod_matches_all_terms(s.required_affinity, pod.namespace, pod.labels)
-
-
-def _satisfies_pod_anti_affinity(s: PreFilterState, node_labels: Mapping[str, str]) -> bool:
-    counts = s.anti_affinity_counts
-    if not counts:
-        return True
-    for term in s.required_anti_affinity:
-        value = node_labels.get(term.topology_key)
-        if value is not None and counts.get(term.topology_key, value) > 0:
-            return False
-    return True
-
-
-def _satisfies_existing_pods_anti_affinity(
-    s: PreFilterState, node_labels: Mapping[str, str]
-) -> bool:
-    for key, values in s.existing_anti_affinity_counts.data.items():
-        value = node_labels.get(key)
-        if value is not None and values.get(value, 0) > 0:
-            return False
-    return True
 
 
 def _as_pod(obj: Any) -> dict[str, Any]:

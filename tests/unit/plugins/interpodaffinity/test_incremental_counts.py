@@ -1,0 +1,134 @@
+"""PreFilter sums kept across cycles equal a fresh count after any sequence of changes.
+
+``PairSums`` is exercised directly on NodeInfos that change under it, and through the
+plugin: a long-lived InterPodAffinity (its sums carried from cycle to cycle) must write the
+same PreFilter counts as a plugin built afresh for every cycle.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.config.defaults import default_config
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.runtime import Framework
+from scheduler.objects.pod import PodInfo
+from scheduler.offline import offline_handle_kwargs
+from scheduler.plugins.interpodaffinity.plugin import (
+    PRE_FILTER_STATE_KEY,
+    PairSums,
+    PreFilterState,
+    TopologyCounts,
+    _pairs,
+)
+from scheduler.plugins.registry import Registry
+from tests.builders import NodeBuilder, PodBuilder
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+def web_pairs(ni: NodeInfo) -> tuple[tuple[tuple[str, str, int], ...]]:
+    counts = TopologyCounts()
+    labels = (ni.node or {}).get("metadata", {}).get("labels") or {}
+    for p in ni.pods:
+        if p.labels.get("app") == "web":
+            for key in (ZONE, HOST):
+                if key in labels:
+                    counts.add(key, labels[key], 1)
+    return (_pairs(counts),)
+
+
+def fresh(nodes: list[NodeInfo]) -> dict[str, dict[str, int]]:
+    total = TopologyCounts()
+    for ni in nodes:
+        for key, value, count in web_pairs(ni)[0]:
+            total.add(key, value, count)
+    return total.data
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_pair_sums_match_a_fresh_sum(seed: int) -> None:
+    rng = random.Random(seed)
+    nodes: list[NodeInfo] = []
+    serial = 0
+
+    def new_node() -> NodeInfo:
+        nonlocal serial
+        serial += 1
+        return NodeInfo(NodeBuilder(f"n{serial}").labels(
+            {HOST: f"n{serial}", ZONE: rng.choice("abc")}).obj())
+
+    nodes.extend(new_node() for _ in range(6))
+    sums = PairSums(1)
+    for step in range(150):
+        action = rng.random()
+        if action < 0.5 and nodes:
+            rng.choice(nodes).add_pod(PodInfo.from_pod(
+                PodBuilder(f"p{step}").uid(f"u{seed}-{step}")
+                .labels(app=rng.choice(["web", "db"])).obj()))
+        elif action < 0.65 and nodes:
+            ni = rng.choice(nodes)
+            if ni.pods:
+                ni.remove_pod(rng.choice(ni.pods).pod)
+        elif action < 0.75:
+            nodes.append(new_node())
+        elif action < 0.85 and len(nodes) > 1:
+            nodes.remove(rng.choice(nodes))
+        elif nodes:
+            ni = rng.choice(nodes)
+            ni.set_node(NodeBuilder(ni.name).labels(
+                {HOST: ni.name, ZONE: rng.choice("abcd")}).obj())
+        subset = [n for n in nodes if rng.random() < 0.8]  # the set itself changes too
+        (got,) = sums.refresh(subset, web_pairs)
+        assert got.data == fresh(subset), (seed, step)
+
+
+def _framework(snapshot: Snapshot) -> Framework:
+    kwargs = offline_handle_kwargs()
+    kwargs["snapshot_provider"] = lambda: snapshot
+    return Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+
+
+def _counts(fwk: Framework, snapshot: Snapshot, pod: dict[str, object]) -> tuple[object, ...]:
+    plugin = fwk.plugins["InterPodAffinity"]
+    state = fwk.new_cycle_state()
+    info = PodInfo.from_pod(pod)  # type: ignore[arg-type]
+    plugin.pre_filter(state, info, snapshot.list())  # type: ignore[attr-defined]
+    s = state.get(PRE_FILTER_STATE_KEY)
+    assert isinstance(s, PreFilterState)
+    return (s.affinity_counts.data, s.anti_affinity_counts.data,
+            s.existing_anti_affinity_counts.data)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_lived_plugin_writes_the_counts_a_fresh_plugin_writes(seed: int) -> None:
+    rng = random.Random(seed)
+    cache, snapshot = Cache(), Snapshot()
+    for i in range(12):
+        cache.add_node(NodeBuilder(f"n{i}").labels({HOST: f"n{i}", ZONE: rng.choice("abc")})
+                       .capacity(cpu="64", memory="64Gi", pods=500).obj())
+    long_lived = _framework(snapshot)
+    placed: list[dict[str, object]] = []
+    for step in range(60):
+        app = rng.choice(["web", "db"])
+        b = PodBuilder(f"p{step}").uid(f"u{step}").labels(app=app).node(f"n{rng.randrange(12)}")
+        if rng.random() < 0.4:
+            b.pod_anti_affinity_required({"app": rng.choice(["web", "db"])},
+                                         rng.choice([HOST, ZONE]))
+        if rng.random() < 0.2 and placed:
+            cache.remove_pod(placed.pop(rng.randrange(len(placed))))
+        else:
+            pod = b.obj()
+            cache.add_pod(PodInfo.from_pod(pod))
+            placed.append(pod)
+        cache.update_snapshot(snapshot)
+        incoming = (PodBuilder("in").uid("in").labels(app=rng.choice(["web", "db"]))
+                    .pod_anti_affinity_required({"app": "web"}, HOST)
+                    .pod_affinity_required({"app": "db"}, ZONE).obj())
+        assert _counts(long_lived, snapshot, incoming) == _counts(
+            _framework(snapshot), snapshot, incoming), (seed, step)
