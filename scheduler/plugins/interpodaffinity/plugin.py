@@ -343,6 +343,8 @@ class InterPodAffinity(
         # PreFilter sums per question (the incoming pod's terms, or its labels for existing
         # pods' anti-affinity), least recently asked dropped first.
         self._sums_by_query: OrderedDict[Hashable, PairSums] = OrderedDict()
+        # node name -> (NodeInfo generation, its pods whose terms score incoming pods)
+        self._scoring_pods: dict[str, tuple[int, tuple[PodInfo, ...]]] = {}
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -629,13 +631,22 @@ class InterPodAffinity(
                         values = score[term.topology_key] = {}
                     values[value] = values.get(value, 0) + weight
 
+        # Without preferred terms of its own, the incoming pod is scored only by existing pods
+        # with scoring terms; a node's list of those is kept until the node changes.
+        own_terms = bool(preferred_affinity or preferred_anti)
+        if len(self._scoring_pods) > 2 * len(snapshot.list()) + 64:
+            self._scoring_pods.clear()  # nodes come and go; forget the departed
         for node_info in node_infos:
             if node_info.node is None:
                 continue
             node_labels = _node_labels(node_info.node)
             if not node_labels:
                 continue  # no topology key can match
-            pods = node_info.pods if has_constraints else node_info.pods_with_affinity
+            pods: Sequence[PodInfo]
+            if own_terms:
+                pods = node_info.pods if has_constraints else node_info.pods_with_affinity
+            else:
+                pods = self._pods_with_scoring_terms(node_info)
             for existing in pods:
                 # The incoming pod's preferred terms against the existing pod.
                 for w in preferred_affinity:
@@ -647,11 +658,7 @@ class InterPodAffinity(
                 # The existing pod's scoring terms against the incoming pod; a pod with only
                 # required anti-affinity (the common replica-spreading case) has none, and
                 # skipping it here saves a terms lookup per existing pod per cycle.
-                if not (
-                    (hard_weight > 0 and existing.has_required_affinity)
-                    or existing.has_preferred_affinity
-                    or existing.has_preferred_anti_affinity
-                ):
+                if not self._has_scoring_terms(existing):
                     continue
                 et = self._existing_terms(existing)
                 if hard_weight > 0:
@@ -666,6 +673,23 @@ class InterPodAffinity(
             return Status(Code.SKIP)
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(score))
         return None
+
+    def _has_scoring_terms(self, pod: PodInfo) -> bool:
+        return (
+            (self.hard_pod_affinity_weight > 0 and pod.has_required_affinity)
+            or pod.has_preferred_affinity
+            or pod.has_preferred_anti_affinity
+        )
+
+    def _pods_with_scoring_terms(self, node_info: NodeInfo) -> tuple[PodInfo, ...]:
+        """The node's pods whose own terms score other pods, kept per NodeInfo generation."""
+        cache = self._scoring_pods
+        entry = cache.get(node_info.name)
+        if entry is None or entry[0] != node_info.generation:
+            entry = (node_info.generation,
+                     tuple(p for p in node_info.pods_with_affinity if self._has_scoring_terms(p)))
+            cache[node_info.name] = entry
+        return entry[1]
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

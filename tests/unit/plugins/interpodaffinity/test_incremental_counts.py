@@ -20,6 +20,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.interpodaffinity.plugin import (
     PRE_FILTER_STATE_KEY,
+    PRE_SCORE_STATE_KEY,
     PairSums,
     PreFilterState,
     TopologyCounts,
@@ -131,4 +132,48 @@ def test_long_lived_plugin_writes_the_counts_a_fresh_plugin_writes(seed: int) ->
                     .pod_anti_affinity_required({"app": "web"}, HOST)
                     .pod_affinity_required({"app": "db"}, ZONE).obj())
         assert _counts(long_lived, snapshot, incoming) == _counts(
+            _framework(snapshot), snapshot, incoming), (seed, step)
+
+
+def _pre_score(fwk: Framework, snapshot: Snapshot, pod: dict[str, object]) -> object:
+    plugin = fwk.plugins["InterPodAffinity"]
+    state = fwk.new_cycle_state()
+    status = plugin.pre_score(  # type: ignore[attr-defined]
+        state, PodInfo.from_pod(pod), snapshot.list())  # type: ignore[arg-type]
+    s = state.get(PRE_SCORE_STATE_KEY)
+    return status.code if status is not None else None, getattr(s, "topology_score", None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_lived_plugin_pre_scores_as_a_fresh_plugin(seed: int) -> None:
+    """PreScore keeps, per node, the pods whose terms score others; changes must show."""
+    rng = random.Random(seed)
+    cache, snapshot = Cache(), Snapshot()
+    for i in range(10):
+        cache.add_node(NodeBuilder(f"n{i}").labels({HOST: f"n{i}", ZONE: rng.choice("abc")})
+                       .capacity(cpu="64", memory="64Gi", pods=500).obj())
+    long_lived = _framework(snapshot)
+    placed: list[dict[str, object]] = []
+    for step in range(60):
+        b = (PodBuilder(f"p{step}").uid(f"u{step}").labels(app=rng.choice(["web", "db"]))
+             .node(f"n{rng.randrange(10)}"))
+        roll = rng.random()
+        if roll < 0.3:
+            b.pod_affinity_preferred(rng.randint(1, 50), {"app": "web"}, rng.choice([HOST, ZONE]))
+        elif roll < 0.5:
+            b.pod_anti_affinity_preferred(rng.randint(1, 50), {"app": "db"}, ZONE)
+        elif roll < 0.7:
+            b.pod_anti_affinity_required({"app": "web"}, HOST)
+        elif roll < 0.8:
+            b.pod_affinity_required({"app": "web"}, ZONE)
+        if rng.random() < 0.25 and placed:
+            cache.remove_pod(placed.pop(rng.randrange(len(placed))))
+        else:
+            pod = b.obj()
+            cache.add_pod(PodInfo.from_pod(pod))
+            placed.append(pod)
+        cache.update_snapshot(snapshot)
+        incoming = (PodBuilder("in").uid("in").labels(app=rng.choice(["web", "db"]))
+                    .pod_anti_affinity_required({"app": "web"}, HOST).obj())
+        assert _pre_score(long_lived, snapshot, incoming) == _pre_score(
             _framework(snapshot), snapshot, incoming), (seed, step)
