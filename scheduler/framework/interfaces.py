@@ -141,7 +141,8 @@ class ScoreValuesNormalizer(Protocol):
     """
 
     def normalize_score_values(
-        self, state: CycleState, pod_info: PodInfo, values: builtins.list[int]
+        self, state: CycleState, pod_info: PodInfo, names: builtins.list[str],
+        values: builtins.list[int],
     ) -> tuple[builtins.list[int], Status | None]: ...
 
 

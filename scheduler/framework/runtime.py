@@ -905,7 +905,7 @@ class Framework:
                 t0 = time.perf_counter() if sampled else 0.0
                 try:
                     if normalize_values is not None:
-                        values, s = normalize_values(state, pod_info, values)
+                        values, s = normalize_values(state, pod_info, names, values)
                     else:
                         node_scores = [NodeScore(n, v) for n, v in zip(names, values)]
                         s = ext.normalize_score(state, pod_info, node_scores)

@@ -272,6 +272,6 @@ class NodeAffinity(
         return None
 
     def normalize_score_values(
-        self, state: CycleState, pod_info: PodInfo, values: list[int]
+        self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]
     ) -> tuple[list[int], Status | None]:
         return default_normalize_values(MAX_NODE_SCORE, False, values), None

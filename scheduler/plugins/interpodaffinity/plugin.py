@@ -713,23 +713,31 @@ class InterPodAffinity(
     def normalize_score(
         self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]
     ) -> Status | None:
+        values, status = self.normalize_score_values(
+            state, pod_info, [ns.name for ns in scores], [ns.score for ns in scores]
+        )
+        if status is None:
+            for ns, value in zip(scores, values):
+                ns.score = value
+        return status
+
+    def normalize_score_values(
+        self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]
+    ) -> tuple[list[int], Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         if not isinstance(s, PreScoreState):
-            return Status(
+            return values, Status(
                 Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
             )
-        if not s.topology_score or not scores:
-            return None
-        lowest = min(ns.score for ns in scores)
-        highest = max(ns.score for ns in scores)
-        spread = highest - lowest
-        for ns in scores:
-            if spread > 0:
-                # Float math and truncation, as upstream computes it.
-                ns.score = int(float(MAX_NODE_SCORE) * (float(ns.score - lowest) / float(spread)))
-            else:
-                ns.score = 0
-        return None
+        if not s.topology_score or not values:
+            return values, None
+        lowest = min(values)
+        spread = max(values) - lowest
+        if spread <= 0:
+            return [0] * len(values), None
+        # Float math and truncation, as upstream computes it.
+        m = float(MAX_NODE_SCORE)
+        return [int(m * (float(v - lowest) / float(spread))) for v in values], None
 
     # --- events -------------------------------------------------------------------------------
 

@@ -76,7 +76,6 @@ SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
 
 _MAX_INT32 = 2**31 - 1
-_INVALID_SCORE = -1
 _ARGS_FIELDS = frozenset({"defaultConstraints", "defaultingType", "apiVersion", "kind"})
 _NO_FIELDS: Mapping[str, Any] = {}
 
@@ -653,31 +652,38 @@ class PodTopologySpread(
     def normalize_score(
         self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]
     ) -> Status | None:
+        values, status = self.normalize_score_values(
+            state, pod_info, [ns.name for ns in scores], [ns.score for ns in scores]
+        )
+        if status is None:
+            for ns, value in zip(scores, values):
+                ns.score = value
+        return status
+
+    def normalize_score_values(
+        self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]
+    ) -> tuple[list[int], Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         if not isinstance(s, PreScoreState):
-            return Status(
+            return values, Status(
                 Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
             )
-        lowest = None
-        highest = 0
-        for ns in scores:
-            if ns.name in s.ignored_nodes:
-                ns.score = _INVALID_SCORE
-                continue
-            if lowest is None or ns.score < lowest:
-                lowest = ns.score
-            if ns.score > highest:
-                highest = ns.score
-        for ns in scores:
-            if ns.score == _INVALID_SCORE:
-                ns.score = 0
-                continue
-            if highest == 0:
-                ns.score = MAX_NODE_SCORE
-                continue
-            assert lowest is not None
-            ns.score = MAX_NODE_SCORE * (highest + lowest - ns.score) // highest
-        return None
+        # Nodes without the constraints' keys score 0; the rest are scaled, fewer matching
+        # pods scoring higher, against the lowest and highest counts among them.
+        ignored = s.ignored_nodes
+        counted = [v for n, v in zip(names, values) if n not in ignored] if ignored else values
+        if not counted:
+            return [0] * len(values), None
+        lowest, highest = min(counted), max(max(counted), 0)
+        if highest == 0:
+            return [0 if ignored and n in ignored else MAX_NODE_SCORE for n in names], None
+        m = MAX_NODE_SCORE
+        if not ignored:
+            return [m * (highest + lowest - v) // highest for v in values], None
+        return [
+            0 if n in ignored else m * (highest + lowest - v) // highest
+            for n, v in zip(names, values)
+        ], None
 
     # --- events -------------------------------------------------------------------------------
 

@@ -116,7 +116,7 @@ def test_normalize_score_values_matches_normalize_score(seed: int, kind: str) ->
         values, _ = plugin.score_nodes(state, info, feasible)
         node_scores = [NodeScore(n.name, v) for n, v in zip(feasible, values)]
         assert ext.normalize_score(state, info, node_scores) is None
-        got, status = fast(state, info, list(values))
+        got, status = fast(state, info, [n.name for n in feasible], list(values))
         assert status is None
         assert got == [ns.score for ns in node_scores], name
         checked += 1
