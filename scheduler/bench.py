@@ -129,19 +129,26 @@ async def _gather_bounded(items: Sequence[Any], fn: Callable[[Any], Any], concur
     await asyncio.gather(*(one(i) for i in items))
 
 
-async def measure_raw_binding(client: Any, node_names: list[str], count: int,
-                              concurrency: int) -> float:
-    """Create ``count`` pods nobody schedules, then bind them as fast as possible."""
+async def _unscheduled_pods(client: Any, namespace: str, count: int,
+                            concurrency: int) -> list[dict[str, Any]]:
+    """A fresh namespace with ``count`` pods no scheduler watches, as the server returned them."""
     await client.create("/api/v1/namespaces", {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RAW_NAMESPACE}})
-    path = f"/api/v1/namespaces/{RAW_NAMESPACE}/pods"
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    path = f"/api/v1/namespaces/{namespace}/pods"
     created: list[dict[str, Any]] = []
 
     async def create(i: int) -> None:
         created.append(await client.create(path, _pod(
-            f"raw-{i}", scheduler_name=RAW_SCHEDULER_NAME, namespace=RAW_NAMESPACE)))
+            f"raw-{i}", scheduler_name=RAW_SCHEDULER_NAME, namespace=namespace)))
 
     await _gather_bounded(list(range(count)), create, concurrency)
+    return created
+
+
+async def measure_raw_binding(client: Any, node_names: list[str], count: int,
+                              concurrency: int) -> float:
+    """Create ``count`` pods nobody schedules, then bind them as fast as possible."""
+    created = await _unscheduled_pods(client, RAW_NAMESPACE, count, concurrency)
     started = time.perf_counter()
 
     async def bind(item: tuple[int, dict[str, Any]]) -> None:
@@ -164,16 +171,8 @@ async def measure_binding_with_event(client: Any, node_names: list[str], count: 
     from scheduler.client.events import micro_time
 
     namespace = RAW_NAMESPACE + "-events"
-    await client.create("/api/v1/namespaces", {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    created = await _unscheduled_pods(client, namespace, count, concurrency)
     path = f"/api/v1/namespaces/{namespace}/pods"
-    created: list[dict[str, Any]] = []
-
-    async def create(i: int) -> None:
-        created.append(await client.create(path, _pod(
-            f"raw-{i}", scheduler_name=RAW_SCHEDULER_NAME, namespace=namespace)))
-
-    await _gather_bounded(list(range(count)), create, concurrency)
     listed = await client.get(path)
 
     async def drain() -> None:
@@ -220,16 +219,7 @@ async def measure_raw_binding_official_client(
     from kubernetes.aio import config as kconfig
 
     namespace = RAW_NAMESPACE + "-official"
-    await client.create("/api/v1/namespaces", {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    created: list[dict[str, Any]] = []
-
-    async def create(i: int) -> None:
-        created.append(await client.create(path, _pod(
-            f"raw-{i}", scheduler_name=RAW_SCHEDULER_NAME, namespace=namespace)))
-
-    await _gather_bounded(list(range(count)), create, concurrency)
+    created = await _unscheduled_pods(client, namespace, count, concurrency)
     configuration = kclient.Configuration()
     await kconfig.load_kube_config(  # type: ignore[no-untyped-call]  # untyped upstream
         config_file=kubeconfig, client_configuration=configuration)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.config.errors import ConfigError
+from scheduler.framework.status import Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
 
 __all__ = [
@@ -49,6 +50,19 @@ def default_normalize_score(
     values = default_normalize_values(max_priority, reverse, [s.score for s in scores])
     for s, value in zip(scores, values):
         s.score = value
+
+
+def normalize_with_values(
+    normalize_values: Callable[[list[str], list[int]], tuple[list[int], Status | None]],
+    scores: Sequence[NodeScore],
+) -> Status | None:
+    """``normalize_score`` in place through a plugin's ``normalize_score_values``, so the
+    plugin has one implementation of its normalization."""
+    values, status = normalize_values([ns.name for ns in scores], [ns.score for ns in scores])
+    if status is None:
+        for ns, value in zip(scores, values):
+            ns.score = value
+    return status
 
 
 def default_normalize_values(max_priority: int, reverse: bool, values: list[int]) -> list[int]:

@@ -48,7 +48,7 @@ from scheduler.framework.types import MAX_NODE_SCORE, NodeScore, PreFilterResult
 from scheduler.objects.labels import LabelSelector
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
-from scheduler.plugins.helper import args_error
+from scheduler.plugins.helper import args_error, normalize_with_values
 from scheduler.plugins.interpodaffinity.terms import (
     AffinityTerm,
     PodAffinityTerms,
@@ -713,13 +713,10 @@ class InterPodAffinity(
     def normalize_score(
         self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]
     ) -> Status | None:
-        values, status = self.normalize_score_values(
-            state, pod_info, [ns.name for ns in scores], [ns.score for ns in scores]
+        return normalize_with_values(
+            lambda names, values: self.normalize_score_values(state, pod_info, names, values),
+            scores,
         )
-        if status is None:
-            for ns, value in zip(scores, values):
-                ns.score = value
-        return status
 
     def normalize_score_values(
         self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]

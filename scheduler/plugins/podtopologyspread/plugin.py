@@ -46,7 +46,7 @@ from scheduler.objects.errors import ObjectError
 from scheduler.objects.labels import LabelSelectorError, validate_label_key
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
-from scheduler.plugins.helper import args_error
+from scheduler.plugins.helper import args_error, normalize_with_values
 from scheduler.plugins.node_memo import NodeMemo
 from scheduler.plugins.podtopologyspread.domains import DomainCounts
 from scheduler.plugins.podtopologyspread.common import (
@@ -652,13 +652,10 @@ class PodTopologySpread(
     def normalize_score(
         self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]
     ) -> Status | None:
-        values, status = self.normalize_score_values(
-            state, pod_info, [ns.name for ns in scores], [ns.score for ns in scores]
+        return normalize_with_values(
+            lambda names, values: self.normalize_score_values(state, pod_info, names, values),
+            scores,
         )
-        if status is None:
-            for ns, value in zip(scores, values):
-                ns.score = value
-        return status
 
     def normalize_score_values(
         self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]
