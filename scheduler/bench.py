@@ -17,9 +17,10 @@ what informers, queue, snapshot, assume, binding and events cost with no plugin 
 
 The ratio of (2) to (1) is the figure that survives a noisy machine; both absolute numbers are
 printed too, as are the floor's rate and its ratio to (1), which bound what any profile of this
-daemon can reach on this machine.  Workloads: ``plain`` (cpu/memory requests), ``anti-affinity`` (replica sets with
-required pod anti-affinity on hostname), ``spread`` (topology spread over zones, maxSkew 1),
-``gang`` (PodGroups scheduled all-or-nothing by Coscheduling).
+daemon can reach on this machine.  Workloads: ``plain`` (cpu/memory requests),
+``anti-affinity`` (replica sets with required pod anti-affinity on hostname), ``spread``
+(topology spread over zones, maxSkew 1), ``gang`` (PodGroups scheduled all-or-nothing by
+Coscheduling).
 """
 
 from __future__ import annotations
@@ -129,11 +130,15 @@ async def _gather_bounded(items: Sequence[Any], fn: Callable[[Any], Any], concur
     await asyncio.gather(*(one(i) for i in items))
 
 
+async def _create_namespace(client: Any, namespace: str) -> None:
+    await client.create("/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+
 async def _unscheduled_pods(client: Any, namespace: str, count: int,
                             concurrency: int) -> list[dict[str, Any]]:
     """A fresh namespace with ``count`` pods no scheduler watches, as the server returned them."""
-    await client.create("/api/v1/namespaces", {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await _create_namespace(client, namespace)
     path = f"/api/v1/namespaces/{namespace}/pods"
     created: list[dict[str, Any]] = []
 
@@ -358,9 +363,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
 
             if args.floor:
                 # Same pod count and shape as a plain run, then gone before the real run.
-                await user.create("/api/v1/namespaces", {
-                    "apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": FLOOR_NAMESPACE}})
+                await _create_namespace(user, FLOOR_NAMESPACE)
                 floor_pods = workload_pods("plain", args.pods, nodes=args.nodes,
                                            scheduler_name=FLOOR_SCHEDULER_NAME)
                 for pod in floor_pods:

@@ -622,13 +622,7 @@ class Framework:
             evals[index] += 1
             if sampled:
                 t0 = time.perf_counter()
-            try:
-                status = filter_fn(state, pod_info, node_info)
-            except Exception as exc:
-                log.exception(
-                    "Filter plugin raised", plugin=name, pod=pod_info.key, node=node_info.name
-                )
-                status = Status.from_error(exc, plugin=name)
+            status = self._filter_one(name, filter_fn, state, pod_info, node_info)
             if sampled:
                 self._observe_plugin(FILTER, name, status, t0)
             if status is not None and status.code != Code.SUCCESS:
@@ -667,7 +661,9 @@ class Framework:
                     )
             except Exception:
                 # Find the node (or nodes) that made it raise, one Filter call each.
-                results = [self._filter_one(name, plugin, state, pod_info, n) for n in batch]
+                results = [
+                    self._filter_one(name, plugin.filter, state, pod_info, n) for n in batch
+                ]
             if sampled:
                 self._observe_filter_batch(name, results, time.perf_counter() - t0)
             if not any(results):
@@ -708,11 +704,12 @@ class Framework:
 
     @staticmethod
     def _filter_one(
-        name: str, plugin: FilterPlugin, state: CycleState, pod_info: PodInfo,
+        name: str, filter_fn: FilterFn, state: CycleState, pod_info: PodInfo,
         node_info: NodeInfo,
     ) -> Status | None:
+        """One Filter call; a plugin that raises answers an Error status naming it."""
         try:
-            return plugin.filter(state, pod_info, node_info)
+            return filter_fn(state, pod_info, node_info)
         except Exception as exc:
             log.exception(
                 "Filter plugin raised", plugin=name, pod=pod_info.key, node=node_info.name

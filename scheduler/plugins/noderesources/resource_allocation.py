@@ -105,7 +105,7 @@ class PairedScorer:
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 
-    __slots__ = ("name", "resources", "use_requested", "_scorer", "pair_scorer")
+    __slots__ = ("name", "resources", "use_requested", "_scorer", "column_scorer")
 
     def __init__(
         self,
@@ -119,9 +119,9 @@ class ResourceAllocationScorer:
         self.resources = list(resources)
         self.use_requested = use_requested
         self._scorer = scorer
-        # The same formula for exactly two resources as plain arguments
-        # (requested0, allocatable0, requested1, allocatable1): no lists per node.
-        self.pair_scorer: PairScorerFn | None = getattr(scorer, "pair", None)
+        # The same formula for exactly two resources over columns of nodes
+        # (requested0s, allocatable0s, requested1s, allocatable1s): no call per node.
+        self.column_scorer: ColumnScorerFn | None = getattr(scorer, "column", None)
 
     def pod_requests(self, pod_info: PodInfo) -> list[int]:
         return [
@@ -164,7 +164,8 @@ class ResourceAllocationScorer:
         if not self.resources:
             return [], Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)
         native = all(spec.name in (CPU, MEMORY) for spec in self.resources)
-        if not native or len(self.resources) != 2 or self.pair_scorer is None:
+        column = self.column_scorer
+        if not native or len(self.resources) != 2 or column is None:
             return [self.score(node_info, pod_requests)[0] for node_info in nodes], None
         cpu_first = self.resources[0].name == CPU
         cpu_request, mem_request = (
@@ -180,10 +181,6 @@ class ResourceAllocationScorer:
         # A resource the node does not have is not scored: requested 0 with allocatable 0.
         r_cpu = [u.milli_cpu + cpu_request if a else 0 for u, a in zip(used, a_cpu)]
         r_mem = [u.memory + mem_request if a else 0 for u, a in zip(used, a_mem)]
-        column = getattr(self._scorer, "column", None)
-        if column is None:
-            pair = self.pair_scorer
-            column = lambda r0s, a0s, r1s, a1s: list(map(pair, r0s, a0s, r1s, a1s))  # noqa: E731
         if cpu_first:
             return column(r_cpu, a_cpu, r_mem, a_mem), None
         return column(r_mem, a_mem, r_cpu, a_cpu), None
