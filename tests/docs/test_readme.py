@@ -20,3 +20,15 @@ def test_ci_runs_exactly_the_quick_start_test_command() -> None:
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     commands = [line.strip() for line in ci if line.strip() and not line.lstrip().startswith("#")]
     assert commands[-1] == _quick_start()[1]
+
+
+def test_configuration_example_is_accepted_by_the_daemon() -> None:
+    """The example was once rejected (its profiles used different queueSort plugins)."""
+    from scheduler.app import validate_profiles
+    from scheduler.config.load import parse_config_text
+    from scheduler.plugins.registry import Registry
+
+    (block,) = section_blocks("Configuration", lang="yaml")
+    config = parse_config_text(block.text, source="README.md")
+    validate_profiles(config, Registry(), source="README.md")
+    assert [p.scheduler_name for p in config.profiles] == ["py-scheduler", "py-binpack"]
