@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.framework.batching import Batch, BatchCache
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import AlreadyBoundError, PodGoneError
 from scheduler.framework.events import ASSIGNED_POD_DELETE
@@ -107,6 +108,7 @@ def filter_nodes_from(
     to_find: int,
     diagnosis: Diagnosis,
     with_nominated_pods: bool = False,
+    batch: Batch | None = None,
 ) -> tuple[list[NodeInfo], int]:
     """Walk ``nodes`` from ``start`` (wrapping) until ``to_find`` pass every Filter plugin;
     rejected nodes go into ``diagnosis``.  Returns the feasible nodes and how many nodes the
@@ -134,7 +136,7 @@ def filter_nodes_from(
     while processed < num_all:
         size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
         chunk = wrapped_slice(nodes, start + processed, size)
-        statuses = fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
+        statuses = (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
         for node_info, status in zip(chunk, statuses):
             processed += 1
             if status is None or status.code == Code.SUCCESS:
@@ -177,6 +179,9 @@ class SchedulingCycle:
     def __init__(self, sched: Scheduler) -> None:
         self.sched = sched
         self.next_start_node_index = 0
+        # Opportunistic batching (framework/batching.py); None turns it off.
+        self.batches: BatchCache | None = BatchCache()
+        self._batch: Batch | None = None  # the current cycle's, set after PreFilter
 
     # --- scheduling cycle ------------------------------------------------------------------
 
@@ -305,7 +310,8 @@ class SchedulingCycle:
             host = feasible[sched.rng.randrange(len(feasible))].name
             return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status),
                                   len(feasible))
-        table, status = fwk.score_table(state, pod_info, feasible)
+        batch, self._batch = self._batch, None
+        table, status = (batch or fwk).score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
         host = select_host(list(zip(table.names, table.totals)), sched.rng)
@@ -315,6 +321,7 @@ class SchedulingCycle:
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, all_nodes: list[NodeInfo]
     ) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
+        self._batch = None
         pre_result, status, rejectors = fwk.run_pre_filter_plugins(state, pod_info, all_nodes)
         diagnosis.unschedulable_plugins |= rejectors
         if status is not None and not status.is_success():
@@ -387,9 +394,15 @@ class SchedulingCycle:
             return picked
 
         start = self.next_start_node_index % num_all
+        with_nominated_pods = self.sched.has_nominated_pods()
+        if self.batches is not None and not with_nominated_pods:
+            snapshot = self.sched.snapshot
+            self._batch = self.batches.begin(
+                fwk, state, pod_info, num_nodes=len(snapshot.list()),
+                image_generation=snapshot.image_generation)
         feasible, processed = filter_nodes_from(
             fwk, state, pod_info, nodes, start=start, to_find=to_find, diagnosis=diagnosis,
-            with_nominated_pods=self.sched.has_nominated_pods(),
+            with_nominated_pods=with_nominated_pods, batch=self._batch,
         )
         self.next_start_node_index = (start + processed) % num_all
         return feasible

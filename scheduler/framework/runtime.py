@@ -147,6 +147,11 @@ class ScoreTable:
     by_plugin: dict[str, list[int]]
 
 
+# Each Score plugin's values before NormalizeScore and weights: [(plugin, values per node)].
+RawScores = list[tuple[str, list[int]]]
+RawScorer = Callable[[CycleState, PodInfo, list[NodeInfo]], tuple[RawScores, Status | None]]
+
+
 class Framework:
     """The plugins of one profile and the code that runs them."""
 
@@ -200,6 +205,7 @@ class Framework:
         self._post_filter = cast(list[tuple[str, PostFilterPlugin]], points["postFilter"])
         self._pre_score = cast(list[tuple[str, PreScorePlugin]], points["preScore"])
         self._score = cast(list[tuple[str, ScorePlugin]], points["score"])
+        self._score_by_name = dict(self._score)
         self._reserve = cast(list[tuple[str, ReservePlugin]], points["reserve"])
         self._permit = cast(list[tuple[str, PermitPlugin]], points["permit"])
         self._pre_bind = cast(list[tuple[str, PreBindPlugin]], points["preBind"])
@@ -368,6 +374,15 @@ class Framework:
 
     def get_plugin(self, name: str) -> Plugin | None:
         return self.plugins.get(name)
+
+    @property
+    def filter_plugins(self) -> list[tuple[str, FilterPlugin]]:
+        """(name, plugin) of every Filter plugin in run order (opportunistic batching)."""
+        return self._filter
+
+    @property
+    def score_plugins(self) -> list[tuple[str, ScorePlugin]]:
+        return self._score
 
     def has_filter_plugins(self) -> bool:
         return bool(self._filter)
@@ -863,21 +878,41 @@ class Framework:
         return results, None
 
     def score_table(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        raw_scores: RawScorer | None = None,
     ) -> tuple[ScoreTable, Status | None]:
-        """Scores as columns (no per-node objects): what the scheduling cycle uses."""
+        """Scores as columns (no per-node objects): what the scheduling cycle uses.
+
+        ``raw_scores`` replaces the Score plugin calls (opportunistic batching reuses raw
+        scores of unchanged nodes); NormalizeScore and weights always run on all ``nodes``.
+        """
         start = time.perf_counter()
-        table, status = self._run_score_plugins(state, pod_info, nodes)
+        raw, status = (raw_scores or self.raw_scores)(state, pod_info, nodes)
+        names = [node_info.name for node_info in nodes]
+        if status is not None:
+            table = ScoreTable(names, [0] * len(nodes), {})
+        else:
+            table, status = self._finish_scores(state, pod_info, names, raw)
         self._observe_point(SCORE, status, start)
         return table, status
 
     def _run_score_plugins(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[ScoreTable, Status | None]:
+        names = [node_info.name for node_info in nodes]
+        raw, status = self.raw_scores(state, pod_info, nodes)
+        if status is not None:
+            return ScoreTable(names, [0] * len(nodes), {}), status
+        return self._finish_scores(state, pod_info, names, raw)
+
+    def raw_scores(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[RawScores, Status | None]:
+        """Each Score plugin's values for ``nodes`` before NormalizeScore and weights, as
+        upstream runs every Score plugin before normalizing any."""
         skip = state.skip_score_plugins
         sampled = state.record_plugin_metrics
-        names = [node_info.name for node_info in nodes]
-        table = ScoreTable(names, [0] * len(nodes), {})
+        raw: RawScores = []
         for name, plugin in self._score:
             if name in skip:
                 continue
@@ -890,12 +925,21 @@ class Framework:
             if sampled:
                 self._observe_plugin(SCORE, name, s, t0)
             if s is not None and s.code != Code.SUCCESS:
-                return table, _guard_error(
+                return raw, _guard_error(
                     s, f"running Score plugins: plugin {name!r} failed with", name
                 )
             self._count_evaluation(SCORE, name, len(nodes))
+            raw.append((name, values))
+        return raw, None
 
-            ext = plugin.score_extensions()
+    def _finish_scores(
+        self, state: CycleState, pod_info: PodInfo, names: list[str], raw: RawScores
+    ) -> tuple[ScoreTable, Status | None]:
+        """NormalizeScore, the range check and the weights over every node's raw scores."""
+        sampled = state.record_plugin_metrics
+        table = ScoreTable(names, [0] * len(names), {})
+        for name, values in raw:
+            ext = self._score_by_name[name].score_extensions()
             if ext is not None:
                 normalize_values = getattr(ext, "normalize_score_values", None)
                 node_scores: list[NodeScore] | None = None

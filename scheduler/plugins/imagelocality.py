@@ -9,7 +9,7 @@ pod, so it registers no events and needs no normalization.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
@@ -84,6 +84,10 @@ class ImageLocality(ScorePlugin):
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         validate_no_args(NAME, args)
         self._handle = handle
+
+    def sign(self, pod_info: PodInfo) -> Hashable:
+        """The fields Score reads of the pod (opportunistic batching)."""
+        return tuple(_container_images(pod_info.pod))
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

@@ -10,9 +10,10 @@ the preferred terms (the pod's and ``addedAffinity``'s) a node matches, normaliz
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
+from scheduler.framework.batching import freeze
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import (
     ActionType,
@@ -222,6 +223,11 @@ class NodeAffinity(
         if not pinned:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_CONFLICT)
         return PreFilterResult(pinned), None
+
+    def sign(self, pod_info: PodInfo) -> Hashable:
+        """The fields Filter and Score read of the pod (opportunistic batching)."""
+        spec = pod_info.pod.get("spec") or {}
+        return freeze(spec.get("nodeSelector")), freeze(_raw_node_affinity(pod_info.pod))
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         node = node_info.node

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
@@ -37,6 +39,10 @@ class NodeName(FilterPlugin, EnqueueExtensions):
     def __init__(self, args: PluginArgs | None = None, handle: Handle | None = None) -> None:
         validate_no_args(NAME, args)
         del handle
+
+    def sign(self, pod_info: PodInfo) -> Hashable:
+        """The fields Filter reads of the pod (opportunistic batching)."""
+        return str((pod_info.pod.get("spec") or {}).get("nodeName") or "")
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         return self.filter_nodes(state, pod_info, [node_info])[0]

@@ -8,7 +8,7 @@ rejection is Unschedulable (not Unresolvable): preempting the pod holding the po
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
@@ -120,6 +120,10 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return None, Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(tuple(pod_info.host_ports)))
         return None, None
+
+    def sign(self, pod_info: PodInfo) -> Hashable:
+        """The fields Filter reads of the pod (opportunistic batching)."""
+        return tuple(pod_info.host_ports)
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         s = state.get(PRE_FILTER_STATE_KEY)

@@ -8,7 +8,7 @@ so the node with the fewest such taints gets the maximum score.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
@@ -168,6 +168,10 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         return QueueingHint.SKIP
 
     # --- filter -------------------------------------------------------------------------------
+
+    def sign(self, pod_info: PodInfo) -> Hashable:
+        """The fields Filter and Score read of the pod (opportunistic batching)."""
+        return tuple(pod_info.tolerations)
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         return self.filter_nodes(state, pod_info, [node_info])[0]

@@ -6,8 +6,9 @@ land on the same balanced node."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
+from scheduler.framework.batching import sign_requests
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Handle, PluginArgs, PreScorePlugin, ScorePlugin
 from scheduler.framework.node_info import NodeInfo
@@ -117,6 +118,10 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
             return Status(Code.SKIP)
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests))
         return None
+
+    def sign(self, pod_info: PodInfo) -> Hashable:
+        """The fields Score reads of the pod (opportunistic batching)."""
+        return sign_requests(pod_info)
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

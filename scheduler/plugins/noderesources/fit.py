@@ -10,9 +10,10 @@ PodInfo (computed once per resourceVersion), so Filter costs a few integer compa
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from scheduler.framework.batching import sign_requests
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import (
     ActionType,
@@ -272,6 +273,10 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     ) -> tuple[PreFilterResult | None, Status | None]:
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(pod_info.requests))
         return None, None
+
+    def sign(self, pod_info: PodInfo) -> Hashable:
+        """The fields Filter and Score read of the pod (opportunistic batching)."""
+        return sign_requests(pod_info)
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         return self.filter_nodes(state, pod_info, [node_info])[0]

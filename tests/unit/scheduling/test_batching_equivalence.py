@@ -1,0 +1,215 @@
+"""Opportunistic batching places every pod exactly where the unbatched cycle would.
+
+For random clusters and random streams of pods (drawn from a few shapes, so signatures
+repeat), interleaved with node changes and pods leaving, the scheduling cycle runs twice
+with the same tie-break seed: once with batching, once without.  Every pod must land on the
+same node, or be rejected with the same message, and batching must actually have reused
+results (so the test cannot pass by never batching).
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.config.defaults import default_config
+from scheduler.framework.batching import BatchCache
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import FitError
+from scheduler.objects.pod import PodInfo
+from scheduler.offline import offline_handle_kwargs
+from scheduler.plugins.registry import Registry
+from scheduler.schedule_one import SchedulingCycle
+
+ZONES = ("a", "b", "c")
+IMAGES = {"img-big": 900 * 1024 * 1024, "img-small": 40 * 1024 * 1024}
+
+
+def _node(i: int, shape: dict[str, Any]) -> dict[str, Any]:
+    name = f"n{i:03d}"
+    capacity = {"cpu": shape["cpu"], "memory": shape["memory"], "pods": shape["pods"]}
+    taints = [{"key": "dedicated", "value": "x", "effect": e} for e in shape["taints"]]
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": f"u-{name}", "labels": {
+            "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": shape["zone"]}},
+        "spec": {"taints": taints, "unschedulable": shape["cordoned"]},
+        "status": {"capacity": capacity, "allocatable": dict(capacity),
+                   "conditions": [{"type": "Ready", "status": "True"}],
+                   "images": [{"names": [img], "sizeBytes": IMAGES[img]}
+                              for img in shape["images"]]},
+    }
+
+
+node_shapes = st.fixed_dictionaries({
+    "cpu": st.sampled_from(["1", "2", "4"]),
+    "memory": st.sampled_from(["1Gi", "4Gi"]),
+    "pods": st.sampled_from(["1", "2", "110"]),
+    "zone": st.sampled_from(ZONES),
+    "taints": st.sampled_from([[], ["NoSchedule"], ["PreferNoSchedule"]]),
+    "cordoned": st.booleans(),
+    "images": st.sampled_from([[], ["img-big"], ["img-small"], ["img-big", "img-small"]]),
+})
+
+pod_shapes = st.fixed_dictionaries({
+    "cpu": st.sampled_from(["100m", "500m", "1"]),
+    "memory": st.sampled_from(["128Mi", "1Gi"]),
+    "tolerate": st.sampled_from([None, "NoSchedule", "PreferNoSchedule", "all"]),
+    "zone": st.sampled_from([None, "a", "b"]),
+    "prefer_zone": st.sampled_from([None, "c"]),
+    "image": st.sampled_from(["img-big", "img-small", "other"]),
+    "host_port": st.sampled_from([None, 8080]),
+})
+
+
+def _pod(i: int, shape: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": shape["image"], "resources": {
+        "requests": {"cpu": shape["cpu"], "memory": shape["memory"]}}}
+    if shape["host_port"]:
+        container["ports"] = [{"containerPort": 80, "hostPort": shape["host_port"]}]
+    spec: dict[str, Any] = {"schedulerName": "default-scheduler", "containers": [container]}
+    if shape["tolerate"] == "all":
+        spec["tolerations"] = [{"operator": "Exists"}]
+    elif shape["tolerate"]:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "x",
+                                "effect": shape["tolerate"]}]
+    if shape["zone"]:
+        spec["nodeSelector"] = {"topology.kubernetes.io/zone": shape["zone"]}
+    if shape["prefer_zone"]:
+        spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "preference": {"matchExpressions": [{
+                "key": "topology.kubernetes.io/zone", "operator": "In",
+                "values": [shape["prefer_zone"]]}]}}]}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": "default", "uid": f"uid-{i}",
+                         "resourceVersion": "1"},
+            "spec": spec}
+
+
+# A step: ("pod", shape index) | ("node", node index, new shape) | ("forget", placed index)
+steps = st.one_of(
+    st.tuples(st.just("pod"), st.integers(0, 3)),
+    st.tuples(st.just("pod"), st.integers(0, 3)),
+    st.tuples(st.just("pod"), st.integers(0, 3)),
+    st.tuples(st.just("node"), st.integers(0, 200), node_shapes),
+    st.tuples(st.just("forget"), st.integers(0, 200)),
+)
+
+
+def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list[Any], *,
+         batched: bool, seed: int, percentage: int) -> tuple[list[str], int]:
+    cache, snapshot = Cache(), Snapshot()
+    for node in nodes:
+        cache.add_node(node)
+    kwargs = offline_handle_kwargs()
+    kwargs["snapshot_provider"] = lambda: snapshot
+    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    sched = SimpleNamespace(
+        cache=cache, snapshot=snapshot, rng=random.Random(seed),
+        config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
+        has_nominated_pods=lambda: False,
+    )
+    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    if not batched:
+        cycle.batches = None
+    reused = 0
+    outcomes: list[str] = []
+    placed: list[dict[str, Any]] = []
+    current = list(nodes)
+    for i, step in enumerate(stream):
+        if step[0] == "node":
+            index = step[1] % len(current)
+            new = _node(index, step[2])
+            cache.update_node(current[index], new)
+            current[index] = new
+            continue
+        if step[0] == "forget":
+            if placed:
+                cache.forget_pod(placed.pop(step[1] % len(placed)))
+            continue
+        pod_info = PodInfo.from_pod(_pod(i, shapes[step[1]]))
+        state = fwk.new_cycle_state()
+        try:
+            result = cycle.schedule_pod(fwk, state, pod_info)
+        except FitError as exc:
+            outcomes.append(f"rejected: {exc}")
+            continue
+        finally:
+            batch = cycle._batch
+        outcomes.append(result.suggested_host)
+        assumed = dict(pod_info.pod)
+        assumed["spec"] = {**pod_info.pod["spec"], "nodeName": result.suggested_host}
+        cache.assume_pod(PodInfo.from_pod(assumed))
+        placed.append(assumed)
+        del batch
+    if cycle.batches is not None:
+        reused = cycle.batches.reused
+    return outcomes, reused
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    node_count=st.one_of(st.integers(1, 8), st.integers(100, 130)),
+    shape_list=st.lists(node_shapes, min_size=1, max_size=4),
+    pod_shape_list=st.lists(pod_shapes, min_size=4, max_size=4),
+    stream=st.lists(steps, min_size=1, max_size=40),
+    seed=st.integers(0, 2**16),
+    percentage=st.sampled_from([0, 10, 70]),
+)
+def test_batched_cycles_place_and_reject_like_unbatched_ones(
+    node_count: int, shape_list: list[dict[str, Any]], pod_shape_list: list[dict[str, Any]],
+    stream: list[Any], seed: int, percentage: int,
+) -> None:
+    nodes = [_node(i, shape_list[i % len(shape_list)]) for i in range(node_count)]
+    plain, _ = _run(nodes, pod_shape_list, stream, batched=False, seed=seed,
+                    percentage=percentage)
+    batched, _ = _run(nodes, pod_shape_list, stream, batched=True, seed=seed,
+                      percentage=percentage)
+    assert batched == plain
+
+
+def test_a_stream_of_alike_pods_reuses_results() -> None:
+    """The property above could pass by never batching: here batching must kick in."""
+    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
+             "cordoned": False, "images": ["img-small"]}
+    nodes = [_node(i, shape) for i in range(120)]
+    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
+                 "prefer_zone": None, "image": "img-small", "host_port": None}
+    stream = [("pod", 0)] * 30
+    plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=3, percentage=0)
+    batched, reused = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=3,
+                           percentage=0)
+    assert batched == plain
+    # 30 cycles over 100 of 120 nodes: all but the first pass and the changed nodes reused.
+    assert reused > 20 * 100
+
+
+def test_a_plugin_that_cannot_sign_sends_the_pod_down_the_normal_path() -> None:
+    """Pods with required anti-affinity run InterPodAffinity, which has no ``sign``."""
+    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
+             "cordoned": False, "images": []}
+    cache, snapshot = Cache(), Snapshot()
+    for i in range(5):
+        cache.add_node(_node(i, shape))
+    cache.update_snapshot(snapshot)
+    kwargs = offline_handle_kwargs()
+    kwargs["snapshot_provider"] = lambda: snapshot
+    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    pod = _pod(0, {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
+                   "prefer_zone": None, "image": "x", "host_port": None})
+    pod["metadata"]["labels"] = {"app": "x"}
+    pod["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    pod_info = PodInfo.from_pod(pod)
+    state = fwk.new_cycle_state()
+    fwk.run_pre_filter_plugins(state, pod_info, snapshot.list())
+    assert "InterPodAffinity" not in state.skip_filter_plugins
+    cache_of_batches = BatchCache()
+    assert cache_of_batches.begin(fwk, state, pod_info, num_nodes=5, image_generation=0) is None
+    assert len(cache_of_batches) == 0
