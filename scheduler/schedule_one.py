@@ -92,6 +92,14 @@ def select_host(scores: Sequence[tuple[str, int]], rng: random.Random) -> str:
     return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
 
 
+def select_host_from_columns(names: list[str], totals: list[int], rng: random.Random) -> str:
+    """select_host over a score table's columns: the same host and the same random draw,
+    without building a (name, score) pair per node."""
+    best = max(totals)
+    ties = [i for i, score in enumerate(totals) if score == best]
+    return names[ties[0]] if len(ties) == 1 else names[ties[rng.randrange(len(ties))]]
+
+
 def truncate_message(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
     if len(message) <= limit:
         return message
@@ -314,7 +322,7 @@ class SchedulingCycle:
         table, status = (batch or fwk).score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
-        host = select_host(list(zip(table.names, table.totals)), sched.rng)
+        host = select_host_from_columns(table.names, table.totals, sched.rng)
         return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
 
     def find_nodes_that_fit(

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="KubeSchedulerConfiguration file for the scheduler")
     p.add_argument("--no-floor", dest="floor", action="store_false",
                    help="skip the floor run (the daemon with no Filter/Score plugins)")
+    p.add_argument("--no-batching", dest="batching", action="store_false",
+                   help="turn opportunistic batching off (A/B comparisons)")
     p.add_argument("--curve", type=_node_counts, metavar="N,N,...",
                    help="run once per node count (each in its own process) and print the "
                         "scaling curve")
@@ -96,6 +98,8 @@ def _point_argv(args: argparse.Namespace, nodes: int) -> list[str]:
             argv += [flag, str(value)]
     if not args.floor:
         argv.append("--no-floor")
+    if not args.batching:
+        argv.append("--no-batching")
     if not args.progress:
         argv.append("--no-progress")
     return argv

@@ -77,6 +77,7 @@ class SchedulerRun:
     cycle_cpu: float  # CPU time after the informer sync
     sync_seconds: float
     cycle_latencies: list[float]
+    batch_reused: int = 0  # node Filter results reused by opportunistic batching
 
     @property
     def rate(self) -> float:
@@ -84,7 +85,7 @@ class SchedulerRun:
 
 
 async def run_scheduler(config: Any, connection: Any, *, namespace: str, expected: int,
-                        timeout: float, progress: Progress, label: str,
+                        timeout: float, progress: Progress, label: str, batching: bool = True,
                         during: Callable[[], Coroutine[Any, Any, None]] | None = None,
                         ) -> SchedulerRun:
     """Start the daemon's wiring, time it until ``expected`` pods of ``namespace`` are bound;
@@ -94,6 +95,8 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
 
     parts = build_components(config, connection, metrics=SchedulerMetrics())
     sched = parts.scheduler
+    if not batching:
+        sched.cycle.batches = None
     cycle_latencies: list[float] = []
     schedule_one = sched.cycle.schedule_one
 
@@ -144,9 +147,11 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+    batches = sched.cycle.batches
     return SchedulerRun(bound=bound, wall=wall, cpu=cpu_end - cpu0,
                         cycle_cpu=cpu_end - cpu_synced, sync_seconds=sync_seconds,
-                        cycle_latencies=cycle_latencies)
+                        cycle_latencies=cycle_latencies,
+                        batch_reused=batches.reused if batches is not None else 0)
 
 
 async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
@@ -277,7 +282,7 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             run = await run_scheduler(config, connection, namespace=MEASURED_NAMESPACE,
                                       expected=len(pods), timeout=args.timeout,
                                       progress=progress, label=f"{workload.name}: scheduling",
-                                      during=during)
+                                      batching=args.batching, during=during)
             listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))["items"]
             confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
         finally:
@@ -341,6 +346,7 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "cpu_per_pod_ms": round(run.cpu / max(run.bound, 1) * 1000, 3),
         "cycle_cpu_per_pod_ms": round(run.cycle_cpu / max(run.bound, 1) * 1000, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "batched_node_filters_per_pod": round(run.batch_reused / max(run.bound, 1), 1),
     })
     if workload.note:
         result["note"] = workload.note

@@ -77,8 +77,10 @@ class HostPortInfo:
         return sum(len(v) for v in self._ports.values())
 
     def clone(self) -> HostPortInfo:
-        copy = HostPortInfo()
-        copy._ports = {ip: set(entries) for ip, entries in self._ports.items()}
+        copy = HostPortInfo.__new__(HostPortInfo)
+        # Most nodes use no host port: skip the comprehension (a clone per snapshot update).
+        copy._ports = ({ip: set(entries) for ip, entries in self._ports.items()}
+                       if self._ports else {})
         return copy
 
 

@@ -193,6 +193,7 @@ class Framework:
         self._points: dict[str, list[tuple[str, Plugin]]] = {p: [] for p in EXTENSION_POINTS}
         self._ep_children: dict[tuple[str, Code], Any] = {}
         self._plugin_children: dict[tuple[str, str, Code], Any] = {}
+        self._evaluation_children: dict[tuple[str, str], Any] = {}
         self._build(profile, registry)
         self.handle.attach(self)
 
@@ -458,7 +459,13 @@ class Framework:
 
     def _count_evaluation(self, point: str, plugin: str, count: int = 1) -> None:
         if self.metrics is not None and count:
-            self.metrics.plugin_evaluation_total.labels(plugin, point, self.profile_name).inc(count)
+            # labels() builds and looks up a label tuple each call: keep the child per pair.
+            child = self._evaluation_children.get((point, plugin))
+            if child is None:
+                child = self.metrics.plugin_evaluation_total.labels(
+                    plugin, point, self.profile_name)
+                self._evaluation_children[(point, plugin)] = child
+            child.inc(count)
 
     def flush_metrics(self) -> None:
         """Publish the Filter evaluation counts gathered since the last flush."""

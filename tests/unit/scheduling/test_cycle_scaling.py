@@ -38,3 +38,18 @@ def test_no_score_plugins_pick_is_select_hosts_tie_break(seed: int, num_nodes: i
     names = [f"node-{i}" for i in range(num_nodes)]
     expected = select_host([(n, 0) for n in names], random.Random(seed))
     assert names[random.Random(seed).randrange(num_nodes)] == expected
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize(
+    "totals",
+    [[7], [1, 5, 3], [5, 5, 5, 5], [0, 9, 9, 2, 9], list(range(50)) + [49] * 7],
+)
+def test_select_host_from_columns_is_select_host(seed: int, totals: list[int]) -> None:
+    from scheduler.schedule_one import select_host_from_columns
+
+    names = [f"n{i}" for i in range(len(totals))]
+    rng_a, rng_b = random.Random(seed), random.Random(seed)
+    for _ in range(5):  # the draws stay in step too
+        assert select_host_from_columns(names, totals, rng_a) == select_host(
+            list(zip(names, totals)), rng_b)
