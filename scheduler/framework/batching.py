@@ -21,6 +21,7 @@ further safely.
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import attrgetter
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -74,19 +75,39 @@ def _sign_all(plugins: Sequence[tuple[str, object]], skip: set[str],
     return tuple(parts)
 
 
-class _Results:
-    """Per-node results for one signature (and skip set) on one profile."""
+_NAME = attrgetter("name")
+_GENERATION = attrgetter("generation")
 
-    __slots__ = ("epoch", "filtered", "score_key", "scored", "scored_plugins")
+
+class _Results:
+    """Per-node results for one signature (and skip set) on one profile.
+
+    Kept as parallel dicts by node name so a whole chunk is checked and answered with
+    ``map`` and one list comparison (C loops), not a Python loop per node: at 500 nodes
+    per cycle the per-node loop would cost as much as the cycle it saves.
+    """
+
+    __slots__ = ("epoch", "filter_gen", "filter_status", "score_gen", "score_key",
+                 "score_row", "scored_plugins")
 
     def __init__(self, epoch: tuple[int, int]) -> None:
         self.epoch = epoch
-        # node name -> (NodeInfo generation, Filter status or None)
-        self.filtered: dict[str, tuple[int, Status | None]] = {}
+        # node name -> NodeInfo generation the result was computed on, and the result
+        self.filter_gen: dict[str, int] = {}
+        self.filter_status: dict[str, Status | None] = {}
         self.score_key: Hashable = None
         self.scored_plugins: list[str] = []
-        # node name -> (NodeInfo generation, raw score per plugin in scored_plugins order)
-        self.scored: dict[str, tuple[int, tuple[int, ...]]] = {}
+        # node name -> generation, and raw score per plugin in scored_plugins order
+        self.score_gen: dict[str, int] = {}
+        self.score_row: dict[str, tuple[int, ...]] = {}
+
+
+def _stale(names: list[str], generations: list[int], known: dict[str, int]) -> list[int]:
+    """Indexes of the nodes whose kept result is missing or from another generation."""
+    kept = list(map(known.get, names))
+    if kept == generations:
+        return []
+    return [i for i, (a, b) in enumerate(zip(kept, generations)) if a != b]
 
 
 class Batch:
@@ -105,25 +126,31 @@ class Batch:
     def run_filter_plugins_on_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> list[Status | None]:
-        filtered = self._results.filtered
-        out: list[Status | None] = [None] * len(nodes)
-        missing: list[int] = []
-        for i, node_info in enumerate(nodes):
-            entry = filtered.get(node_info.name)
-            if entry is not None and entry[0] == node_info.generation:
-                out[i] = entry[1]
-            else:
-                missing.append(i)
-        self.reused += len(nodes) - len(missing)
-        self._cache.reused += len(nodes) - len(missing)
-        if missing:
-            self.evaluated += len(missing)
-            subset = [nodes[i] for i in missing] if len(missing) < len(nodes) else nodes
+        results = self._results
+        names = list(map(_NAME, nodes))
+        generations = list(map(_GENERATION, nodes))
+        stale = _stale(names, generations, results.filter_gen)
+        if stale:
+            self.evaluated += len(stale)
+            subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
             statuses = self._fwk.run_filter_plugins_on_nodes(state, pod_info, subset)
-            for i, node_info, status in zip(missing, subset, statuses):
-                out[i] = status
-                if status is None or status.code != Code.ERROR:  # errors are not kept
-                    filtered[node_info.name] = (node_info.generation, status)
+            errors: list[str] = []
+            for node_info, status in zip(subset, statuses):
+                name = node_info.name
+                results.filter_status[name] = status
+                if status is None or status.code != Code.ERROR:
+                    results.filter_gen[name] = node_info.generation
+                else:  # an error is answered once, never kept
+                    results.filter_gen.pop(name, None)
+                    errors.append(name)
+            out = list(map(results.filter_status.__getitem__, names))
+            for name in errors:
+                del results.filter_status[name]
+        else:
+            out = list(map(results.filter_status.__getitem__, names))
+        reused = len(nodes) - len(stale)
+        self.reused += reused
+        self._cache.reused += reused
         return out
 
     def score_table(
@@ -137,7 +164,8 @@ class Batch:
         key = (score_sig, frozenset(state.skip_score_plugins))
         if key != results.score_key:
             results.score_key = key
-            results.scored = {}
+            results.score_gen = {}
+            results.score_row = {}
             results.scored_plugins = []
         return fwk.score_table(state, pod_info, nodes, raw_scores=self._raw_scores)
 
@@ -145,33 +173,27 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[RawScores, Status | None]:
         results = self._results
-        scored = results.scored
-        rows: list[tuple[int, ...] | None] = [None] * len(nodes)
-        missing: list[int] = []
-        for i, node_info in enumerate(nodes):
-            entry = scored.get(node_info.name)
-            if entry is not None and entry[0] == node_info.generation:
-                rows[i] = entry[1]
-            else:
-                missing.append(i)
-        if missing:
-            subset = [nodes[i] for i in missing] if len(missing) < len(nodes) else nodes
+        names = list(map(_NAME, nodes))
+        stale = _stale(names, list(map(_GENERATION, nodes)), results.score_gen)
+        if stale:
+            subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
             raw, status = self._fwk.raw_scores(state, pod_info, subset)
             if status is not None:
                 return raw, status
             plugins = [name for name, _ in raw]
-            if results.scored_plugins and plugins != results.scored_plugins:
+            if results.score_row and plugins != results.scored_plugins:
                 # Cannot happen for one skip set; never worth a wrong answer either.
                 return self._fwk.raw_scores(state, pod_info, nodes)
             results.scored_plugins = plugins
-            columns = [values for _, values in raw]
-            for j, (i, node_info) in enumerate(zip(missing, subset)):
-                row = tuple(column[j] for column in columns)
-                rows[i] = row
-                scored[node_info.name] = (node_info.generation, row)
+            rows = zip(*(values for _, values in raw)) if raw else ((),) * len(subset)
+            for node_info, row in zip(subset, rows):
+                results.score_gen[node_info.name] = node_info.generation
+                results.score_row[node_info.name] = tuple(row)
         plugins = results.scored_plugins
-        full = [r for r in rows if r is not None]
-        return [(name, [row[k] for row in full]) for k, name in enumerate(plugins)], None
+        if not plugins:
+            return [], None
+        columns = zip(*map(results.score_row.__getitem__, names))
+        return [(name, list(column)) for name, column in zip(plugins, columns)], None
 
 
 class BatchCache:
