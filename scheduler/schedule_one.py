@@ -96,8 +96,13 @@ def select_host_from_columns(names: list[str], totals: list[int], rng: random.Ra
     """select_host over a score table's columns: the same host and the same random draw,
     without building a (name, score) pair per node."""
     best = max(totals)
-    ties = [i for i, score in enumerate(totals) if score == best]
-    return names[ties[0]] if len(ties) == 1 else names[ties[rng.randrange(len(ties))]]
+    count = totals.count(best)
+    index = totals.index(best)
+    if count > 1:
+        # The k-th of the tied nodes, found by list.index hops (C loops).
+        for _ in range(rng.randrange(count)):
+            index = totals.index(best, index + 1)
+    return names[index]
 
 
 def truncate_message(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
@@ -145,6 +150,15 @@ def filter_nodes_from(
         size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
         chunk = wrapped_slice(nodes, start + processed, size)
         statuses = (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
+        if statuses.count(None) == len(statuses):
+            # Every node passed (the common case): no per-node bookkeeping.
+            wanted = to_find - len(feasible)
+            if len(chunk) >= wanted:
+                feasible.extend(chunk[:wanted])
+                return feasible, processed + wanted
+            feasible.extend(chunk)
+            processed += len(chunk)
+            continue
         for node_info, status in zip(chunk, statuses):
             processed += 1
             if status is None or status.code == Code.SUCCESS:

@@ -87,8 +87,8 @@ class _Results:
     per cycle the per-node loop would cost as much as the cycle it saves.
     """
 
-    __slots__ = ("epoch", "filter_gen", "filter_status", "score_gen", "score_key",
-                 "score_row", "scored_plugins")
+    __slots__ = ("epoch", "filter_gen", "filter_status", "score_columns", "score_gen",
+                 "score_key", "scored_plugins")
 
     def __init__(self, epoch: tuple[int, int]) -> None:
         self.epoch = epoch
@@ -97,9 +97,9 @@ class _Results:
         self.filter_status: dict[str, Status | None] = {}
         self.score_key: Hashable = None
         self.scored_plugins: list[str] = []
-        # node name -> generation, and raw score per plugin in scored_plugins order
+        # node name -> generation; per plugin (scored_plugins order): node name -> raw score
         self.score_gen: dict[str, int] = {}
-        self.score_row: dict[str, tuple[int, ...]] = {}
+        self.score_columns: list[dict[str, int]] = []
 
 
 def _stale(names: list[str], generations: list[int], known: dict[str, int]) -> list[int]:
@@ -165,7 +165,7 @@ class Batch:
         if key != results.score_key:
             results.score_key = key
             results.score_gen = {}
-            results.score_row = {}
+            results.score_columns = []
             results.scored_plugins = []
         return fwk.score_table(state, pod_info, nodes, raw_scores=self._raw_scores)
 
@@ -181,19 +181,18 @@ class Batch:
             if status is not None:
                 return raw, status
             plugins = [name for name, _ in raw]
-            if results.score_row and plugins != results.scored_plugins:
+            if results.score_gen and plugins != results.scored_plugins:
                 # Cannot happen for one skip set; never worth a wrong answer either.
                 return self._fwk.raw_scores(state, pod_info, nodes)
-            results.scored_plugins = plugins
-            rows = zip(*(values for _, values in raw)) if raw else ((),) * len(subset)
-            for node_info, row in zip(subset, rows):
-                results.score_gen[node_info.name] = node_info.generation
-                results.score_row[node_info.name] = tuple(row)
-        plugins = results.scored_plugins
-        if not plugins:
-            return [], None
-        columns = zip(*map(results.score_row.__getitem__, names))
-        return [(name, list(column)) for name, column in zip(plugins, columns)], None
+            if not results.score_gen:
+                results.scored_plugins = plugins
+                results.score_columns = [{} for _ in plugins]
+            subset_names = [names[i] for i in stale]
+            for column, (_, values) in zip(results.score_columns, raw):
+                column.update(zip(subset_names, values))
+            results.score_gen.update(zip(subset_names, (nodes[i].generation for i in stale)))
+        return [(name, list(map(column.__getitem__, names)))
+                for name, column in zip(results.scored_plugins, results.score_columns)], None
 
 
 class BatchCache:

@@ -13,6 +13,7 @@ extension point except the per-node Filter, and per-plugin durations only for sa
 
 from __future__ import annotations
 
+import operator
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -983,7 +984,7 @@ class Framework:
             if weight != 1:
                 values = [v * weight for v in values]
             table.by_plugin[name] = values
-            table.totals = [a + b for a, b in zip(table.totals, values)]
+            table.totals = list(map(operator.add, table.totals, values))
         return table, None
 
     # --- Reserve / Permit ------------------------------------------------------------------
