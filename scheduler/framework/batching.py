@@ -21,7 +21,8 @@ further safely.
 from __future__ import annotations
 
 from collections import OrderedDict
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, ne
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -107,7 +108,7 @@ def _stale(names: list[str], generations: list[int], known: dict[str, int]) -> l
     kept = list(map(known.get, names))
     if kept == generations:
         return []
-    return [i for i, (a, b) in enumerate(zip(kept, generations)) if a != b]
+    return list(compress(range(len(kept)), map(ne, kept, generations)))
 
 
 class Batch:

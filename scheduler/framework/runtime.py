@@ -13,6 +13,7 @@ extension point except the per-node Filter, and per-plugin durations only for sa
 
 from __future__ import annotations
 
+import functools
 import operator
 import random
 import time
@@ -148,6 +149,7 @@ class ScoreTable:
     by_plugin: dict[str, list[int]]
 
 
+_NODE_NAME = operator.attrgetter("name")
 # Each Score plugin's values before NormalizeScore and weights: [(plugin, values per node)].
 RawScores = list[tuple[str, list[int]]]
 RawScorer = Callable[[CycleState, PodInfo, list[NodeInfo]], tuple[RawScores, Status | None]]
@@ -896,7 +898,7 @@ class Framework:
         """
         start = time.perf_counter()
         raw, status = (raw_scores or self.raw_scores)(state, pod_info, nodes)
-        names = [node_info.name for node_info in nodes]
+        names = list(map(_NODE_NAME, nodes))
         if status is not None:
             table = ScoreTable(names, [0] * len(nodes), {})
         else:
@@ -982,7 +984,7 @@ class Framework:
                 )
             weight = self.score_weights.get(name, 1)
             if weight != 1:
-                values = [v * weight for v in values]
+                values = list(map(functools.partial(operator.mul, weight), values))
             table.by_plugin[name] = values
             table.totals = list(map(operator.add, table.totals, values))
         return table, None
