@@ -14,6 +14,7 @@ pods (the resources it held came back).
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import time
 from collections.abc import Sequence
@@ -59,9 +60,23 @@ class NoNodesAvailableError(Exception):
 
 @dataclass(slots=True)
 class ScheduleResult:
-    suggested_host: str
-    evaluated_nodes: int
-    feasible_nodes: int
+    """Where the pod goes, and what a failure does to its nomination (upstream
+    ScheduleResult with its nominatingInfo): None leaves ``status.nominatedNodeName`` and the
+    nominator alone, a node name nominates the pod there, "" clears the nomination."""
+
+    suggested_host: str = ""
+    evaluated_nodes: int = 0
+    feasible_nodes: int = 0
+    nominating: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Attempt:
+    """One scheduling attempt's bookkeeping, handed from the cycle to the failure handler."""
+
+    started: float  # time.perf_counter() at the start, for the attempt duration metric
+    pod_scheduling_cycle: int  # the queue's cycle when the pod was popped (moveRequestCycle)
+
 
 
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
@@ -167,98 +182,110 @@ class SchedulingCycle:
     # --- scheduling cycle ------------------------------------------------------------------
 
     def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        """One pod: the scheduling cycle, then either the one failure handler or a binding
+        task (upstream ScheduleOne)."""
         sched = self.sched
         pod_info = qpi.pod_info
-        pod = pod_info.pod
-        fwk = sched.framework_for_pod(pod)
+        fwk = sched.framework_for_pod(pod_info.pod)
         if fwk is None:
             sched.queue.done(pod_info.uid)
             return
         if self._skip_pod_schedule(pod_info):
             sched.queue.done(pod_info.uid)
             return
-        started = time.perf_counter()
+        attempt = Attempt(
+            started=time.perf_counter(), pod_scheduling_cycle=sched.queue.scheduling_cycle()
+        )
         state = fwk.new_cycle_state()  # samples ~10% of cycles for per-plugin metrics
-        pod_scheduling_cycle = sched.queue.scheduling_cycle()
-        logger = log.bind(pod=pod_info.key, profile=fwk.profile_name)
 
+        result, assumed_info, status = self.scheduling_cycle(fwk, state, qpi)
+        if not status.is_success():
+            self.handle_scheduling_failure(
+                fwk, qpi, status, nominating=result.nominating, attempt=attempt
+            )
+            return
+        assert assumed_info is not None  # a successful cycle always assumed the pod
+        sched.start_binding(
+            self.binding_cycle(fwk, state, qpi, assumed_info, result, attempt),
+            uid=pod_info.uid,
+            name=f"bind:{pod_info.key}",
+        )
+
+    def scheduling_cycle(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo
+    ) -> tuple[ScheduleResult, PodInfo | None, Status]:
+        """Find a node, assume the pod there, Reserve and Permit (upstream schedulingCycle).
+
+        Returns the result (its ``nominating`` says what to do with the pod's nomination on
+        failure), the assumed pod's info (None until assumed) and a Status: Success, a
+        rejection carrying a FitError, or an Error.
+        """
+        sched = self.sched
+        pod_info = qpi.pod_info
         try:
             result = self.schedule_pod(fwk, state, pod_info)
-        except FitError as fit_error:
-            self._handle_fit_error(fwk, state, qpi, fit_error, pod_scheduling_cycle, started)
-            return
-        except _StatusError as exc:
-            self.handle_failure(
-                fwk, qpi, exc.status, diagnosis=None, nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR,
-            )
-            return
         except NoNodesAvailableError as exc:
-            diagnosis = Diagnosis()
-            self.handle_failure(
-                fwk, qpi, Status(Code.UNSCHEDULABLE, str(exc)), diagnosis=diagnosis,
-                nominated_node="", pod_scheduling_cycle=pod_scheduling_cycle,
-                started=started, reason=REASON_UNSCHEDULABLE,
+            return (
+                ScheduleResult(nominating=None),
+                None,
+                Status(Code.UNSCHEDULABLE, str(exc), error=exc),
             )
-            return
+        except FitError as fit_error:
+            return self._post_filter(fwk, state, pod_info, fit_error)
+        except _StatusError as exc:
+            return ScheduleResult(nominating=None), None, exc.status
         except Exception as exc:  # a bug in our code: report it on the pod, keep going
-            logger.exception("scheduling cycle failed")
-            self.handle_failure(
-                fwk, qpi, Status.from_error(exc), diagnosis=None, nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR,
-            )
-            return
+            log.exception("scheduling cycle failed", pod=pod_info.key, profile=fwk.profile_name)
+            return ScheduleResult(nominating=None), None, Status.from_error(exc)
 
         # Assume: the cache counts the pod on its node before binding, so the next cycle does
         # not hand out the same resources.
-        assumed_pod = _with_node_name(pod, result.suggested_host)
-        assumed_info = PodInfo.from_pod(assumed_pod)
+        host = result.suggested_host
+        assumed_info = assumed_pod_info(pod_info, host)
         try:
             sched.cache.assume_pod(assumed_info)
         except Exception as exc:
-            logger.exception("assume failed")
-            self.handle_failure(
-                fwk, qpi, Status.from_error(exc), diagnosis=None, nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR,
-            )
-            return
+            log.exception("assume failed", pod=pod_info.key)
+            return ScheduleResult(nominating=None), None, Status.from_error(exc)
 
-        status = fwk.run_reserve_plugins_reserve(state, assumed_info, result.suggested_host)
+        status = fwk.run_reserve_plugins_reserve(state, assumed_info, host)
         if status is not None and not status.is_success():
-            fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
-            self._forget(assumed_pod)
-            self.handle_failure(
-                fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR if status.code == Code.ERROR
-                else REASON_UNSCHEDULABLE,
-            )
-            return
+            fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
+            self._forget(assumed_info.pod)
+            return ScheduleResult(nominating=None), assumed_info, status
 
-        status = fwk.run_permit_plugins(state, assumed_info, result.suggested_host)
+        status = fwk.run_permit_plugins(state, assumed_info, host)
         if status is not None and not status.is_success() and not status.is_wait():
-            fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
-            self._forget(assumed_pod)
-            self.handle_failure(
-                fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR if status.code == Code.ERROR
-                else REASON_UNSCHEDULABLE,
-            )
-            return
+            fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
+            self._forget(assumed_info.pod)
+            return ScheduleResult(nominating=None), assumed_info, status
 
         # A pod that was nominated elsewhere now has a real place.
-        sched.nominator.delete_nominated_pod_if_exists(pod)
-        sched.start_binding(
-            self.binding_cycle(
-                fwk, state, qpi, assumed_info, result.suggested_host, started,
-                pod_scheduling_cycle,
-            ),
-            uid=pod_info.uid,
-            name=f"bind:{pod_info.key}",
+        sched.nominator.delete_nominated_pod_if_exists(pod_info.pod)
+        return result, assumed_info, Status(Code.SUCCESS)
+
+    def _post_filter(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, fit_error: FitError
+    ) -> tuple[ScheduleResult, None, Status]:
+        """No node fits: run PostFilter (preemption) so a later cycle may fit."""
+        nominating: str | None = None
+        diagnosis = fit_error.diagnosis
+        if fwk.has_post_filter_plugins():
+            result, status = fwk.run_post_filter_plugins(
+                state, pod_info, diagnosis.node_to_status
+            )
+            if status is not None and status.code == Code.ERROR:
+                log.error("post filter failed", pod=pod_info.key, error=status.message())
+            elif status is not None and not status.is_success():
+                diagnosis.post_filter_msg = status.message()
+                if status.plugin:
+                    diagnosis.unschedulable_plugins.add(status.plugin)
+            if result is not None and result.nominated_node_name:
+                nominating = result.nominated_node_name
+        return (
+            ScheduleResult(nominating=nominating),
+            None,
+            Status(Code.UNSCHEDULABLE, str(fit_error), error=fit_error),
         )
 
     def _skip_pod_schedule(self, pod_info: PodInfo) -> bool:
@@ -374,75 +401,52 @@ class SchedulingCycle:
         self.next_start_node_index = (start + processed) % num_all
         return feasible
 
-    def _handle_fit_error(
-        self,
-        fwk: Framework,
-        state: CycleState,
-        qpi: QueuedPodInfo,
-        fit_error: FitError,
-        pod_scheduling_cycle: int,
-        started: float,
-    ) -> None:
-        nominated_node = ""
-        diagnosis = fit_error.diagnosis
-        if fwk.has_post_filter_plugins():
-            result, status = fwk.run_post_filter_plugins(
-                state, qpi.pod_info, diagnosis.node_to_status
-            )
-            if status is not None and status.code == Code.ERROR:
-                log.error("post filter failed", pod=qpi.key, error=status.message())
-            elif status is not None and not status.is_success():
-                diagnosis.post_filter_msg = status.message()
-                if status.plugin:
-                    diagnosis.unschedulable_plugins.add(status.plugin)
-            if result is not None and result.nominated_node_name:
-                nominated_node = result.nominated_node_name
-        self.handle_failure(
-            fwk, qpi, Status(Code.UNSCHEDULABLE, str(fit_error)), diagnosis=diagnosis,
-            nominated_node=nominated_node, pod_scheduling_cycle=pod_scheduling_cycle,
-            started=started, reason=REASON_UNSCHEDULABLE,
-        )
-
     # --- failure ---------------------------------------------------------------------------
 
-    def handle_failure(
+    def handle_scheduling_failure(
         self,
         fwk: Framework,
         qpi: QueuedPodInfo,
         status: Status,
         *,
-        diagnosis: Diagnosis | None,
-        nominated_node: str,
-        pod_scheduling_cycle: int,
-        started: float,
-        reason: str,
+        nominating: str | None,
+        attempt: Attempt,
     ) -> None:
-        """Requeue the pod and tell the user why (event + PodScheduled=False condition)."""
+        """The one failure handler (upstream handleSchedulingFailure): requeue the pod, update
+        its nomination, and tell the user why (event + PodScheduled=False condition).
+
+        ``nominating``: None leaves the nomination alone; a node name nominates the pod there;
+        "" clears it.
+        """
         sched = self.sched
-        pod = qpi.pod_info.pod
-        message = status.message()
-        result = "error" if reason == REASON_SCHEDULER_ERROR else "unschedulable"
-        sched.record_attempt(fwk.profile_name, result, started)
-        if diagnosis is not None:
-            qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
-            qpi.pending_plugins = set(diagnosis.pending_plugins)
+        rejected = status.is_rejected()
+        reason = REASON_UNSCHEDULABLE if rejected else REASON_SCHEDULER_ERROR
+        message = failure_message(status)
+        sched.record_attempt(
+            fwk.profile_name, "unschedulable" if rejected else "error", attempt.started
+        )
+        fit_error = status.error if isinstance(status.error, FitError) else None
+        if fit_error is not None:
+            qpi.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(fit_error.diagnosis.pending_plugins)
+        elif rejected and status.plugin:
+            qpi.unschedulable_plugins = {status.plugin}
+            qpi.pending_plugins = set()
         else:
             qpi.unschedulable_plugins = set()
             qpi.pending_plugins = set()
-        if reason == REASON_SCHEDULER_ERROR:
-            qpi.consecutive_errors += 1
-            log.warning("error scheduling pod; retrying", pod=qpi.key, error=message)
-        else:
+        if rejected:
             qpi.consecutive_errors = 0
             log.info("unable to schedule pod; waiting", pod=qpi.key, reason=message)
+        else:
+            qpi.consecutive_errors += 1
+            log.warning("error scheduling pod; retrying", pod=qpi.key, error=message)
 
         # The pod may have been deleted or bound by someone else meanwhile: then there is
         # nothing to requeue (the informer already told the queue).
+        pod = qpi.pod_info.pod
         current = sched.current_pod(pod)
-        if current is None:
-            sched.queue.done(qpi.pod_info.uid)
-            return
-        if (current.get("spec") or {}).get("nodeName"):
+        if current is None or (current.get("spec") or {}).get("nodeName"):
             sched.queue.done(qpi.pod_info.uid)
             return
         if current is not pod and current["metadata"].get("resourceVersion") != pod[
@@ -454,15 +458,15 @@ class SchedulingCycle:
             except Exception as exc:
                 log.warning("pod became malformed", pod=qpi.key, error=str(exc))
         try:
-            sched.queue.add_unschedulable_if_not_present(qpi, pod_scheduling_cycle)
+            sched.queue.add_unschedulable_if_not_present(qpi, attempt.pod_scheduling_cycle)
         except Exception:
             log.exception("requeue failed", pod=qpi.key)
         sched.queue.done(qpi.pod_info.uid)
-        if nominated_node:
-            sched.nominator.add_nominated_pod(qpi.pod_info, nominated_node)
+        if nominating:
+            sched.nominator.add_nominated_pod(qpi.pod_info, nominating)
         sched.report_unschedulable(
             fwk, qpi.pod_info, reason=reason, message=truncate_message(message),
-            nominated_node=nominated_node,
+            nominated_node=nominating or "",
             plugins=sorted(qpi.unschedulable_plugins),
         )
 
@@ -480,13 +484,13 @@ class SchedulingCycle:
         state: CycleState,
         qpi: QueuedPodInfo,
         assumed_info: PodInfo,
-        node_name: str,
-        started: float,
-        pod_scheduling_cycle: int,
+        result: ScheduleResult,
+        attempt: Attempt,
     ) -> None:
+        """WaitOnPermit, PreBind, Bind, PostBind; any failure goes through
+        ``handle_binding_cycle_error`` (upstream bindingCycle)."""
         sched = self.sched
-        assumed_pod = assumed_info.pod
-        logger = log.bind(pod=assumed_info.key, node=node_name)
+        node_name = result.suggested_host
         try:
             status = await fwk.wait_on_permit(assumed_info)
             if status is None or status.is_success():
@@ -498,63 +502,64 @@ class SchedulingCycle:
         except asyncio.CancelledError:
             # Shutdown or lost leadership: give the resources back and stop.
             fwk.run_reserve_plugins_unreserve(state, assumed_info, node_name)
-            self._forget(assumed_pod)
+            self._forget(assumed_info.pod)
             sched.queue.done(assumed_info.uid)
             raise
         except Exception as exc:
-            logger.exception("binding cycle failed")
+            log.exception("binding cycle failed", pod=assumed_info.key, node=node_name)
             status = Status.from_error(exc)
 
         if status is None or status.is_success():
             try:
-                sched.cache.finish_binding(assumed_pod)
+                sched.cache.finish_binding(assumed_info.pod)
             except Exception:
-                logger.exception("finish binding failed")
-            sched.record_attempt(fwk.profile_name, "scheduled", started)
+                log.exception("finish binding failed", pod=assumed_info.key)
+            sched.record_attempt(fwk.profile_name, "scheduled", attempt.started)
             sched.record_scheduled(qpi)
             fwk.run_post_bind_plugins(state, assumed_info, node_name)
             sched.queue.done(assumed_info.uid)
             sched.report_scheduled(assumed_info, node_name)
             return
+        self.handle_binding_cycle_error(fwk, state, qpi, assumed_info, result, status, attempt)
 
-        # Failure after assume: undo, give the resources back, requeue.
-        fwk.run_reserve_plugins_unreserve(state, assumed_info, node_name)
+    def handle_binding_cycle_error(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        assumed_info: PodInfo,
+        result: ScheduleResult,
+        status: Status,
+        attempt: Attempt,
+    ) -> None:
+        """Failure after assume: undo, give the resources back, requeue."""
+        sched = self.sched
+        assumed_pod = assumed_info.pod
+        fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
         self._forget(assumed_pod)
-        if isinstance(status.error, AlreadyBoundError):
-            # Another scheduler bound it first: not ours to retry; the informer brings it
-            # back as an assigned pod.
-            logger.info("pod already bound by someone else; not retrying", detail=str(status.error))
-            sched.queue.done(assumed_info.uid)
-            sched.queue.move_all_to_active_or_backoff_queue(
-                ASSIGNED_POD_DELETE, assumed_pod, None,
-                precheck=lambda other: other.pod_info.uid != assumed_info.uid,
-            )
-            return
-        if isinstance(status.error, PodGoneError):
-            logger.info("pod deleted while binding", detail=str(status.error))
-            sched.queue.done(assumed_info.uid)
-            sched.queue.move_all_to_active_or_backoff_queue(
-                ASSIGNED_POD_DELETE, assumed_pod, None,
-                precheck=lambda other: other.pod_info.uid != assumed_info.uid,
-            )
-            return
+
         # Forgetting the assumed pod gives its resources back: an AssignedPodDelete for the
-        # others.  For a rejection (Permit timeout, a gang rejected) the move happens after
-        # the pod itself is requeued, as upstream defers it, so the move does not count as a
-        # move request during the pod's own cycle and send it straight back to backoffQ.
+        # others.
         def move_others() -> None:
             sched.queue.move_all_to_active_or_backoff_queue(
                 ASSIGNED_POD_DELETE, assumed_pod, None,
                 precheck=lambda other: other.pod_info.uid != assumed_info.uid,
             )
 
+        if isinstance(status.error, (AlreadyBoundError, PodGoneError)):
+            # Bound by someone else first (not ours to retry; the informer brings it back as
+            # an assigned pod), or deleted meanwhile.
+            log.info("pod bound elsewhere or deleted while binding; not retrying",
+                     pod=assumed_info.key, detail=str(status.error))
+            sched.queue.done(assumed_info.uid)
+            move_others()
+            return
+        # For a rejection (Permit timeout, a gang rejected) the move happens after the pod
+        # itself is requeued, as upstream defers it, so the move does not count as a move
+        # request during the pod's own cycle and send it straight back to backoffQ.
         if not status.is_rejected():
             move_others()
-        reason = REASON_SCHEDULER_ERROR if status.code == Code.ERROR else REASON_UNSCHEDULABLE
-        self.handle_failure(
-            fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
-            pod_scheduling_cycle=pod_scheduling_cycle, started=started, reason=reason,
-        )
+        self.handle_scheduling_failure(fwk, qpi, status, nominating=None, attempt=attempt)
         if status.is_rejected():
             move_others()
 
@@ -567,19 +572,24 @@ class _StatusError(Exception):
         self.status = status
 
 
-def _diagnosis_for(status: Status) -> Diagnosis:
-    diagnosis = Diagnosis()
-    if status.plugin and status.is_rejected():
-        diagnosis.unschedulable_plugins.add(status.plugin)
-    return diagnosis
+def failure_message(status: Status) -> str:
+    """What the user is told: the status' reasons, or its error (a FitError's histogram)."""
+    if status.error is not None and not status.reasons:
+        return str(status.error)
+    return status.message()
 
 
-def _with_node_name(pod: dict[str, Any], node_name: str) -> dict[str, Any]:
-    """A shallow copy of the pod with spec.nodeName set (objects from the informer are shared)."""
-    copy = dict(pod)
-    copy["spec"] = dict(pod.get("spec") or {})
-    copy["spec"]["nodeName"] = node_name
-    return copy
+def assumed_pod_info(pod_info: PodInfo, node_name: str) -> PodInfo:
+    """The pod as assumed on ``node_name``: its PodInfo with spec.nodeName set, without
+    parsing the pod again (upstream copies the QueuedPodInfo).  The pod dict is a shallow copy
+    with a new spec, as objects from the informer are shared."""
+    pod = dict(pod_info.pod)
+    pod["spec"] = dict(pod_info.pod.get("spec") or {})
+    pod["spec"]["nodeName"] = node_name
+    assumed = copy.copy(pod_info)
+    assumed.pod = pod
+    assumed.node_name = node_name
+    return assumed
 
 
 def _key(pod: dict[str, Any]) -> str:
