@@ -44,7 +44,6 @@ log = structlog.get_logger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-MAX_EVENT_MESSAGE = 1024
 # Smallest batch of nodes filtered at once when few feasible nodes are still wanted: a
 # batch call costs a little more than one node, and the surplus is only wasted work.
 MIN_FILTER_CHUNK = 16
@@ -104,12 +103,6 @@ def select_host(scores: Sequence[tuple[str, int]], rng: random.Random) -> str:
     best = max(score for _, score in scores)
     ties = [name for name, score in scores if score == best]
     return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
-
-
-def truncate_message(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
-    if len(message) <= limit:
-        return message
-    return message[: limit - 3] + "..."
 
 
 def filter_nodes_from(
@@ -464,8 +457,11 @@ class SchedulingCycle:
         sched.queue.done(qpi.pod_info.uid)
         if nominating:
             sched.nominator.add_nominated_pod(qpi.pod_info, nominating)
+        # The full message: the event recorder cuts the event's note to upstream's 1024 bytes
+        # (1020 + " ..."); the condition's message is never cut (upstream
+        # handleSchedulingFailure / truncateMessage).
         sched.report_unschedulable(
-            fwk, qpi.pod_info, reason=reason, message=truncate_message(message),
+            fwk, qpi.pod_info, reason=reason, message=message,
             nominated_node=nominating or "",
             plugins=sorted(qpi.unschedulable_plugins),
         )

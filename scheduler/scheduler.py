@@ -289,13 +289,13 @@ class Scheduler:
         if recorder is not None:
             recorder.event(
                 pod, type="Warning", reason=FAILED_SCHEDULING_REASON, action="Scheduling",
-                message=message[:1024],
+                message=message,
             )
         condition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": "SchedulerError",
-            "message": message[:1024],
+            "message": message,
         }
         self._spawn_side_task(
             self._update_pod_condition(self.client, pod, condition=condition),

@@ -13,7 +13,6 @@ from scheduler.schedule_one import (
     effective_percentage,
     num_feasible_nodes_to_find,
     select_host,
-    truncate_message,
 )
 
 
@@ -93,14 +92,6 @@ def _status(*reasons: str, plugin: str = "P") -> Status:
 )
 def test_fit_error_message(num_nodes: int, diagnosis: Diagnosis, expected: str) -> None:
     assert str(FitError(pod_key="ns/p", num_all_nodes=num_nodes, diagnosis=diagnosis)) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "limit", "expected"),
-    [("short", 10, "short"), ("x" * 20, 10, "xxxxxxx..."), ("exact", 5, "exact")],
-)
-def test_truncate_message(text: str, limit: int, expected: str) -> None:
-    assert truncate_message(text, limit) == expected
 
 
 @pytest.mark.parametrize(

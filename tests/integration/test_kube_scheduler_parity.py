@@ -1,0 +1,68 @@
+"""Behaviour users can see that must match kube-scheduler's (issue 12, part 1).
+
+Each test names the upstream function whose behaviour it pins, and runs the daemon against the
+sandbox over HTTP.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from scheduler.sandbox import Sandbox
+from tests.builders import NodeBuilder, PodBuilder
+from tests.integration.harness import (
+    for_api,
+    running_scheduler,
+    user_client,
+    wait_until,
+)
+
+SCHEDULER = "py-scheduler"
+
+
+def pod(name: str, *, cpu: str = "100m", priority: int | None = None) -> PodBuilder:
+    builder = PodBuilder(name).scheduler_name(SCHEDULER).req(cpu=cpu, memory="64Mi")
+    if priority is not None:
+        builder.priority(priority)
+    return builder
+
+
+async def failed_events(cluster: Any, name: str) -> list[dict[str, Any]]:
+    return [e for e in await cluster.events_for(name) if e["reason"] == "FailedScheduling"]
+
+
+def pod_scheduled_condition(pod_obj: dict[str, Any] | None) -> dict[str, Any]:
+    for condition in ((pod_obj or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled":
+            return dict(condition)
+    return {}
+
+
+async def test_event_note_is_cut_as_truncateMessage_and_the_condition_keeps_it_all(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """upstream handleSchedulingFailure / truncateMessage: the event's note is cut to 1020
+    characters plus " ..."; the PodScheduled condition carries the whole message."""
+    sb = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        # 30 nodes, each with its own long taint: the histogram runs well past 1024 bytes.
+        for i in range(30):
+            await cluster.create_node(for_api(
+                NodeBuilder(f"n-{i:02d}").capacity(cpu="4", memory="8Gi", pods=110)
+                .taint(f"example.com/a-rather-long-taint-key-number-{i:02d}", "v").obj()))
+        await cluster.create_pod(for_api(pod("p").obj()))
+
+        await wait_until(lambda: failed_events(cluster, "p"), timeout=10,
+                         message="FailedScheduling event")
+
+        async def condition_message() -> str:
+            return str(pod_scheduled_condition(await cluster.get_pod("p")).get("message") or "")
+
+        await wait_until(condition_message, timeout=10, message="PodScheduled condition")
+        full = await condition_message()
+        assert full.startswith("0/30 nodes are available: ")
+        assert len(full) > 1024 and full.endswith("."), full
+        [event] = await failed_events(cluster, "p")
+        assert event["note"] == full[:1020] + " ...", event["note"][-40:]
