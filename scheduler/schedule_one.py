@@ -245,13 +245,17 @@ class SchedulingCycle:
         if status is not None and not status.is_success():
             fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
             self._forget(assumed_info.pod)
-            return ScheduleResult(nominating=None), assumed_info, status
+            return ScheduleResult(nominating=None), assumed_info, rejected_on_node(
+                status, pod_key=pod_info.key, node_name=host
+            )
 
         status = fwk.run_permit_plugins(state, assumed_info, host)
         if status is not None and not status.is_success() and not status.is_wait():
             fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
             self._forget(assumed_info.pod)
-            return ScheduleResult(nominating=None), assumed_info, status
+            return ScheduleResult(nominating=None), assumed_info, rejected_on_node(
+                status, pod_key=pod_info.key, node_name=host
+            )
 
         # A pod that was nominated elsewhere now has a real place.
         sched.nominator.delete_nominated_pod_if_exists(pod_info.pod)
@@ -489,6 +493,8 @@ class SchedulingCycle:
         node_name = result.suggested_host
         try:
             status = await fwk.wait_on_permit(assumed_info)
+            if status is not None and status.is_rejected():
+                status = rejected_on_node(status, pod_key=assumed_info.key, node_name=node_name)
             if status is None or status.is_success():
                 sched.check_still_leading()
                 status = await fwk.run_pre_bind_plugins(state, assumed_info, node_name)
@@ -566,6 +572,21 @@ class _StatusError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message())
         self.status = status
+
+
+def rejected_on_node(status: Status, *, pod_key: str, node_name: str) -> Status:
+    """A Reserve, Permit or WaitOnPermit rejection as upstream reports it: a FitError over the
+    one node the pod was assumed on ("0/1 nodes are available: 1 <reason>."), so the user
+    reads the same sentence as for a Filter rejection.  Errors pass through unchanged."""
+    if not status.is_rejected():
+        return status
+    diagnosis = Diagnosis(node_to_status={node_name: status})
+    if status.plugin:
+        diagnosis.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            diagnosis.pending_plugins.add(status.plugin)
+    fit_error = FitError(pod_key=pod_key, num_all_nodes=1, diagnosis=diagnosis)
+    return Status(status.code, str(fit_error), plugin=status.plugin, error=fit_error)
 
 
 def failure_message(status: Status) -> str:
