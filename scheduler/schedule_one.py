@@ -367,6 +367,12 @@ class SchedulingCycle:
             return fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
         return fwk.run_filter_plugins(state, pod_info, node_info)
 
+    def ranks_feasible_nodes(self, fwk: Framework) -> bool:
+        """Whether more than one feasible node is worth finding: something scores them
+        (upstream hasScoring / hasExtenderFilters).  Extenders that prioritize or filter
+        belong here too."""
+        return fwk.has_score_plugins()
+
     def _find_nodes_that_pass_filters(
         self,
         fwk: Framework,
@@ -384,6 +390,11 @@ class SchedulingCycle:
             ),
             num_all,
         )
+        if not self.ranks_feasible_nodes(fwk):
+            # Nothing would choose between feasible nodes: the first one found is as good as
+            # any (upstream findNodesThatPassFilters with neither hasScoring nor an extender
+            # filter).
+            to_find = 1
         if not fwk.has_filter_plugins():
             start = self.next_start_node_index % num_all
             picked = [nodes[(start + i) % num_all] for i in range(to_find)]

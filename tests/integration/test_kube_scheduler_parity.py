@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scheduler.sandbox import Sandbox
+from scheduler.config.types import PluginRef
 from tests.builders import NodeBuilder, PodBuilder
 from tests.integration.harness import (
     for_api,
     running_scheduler,
+    scheduler_config,
     user_client,
     wait_until,
 )
@@ -66,3 +67,27 @@ async def test_event_note_is_cut_as_truncateMessage_and_the_condition_keeps_it_a
         assert len(full) > 1024 and full.endswith("."), full
         [event] = await failed_events(cluster, "p")
         assert event["note"] == full[:1020] + " ...", event["note"][-40:]
+
+
+async def test_profile_without_score_plugins_takes_the_first_feasible_node(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """upstream findNodesThatPassFilters: with no Score plugin (hasScoring false) and no
+    extender, it looks for one feasible node only; the next search starts after it, so pods
+    spread over the nodes in turn (with the adaptive count they would pick among ten
+    equal-scored nodes at random)."""
+    sb = await sandbox_factory(nodes=10, node_cpu="8", node_memory="16Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    config = scheduler_config()
+    config.profiles[0].plugins.score.disabled.append(PluginRef("*"))
+    async with user_client(kc) as cluster, running_scheduler(kc, config=config) as parts:
+        assert not parts.scheduler.profiles[SCHEDULER].has_score_plugins()
+        names = [f"p-{i}" for i in range(10)]
+        await cluster.create_pods([for_api(pod(n).obj()) for n in names])
+
+        async def nodes_of_all() -> list[str]:
+            nodes = [await cluster.node_name(n) for n in names]
+            return nodes if all(nodes) else []
+
+        await wait_until(nodes_of_all, timeout=15, message="all ten pods bound")
+        assert len(set(await nodes_of_all())) == 10
