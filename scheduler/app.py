@@ -21,7 +21,7 @@ import structlog
 
 from scheduler.config.errors import ConfigError
 from scheduler.config.load import load_config_file
-from scheduler.config.defaults import default_config
+from scheduler.config.defaults import shipped_config
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
@@ -73,7 +73,7 @@ class AppOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AppOptions:
         try:
-            config = load_config_file(args.config) if args.config else default_config()
+            config = load_config_file(args.config) if args.config else shipped_config()
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
         except OSError as exc:
@@ -94,7 +94,7 @@ class AppOptions:
             raise StartupError("--stop-grace-seconds: must be >= 0")
         return cls(
             config=config,
-            config_source=args.config or "<default config>",
+            config_source=args.config or "<built-in default>",
             kubeconfig=args.kubeconfig,
             context=args.context,
             metrics_host=host,
