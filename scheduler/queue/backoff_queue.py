@@ -1,33 +1,76 @@
 """backoffQ: pods that failed an attempt and wait out their backoff before the next one.
 
 The backoff doubles with each attempt (initial x 2^(attempts-1), capped at the maximum); a pod
-never tried has none.  A heap ordered by expiry, with lazy deletion and a map by pod key, so
-the periodic flush pops exactly the pods whose backoff is over.  Upstream:
-``backoff_queue.go``.
+never tried has none.  As upstream's ``backoff_queue.go`` with SchedulerPopFromBackoffQ (on by
+default since 1.33):
+
+* expiries are truncated to 1-second ordering windows, and a pod counts as backing off until
+  the window after its expiry begins;
+* pods rejected by plugins are ordered by window, then as activeQ orders them (priority), so
+  the scheduler may pop the head when activeQ is empty instead of idling until the flush;
+* pods that failed with an error (no rejecting plugin) wait in their own heap, by window
+  only, and are never popped early.
+
+Heaps with lazy deletion and a map by pod key; the periodic flush pops exactly the pods whose
+backoff is over.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Callable, Iterator
 
 from scheduler.framework.types import QueuedPodInfo
+from scheduler.queue.active_queue import Less
 
-__all__ = ["BackoffQueue"]
+__all__ = ["ORDERING_WINDOW_SECONDS", "BackoffQueue"]
+
+# upstream backoffQOrderingWindowDuration; also the flush interval.
+ORDERING_WINDOW_SECONDS = 1.0
+
+
+def align_to_window(t: float) -> float:
+    """The start of the ordering window holding ``t``."""
+    return math.floor(t / ORDERING_WINDOW_SECONDS) * ORDERING_WINDOW_SECONDS
 
 
 class _Entry:
-    __slots__ = ("alive", "expiry", "qpi", "seq")
+    __slots__ = ("alive", "expiry", "less", "qpi", "seq")
 
-    def __init__(self, expiry: float, seq: int, qpi: QueuedPodInfo) -> None:
+    def __init__(self, expiry: float, seq: int, qpi: QueuedPodInfo, less: Less | None) -> None:
         self.expiry = expiry
         self.seq = seq
         self.qpi = qpi
+        self.less = less
         self.alive = True
 
     def __lt__(self, other: _Entry) -> bool:
-        return (self.expiry, self.seq) < (other.expiry, other.seq)
+        if self.expiry != other.expiry:
+            return self.expiry < other.expiry
+        if self.less is not None:
+            if self.less(self.qpi, other.qpi):
+                return True
+            if self.less(other.qpi, self.qpi):
+                return False
+        return self.seq < other.seq
+
+
+class _Heap:
+    def __init__(self, less: Less | None) -> None:
+        self.less = less
+        self.items: list[_Entry] = []
+
+    def push(self, entry: _Entry) -> None:
+        heapq.heappush(self.items, entry)
+
+    def head(self) -> _Entry | None:
+        """The first live entry, dropping dead ones on the way."""
+        items = self.items
+        while items and not items[0].alive:
+            heapq.heappop(items)
+        return items[0] if items else None
 
 
 class BackoffQueue:
@@ -37,6 +80,7 @@ class BackoffQueue:
         initial: float,
         maximum: float,
         clock: Callable[[], float],
+        less: Less,
     ) -> None:
         if initial <= 0 or maximum < initial:
             raise ValueError(
@@ -46,7 +90,8 @@ class BackoffQueue:
         self._max = maximum
         self._clock = clock
         self._seq = itertools.count()
-        self._heap: list[_Entry] = []
+        self._rejected = _Heap(less)  # rejected by plugins: window, then priority
+        self._errored = _Heap(None)  # failed with an error: window only
         self._entries: dict[str, _Entry] = {}
 
     def __len__(self) -> int:
@@ -68,16 +113,23 @@ class BackoffQueue:
             duration += duration
         return min(duration, self._max)
 
+    def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
+        """The ordering window in which the pod's backoff ends (upstream getBackoffTime)."""
+        return align_to_window(qpi.timestamp + self.backoff_duration(qpi))
+
     def is_backing_off(self, qpi: QueuedPodInfo) -> bool:
+        """Until the window after its expiry begins (upstream isPodBackingoff)."""
         if qpi.gated or qpi.attempts == 0:
             return False  # never tried: nothing to back off from
-        return qpi.timestamp + self.backoff_duration(qpi) > self._clock()
+        return self.backoff_expiry(qpi) >= align_to_window(self._clock())
 
     def add(self, qpi: QueuedPodInfo) -> None:
         """Add the pod (replacing an entry it already has)."""
         self.remove(qpi.key)
-        entry = _Entry(qpi.timestamp + self.backoff_duration(qpi), next(self._seq), qpi)
-        heapq.heappush(self._heap, entry)
+        errored = not (qpi.unschedulable_plugins or qpi.pending_plugins)
+        heap = self._errored if errored else self._rejected
+        entry = _Entry(self.backoff_expiry(qpi), next(self._seq), qpi, heap.less)
+        heap.push(entry)
         self._entries[qpi.key] = entry
 
     def remove(self, key: str) -> QueuedPodInfo | None:
@@ -87,16 +139,30 @@ class BackoffQueue:
         entry.alive = False
         return entry.qpi
 
+    def pop_rejected(self) -> QueuedPodInfo | None:
+        """The head of the rejected pods' heap, backoff over or not (upstream popBackoff:
+        activeQ is empty, so it is the best pod to try); pods that failed with an error wait
+        out their backoff."""
+        entry = self._rejected.head()
+        if entry is None:
+            return None
+        return self._take(self._rejected, entry)
+
     def pop_completed(self) -> Iterator[QueuedPodInfo]:
-        """Pop, in expiry order, every pod whose backoff is over."""
-        now = self._clock()
-        heap = self._heap
-        while heap and heap[0].expiry <= now:
-            entry = heapq.heappop(heap)
-            if not entry.alive:
-                continue
-            del self._entries[entry.qpi.key]
-            yield entry.qpi
+        """Pop every pod whose backoff is over, rejected ones first (each heap in order)."""
+        window = align_to_window(self._clock())
+        for heap in (self._rejected, self._errored):
+            while (entry := heap.head()) is not None and entry.expiry < window:
+                yield self._take(heap, entry)
 
     def pods_in_order(self) -> list[QueuedPodInfo]:
-        return [entry.qpi for entry in sorted(self._entries.values())]
+        return [
+            entry.qpi
+            for heap in (self._rejected, self._errored)
+            for entry in sorted(e for e in heap.items if e.alive)
+        ]
+
+    def _take(self, heap: _Heap, entry: _Entry) -> QueuedPodInfo:
+        heapq.heappop(heap.items)
+        del self._entries[entry.qpi.key]
+        return entry.qpi

@@ -150,7 +150,7 @@ class SchedulingQueue:
 
         self._active = ActiveQueue(less)
         self._backoff = BackoffQueue(
-            initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock
+            initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock, less=less
         )
         self._pool = UnschedulablePods(profile_of=profile_of, metrics=metrics)
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
@@ -443,7 +443,9 @@ class SchedulingQueue:
         return None
 
     def _pop(self) -> QueuedPodInfo | None:
-        qpi = self._active.pop()
+        # With activeQ empty the best pod to try is backoffQ's head rather than none
+        # (upstream SchedulerPopFromBackoffQ).
+        qpi = self._active.pop() or self._backoff.pop_rejected()
         if qpi is None:
             return None
         self._cycle += 1
@@ -492,9 +494,17 @@ class SchedulingQueue:
         return True
 
     def _move_to_backoff(self, qpi: QueuedPodInfo, label: str) -> None:
+        # A pod in backoffQ may be popped at any time: it must pass PreEnqueue first, as
+        # for activeQ (upstream moveToBackoffQ).
+        self._run_pre_enqueue(qpi)
+        if qpi.gated:
+            self._backoff.remove(qpi.key)
+            self._pool_put(qpi, label)
+            return
         self._pool.remove(qpi.key)
         self._backoff.add(qpi)
         self._incoming(BACKOFF, label)
+        self._wakeup.set()  # an idle popper may take it now
 
     def _pool_put(self, qpi: QueuedPodInfo, label: str) -> None:
         """Into the unschedulable pool, or the gated set for a gated pod."""
