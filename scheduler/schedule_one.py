@@ -69,6 +69,11 @@ class ScheduleResult:
     nominating: str | None = None
 
 
+# ScheduleResult.nominating for failures that must drop the pod's nomination (upstream
+# clearNominatedNode).
+CLEAR_NOMINATION = ""
+
+
 @dataclass(slots=True, frozen=True)
 class Attempt:
     """One scheduling attempt's bookkeeping, handed from the cycle to the failure handler."""
@@ -219,17 +224,17 @@ class SchedulingCycle:
             result = self.schedule_pod(fwk, state, pod_info)
         except NoNodesAvailableError as exc:
             return (
-                ScheduleResult(nominating=None),
+                ScheduleResult(nominating=CLEAR_NOMINATION),
                 None,
                 Status(Code.UNSCHEDULABLE, str(exc), error=exc),
             )
         except FitError as fit_error:
             return self._post_filter(fwk, state, pod_info, fit_error)
         except _StatusError as exc:
-            return ScheduleResult(nominating=None), None, exc.status
+            return ScheduleResult(nominating=CLEAR_NOMINATION), None, exc.status
         except Exception as exc:  # a bug in our code: report it on the pod, keep going
             log.exception("scheduling cycle failed", pod=pod_info.key, profile=fwk.profile_name)
-            return ScheduleResult(nominating=None), None, Status.from_error(exc)
+            return ScheduleResult(nominating=CLEAR_NOMINATION), None, Status.from_error(exc)
 
         # Assume: the cache counts the pod on its node before binding, so the next cycle does
         # not hand out the same resources.
@@ -239,13 +244,13 @@ class SchedulingCycle:
             sched.cache.assume_pod(assumed_info)
         except Exception as exc:
             log.exception("assume failed", pod=pod_info.key)
-            return ScheduleResult(nominating=None), None, Status.from_error(exc)
+            return ScheduleResult(nominating=CLEAR_NOMINATION), None, Status.from_error(exc)
 
         status = fwk.run_reserve_plugins_reserve(state, assumed_info, host)
         if status is not None and not status.is_success():
             fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
             self._forget(assumed_info.pod)
-            return ScheduleResult(nominating=None), assumed_info, rejected_on_node(
+            return ScheduleResult(nominating=CLEAR_NOMINATION), assumed_info, rejected_on_node(
                 status, pod_key=pod_info.key, node_name=host
             )
 
@@ -253,7 +258,7 @@ class SchedulingCycle:
         if status is not None and not status.is_success() and not status.is_wait():
             fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
             self._forget(assumed_info.pod)
-            return ScheduleResult(nominating=None), assumed_info, rejected_on_node(
+            return ScheduleResult(nominating=CLEAR_NOMINATION), assumed_info, rejected_on_node(
                 status, pod_key=pod_info.key, node_name=host
             )
 
@@ -264,10 +269,13 @@ class SchedulingCycle:
     def _post_filter(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, fit_error: FitError
     ) -> tuple[ScheduleResult, None, Status]:
-        """No node fits: run PostFilter (preemption) so a later cycle may fit."""
-        nominating: str | None = None
+        """No node fits: run PostFilter (preemption) so a later cycle may fit.  Without
+        PostFilter plugins the nomination is cleared; with them, a PostFilter result decides
+        (a node, or "" to clear) and no result leaves it alone."""
+        nominating: str | None = CLEAR_NOMINATION
         diagnosis = fit_error.diagnosis
         if fwk.has_post_filter_plugins():
+            nominating = None
             result, status = fwk.run_post_filter_plugins(
                 state, pod_info, diagnosis.node_to_status
             )
@@ -277,7 +285,7 @@ class SchedulingCycle:
                 diagnosis.post_filter_msg = status.message()
                 if status.plugin:
                     diagnosis.unschedulable_plugins.add(status.plugin)
-            if result is not None and result.nominated_node_name:
+            if result is not None:
                 nominating = result.nominated_node_name
         return (
             ScheduleResult(nominating=nominating),
@@ -470,14 +478,16 @@ class SchedulingCycle:
         except Exception:
             log.exception("requeue failed", pod=qpi.key)
         sched.queue.done(qpi.pod_info.uid)
-        if nominating:
-            sched.nominator.add_nominated_pod(qpi.pod_info, nominating)
+        # Before the next cycle, not when the status update comes back: a stale nomination
+        # would keep the pod's requests reserved on that node against pods of equal or lower
+        # priority meanwhile (None: from the pod's status, as upstream's ModeNoop).
+        sched.nominator.add_nominated_pod(qpi.pod_info, nominating)
         # The full message: the event recorder cuts the event's note to upstream's 1024 bytes
         # (1020 + " ..."); the condition's message is never cut (upstream
         # handleSchedulingFailure / truncateMessage).
         sched.report_unschedulable(
             fwk, qpi.pod_info, reason=reason, message=message,
-            nominated_node=nominating or "",
+            nominated_node=nominating,
             plugins=sorted(qpi.unschedulable_plugins),
         )
 
@@ -572,7 +582,9 @@ class SchedulingCycle:
         # request during the pod's own cycle and send it straight back to backoffQ.
         if not status.is_rejected():
             move_others()
-        self.handle_scheduling_failure(fwk, qpi, status, nominating=None, attempt=attempt)
+        self.handle_scheduling_failure(
+            fwk, qpi, status, nominating=CLEAR_NOMINATION, attempt=attempt
+        )
         if status.is_rejected():
             move_others()
 

@@ -256,7 +256,7 @@ class Scheduler:
         *,
         reason: str,
         message: str,
-        nominated_node: str,
+        nominated_node: str | None,
         plugins: list[str],
     ) -> None:
         recorder = self.recorders.get(fwk.profile_name)
@@ -274,7 +274,8 @@ class Scheduler:
         self._spawn_side_task(
             self._update_pod_condition(
                 self.client, pod_info.pod, condition=condition,
-                nominated_node_name=nominated_node or None,
+                # None leaves status.nominatedNodeName alone, "" clears it.
+                nominated_node_name=nominated_node,
             ),
             name=f"pod-condition:{pod_info.key}",
         )

@@ -91,3 +91,37 @@ async def test_profile_without_score_plugins_takes_the_first_feasible_node(
 
         await wait_until(nodes_of_all, timeout=15, message="all ten pods bound")
         assert len(set(await nodes_of_all())) == 10
+
+
+async def test_failure_without_postfilter_clears_a_stale_nomination(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """upstream schedulingCycle returns clearNominatedNode when no PostFilter plugin runs,
+    and handleSchedulingFailure patches status.nominatedNodeName to "" and drops the pod
+    from the nominator: its requests stop being held on that node against pods of equal or
+    lower priority."""
+    sb = await sandbox_factory(nodes=1, node_cpu="4", node_memory="8Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    config = scheduler_config()
+    config.profiles[0].plugins.post_filter.disabled.append(PluginRef("*"))
+    async with user_client(kc) as cluster, running_scheduler(kc, config=config) as parts:
+        [node] = [n["metadata"]["name"] for n in await cluster.list_nodes()]
+        # Nominated to the node by an earlier preemption, and now unable to fit anywhere.
+        big = for_api(pod("big", cpu="3", priority=10).node_selector(gone="yes").obj())
+        big["status"] = {"phase": "Pending", "nominatedNodeName": node}
+        sb.raw_put(big)
+
+        await wait_until(lambda: failed_events(cluster, "big"), timeout=10,
+                         message="FailedScheduling event")
+
+        async def nomination_cleared() -> bool:
+            current = await cluster.get_pod("big") or {}
+            return not (current.get("status") or {}).get("nominatedNodeName")
+
+        await wait_until(nomination_cleared, timeout=10, message="nominatedNodeName cleared")
+        stored = await cluster.get_pod("big")
+        assert stored is not None and stored["metadata"].get("uid")
+        assert parts.scheduler.nominator.nominated_node_for(stored) is None
+        # The 3 CPUs the stale nomination held are free for a lower-priority pod.
+        await cluster.create_pod(for_api(pod("small", cpu="2", priority=0).obj()))
+        await wait_until(lambda: cluster.node_name("small"), timeout=10, message="small bound")
