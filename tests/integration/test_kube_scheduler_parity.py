@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.config.types import PluginRef
+from scheduler.metrics import SchedulerMetrics
 from tests.builders import NodeBuilder, PodBuilder
 from tests.integration.harness import (
     for_api,
@@ -125,3 +126,25 @@ async def test_failure_without_postfilter_clears_a_stale_nomination(
         # The 3 CPUs the stale nomination held are free for a lower-priority pod.
         await cluster.create_pod(for_api(pod("small", cpu="2", priority=0).obj()))
         await wait_until(lambda: cluster.node_name("small"), timeout=10, message="small bound")
+
+
+async def test_preemptor_is_held_out_of_the_queue_while_its_preemption_runs(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """upstream DefaultPreemption.PreEnqueue / Executor.prepareCandidateAsync: while the
+    victims' API calls run the preemptor stays out of the queue (no attempt, no Filter pass,
+    no FailedScheduling event); the victim's deletion brings it back, and it binds."""
+    sb = await sandbox_factory(nodes=1, node_cpu="1", node_memory="4Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    metrics = SchedulerMetrics()
+    async with user_client(kc) as cluster, running_scheduler(kc, metrics=metrics):
+        await cluster.create_pod(for_api(pod("victim", cpu="800m", priority=0).obj()))
+        await wait_until(lambda: cluster.node_name("victim"), timeout=10, message="victim bound")
+        sb.faults.add_latency(2.0, "delete", "pods")  # the preemption stays in flight
+        await cluster.create_pod(for_api(pod("preemptor", cpu="800m", priority=100).obj()))
+        await wait_until(lambda: cluster.node_name("preemptor"), timeout=20,
+                         message="preemptor bound after its victim left")
+        notes = [e["note"] for e in await failed_events(cluster, "preemptor")]
+        assert not [n for n in notes if "waiting for the preemption" in n], notes
+        unschedulable = metrics.schedule_attempts.labels("unschedulable", SCHEDULER)
+        assert unschedulable._value.get() == 1
