@@ -119,7 +119,7 @@ class EventHandlers:
 
     def delete_pod_from_queue(self, pod: dict[str, Any], *, bound: bool) -> None:
         sched = self.sched
-        sched.queue.delete(pod)
+        sched.queue.delete(pod, bound=bound)
         uid = (pod.get("metadata") or {}).get("uid") or ""
         if sched.reject_waiting_pod(uid):
             # A waiting pod held reserved resources; others may fit now.

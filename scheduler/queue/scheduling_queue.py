@@ -35,6 +35,7 @@ import structlog
 
 from scheduler.framework.events import (
     ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
     ASSIGNED_POD_UPDATE,
     BACKOFF_COMPLETE,
     FORCE_ACTIVATE,
@@ -52,10 +53,10 @@ from scheduler.framework.status import Status
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
-from scheduler.objects.pod import PodInfo, pod_key
+from scheduler.objects.pod import PodInfo, pod_key, pod_priority
 from scheduler.queue.active_queue import ActiveQueue, Less
 from scheduler.queue.backoff_queue import BackoffQueue
-from scheduler.queue.nominator import Nominator
+from scheduler.queue.nominator import Nominator, nominated_node_name
 from scheduler.queue.unschedulable_pods import UnschedulablePods
 
 log = structlog.get_logger(__name__)
@@ -181,7 +182,20 @@ class SchedulingQueue:
         """A pending pod changed.  Raises ObjectError if the new version is malformed."""
         info = PodInfo.from_pod(new)
         self._update(old, new, info)
+        old_node = nominated_node_name(old)
+        if old_node and old_node != nominated_node_name(new):
+            self._nomination_released(old)
         self._sync_gauges()
+
+    def _nomination_released(self, pod: dict[str, Any]) -> None:
+        """The pod no longer holds its nominated node: pods of equal or lower priority, which
+        counted it there as if assigned, may fit now (upstream updatePodInSchedulingQueue /
+        deletePodFromSchedulingQueue with getLEPriorityPreCheck)."""
+        priority = pod_priority(pod)
+        self.move_all_to_active_or_backoff_queue(
+            ASSIGNED_POD_DELETE, pod, None,
+            precheck=lambda other: other.pod_info.priority <= priority,
+        )
 
     def _update(self, old: dict[str, Any], new: dict[str, Any], info: PodInfo) -> None:
         flight = self._in_flight.get(_uid(new))
@@ -225,8 +239,9 @@ class SchedulingQueue:
         action = pod_update_action(old, new)
         return ClusterEvent(EventResource.UNSCHEDULED_POD, action, _UPDATE_LABEL)
 
-    def delete(self, pod: dict[str, Any]) -> None:
-        """A pending pod was deleted (or got bound by someone else)."""
+    def delete(self, pod: dict[str, Any], *, bound: bool = False) -> None:
+        """A pending pod was deleted, or got ``bound`` (then the binding, not the deletion,
+        says what changed)."""
         self.nominator.delete_nominated_pod_if_exists(pod)
         key = pod_key(pod)
         self._active.remove(key)
@@ -235,6 +250,8 @@ class SchedulingQueue:
         flight = self._in_flight.get(_uid(pod))
         if flight is not None:
             flight.deleted = True
+        if not bound and nominated_node_name(pod):
+            self._nomination_released(pod)
         self._sync_gauges()
 
     def activate(self, pods: Iterable[dict[str, Any]]) -> None:

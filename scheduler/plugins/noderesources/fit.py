@@ -185,6 +185,11 @@ def _string_list(raw: Any, field: str) -> list[str]:
     return list(raw)
 
 
+def _nominated(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status")
+    return isinstance(status, Mapping) and bool(status.get("nominatedNodeName"))
+
+
 class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, ScorePlugin):
     NAME = NAME
 
@@ -358,8 +363,9 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         """A deleted assigned pod frees room; an updated one only if it shrank a resource the
         pending pod requests (or finished); the pending pod's own shrink always may help."""
         if not isinstance(new, dict):
-            if isinstance(old, dict) and not is_assigned(old):
+            if isinstance(old, dict) and not is_assigned(old) and not _nominated(old):
                 return QueueingHint.SKIP
+            # An assigned pod, or a nominated one whose nomination held room (upstream).
             return QueueingHint.QUEUE
         if pod_uid(new) == pod_uid(pod):
             return QueueingHint.QUEUE

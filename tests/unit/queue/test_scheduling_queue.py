@@ -726,3 +726,49 @@ def test_backoffQ_orders_by_one_second_window_then_priority() -> None:
     assert [pop(queue).pod_info.name for _ in range(3)] == [
         "high-late", "low-early", "highest-next-window"
     ]
+
+
+# --- a nominated pod releasing its node (upstream updatePodInSchedulingQueue /
+# deletePodFromSchedulingQueue with getLEPriorityPreCheck) ------------------------------------
+
+
+def _blocked(queue: Any, name: str, priority: int) -> dict[str, Any]:
+    pod = PodBuilder(name).priority(priority).req(cpu="1").obj()
+    queue.add(pod)
+    fail(queue, pop(queue), FIT)
+    assert queue.queue_of(pod) == "unschedulable"
+    return pod
+
+
+def _nominated(name: str, priority: int, node: str = "n1") -> dict[str, Any]:
+    return PodBuilder(name).priority(priority).req(cpu="1").nominated_node(node).obj()
+
+
+@pytest.mark.parametrize("how", ["deleted", "nomination-cleared", "nominated-elsewhere"])
+def test_nominated_pod_releasing_its_node_requeues_equal_or_lower_priority_pods(
+    how: str,
+) -> None:
+    queue = make_queue()
+    low, equal, high = _blocked(queue, "low", 1), _blocked(queue, "equal", 10), _blocked(
+        queue, "high", 20)
+    nominated = _nominated("preemptor", 10)
+    queue.add(nominated)
+    if how == "deleted":
+        queue.delete(nominated)
+    else:
+        new = copy.deepcopy(nominated)
+        new["metadata"]["resourceVersion"] = "2"
+        new["status"]["nominatedNodeName"] = "" if how == "nomination-cleared" else "n2"
+        queue.update(nominated, new)
+    assert queue.queue_of(low) in ("active", "backoff")
+    assert queue.queue_of(equal) in ("active", "backoff")
+    assert queue.queue_of(high) == "unschedulable"  # it never counted the nominated pod
+
+
+def test_nominated_pod_that_got_bound_moves_nobody_from_the_queue() -> None:
+    queue = make_queue()
+    low = _blocked(queue, "low", 1)
+    nominated = _nominated("preemptor", 10)
+    queue.add(nominated)
+    queue.delete(nominated, bound=True)  # the binding, not the deletion, frees nothing
+    assert queue.queue_of(low) == "unschedulable"
