@@ -25,7 +25,8 @@ from scheduler.config.defaults import default_config
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins.registry import Registry
+from scheduler.framework.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from scheduler.server import HealthServer, HealthState, parse_bind_address
 
 log = structlog.get_logger(__name__)
@@ -183,16 +184,20 @@ def build_components(
 
     sched = Scheduler(
         config=config, client=client, informers=informers, recorder_factory=recorder_factory,
-        update_pod_condition=update_pod_condition, registry=registry, metrics=metrics,
+        update_pod_condition=update_pod_condition,
+        registry=registry if registry is not None else in_tree_registry(), metrics=metrics,
         health=health,
     )
     return Components(client=client, informers=informers, recorders=recorders, scheduler=sched)
 
 
 class App:
-    def __init__(self, options: AppOptions) -> None:
+    """The daemon.  ``registry`` is the plugins profiles may enable (default: the in-tree
+    ones); tests and embedders pass their own to add plugins programmatically."""
+
+    def __init__(self, options: AppOptions, *, registry: Registry | None = None) -> None:
         self.options = options
-        self.registry = Registry()
+        self.registry = registry if registry is not None else in_tree_registry()
         self.metrics = SchedulerMetrics()
         self.health = HealthState()
         self._stop: asyncio.Event | None = None  # created inside the running loop
