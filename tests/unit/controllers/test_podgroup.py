@@ -12,23 +12,23 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.plugins.coscheduling.controller import (
+from scheduler.controllers.podgroup import (
     MemberFacts,
     StatusReconciler,
     compute_status,
     connection_info,
-    main,
     member_facts,
     run_controller,
     status_patch,
 )
+from scheduler.cli import main
 from scheduler.client.connection import ConnectionConfig, StaticCredentials
 from tests.fakes import FakeApiClient, FakeResponse
 
-from .helpers import member, pod_group
+from tests.unit.plugins.coscheduling.helpers import member, pod_group
 
 NOW = "2024-05-01T10:00:00Z"
-CRD = Path(__file__).resolve().parents[4] / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+CRD = Path(__file__).resolve().parents[3] / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 
 
 def _m(phase: str = "Pending", node: str = "", owners: tuple[str, ...] = ()) -> MemberFacts:
@@ -148,7 +148,7 @@ def test_connection_info_from_a_resolved_connection() -> None:
 
 def test_main_reports_a_missing_kubeconfig(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--kubeconfig", str(tmp_path / "nope")]) == 2
+    assert main(["podgroup-controller", "--kubeconfig", str(tmp_path / "nope")]) == 2
     assert "podgroup-controller" in capsys.readouterr().err
 
 
