@@ -57,13 +57,13 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> AppOptions:
     """The daemon's options from the flags; StartupError (exit 2) for anything wrong."""
     from scheduler.app import AppOptions, StartupError
-    from scheduler.config.defaults import default_config
+    from scheduler.config.defaults import shipped_config
     from scheduler.config.errors import ConfigError
     from scheduler.config.load import load_config_file
     from scheduler.server import parse_bind_address
 
     try:
-        config = load_config_file(args.config) if args.config else default_config()
+        config = load_config_file(args.config) if args.config else shipped_config()
     except ConfigError as exc:
         raise StartupError(str(exc)) from exc
     except OSError as exc:
@@ -86,7 +86,7 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         raise StartupError("--stop-grace-seconds: must be >= 0")
     return AppOptions(
         config=config,
-        config_source=args.config or "<default config>",
+        config_source=args.config or "<built-in default>",
         kubeconfig=args.kubeconfig,
         context=args.context,
         metrics_host=host,
