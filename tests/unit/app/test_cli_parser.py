@@ -53,10 +53,13 @@ def test_log_level_rejects_unknown_levels(name: str, capsys: pytest.CaptureFixtu
     assert "debug" in capsys.readouterr().err
 
 
-def test_flags_without_a_subcommand_mean_run(capsys: pytest.CaptureFixture[str]) -> None:
+def test_flags_without_a_subcommand_mean_run() -> None:
     # run's own validation answers: the flags reached `run`, which refused the address.
-    assert main(["--metrics-bind-address", "nonsense"]) == EXIT_USAGE
-    assert "--metrics-bind-address: expected host:port" in capsys.readouterr().err
+    # (A process of its own: `run` configures logging for the whole process.)
+    done = subprocess.run([sys.executable, "-m", "scheduler", "--metrics-bind-address",
+                           "nonsense"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == EXIT_USAGE
+    assert "--metrics-bind-address: expected host:port" in done.stderr
 
 
 def test_root_help_and_version_stay_the_root_parser(capsys: pytest.CaptureFixture[str]) -> None:

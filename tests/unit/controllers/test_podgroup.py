@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,6 @@ from scheduler.controllers.podgroup import (
     run_controller,
     status_patch,
 )
-from scheduler.cli import main
 from scheduler.client.connection import ConnectionConfig, StaticCredentials
 from tests.fakes import FakeApiClient, FakeResponse
 
@@ -146,10 +147,13 @@ def test_connection_info_from_a_resolved_connection() -> None:
     assert (info.ca_path, info.insecure, info.default_namespace) == ("/ca.crt", False, "jobs")
 
 
-def test_main_reports_a_missing_kubeconfig(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["podgroup-controller", "--kubeconfig", str(tmp_path / "nope")]) == 2
-    assert "podgroup-controller" in capsys.readouterr().err
+def test_main_reports_a_missing_kubeconfig(tmp_path: Path) -> None:
+    # A process of its own: the command configures logging for the whole process.
+    done = subprocess.run([sys.executable, "-m", "scheduler", "podgroup-controller",
+                           "--kubeconfig", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "podgroup-controller" in done.stderr
 
 
 # --- against the sandbox -------------------------------------------------------------------
