@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import os
 import ssl
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,10 +225,7 @@ class App:
 
         handle = Sandbox.start_in_thread(nodes=self.options.sandbox_nodes)
         stack.callback(handle.stop)
-        path = self.options.sandbox_kubeconfig_out or os.path.join(
-            tempfile.gettempdir(), "kube-py-scheduler-sandbox.kubeconfig"
-        )
-        handle.write_kubeconfig(path)
+        path = str(handle.write_kubeconfig(self.options.sandbox_kubeconfig_out))  # per sandbox unless given
         print(f"sandbox API server at {handle.url}", flush=True)
         print(f"  export KUBECONFIG={path}", flush=True)
         print("  kubectl get pods -o wide -w", flush=True)

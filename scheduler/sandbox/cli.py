@@ -73,8 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_positive_int, default=0, help="port (0 = pick a free one)")
-    p.add_argument("--kubeconfig-out", metavar="PATH", help="write a kubeconfig for this sandbox")
-    p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every request")
+    p.add_argument("--kubeconfig-out", metavar="PATH",
+                   help="where to write this sandbox's kubeconfig (default: a per-port file in the temp dir)")
+    p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every request (serves HTTPS)")
+    p.add_argument("--tls", action=argparse.BooleanOptionalAction, default=None,
+                   help="serve HTTPS with a CA generated at start (default: on iff --token)")
     p.add_argument("--nodes", type=_positive_int, default=0, help="number of simulated Ready nodes")
     p.add_argument("--node-cpu", type=_quantity, default="32")
     p.add_argument("--node-memory", type=_quantity, default="128Gi")
@@ -102,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _serve(args: argparse.Namespace) -> None:
     sb = Sandbox(
-        host=args.host, port=args.port, token=args.token, nodes=args.nodes,
+        host=args.host, port=args.port, token=args.token, tls=args.tls, nodes=args.nodes,
         node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
         node_labels=args.node_labels, simulate_kubelet=args.simulate_kubelet,
         watch_history=max(1, args.watch_history),
@@ -117,13 +120,17 @@ async def _serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    written = None
     try:
-        if args.kubeconfig_out:
-            sb.write_kubeconfig(args.kubeconfig_out)
+        # its own kubeconfig unless one is named: a second sandbox never overwrites the first's
+        written = sb.write_kubeconfig(args.kubeconfig_out)
         print(f"sandbox ready at {sb.url}", flush=True)
+        print(f"kubeconfig: {written}   (export KUBECONFIG={written})", flush=True)
         await stop.wait()
     finally:
         await sb.stop()
+        if written is not None and not args.kubeconfig_out:
+            written.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
