@@ -223,7 +223,7 @@ class App:
     async def _start_sandbox(self, stack: contextlib.AsyncExitStack) -> str:
         from scheduler.sandbox import Sandbox
 
-        handle = Sandbox.start_in_thread(nodes=self.options.sandbox_nodes)
+        handle = Sandbox.start_in_thread(nodes=self.options.sandbox_nodes, scheduler_prereqs=True)
         stack.callback(handle.stop)
         path = str(handle.write_kubeconfig(self.options.sandbox_kubeconfig_out))  # per sandbox unless given
         print(f"sandbox API server at {handle.url}", flush=True)

@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a token TokenReview accepts, with its user and groups (repeatable)")
     p.add_argument("--auth-allow", type=_auth_allow, action="append", default=[], metavar="USERNAME:VERB:PATH",
                    help="a SubjectAccessReview rule; '*' wildcards (repeatable)")
+    p.add_argument("--scheduler-prereqs", action=argparse.BooleanOptionalAction, default=True,
+                   help="create namespace kube-py-scheduler and the PodGroup CRD at start (default on)")
     p.add_argument("--watch-history", type=_positive_int, default=10000,
                    help="events kept per resource type for watch resumption")
     p.add_argument("--max-requests-inflight", type=_positive_int, default=400)
@@ -112,7 +114,7 @@ async def _serve(args: argparse.Namespace) -> None:
         max_requests_inflight=max(1, args.max_requests_inflight),
         max_mutating_requests_inflight=max(1, args.max_mutating_requests_inflight),
         bookmark_interval=args.bookmark_interval,
-        simulate_pv_controller=args.simulate_pv_controller,
+        simulate_pv_controller=args.simulate_pv_controller, scheduler_prereqs=args.scheduler_prereqs,
         auth_users=dict(args.auth_user), auth_allow=list(args.auth_allow),
     )
     await sb.start()

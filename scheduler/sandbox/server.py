@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from .app import SandboxApp
@@ -33,6 +34,12 @@ from .tls import ServingCerts, generate
 log = logging.getLogger("scheduler.sandbox")
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# With ``scheduler_prereqs`` (the CLI's and ``run --sandbox``'s default) the sandbox starts as a
+# cluster prepared for this scheduler: its namespace (the shipped config's leader-election
+# lease lives there) and the PodGroup CRD, identical to manifests/crds/ (a test checks), so the
+# gang examples work. A bare Sandbox() is a fresh kube-apiserver, which has neither.
+SCHEDULER_NAMESPACE = "kube-py-scheduler"
+PODGROUP_CRD = Path(__file__).parent / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 
 
 @dataclass
@@ -41,6 +48,7 @@ class SandboxConfig:
     port: int = 0
     token: str | None = None
     tls: bool | None = None  # None: HTTPS iff a token is set
+    scheduler_prereqs: bool = False  # create namespace kube-py-scheduler and the PodGroup CRD
     nodes: int = 0
     node_cpu: str = "32"
     node_memory: str = "128Gi"
@@ -110,6 +118,10 @@ class Sandbox:
         ns_rt = reg.catalog.builtin("", "namespaces")
         for ns in INITIAL_NAMESPACES:
             reg.create(ns_rt, "", {"metadata": {"name": ns}})
+        if self.config.scheduler_prereqs:
+            reg.create(ns_rt, "", {"metadata": {"name": SCHEDULER_NAMESPACE}})
+            crd_rt = reg.catalog.builtin("apiextensions.k8s.io", "customresourcedefinitions")
+            reg.create(crd_rt, "", yaml.safe_load(PODGROUP_CRD.read_text()))
         self.add_nodes(self.config.nodes)
 
     def add_nodes(self, n: int, *, start: int | None = None) -> None:

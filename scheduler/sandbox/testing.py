@@ -151,6 +151,8 @@ class SandboxProcess:
 
     def __init__(self, *, startup_timeout: float = 30.0, workdir: str | os.PathLike[str] | None = None,
                  extra_args: list[str] | None = None, **flags: Any) -> None:
+        # like ``Sandbox()``, a bare API server unless asked (the CLI's own default is on)
+        flags.setdefault("scheduler_prereqs", False)
         self.flags = flags
         self.extra_args = list(extra_args or [])
         self.startup_timeout = startup_timeout
