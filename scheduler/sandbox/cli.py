@@ -35,7 +35,7 @@ def _quantity(s: str) -> str:
 
 
 def _labels(s: str) -> dict[str, str]:
-    from .selectors import label_key_error, label_value_error
+    from scheduler.objects.labels import validate_label_key, validate_label_value
 
     out: dict[str, str] = {}
     for part in s.split(","):
@@ -45,7 +45,7 @@ def _labels(s: str) -> dict[str, str]:
         k, eq, v = part.partition("=")
         if not eq:
             raise argparse.ArgumentTypeError(f"label {part!r} is not key=value")
-        err = label_key_error(k) or label_value_error(v)
+        err = validate_label_key(k) or validate_label_value(v)
         if err:
             raise argparse.ArgumentTypeError(f"label {part!r}: {err}")
         out[k] = v
