@@ -19,7 +19,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import discovery, errors, events, openapi, protobuf, tables
+from . import discovery, errors, events, openapi, podsubresources, protobuf, tables
 from .auth import AuthTable
 from .errors import ApiError, success_status
 from .faults import Faults, parse_fail_body
@@ -299,12 +299,12 @@ class SandboxApp:
                     raise errors.method_not_allowed()
                 if dry_run:
                     return _json(success_status(201), 201)
-                reg.bind(r.ns, name, body)
+                podsubresources.bind(reg, r.ns, name, body)
                 return _json(success_status(201), 201)
             if r.sub == "eviction":
                 if dry_run:
                     return _json(success_status(201), 201)
-                reg.evict(r.ns or "", r.name, body)
+                podsubresources.evict(reg, r.ns or "", r.name, body)
                 return _json(success_status(201), 201)
             if r.name or r.sub:
                 raise errors.method_not_allowed()
