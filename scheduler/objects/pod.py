@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.labels import LabelSelector, LabelSelectorError
@@ -349,7 +349,7 @@ _WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
 _NODE_POLICIES = ("Honor", "Ignore")
 
 
-def _int(v: Any) -> bool:
+def _int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
