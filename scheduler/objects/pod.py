@@ -176,7 +176,7 @@ def _check_amounts(pod: Mapping[str, Any], amounts: Mapping[str, int], where: st
 def _resources(pod: Mapping[str, Any], holder: Mapping[str, Any], where: str) -> dict[str, int]:
     """Requests of a container (or pod-level resources), validated, defaulted from limits."""
     res = holder.get("resources")
-    if not res:
+    if res is None or res == {}:
         return {}
     if not isinstance(res, Mapping):
         raise _err(pod, f"{where}.resources", "must be an object")
@@ -201,7 +201,7 @@ def _resources(pod: Mapping[str, Any], holder: Mapping[str, Any], where: str) ->
 
 def _ports(pod: Mapping[str, Any], c: Mapping[str, Any], where: str) -> list[tuple[str, str, int]]:
     raw = c.get("ports")
-    if not raw:
+    if raw is None or raw == []:
         return []
     if not isinstance(raw, list):
         raise _err(pod, f"{where}.ports", "must be a list")
@@ -227,7 +227,7 @@ def _ports(pod: Mapping[str, Any], c: Mapping[str, Any], where: str) -> list[tup
 
 def _containers(pod: Mapping[str, Any], field: str) -> list[_Container]:
     raw = _spec(pod).get(field)
-    if not raw:
+    if raw is None or raw == []:
         return []
     if not isinstance(raw, list):
         raise _err(pod, f"spec.{field}", "must be a list")
@@ -410,7 +410,7 @@ def _check_pod_affinity(pod: Mapping[str, Any], aff: Mapping[str, Any]) -> None:
 
 def _check_spread(pod: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
     raw = spec.get("topologySpreadConstraints")
-    if not raw:
+    if raw is None or raw == []:
         return
     if not isinstance(raw, list):
         raise _err(pod, "spec.topologySpreadConstraints", "must be a list")
@@ -444,7 +444,7 @@ def _check_spread(pod: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
 def _pvc_names(pod: Mapping[str, Any], spec: Mapping[str, Any], ns: str) -> tuple[str, ...]:
     """``namespace/claimName`` of the PVCs the pod mounts (the cache's PVC ref counts)."""
     raw = spec.get("volumes")
-    if not raw:
+    if raw is None or raw == []:
         return ()
     if not isinstance(raw, list):
         raise _err(pod, "spec.volumes", "must be a list")
@@ -570,7 +570,8 @@ class PodInfo:
         ns = meta.get("namespace") or ""
         if not isinstance(ns, str):
             raise _err(pod, "metadata.namespace", "must be a string")
-        labels = meta.get("labels") or {}
+        labels = meta.get("labels")
+        labels = {} if labels is None else labels
         if not isinstance(labels, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
@@ -597,7 +598,8 @@ class PodInfo:
         self.tolerations = parse_tolerations(pod)
         self.required_node_affinity = RequiredNodeAffinity.from_pod(pod)
         self.preferred_node_affinity = PreferredSchedulingTerms.from_pod(pod)
-        aff = spec.get("affinity") or _EMPTY
+        aff = spec.get("affinity")
+        aff = _EMPTY if aff is None else aff
         if not isinstance(aff, Mapping):
             raise _err(pod, "spec.affinity", "must be an object")
         req = "requiredDuringSchedulingIgnoredDuringExecution"
