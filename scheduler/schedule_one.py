@@ -14,7 +14,6 @@ pods (the resources it held came back).
 from __future__ import annotations
 
 import asyncio
-import copy
 import random
 import time
 from collections.abc import Sequence
@@ -144,10 +143,9 @@ def filter_nodes_from(
     # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
     # their statuses and the next start index are those of the node-by-node walk; only a
     # small chunk's surplus (nodes past the last one needed) is filtered and dropped.
-    ordered = nodes[start:] + nodes[:start] if start else nodes
     while processed < num_all:
-        size = max(to_find - len(feasible), MIN_FILTER_CHUNK)
-        chunk = ordered[processed:processed + size]
+        size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
+        chunk = wrapped_slice(nodes, start + processed, size)
         statuses = fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
         for node_info, status in zip(chunk, statuses):
             processed += 1
@@ -158,6 +156,21 @@ def filter_nodes_from(
                 continue
             _record_rejection(diagnosis, node_info, status)
     return feasible, processed
+
+
+def wrapped_slice(nodes: list[NodeInfo], first: int, size: int) -> list[NodeInfo]:
+    """``size`` nodes from index ``first`` on, wrapping past the end (``size`` <= len).
+
+    Costs the slice, not the cluster: rotating the whole node list per cycle (as a
+    ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
+    """
+    num_all = len(nodes)
+    if first >= num_all:
+        first -= num_all
+    end = first + size
+    if end <= num_all:
+        return nodes[first:end]
+    return nodes[first:] + nodes[:end - num_all]
 
 
 def _record_rejection(diagnosis: Diagnosis, node_info: NodeInfo, status: Status) -> None:
@@ -317,6 +330,12 @@ class SchedulingCycle:
         status = fwk.run_pre_score_plugins(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
+        if not fwk.has_score_plugins():
+            # Every node scores 0, so select_host would pick uniformly among all of them:
+            # the same draw without building a score column per feasible node.
+            host = feasible[sched.rng.randrange(len(feasible))].name
+            return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status),
+                                  len(feasible))
         table, status = fwk.score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
@@ -405,7 +424,7 @@ class SchedulingCycle:
             to_find = 1
         if not fwk.has_filter_plugins():
             start = self.next_start_node_index % num_all
-            picked = [nodes[(start + i) % num_all] for i in range(to_find)]
+            picked = wrapped_slice(nodes, start, min(to_find, num_all))
             self.next_start_node_index = (start + to_find) % num_all
             return picked
 
@@ -620,16 +639,14 @@ def failure_message(status: Status) -> str:
 
 
 def assumed_pod_info(pod_info: PodInfo, node_name: str) -> PodInfo:
-    """The pod as assumed on ``node_name``: its PodInfo with spec.nodeName set, without
-    parsing the pod again (upstream copies the QueuedPodInfo).  The pod dict is a shallow copy
-    with a new spec, as objects from the informer are shared."""
+    """The pod as assumed on ``node_name``: its PodInfo, parsed and validated when queued,
+    for a copy of the pod with spec.nodeName set (never parsed twice; upstream copies the
+    QueuedPodInfo).  The pod dict is a shallow copy with a new spec, as objects from the
+    informer are shared."""
     pod = dict(pod_info.pod)
     pod["spec"] = dict(pod_info.pod.get("spec") or {})
     pod["spec"]["nodeName"] = node_name
-    assumed = copy.copy(pod_info)
-    assumed.pod = pod
-    assumed.node_name = node_name
-    return assumed
+    return pod_info.with_node_name(pod)
 
 
 def _key(pod: dict[str, Any]) -> str:
