@@ -217,7 +217,9 @@ class SchedulingCycle:
             return
         assert assumed_info is not None  # a successful cycle always assumed the pod
         sched.start_binding(
-            self.binding_cycle(fwk, state, qpi, assumed_info, result, attempt),
+            self.binding_cycle(
+                fwk, state, qpi, assumed_info=assumed_info, result=result, attempt=attempt
+            ),
             uid=pod_info.uid,
             name=f"bind:{pod_info.key}",
         )
@@ -523,6 +525,7 @@ class SchedulingCycle:
         fwk: Framework,
         state: CycleState,
         qpi: QueuedPodInfo,
+        *,
         assumed_info: PodInfo,
         result: ScheduleResult,
         attempt: Attempt,
@@ -562,13 +565,17 @@ class SchedulingCycle:
             sched.queue.done(assumed_info.uid)
             sched.report_scheduled(assumed_info, node_name)
             return
-        self.handle_binding_cycle_error(fwk, state, qpi, assumed_info, result, status, attempt)
+        self.handle_binding_cycle_error(
+            fwk, state, qpi, assumed_info=assumed_info, result=result, status=status,
+            attempt=attempt,
+        )
 
     def handle_binding_cycle_error(
         self,
         fwk: Framework,
         state: CycleState,
         qpi: QueuedPodInfo,
+        *,
         assumed_info: PodInfo,
         result: ScheduleResult,
         status: Status,
