@@ -148,3 +148,29 @@ async def test_preemptor_is_held_out_of_the_queue_while_its_preemption_runs(
         assert not [n for n in notes if "waiting for the preemption" in n], notes
         unschedulable = metrics.schedule_attempts.labels("unschedulable", SCHEDULER)
         assert unschedulable._value.get() == 1
+
+
+async def test_binding_cycle_error_clears_the_nomination(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """upstream handleBindingCycleError hands clearNominatedNode to the failure handler: a
+    failed bind clears status.nominatedNodeName; the retry then binds the pod."""
+    sb = await sandbox_factory(nodes=1, node_cpu="4", node_memory="8Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        [node] = [n["metadata"]["name"] for n in await cluster.list_nodes()]
+        sb.faults.fail("create", "pods", subresource="binding", code=500, times=1)
+        nominated = for_api(pod("nominated", cpu="1", priority=10).obj())
+        nominated["status"] = {"phase": "Pending", "nominatedNodeName": node}
+        sb.raw_put(nominated)
+
+        await wait_until(lambda: cluster.node_name("nominated"), timeout=15,
+                         message="bound on the retry")
+        notes = [e["note"] for e in await failed_events(cluster, "nominated")]
+        assert notes, "the failed bind was reported"
+
+        async def nomination_cleared() -> bool:
+            current = await cluster.get_pod("nominated") or {}
+            return not (current.get("status") or {}).get("nominatedNodeName")
+
+        await wait_until(nomination_cleared, timeout=10, message="nominatedNodeName cleared")
