@@ -19,6 +19,7 @@ import structlog
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.client.informer import InformerFactory
+from scheduler.config.load import apply_extender_ignored_resources
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
 from scheduler.extenders import EXTENDER_NAME, Extenders
@@ -96,6 +97,9 @@ class Scheduler:
         # whichever profile put it there.
         waiting_pods = WaitingPodsMap()
 
+        # Configs built in code get the extenders' ignored resources too (load does it for
+        # files); idempotent.
+        apply_extender_ignored_resources(config)
         self.profiles: dict[str, Framework] = {}
         for profile in config.profiles:
             recorder = recorder_factory(profile.scheduler_name)

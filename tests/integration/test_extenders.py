@@ -1,0 +1,315 @@
+"""HTTP extenders against real HTTP servers: the scheduler calls them as kube-scheduler does,
+and their faults never stop the daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.client.api import ApiClient
+from scheduler.client.connection import load_connection
+from scheduler.config.load import parse_config_text
+from scheduler.config.types import Extender, ExtenderManagedResource, KubeSchedulerConfiguration
+from tests.integration.extender_server import (
+    HTTP_500,
+    MALFORMED,
+    OK,
+    SLOW,
+    UNKNOWN_NODE,
+    FakeExtender,
+    down_url,
+)
+from tests.integration.harness import (
+    running_scheduler,
+    scheduler_config,
+    user_client,
+    wait_until,
+)
+from tests.integration.scenarios import (
+    Env,
+    api,
+    failed_message,
+    node,
+    pod,
+    scenario,
+    wait_bound,
+    wait_failed,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "extenders" / "gpu_model_extender.py"
+WIDGET = "example.com/widget"
+NODES = ["node-a", "node-b", "node-c"]
+
+
+def widget_nodes() -> list[dict[str, Any]]:
+    return [node(n) for n in NODES]
+
+
+def widget_pod(name: str) -> dict[str, Any]:
+    return api(pod(name).req(cpu="100m", memory="128Mi", **{WIDGET: "1"}))
+
+
+def config_with(*extenders: Extender) -> KubeSchedulerConfiguration:
+    cfg = scheduler_config()
+    cfg.extenders = list(extenders)
+    return cfg
+
+
+def filter_extender(url: str, **kw: Any) -> Extender:
+    return Extender(
+        url_prefix=url, filter_verb="filter", node_cache_capable=True,
+        managed_resources=[ExtenderManagedResource(WIDGET, ignored_by_scheduler=True)], **kw,
+    )
+
+
+def extender_calls(env: Env, verb: str, result: str) -> float:
+    value = env.parts.scheduler.metrics.registry.get_sample_value(
+        "scheduler_py_extender_requests_total", {"verb": verb, "result": result})
+    return float(value or 0.0)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeExtender]:
+    ext = FakeExtender()
+    await ext.start()
+    yield ext
+    await ext.stop()
+
+
+async def test_filter_narrows_and_rejections_count_in_the_message(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender
+) -> None:
+    fake.reject = {"node-a": "widget slots full", "node-b": "widget slots full"}
+    async with scenario(sandbox_factory, tmp_path, widget_nodes(),
+                        config=config_with(filter_extender(fake.url))) as env:
+        await env.cluster.create_pod(widget_pod("w1"))
+        assert await wait_bound(env.cluster, ["w1"]) == {"w1": "node-c"}
+        (args,) = fake.calls("filter")
+        # nodeCacheCapable: names only, PascalCase keys as upstream's untagged structs
+        assert sorted(args["NodeNames"]) == NODES and args["Nodes"] is None
+        assert args["Pod"]["metadata"]["name"] == "w1"
+
+        fake.reject = {n: "widget slots full" for n in NODES[:2]}
+        fake.unresolvable = {"node-c": "no widget hardware"}
+        await env.cluster.create_pod(widget_pod("w2"))
+        await wait_failed(env.cluster, "w2", failed_message(
+            3, [(2, "widget slots full"), (1, "no widget hardware")],
+            preemption="0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+                       "2 No preemption victims found for incoming pod."))
+
+        # "Extender" rejected it: any cluster event requeues it (no 5-minute wait).
+        fake.reject, fake.unresolvable = {}, {}
+        await env.cluster.create_node(node("node-d"))
+        await wait_bound(env.cluster, ["w2"], timeout=10)
+
+
+async def test_pods_no_extender_manages_never_call_it(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender
+) -> None:
+    async with scenario(sandbox_factory, tmp_path, widget_nodes(),
+                        config=config_with(filter_extender(fake.url))) as env:
+        await env.cluster.create_pod(api(pod("plain")))
+        await wait_bound(env.cluster, ["plain"])
+        assert fake.requests == []
+
+
+async def test_prioritize_adds_weighted_scores_full_nodes_and_lowercase_answers(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender
+) -> None:
+    fake.scores = {"node-b": 10}
+    fake.lowercase = True
+    ext = Extender(url_prefix=fake.url + "/scheduler/", filter_verb="filter",
+                   prioritize_verb="prioritize", weight=2)
+    async with scenario(sandbox_factory, tmp_path, widget_nodes(), config=config_with(ext)) as env:
+        await env.cluster.create_pods([api(pod(f"p{i}")) for i in range(3)])
+        placement = await wait_bound(env.cluster, [f"p{i}" for i in range(3)])
+        # +200 on node-b outweighs every spreading score of three small pods
+        assert set(placement.values()) == {"node-b"}
+        filters, prios = fake.calls("filter"), fake.calls("prioritize")
+        assert len(filters) == 3 and len(prios) == 3
+        # not nodeCacheCapable: the full Node objects, no names
+        assert filters[0]["NodeNames"] is None
+        assert {n["metadata"]["name"] for n in filters[0]["Nodes"]["items"]} == set(NODES)
+        assert all(path.startswith("/scheduler/") for path, _ in fake.requests)
+
+
+async def test_prioritize_failure_is_ignored(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender
+) -> None:
+    fake.behaviour = HTTP_500
+    ext = Extender(url_prefix=fake.url, prioritize_verb="prioritize", weight=1)
+    async with scenario(sandbox_factory, tmp_path, widget_nodes(), config=config_with(ext)) as env:
+        await env.cluster.create_pod(api(pod("p")))
+        await wait_bound(env.cluster, ["p"])
+        assert extender_calls(env, "prioritize", "error") == 1
+
+
+FAULTS = [HTTP_500, MALFORMED, SLOW, UNKNOWN_NODE, "down"]
+
+
+@pytest.mark.parametrize("ignorable", [True, False], ids=["ignorable", "not-ignorable"])
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_filter_faults(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender, fault: str, ignorable: bool
+) -> None:
+    url = down_url() if fault == "down" else fake.url
+    fake.behaviour = fault
+    fake.slow_seconds = 3.0
+    fake.reject = {"node-a": "never"}  # ignored anyway: a faulty answer is no answer
+    ext = filter_extender(url, ignorable=ignorable, http_timeout_seconds=0.3)
+    async with scenario(sandbox_factory, tmp_path, widget_nodes(), config=config_with(ext)) as env:
+        await env.cluster.create_pod(widget_pod("w"))
+        if ignorable:
+            # scheduled as if the extender did not exist (node-a included)
+            await wait_bound(env.cluster, ["w"])
+            assert extender_calls(env, "filter", "error") == 1
+            return
+
+        async def failed_twice() -> bool:
+            return extender_calls(env, "filter", "error") >= 2
+
+        # retried with backoff (1s, then 2s), never bound, the condition names the extender
+        await wait_until(failed_twice, timeout=10, message="a retried extender call")
+        current = await env.cluster.get_pod("w")
+        assert current is not None and not current["spec"].get("nodeName")
+        cond = {c["type"]: c for c in current["status"]["conditions"]}["PodScheduled"]
+        assert cond["reason"] == "SchedulerError"
+        assert f"extender {url!r} filter failed" in cond["message"]
+        events = await env.cluster.events_for("w")
+        assert any(e["reason"] == "FailedScheduling" and url in e["note"] for e in events)
+        # the daemon goes on: a pod the extender does not manage is scheduled meanwhile
+        await env.cluster.create_pod(api(pod("plain")))
+        await wait_bound(env.cluster, ["plain"])
+
+
+HAMI_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 2
+profiles:
+- schedulerName: py-scheduler
+extenders:
+- urlPrefix: "{url}"
+  filterVerb: filter
+  bindVerb: bind
+  enableHTTPS: false
+  weight: 1
+  nodeCacheCapable: true
+  httpTimeout: 30s
+  managedResources:
+  - name: nvidia.com/gpu
+    ignoredByScheduler: true
+  - name: nvidia.com/gpumem
+    ignoredByScheduler: true
+"""
+
+
+async def test_hami_shaped_config_filters_by_name_and_binds(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender
+) -> None:
+    sb = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    config = parse_config_text(HAMI_CONFIG.format(url=fake.url))
+    fake.reject = {"node-a": "no vGPU left", "node-c": "no vGPU left"}
+    fake.binder = ApiClient(load_connection(kubeconfig=str(kc)), qps=0)
+    try:
+        async with user_client(kc) as cluster:
+            for n in NODES:
+                # no nvidia.com/gpu on the nodes: HAMi accounts for it, NodeResourcesFit
+                # must not (ignoredByScheduler)
+                await cluster.create_node(node(n))
+            async with running_scheduler(kc, config=config):
+                gpu = api(pod("gpu").req(cpu="100m", memory="128Mi", **{"nvidia.com/gpu": "1",
+                                                                          "nvidia.com/gpumem": "1000"}))
+                await cluster.create_pod(gpu)
+                await cluster.create_pod(api(pod("cpu-only")))
+                placement = await wait_bound(cluster, ["gpu", "cpu-only"])
+                assert placement["gpu"] == "node-b"
+                (filter_args,) = fake.calls("filter")
+                assert filter_args["Nodes"] is None and sorted(filter_args["NodeNames"]) == NODES
+                (bind_args,) = fake.calls("bind")
+                bound = await cluster.get_pod("gpu")
+                assert bound is not None
+                assert bind_args == {"PodName": "gpu", "PodNamespace": "default",
+                                     "PodUID": bound["metadata"]["uid"], "Node": "node-b"}
+                events = await cluster.events_for("gpu")
+                assert any(e["reason"] == "Scheduled" for e in events)
+    finally:
+        await fake.binder.close()
+
+
+@pytest.mark.parametrize("ignorable", [True, False], ids=["ignorable", "not-ignorable"])
+async def test_bind_failure(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender, ignorable: bool
+) -> None:
+    fake.behaviour = HTTP_500
+    ext = filter_extender(down_url(), bind_verb="bind", ignorable=ignorable)
+    ext.filter_verb = ""
+    ext.url_prefix = fake.url
+    async with scenario(sandbox_factory, tmp_path, widget_nodes(), config=config_with(ext)) as env:
+        await env.cluster.create_pod(widget_pod("w"))
+        if ignorable:
+            # the Bind plugins bind instead
+            await wait_bound(env.cluster, ["w"])
+            return
+
+        async def failed_twice() -> bool:
+            return extender_calls(env, "bind", "error") >= 2
+
+        await wait_until(failed_twice, timeout=10, message="a retried bind")
+        current = await env.cluster.get_pod("w")
+        assert current is not None and not current["spec"].get("nodeName")
+        cond = {c["type"]: c for c in current["status"]["conditions"]}["PodScheduled"]
+        assert cond["reason"] == "SchedulerError" and fake.url in cond["message"]
+        # the assumed pod was forgotten: nothing is held on any node
+        assert env.parts.scheduler.cache.assumed_pod_count() == 0
+
+
+async def test_example_extender_in_its_own_process(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """examples/extenders: GPU model filter + more-GPUs preference, nodeCacheCapable, the
+    extender in its own process resolving node names from the API server."""
+    sb = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLE), "--port", "0", "--api-server", sb.url,
+        "--token", sb.token or "", stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=20)
+        url = json.loads(line)["ready"]
+        ext = Extender(url_prefix=url, filter_verb="filter", prioritize_verb="prioritize",
+                       weight=1, node_cache_capable=True)
+        gpus = {"a100-small": ("a100", "2"), "a100-big": ("a100", "8"), "h100": ("h100", "8")}
+        async with user_client(kc) as cluster:
+            for name, (model, count) in gpus.items():
+                n = node(name, labels={"example.com/gpu-model": model})
+                n["status"]["allocatable"]["nvidia.com/gpu"] = count
+                n["status"]["capacity"]["nvidia.com/gpu"] = count
+                await cluster.create_node(n)
+            async with running_scheduler(kc, config=config_with(ext)):
+                await cluster.create_pod(
+                    api(pod("train").annotations({"example.com/gpu-model": "a100"})))
+                await cluster.create_pod(
+                    api(pod("tpu").annotations({"example.com/gpu-model": "tpu-v5"})))
+                placement = await wait_bound(cluster, ["train"])
+                # a100 only, and the node with more GPUs (+100 from the extender)
+                assert placement == {"train": "a100-big"}
+                await wait_failed(cluster, "tpu", failed_message(
+                    3, [(3, "node(s) didn't have the requested GPU model")],
+                    preemption="0/3 nodes are available: 3 No preemption victims found for "
+                               "incoming pod."))
+    finally:
+        proc.terminate()
+        await proc.wait()
