@@ -4,7 +4,9 @@ and their faults never stop the daemon."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import shlex
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +27,9 @@ from tests.integration.extender_server import (
     FakeExtender,
     down_url,
 )
+from tests.docs.readme import REPO, section_blocks
 from tests.integration.harness import (
+    Cluster,
     running_scheduler,
     scheduler_config,
     user_client,
@@ -181,6 +185,9 @@ async def test_filter_faults(
         cond = {c["type"]: c for c in current["status"]["conditions"]}["PodScheduled"]
         assert cond["reason"] == "SchedulerError"
         assert f"extender {url!r} filter failed" in cond["message"]
+        if fault == HTTP_500:
+            assert cond["message"] == (
+                f"extender {url!r} filter failed: POST {url}/filter returned HTTP 500")
         events = await env.cluster.events_for("w")
         assert any(e["reason"] == "FailedScheduling" and url in e["note"] for e in events)
         # the daemon goes on: a pod the extender does not manage is scheduled meanwhile
@@ -274,42 +281,71 @@ async def test_bind_failure(
         assert env.parts.scheduler.cache.assumed_pod_count() == 0
 
 
-async def test_example_extender_in_its_own_process(
-    sandbox_factory: Any, tmp_path: Path
-) -> None:
-    """examples/extenders: GPU model filter + more-GPUs preference, nodeCacheCapable, the
-    extender in its own process resolving node names from the API server."""
-    sb = await sandbox_factory(nodes=0)
-    kc = sb.write_kubeconfig(tmp_path / "kc")
+@contextlib.asynccontextmanager
+async def example_extender(*args: str) -> AsyncIterator[str]:
+    """examples/extenders/gpu_model_extender.py in its own process; yields its URL."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(EXAMPLE), "--port", "0", "--api-server", sb.url,
-        "--token", sb.token or "", stdout=asyncio.subprocess.PIPE,
+        sys.executable, str(EXAMPLE), *args, stdout=asyncio.subprocess.PIPE, cwd=REPO,
     )
     try:
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), timeout=20)
-        url = json.loads(line)["ready"]
-        ext = Extender(url_prefix=url, filter_verb="filter", prioritize_verb="prioritize",
-                       weight=1, node_cache_capable=True)
-        gpus = {"a100-small": ("a100", "2"), "a100-big": ("a100", "8"), "h100": ("h100", "8")}
-        async with user_client(kc) as cluster:
-            for name, (model, count) in gpus.items():
-                n = node(name, labels={"example.com/gpu-model": model})
-                n["status"]["allocatable"]["nvidia.com/gpu"] = count
-                n["status"]["capacity"]["nvidia.com/gpu"] = count
-                await cluster.create_node(n)
-            async with running_scheduler(kc, config=config_with(ext)):
-                await cluster.create_pod(
-                    api(pod("train").annotations({"example.com/gpu-model": "a100"})))
-                await cluster.create_pod(
-                    api(pod("tpu").annotations({"example.com/gpu-model": "tpu-v5"})))
-                placement = await wait_bound(cluster, ["train"])
-                # a100 only, and the node with more GPUs (+100 from the extender)
-                assert placement == {"train": "a100-big"}
-                await wait_failed(cluster, "tpu", failed_message(
-                    3, [(3, "node(s) didn't have the requested GPU model")],
-                    preemption="0/3 nodes are available: 3 No preemption victims found for "
-                               "incoming pod."))
+        yield str(json.loads(line)["ready"])
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def create_gpu_nodes(cluster: Cluster) -> None:
+    gpus = {"a100-small": ("a100", "2"), "a100-big": ("a100", "8"), "h100": ("h100", "8")}
+    for name, (model, count) in gpus.items():
+        n = node(name, labels={"example.com/gpu-model": model})
+        n["status"]["allocatable"]["nvidia.com/gpu"] = count
+        n["status"]["capacity"]["nvidia.com/gpu"] = count
+        await cluster.create_node(n)
+
+
+async def check_gpu_model_placement(cluster: Cluster) -> None:
+    await cluster.create_pod(api(pod("train").annotations({"example.com/gpu-model": "a100"})))
+    await cluster.create_pod(api(pod("tpu").annotations({"example.com/gpu-model": "tpu-v5"})))
+    placement = await wait_bound(cluster, ["train"])
+    # a100 only, and the node with more GPUs (+100 from the extender)
+    assert placement == {"train": "a100-big"}
+    await wait_failed(cluster, "tpu", failed_message(
+        3, [(3, "node(s) didn't have the requested GPU model")],
+        preemption="0/3 nodes are available: 3 No preemption victims found for incoming pod."))
+
+
+async def test_example_extender_in_its_own_process_node_cache_capable(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """nodeCacheCapable: the extender gets names only and resolves them from the API
+    server itself."""
+    sb = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with example_extender("--port", "0", "--api-server", sb.url,
+                                "--token", sb.token or "") as url:
+        ext = Extender(url_prefix=url, filter_verb="filter", prioritize_verb="prioritize",
+                       weight=1, node_cache_capable=True)
+        async with user_client(kc) as cluster:
+            await create_gpu_nodes(cluster)
+            async with running_scheduler(kc, config=config_with(ext)):
+                await check_gpu_model_placement(cluster)
+
+
+async def test_readme_extenders_section(sandbox_factory: Any, tmp_path: Path) -> None:
+    """The README's command and configuration, as written (a free port instead of 8888)."""
+    (command,) = section_blocks("Extenders", lang="bash")[0].commands()
+    assert command == "python examples/extenders/gpu_model_extender.py --port 8888"
+    (block,) = section_blocks("Extenders", lang="yaml")
+    sb = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    args = shlex.split(command)[2:]
+    async with example_extender(*[("0" if a == "8888" else a) for a in args]) as url:
+        config = parse_config_text(block.text.replace("http://127.0.0.1:8888", url),
+                                   source="README.md")
+        config.leader_election.leader_elect = False
+        async with user_client(kc) as cluster:
+            await create_gpu_nodes(cluster)
+            async with running_scheduler(kc, config=config):
+                await check_gpu_model_placement(cluster)
