@@ -20,7 +20,9 @@ printed too, as are the floor's rate and its ratio to (1), which bound what any 
 daemon can reach on this machine.  Workloads: ``plain`` (cpu/memory requests),
 ``anti-affinity`` (replica sets with required pod anti-affinity on hostname), ``spread``
 (topology spread over zones, maxSkew 1), ``gang`` (PodGroups scheduled all-or-nothing by
-Coscheduling).
+Coscheduling), ``extender`` (plain pods, plus the example HTTP extender of
+``examples/extenders`` in its own process, called to filter and prioritize every pod with
+node names only, ``nodeCacheCapable``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-WORKLOADS = ("plain", "anti-affinity", "spread", "gang")
+WORKLOADS = ("plain", "anti-affinity", "spread", "gang", "extender")
 RAW_SCHEDULER_NAME = "bench-raw-binder"
 BENCH_NAMESPACE = "default"
 RAW_NAMESPACE = "bench-raw"
@@ -63,7 +65,7 @@ def _pod(name: str, *, scheduler_name: str, namespace: str = BENCH_NAMESPACE,
 def workload_pods(kind: str, count: int, *, nodes: int, scheduler_name: str,
                   gang_size: int = 8) -> list[dict[str, Any]]:
     pods: list[dict[str, Any]] = []
-    if kind == "plain":
+    if kind in ("plain", "extender"):
         for i in range(count):
             pods.append(_pod(f"plain-{i}", scheduler_name=scheduler_name))
     elif kind == "anti-affinity":
@@ -283,8 +285,9 @@ class _SchedulerRun:
     """One timed run of the real scheduler wiring until ``expected`` pods are scheduled."""
 
     def __init__(self, *, bound: int, wall: float, cpu: float, sync_seconds: float,
-                 cycle_latencies: list[float]) -> None:
+                 cycle_latencies: list[float], extender_calls: int = 0) -> None:
         self.bound = bound
+        self.extender_calls = extender_calls
         self.wall = wall
         self.cpu = cpu
         self.sync_seconds = sync_seconds
@@ -306,10 +309,18 @@ async def _run_scheduler(config: Any, connection: Any, *, expected: int,
     cycle_latencies: list[float] = []
     original = parts.scheduler.cycle.schedule_one
 
-    def timed(qpi: Any) -> None:
+    def timed(qpi: Any) -> Any:
         t = time.perf_counter()
-        original(qpi)
-        cycle_latencies.append(time.perf_counter() - t)
+        pending = original(qpi)
+        if pending is None:
+            cycle_latencies.append(time.perf_counter() - t)
+            return None
+
+        async def finish() -> None:  # a cycle that awaits an extender
+            await pending
+            cycle_latencies.append(time.perf_counter() - t)
+
+        return finish()
 
     parts.scheduler.cycle.schedule_one = timed
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -323,10 +334,14 @@ async def _run_scheduler(config: Any, connection: Any, *, expected: int,
     wall = time.perf_counter() - wall0
     cpu = time.process_time() - cpu0
     bound = int(scheduled._value.get())
+    extender_calls = int(sum(
+        metrics.registry.get_sample_value("scheduler_py_extender_requests_total",
+                                          {"verb": verb, "result": "success"}) or 0
+        for verb in ("filter", "prioritize")))
     await parts.aclose(grace_seconds=5)
     loop.cancel()
     return _SchedulerRun(bound=bound, wall=wall, cpu=cpu, sync_seconds=sync_seconds,
-                         cycle_latencies=cycle_latencies)
+                         cycle_latencies=cycle_latencies, extender_calls=extender_calls)
 
 
 async def _create_pods(user: Any, namespace: str, pods: list[dict[str, Any]],
@@ -347,6 +362,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     flags = {"nodes": args.nodes, "simulate_kubelet": False,
              "node_cpu": args.node_cpu, "node_memory": args.node_memory}
     floor: _SchedulerRun | None = None
+    extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
         connection = load_connection(kubeconfig=str(sandbox.kubeconfig_path))
         user = ApiClient(connection, qps=0, pool_size=64)
@@ -386,6 +402,9 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             scheduler_name = config.profiles[0].scheduler_name
             if args.workload == "gang":
                 await _install_gang(user, config, args)
+            if args.workload == "extender":
+                extender = await _start_example_extender(sandbox.url, sandbox.token or "")
+                config.extenders = [_bench_extender(extender[1])]
             pods = workload_pods(args.workload, args.pods, nodes=args.nodes,
                                  scheduler_name=scheduler_name, gang_size=args.gang_size)
             create_rate = await _create_pods(user, BENCH_NAMESPACE, pods, args.concurrency)
@@ -395,6 +414,9 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
         finally:
             await user.close()
+            if extender is not None:
+                extender[0].terminate()
+                await extender[0].wait()
 
     throughput = run.rate
     latencies = run.cycle_latencies
@@ -408,6 +430,8 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "binding_with_event_rate_per_s": round(with_event_rate, 1),
         "pod_create_rate_per_s": round(create_rate, 1),
     }
+    if config.extenders:
+        result["extender_calls"] = run.extender_calls
     if floor is not None:
         result["floor_pods_per_s"] = round(floor.rate, 1)
         result["floor_cpu_per_pod_ms"] = round(floor.cpu / max(floor.bound, 1) * 1000, 3)
@@ -435,6 +459,30 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     })
     return result
+
+
+async def _start_example_extender(
+    api_server: str, token: str
+) -> tuple[asyncio.subprocess.Process, str]:
+    """examples/extenders/gpu_model_extender.py in its own process (node names resolved from
+    the sandbox); (process, URL)."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "examples", "extenders", "gpu_model_extender.py")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, script, "--port", "0", "--api-server", api_server, "--token", token,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
+    return proc, str(json.loads(line)["ready"])
+
+
+def _bench_extender(url: str) -> Any:
+    from scheduler.config.types import Extender
+
+    # Interested in every pod (no managedResources): one filter and one prioritize call each.
+    return Extender(url_prefix=url, filter_verb="filter", prioritize_verb="prioritize",
+                    weight=1, node_cache_capable=True)
 
 
 async def _install_gang(user: Any, config: Any, args: argparse.Namespace) -> None:

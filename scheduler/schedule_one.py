@@ -35,6 +35,9 @@ from scheduler.framework.types import (
     QueuedPodInfo,
 )
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.evaluator import Candidate
+from scheduler.plugins.defaultpreemption.plugin import EXTENDER_CANDIDATES_KEY, DefaultPreemption
+from scheduler.plugins.names import DEFAULT_PREEMPTION
 
 if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework, ScoreTable
@@ -209,9 +212,49 @@ class SchedulingCycle:
         try:
             result = await self.schedule_pod_with_extenders(fwk, state, qpi.pod_info, extenders)
         except Exception as exc:
+            if isinstance(exc, FitError) and fwk.has_post_filter_plugins():
+                await self._preempt_with_extenders(fwk, state, qpi.pod_info, exc, extenders)
             self._schedule_failed(fwk, state, qpi, exc, pod_scheduling_cycle, started)
             return
         self._assume_reserve_permit(fwk, state, qpi, result, pod_scheduling_cycle, started)
+
+    async def _preempt_with_extenders(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod_info: PodInfo,
+        fit_error: FitError,
+        extenders: Extenders,
+    ) -> None:
+        """Before PostFilter: preemption's dry run, then the extenders' preempt verb narrowing
+        its candidates (upstream's callExtenders); DefaultPreemption reads the outcome from
+        the cycle state."""
+        preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
+        if not isinstance(preemption, DefaultPreemption) or not extenders.preempts_for(
+            pod_info.pod
+        ):
+            return
+        node_to_status = fit_error.diagnosis.node_to_status
+        outcome: Any
+        try:
+            candidates, early = preemption.find_candidates(state, pod_info, node_to_status)
+        except Exception as exc:
+            log.exception("preemption dry run failed", pod=pod_info.key)
+            outcome = (None, Status.from_error(exc))
+        else:
+            if early is not None:
+                outcome = early
+            else:
+                victims = {c.name: (c.victims, c.num_pdb_violations) for c in candidates}
+                nodes = {n.name: n for n in self.sched.snapshot.list()}
+                try:
+                    narrowed = await extenders.process_preemption(pod_info, victims, nodes)
+                except ExtenderError as exc:
+                    outcome = (None, Status(Code.ERROR, str(exc), error=exc))
+                else:
+                    outcome = [Candidate(name, pods, pdb)
+                               for name, (pods, pdb) in narrowed.items()]
+        state.write(EXTENDER_CANDIDATES_KEY, outcome)
 
     def _schedule_failed(
         self,

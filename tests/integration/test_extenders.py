@@ -349,3 +349,89 @@ async def test_readme_extenders_section(sandbox_factory: Any, tmp_path: Path) ->
             await create_gpu_nodes(cluster)
             async with running_scheduler(kc, config=config):
                 await check_gpu_model_placement(cluster)
+
+
+def _low(name: str, node_name: str, priority: int) -> dict[str, Any]:
+    """A running pod filling half of a 2-CPU node, bound directly by the test."""
+    return api(pod(name, cpu="1", memory="1Gi").priority(priority).node(node_name))
+
+
+async def _preemption_setup(env: Env) -> dict[str, str]:
+    """Two full 2-CPU nodes; n0's pods matter less, so preemption alone would pick n0.
+    Returns pod name -> UID."""
+    lows = [_low("n0-a", "n0", 10), _low("n0-b", "n0", 10),
+            _low("n1-a", "n1", 100), _low("n1-b", "n1", 100)]
+    await env.cluster.create_pods(lows)
+
+    # the scheduler's cache holds them before the preemptor arrives
+    await wait_until(lambda: env.parts.scheduler.cache.pod_count() == 4,
+                     message="the low-priority pods in the cache")
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in await env.cluster.list_pods()}
+
+
+@pytest.mark.parametrize("node_cache_capable", [True, False], ids=["meta-victims", "victims"])
+async def test_preempt_verb_narrows_the_candidates(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender, node_cache_capable: bool
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def only_n1(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body)
+        if node_cache_capable:
+            victims = body["NodeNameToMetaVictims"]["n1"]
+        else:
+            victims = {"Pods": [{"UID": p["metadata"]["uid"]}
+                                for p in body["NodeNameToVictims"]["n1"]["Pods"]],
+                       "NumPDBViolations": body["NodeNameToVictims"]["n1"]["NumPDBViolations"]}
+        return {"NodeNameToMetaVictims": {"n1": victims}}
+
+    fake.preempt = only_n1
+    ext = Extender(url_prefix=fake.url, preempt_verb="preempt",
+                   node_cache_capable=node_cache_capable)
+    nodes = [node("n0", cpu="2", memory="8Gi"), node("n1", cpu="2", memory="8Gi")]
+    async with scenario(sandbox_factory, tmp_path, nodes, config=config_with(ext)) as env:
+        uids = await _preemption_setup(env)
+        await env.cluster.create_pod(api(pod("vip", cpu="1", memory="1Gi").priority(1000)))
+        await wait_bound(env.cluster, ["vip"], timeout=15)
+        assert await env.cluster.node_name("vip") == "n1"
+        (body,) = seen[:1]
+        assert body["Pod"]["metadata"]["name"] == "vip"
+        if node_cache_capable:
+            # victims as UIDs only
+            sent = body["NodeNameToMetaVictims"]
+            assert set(sent) == {"n0", "n1"}
+            assert {v["UID"] for v in sent["n1"]["Pods"]} <= {uids["n1-a"], uids["n1-b"]}
+            assert "NodeNameToVictims" not in body
+        else:
+            assert set(body["NodeNameToVictims"]) == {"n0", "n1"}
+            assert "NodeNameToMetaVictims" not in body
+        remaining = {p["metadata"]["name"] for p in await env.cluster.list_pods()
+                     if not p["metadata"].get("deletionTimestamp")}
+        assert {"n0-a", "n0-b"} <= remaining and len(remaining & {"n1-a", "n1-b"}) == 1
+
+
+@pytest.mark.parametrize("ignorable", [True, False], ids=["ignorable", "not-ignorable"])
+async def test_preempt_failure(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender, ignorable: bool
+) -> None:
+    fake.behaviour = HTTP_500
+    ext = Extender(url_prefix=fake.url, preempt_verb="preempt", ignorable=ignorable,
+                   node_cache_capable=True)
+    nodes = [node("n0", cpu="2", memory="8Gi"), node("n1", cpu="2", memory="8Gi")]
+    async with scenario(sandbox_factory, tmp_path, nodes, config=config_with(ext)) as env:
+        await _preemption_setup(env)
+        await env.cluster.create_pod(api(pod("vip", cpu="1", memory="1Gi").priority(1000)))
+        if ignorable:
+            # preemption goes on without the extender: the cheaper victims on n0
+            await wait_bound(env.cluster, ["vip"], timeout=15)
+            assert await env.cluster.node_name("vip") == "n0"
+            return
+
+        # As upstream: the preemption error is logged, the pod stays unschedulable with its
+        # Filter reasons (it waits for an event that frees CPU), nobody is evicted.
+        await wait_failed(env.cluster, "vip", "0/2 nodes are available: 2 Insufficient cpu.")
+        assert extender_calls(env, "preempt", "error") >= 1
+        pods = {p["metadata"]["name"]: p for p in await env.cluster.list_pods()}
+        assert not any(p["metadata"].get("deletionTimestamp") for p in pods.values())
+        assert not pods["vip"]["spec"].get("nodeName")
+        assert not pods["vip"]["status"].get("nominatedNodeName")
