@@ -7,6 +7,7 @@ into one :class:`ConfigError`. Can also be run on configs built in code.
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import urlsplit
 
 from scheduler.config.defaults import (
@@ -23,7 +24,6 @@ from scheduler.config.types import (
     Plugins,
     Profile,
 )
-from scheduler.objects.resources import is_extended_resource_name
 
 __all__ = ["validate_config", "validate_or_raise"]
 
@@ -101,6 +101,22 @@ def validate_config(cfg: KubeSchedulerConfiguration) -> list[tuple[str, str]]:
     return errs
 
 
+# apimachinery's qualified name: an optional DNS-1123 subdomain prefix, a name of <= 63
+# characters.  (config is a leaf layer: it cannot use scheduler.objects.)
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def _is_extended_resource_name(name: str) -> bool:
+    """Upstream's IsExtendedResourceName: domain-prefixed, outside kubernetes.io, and
+    ``requests.<name>`` a qualified name (quota needs it)."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    prefix, _, part = ("requests." + name).rpartition("/")
+    return (len(prefix) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(prefix) is not None
+            and len(part) <= 63 and _QUALIFIED_NAME_PART.fullmatch(part) is not None)
+
+
 def _extenders(extenders: list[Extender]) -> list[tuple[str, str]]:
     """Upstream's validateExtenders, plus what would otherwise only fail at the first call
     (a URL that is not http(s), TLS files that cannot be read, a key without a cert)."""
@@ -127,7 +143,7 @@ def _extenders(extenders: list[Extender]) -> list[tuple[str, str]]:
                          f"must not be negative, got {ext.http_timeout_seconds}s"))
         for j, res in enumerate(ext.managed_resources):
             rp = f"{path}.managedResources[{j}].name"
-            if not is_extended_resource_name(res.name):
+            if not _is_extended_resource_name(res.name):
                 errs.append((rp, f"{res.name!r} is not a valid extended resource name "
                                  "(a domain-prefixed name outside kubernetes.io/, e.g. "
                                  "nvidia.com/gpu)"))
