@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from scheduler import __version__
-from scheduler.cli import bench, completion, podgroup_controller, run, sandbox
+from scheduler.cli import bench, completion, plugins, podgroup_controller, run, sandbox
 from scheduler.cli.common import PROG, Command, add_common_options
 
 COMMANDS: tuple[Command, ...] = (
@@ -15,6 +15,7 @@ COMMANDS: tuple[Command, ...] = (
     sandbox.COMMAND,
     bench.COMMAND,
     podgroup_controller.COMMAND,
+    plugins.COMMAND,
     completion.COMMAND,
 )
 DEFAULT_COMMAND = run.COMMAND.name
