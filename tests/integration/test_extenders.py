@@ -435,3 +435,64 @@ async def test_preempt_failure(
         assert not any(p["metadata"].get("deletionTimestamp") for p in pods.values())
         assert not pods["vip"]["spec"].get("nodeName")
         assert not pods["vip"]["status"].get("nominatedNodeName")
+
+
+TAS_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: py-scheduler
+extenders:
+  - urlPrefix: "{url}"
+    prioritizeVerb: "scheduler/prioritize"
+    filterVerb: "scheduler/filter"
+    weight: 1
+    enableHTTPS: true
+    managedResources:
+      - name: "telemetry/scheduling"
+        ignoredByScheduler: true
+    ignorable: true
+    tlsConfig:
+      insecure: false
+      certFile: "{cert}"
+      keyFile: "{key}"
+"""
+
+
+async def test_tas_shaped_config_over_mutual_tls(sandbox_factory: Any, tmp_path: Path) -> None:
+    """Intel TAS's entry: filter + prioritize with full Node objects over HTTPS with a client
+    certificate (no CA: enableHTTPS trusts the server, as upstream)."""
+    import ssl
+
+    from tests.unit.extenders.test_tls import self_signed
+
+    server_cert, server_key = self_signed(tmp_path, "server")
+    client_cert, client_key = self_signed(tmp_path, "client")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(server_cert, server_key)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(client_cert)
+    tas = FakeExtender(scores={"node-c": 10}, reject={"node-b": "telemetry: too hot"})
+    url = await tas.start(ssl_context=ctx)
+    try:
+        config = parse_config_text(TAS_CONFIG.format(url=url, cert=client_cert, key=client_key))
+        sb = await sandbox_factory(nodes=0)
+        kc = sb.write_kubeconfig(tmp_path / "kc")
+        async with user_client(kc) as cluster:
+            for n in NODES:
+                await cluster.create_node(node(n))
+            async with running_scheduler(kc, config=config):
+                await cluster.create_pod(api(pod("t").req(
+                    cpu="100m", memory="128Mi", **{"telemetry/scheduling": "1"})))
+                assert await wait_bound(cluster, ["t"]) == {"t": "node-c"}
+        (filter_args,) = tas.calls("scheduler/filter")
+        (prio_args,) = tas.calls("scheduler/prioritize")
+        assert filter_args["NodeNames"] is None
+        assert {n["metadata"]["name"] for n in filter_args["Nodes"]["items"]} == set(NODES)
+        # prioritize sees only what the filter kept
+        assert {n["metadata"]["name"] for n in prio_args["Nodes"]["items"]} == {"node-a",
+                                                                                 "node-c"}
+    finally:
+        await tas.stop()
