@@ -188,7 +188,8 @@ class SchedulingCycle:
         state = fwk.new_cycle_state()  # samples ~10% of cycles for per-plugin metrics
         pod_scheduling_cycle = sched.queue.scheduling_cycle()
         extenders = sched.extenders
-        if extenders and (extenders.in_cycle_for(pod) or extenders.preempts_for(pod)):
+        # A plain list check: the path without extenders pays nothing more per cycle.
+        if extenders.all and (extenders.in_cycle_for(pod) or extenders.preempts_for(pod)):
             return self._schedule_one_with_extenders(
                 fwk, state, qpi, pod_scheduling_cycle, started, extenders
             )

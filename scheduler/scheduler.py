@@ -223,7 +223,7 @@ class Scheduler:
         async with self._bind_slots:
             self.check_still_leading()
             # An interested binder extender binds instead of the Bind plugins (upstream).
-            status = await self.extenders.bind(pod_info, node_name) if self.extenders else None
+            status = await self.extenders.bind(pod_info, node_name) if self.extenders.all else None
             if status is None:
                 status = await fwk.run_bind_plugins(state, pod_info, node_name)
         if self.metrics is not None:
