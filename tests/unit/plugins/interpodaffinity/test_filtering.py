@@ -10,7 +10,7 @@ import pytest
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.interpodaffinity.plugin import (
+from scheduler.plugins.interpodaffinity.filtering import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH as AFF,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH as ANTI,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH as EXISTING,
