@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 from scheduler.cli.common import PROG, Command
@@ -132,12 +130,11 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
     from scheduler.demo import create_demo_workload
     from scheduler.sandbox import Sandbox
 
-    sandbox = Sandbox.start_in_thread(nodes=args.nodes)
+    sandbox = Sandbox.start_in_thread(nodes=args.nodes, scheduler_prereqs=True)
     try:
-        path = args.sandbox_kubeconfig_out or os.path.join(
-            tempfile.gettempdir(), "kube-py-scheduler-sandbox.kubeconfig"
-        )
-        sandbox.write_kubeconfig(path)
+        # One kubeconfig per sandbox (its own default path unless one is given), so a second
+        # sandbox never overwrites the first one's.
+        path = str(sandbox.write_kubeconfig(args.sandbox_kubeconfig_out))
         print(f"sandbox API server at {sandbox.url}", flush=True)
         print(f"  export KUBECONFIG={path}", flush=True)
         print("  kubectl get pods -o wide -w", flush=True)
