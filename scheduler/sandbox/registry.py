@@ -56,6 +56,7 @@ class Registry:
         self.kubelet: KubeletSim | None = None
         self.pv_controller: PVControllerSim | None = None
         self.controllers: ControllerSim | None = None
+        self.namespace_delay = 1.0  # seconds before the namespace controller empties a namespace
         self.terminating_ns: set[str] = set()
         self.on_crd_change: Callable[[], None] | None = None
         self.counters: dict[str, int] = {}

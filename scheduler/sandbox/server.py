@@ -64,6 +64,7 @@ class SandboxConfig:
     kubelet_tick: float = 0.01
     simulate_pv_controller: bool = True
     simulate_controllers: bool = True  # Deployment/ReplicaSet/Job controllers and garbage collection
+    namespace_controller_delay: float = 1.0  # s between a namespace's DELETE and emptying it
     auth_users: dict[str, tuple[str, list[str]]] | None = None
     auth_allow: list[tuple[str, str, str]] | None = None
 
@@ -97,6 +98,7 @@ class Sandbox:
         if c.simulate_kubelet:
             self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
             self.registry.kubelet = self.kubelet
+        self.registry.namespace_delay = c.namespace_controller_delay
         self.controllers: ControllerSim | None = None
         if c.simulate_controllers:
             self.controllers = ControllerSim(self.registry)
