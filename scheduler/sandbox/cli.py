@@ -66,11 +66,20 @@ def _auth_allow(s: str) -> tuple[str, str, str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+DESCRIPTION = "In-memory Kubernetes API server for trying and testing the scheduler."
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="kube-py-scheduler sandbox",
-        description="In-memory Kubernetes API server for trying and testing the scheduler.",
-    )
+    """The parser of ``python -m scheduler.sandbox`` (``kube-py-scheduler sandbox`` adds the
+    same arguments to its subcommand, with the CLI's common ``--log-level``)."""
+    p = argparse.ArgumentParser(prog="python -m scheduler.sandbox", description=DESCRIPTION)
+    add_arguments(p)
+    p.add_argument("--log-level", default="warning", type=str.lower,
+                   choices=["debug", "info", "warning", "error", "critical"])
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_positive_int, default=0, help="port (0 = pick a free one)")
     p.add_argument("--kubeconfig-out", metavar="PATH",
@@ -101,10 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-mutating-requests-inflight", type=_positive_int, default=200)
     p.add_argument("--bookmark-interval", type=float, default=10.0,
                    help="seconds between watch BOOKMARK events")
-    p.add_argument("--log-level", default="WARNING",
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
-                   type=str.upper)
-    return p
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -144,11 +149,16 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) if isinstance(e.code, int) else 2
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until signalled, with parsed arguments (logging is the caller's)."""
     if args.bookmark_interval <= 0:
-        parser.print_usage(sys.stderr)
         print("error: --bookmark-interval must be > 0", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(_serve(args))
     except OSError as e:
