@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import ssl
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,15 @@ from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.registry import Registry
-from scheduler.server import HealthServer, HealthState, parse_bind_address
+from scheduler.server import (
+    HealthServer,
+    HealthState,
+    PreparedServing,
+    ServingError,
+    ServingOptions,
+    prepare_serving,
+    serving_options_from_args,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -59,15 +66,11 @@ class AppOptions:
     config_source: str
     kubeconfig: str | None
     context: str | None
-    metrics_host: str
-    metrics_port: int
+    serving: ServingOptions
     sandbox: bool = False
     sandbox_nodes: int = 4
     demo_pods: int = 12
     sandbox_kubeconfig_out: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    token_webhook: bool = False
     stop_grace_seconds: float = 10.0
 
     @classmethod
@@ -81,13 +84,9 @@ class AppOptions:
         if args.leader_elect is not None:
             config.leader_election.leader_elect = args.leader_elect == "true"
         try:
-            host, port = parse_bind_address(args.metrics_bind_address)
-        except ValueError as exc:
+            serving = serving_options_from_args(args, sandbox=args.sandbox)
+        except ServingError as exc:
             raise StartupError(str(exc)) from exc
-        if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-            raise StartupError("--tls-cert-file and --tls-private-key-file go together")
-        if args.authentication_token_webhook and not args.tls_cert_file:
-            raise StartupError("--authentication-token-webhook requires --tls-cert-file")
         if args.sandbox and args.nodes < 0:
             raise StartupError(f"--nodes: must be >= 0, got {args.nodes}")
         if args.stop_grace_seconds < 0:
@@ -97,15 +96,11 @@ class AppOptions:
             config_source=args.config or "<default config>",
             kubeconfig=args.kubeconfig,
             context=args.context,
-            metrics_host=host,
-            metrics_port=port,
+            serving=serving,
             sandbox=args.sandbox,
             sandbox_nodes=args.nodes,
             demo_pods=args.demo_pods,
             sandbox_kubeconfig_out=args.sandbox_kubeconfig_out,
-            tls_cert_file=args.tls_cert_file,
-            tls_key_file=args.tls_private_key_file,
-            token_webhook=args.authentication_token_webhook,
             stop_grace_seconds=args.stop_grace_seconds,
         )
 
@@ -196,18 +191,17 @@ class App:
         self.metrics = SchedulerMetrics()
         self.health = HealthState()
         self._stop: asyncio.Event | None = None  # created inside the running loop
-        self._ssl: ssl.SSLContext | None = None
+        self._serving: PreparedServing | None = None
         self.exit_code = EXIT_OK
 
     def prepare(self) -> None:
         validate_profiles(self.options.config, self.registry, source=self.options.config_source)
-        if self.options.tls_cert_file:
-            try:
-                ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-                ctx.load_cert_chain(self.options.tls_cert_file, self.options.tls_key_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise StartupError(f"--tls-cert-file/--tls-private-key-file: {exc}") from exc
-            self._ssl = ctx
+        # Last: binds the port, so nothing else may fail after it (a port in use is reported
+        # before the sandbox, informers or leader election start).
+        try:
+            self._serving = prepare_serving(self.options.serving)
+        except ServingError as exc:
+            raise StartupError(str(exc)) from exc
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -251,10 +245,10 @@ class App:
         )
         client, informers, sched = parts.client, parts.informers, parts.scheduler
         stack.push_async_callback(client.close)
-        server = HealthServer(
-            registry=self.metrics.registry, health=self.health,
-            host=self.options.metrics_host, port=self.options.metrics_port,
-            ssl_context=self._ssl, metrics_authorizer=self._metrics_authorizer(client),
+        assert self._serving is not None, "prepare() binds the serving port"
+        server = HealthServer.serving(
+            self._serving, registry=self.metrics.registry, health=self.health,
+            guard=self._request_guard(client),
         )
         await server.start()
         stack.push_async_callback(server.stop)
@@ -366,9 +360,10 @@ class App:
         assert self._stop is not None
         await self._stop.wait()
 
-    def _metrics_authorizer(self, client: Any) -> Any:
-        if not self.options.token_webhook:
+    def _request_guard(self, client: Any) -> Any:
+        serving = self.options.serving
+        if not serving.authentication:
             return None
-        from scheduler.client.delegated_auth import DelegatedAuthorizer
+        from scheduler.client.delegated_auth import DelegatedAuth
 
-        return DelegatedAuthorizer(client).authorize
+        return DelegatedAuth(client, authentication=True, authorization=serving.authorization)

@@ -30,9 +30,6 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--context", help="kubeconfig context to use")
     run.add_argument("--config", help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1)"
                      " YAML file")
-    run.add_argument("--metrics-bind-address", default="0.0.0.0:10259",
-                     help="host:port serving /metrics, /healthz, /livez, /readyz "
-                     "(default %(default)s)")
     run.add_argument("--log-format", choices=("json", "console"), default="console")
     run.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
                      default="info")
@@ -46,11 +43,9 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--sandbox-kubeconfig-out", default=None,
                      help="with --sandbox: where to write the sandbox kubeconfig for kubectl "
                      "(default: a file in the temp directory, printed at start)")
-    run.add_argument("--tls-cert-file", help="serve /metrics over HTTPS with this certificate")
-    run.add_argument("--tls-private-key-file", help="private key for --tls-cert-file")
-    run.add_argument("--authentication-token-webhook", action="store_true",
-                     help="require bearer tokens on /metrics, checked with TokenReview and "
-                     "SubjectAccessReview (get on /metrics)")
+    from scheduler.server import add_serving_flags
+
+    add_serving_flags(run)
     run.add_argument("--leader-elect", choices=("true", "false"), default=None,
                      help="override leaderElection.leaderElect from the config file")
     run.add_argument("--stop-grace-seconds", type=float, default=10.0,
