@@ -230,18 +230,27 @@ def prepare_serving(options: ServingOptions) -> PreparedServing:
         else:
             certificate = ServingCertificate.self_signed(self_signed_hosts(options.host))
     sock = bind_listener(options.host, options.port)
-    if not is_loopback(options.host):
-        address = format_address(options.host, options.port)
-        if not options.secure:
-            log.warning("serving plain HTTP without authentication on a non-loopback "
-                        "address: anyone who can reach it can read /metrics", address=address)
-        elif not options.authentication:
-            log.warning("authentication is off on a non-loopback address: anyone who can "
-                        "reach it can read /metrics", address=address)
-        elif not options.authorization:
-            log.warning("authorization is off on a non-loopback address: any authenticated "
-                        "user can read /metrics", address=address)
+    warn_if_open(options)
     return PreparedServing(options=options, sock=sock, certificate=certificate)
+
+
+def warn_if_open(options: ServingOptions) -> str | None:
+    """Log (and return) a warning when a protection is off on an address others can reach."""
+    if is_loopback(options.host):
+        return None
+    if not options.secure:
+        warning = ("serving plain HTTP without authentication on a non-loopback address: "
+                   "anyone who can reach it can read /metrics")
+    elif not options.authentication:
+        warning = ("authentication is off on a non-loopback address: anyone who can reach it "
+                   "can read /metrics")
+    elif not options.authorization:
+        warning = ("authorization is off on a non-loopback address: any authenticated user "
+                   "can read /metrics")
+    else:
+        return None
+    log.warning(warning, address=format_address(options.host, options.port))
+    return warning
 
 
 def bearer_token(header: str) -> str | None:
