@@ -2,6 +2,9 @@
 
 Everything logs through ``structlog.get_logger(__name__)`` with pod/node context bound as
 keys, so a log pipeline can filter one pod's life across the queue, the cycle and binding.
+Libraries that log through the standard library (kopf, aiohttp, asyncio) are routed through
+the same processors and renderer, so a JSON log holds only JSON lines: a log pipeline must
+never meet a line it cannot parse.
 """
 
 from __future__ import annotations
@@ -13,30 +16,67 @@ import structlog
 
 LEVELS = ("debug", "info", "warning", "error")
 
+# Third-party loggers stay at WARNING unless the user asks for debug: their INFO lines are
+# about their own machinery (kopf's handler bookkeeping, aiohttp's access log).
+_LIBRARY_FLOOR = logging.WARNING
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at write time, not at configuration time, so a
+    process (or a test) that swaps stderr after configuring logging never writes to a closed
+    stream."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def parse_level(level: str) -> int:
+    """``--log-level`` in any case ("debug", "DEBUG") -> the numeric level."""
+    if not isinstance(level, str) or level.lower() not in LEVELS:
+        raise ValueError(f"--log-level: must be one of {', '.join(LEVELS)}, got {level!r}")
+    return int(getattr(logging, level.upper()))
+
 
 def configure_logging(*, fmt: str = "console", level: str = "info") -> None:
     """Configure structlog and the stdlib root logger (aiohttp and kopf log through it)."""
     if fmt not in ("json", "console"):
         raise ValueError(f"--log-format: must be 'json' or 'console', got {fmt!r}")
-    if level.lower() not in LEVELS:
-        raise ValueError(f"--log-level: must be one of {', '.join(LEVELS)}, got {level!r}")
-    numeric = getattr(logging, level.upper())
+    numeric = parse_level(level)
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *shared,
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(_CurrentStderr())
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+    ))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric if numeric <= logging.DEBUG else max(numeric, _LIBRARY_FLOOR))

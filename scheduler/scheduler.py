@@ -23,6 +23,7 @@ from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import ApiClient, EventRecorder
+from scheduler.framework.registry import Registry
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import QueuedPodInfo
@@ -30,9 +31,6 @@ from scheduler.framework.waiting_pods import WaitingPodsMap
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
-from scheduler.plugins.names import DEFAULT_PREEMPTION
-from scheduler.plugins.registry import Registry
 from scheduler.queue.nominator import Nominator
 from scheduler.queue.scheduling_queue import SchedulingQueue
 from scheduler.schedule_one import SchedulingCycle
@@ -65,7 +63,7 @@ class Scheduler:
         informers: InformerFactory,
         recorder_factory: RecorderFactory,
         update_pod_condition: PodConditionWriter,
-        registry: Registry | None = None,
+        registry: Registry,
         metrics: SchedulerMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
@@ -89,7 +87,6 @@ class Scheduler:
         self.snapshot = Snapshot()
         self.nominator = Nominator(pod_lookup=self.current_pod)
         self.recorders: dict[str, EventRecorder] = {}
-        registry = registry or Registry()
         # One map for all profiles, as upstream: a pod waiting at Permit is found by UID
         # whichever profile put it there.
         waiting_pods = WaitingPodsMap()
@@ -112,10 +109,6 @@ class Scheduler:
                 waiting_pods=waiting_pods,
                 rng=self.rng,
             )
-        for fwk in self.profiles.values():
-            preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
-            if isinstance(preemption, DefaultPreemption):
-                preemption.metrics = metrics
         first = next(iter(self.profiles.values()))
         self.queue = SchedulingQueue(
             less=first.queue_sort_less,

@@ -41,6 +41,9 @@ from scheduler.client.api import (
 
 log = structlog.get_logger(__name__)
 
+# How often a resource that is not served (a CRD not installed yet) is asked for again.
+MISSING_RESOURCE_POLL_SECONDS = 2.0
+
 Obj = dict[str, Any]
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -146,6 +149,7 @@ class Informer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         backoff: Backoff | None = None,
+        missing_poll_seconds: float = MISSING_RESOURCE_POLL_SECONDS,
         rng: random.Random | None = None,
     ) -> None:
         self.client = client
@@ -162,6 +166,12 @@ class Informer:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._backoff = backoff or Backoff(initial=0.8, cap=30.0, factor=2.0, jitter=1.0, rng=self._rng)
+        # A resource that is not served yet (its CRD is not installed) is polled at a short,
+        # fixed interval instead of the growing connection backoff: users install the CRD
+        # after the scheduler and expect their PodGroups to be seen within seconds. A 404
+        # list is cheap for the API server.
+        self._missing_backoff = Backoff(initial=missing_poll_seconds, cap=missing_poll_seconds,
+                                        factor=1.0, jitter=0.25, rng=self._rng)
         self._handlers: list[_Handler] = []
         self._synced = asyncio.Event()
         self._stop_requested = False
@@ -260,7 +270,7 @@ class Informer:
                 self._missing_logged = True
             self._need_list = True
             self._synced.set()  # synced-empty: the scheduler can start without the CRD
-            await self._sleep(self._backoff.next())
+            await self._sleep(self._missing_backoff.next())
             return
         except (ApiConnectionError, ApiError) as exc:
             delay = self._backoff.next()

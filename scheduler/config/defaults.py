@@ -53,6 +53,8 @@ __all__ = [
     "default_profile",
     "default_plugin_config",
     "default_config",
+    "shipped_config",
+    "SHIPPED_PROFILE",
 ]
 
 DEFAULT_SCHEDULER_NAME = "py-scheduler"
@@ -248,3 +250,30 @@ def default_plugin_config(plugins: Plugins, user: Mapping[str, Mapping[str, Any]
 def default_config() -> KubeSchedulerConfiguration:
     """What an absent config file means: one ``py-scheduler`` profile, upstream defaults."""
     return KubeSchedulerConfiguration(profiles=[default_profile()])
+
+
+# The profile the project ships: ``manifests/configmap.yaml`` and the Helm chart's default
+# values hold exactly this (a test compares them). Gang scheduling is on: Coscheduling joins
+# every extension point it implements and replaces PrioritySort as the queue sort; pods
+# without the ``scheduling.x-k8s.io/pod-group`` label are scheduled as by the v1 defaults.
+SHIPPED_PROFILE: dict[str, Any] = {
+    "schedulerName": DEFAULT_SCHEDULER_NAME,
+    "plugins": {
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+    },
+    "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 60}}],
+}
+
+
+def shipped_config() -> KubeSchedulerConfiguration:
+    """What the daemon runs without ``--config``: the shipped profile, so that a newcomer on
+    the sandbox gets the same behaviour (gangs included) as a cluster install.  Library users
+    and benchmarks that want upstream's plain v1 defaults use :func:`default_config`."""
+    from scheduler.config.load import parse_config  # load imports this module
+
+    return parse_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [copy.deepcopy(SHIPPED_PROFILE)],
+    }, source="<built-in default>")

@@ -105,6 +105,22 @@ def test_configmap_holds_a_valid_scheduler_config() -> None:
     assert "Coscheduling" in cfg.profiles[0].plugin_config
 
 
+def test_the_daemons_built_in_default_is_the_shipped_profile() -> None:
+    """Without --config the daemon runs what the ConfigMap and the chart ship (issue: a
+    newcomer on the sandbox got no gangs)."""
+    from scheduler.config.defaults import SHIPPED_PROFILE, shipped_config
+
+    shipped = yaml.safe_load(support.config_text(_config_map()))
+    assert shipped["profiles"] == [SHIPPED_PROFILE]
+    values = yaml.safe_load((support.CHART / "values.yaml").read_text())
+    assert values["schedulerName"] == SHIPPED_PROFILE["schedulerName"]
+    assert values["plugins"] == SHIPPED_PROFILE["plugins"]
+    assert values["pluginConfig"] == SHIPPED_PROFILE["pluginConfig"]
+    built_in = shipped_config().profiles
+    from_file = parse_config_text(support.config_text(_config_map())).profiles
+    assert built_in == from_file
+
+
 def test_leader_election_uses_our_own_lease_and_the_role_grants_exactly_it() -> None:
     cfg = parse_config_text(support.config_text(_config_map()))
     le = cfg.leader_election
