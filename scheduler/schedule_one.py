@@ -40,7 +40,8 @@ from scheduler.plugins.defaultpreemption.plugin import EXTENDER_CANDIDATES_KEY, 
 from scheduler.plugins.names import DEFAULT_PREEMPTION
 
 if TYPE_CHECKING:
-    from scheduler.framework.runtime import Framework, ScoreTable
+    from scheduler.framework.runtime import Framework
+    from scheduler.framework.types import ScoreTable
     from scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
@@ -135,10 +136,9 @@ def filter_nodes_from(
     # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
     # their statuses and the next start index are those of the node-by-node walk; only a
     # small chunk's surplus (nodes past the last one needed) is filtered and dropped.
-    ordered = nodes[start:] + nodes[:start] if start else nodes
     while processed < num_all:
-        size = max(to_find - len(feasible), MIN_FILTER_CHUNK)
-        chunk = ordered[processed:processed + size]
+        size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
+        chunk = wrapped_slice(nodes, start + processed, size)
         statuses = fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
         for node_info, status in zip(chunk, statuses):
             processed += 1
@@ -149,6 +149,21 @@ def filter_nodes_from(
                 continue
             _record_rejection(diagnosis, node_info, status)
     return feasible, processed
+
+
+def wrapped_slice(nodes: list[NodeInfo], first: int, size: int) -> list[NodeInfo]:
+    """``size`` nodes from index ``first`` on, wrapping past the end (``size`` <= len).
+
+    Costs the slice, not the cluster: rotating the whole node list per cycle (as a
+    ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
+    """
+    num_all = len(nodes)
+    if first >= num_all:
+        first -= num_all
+    end = first + size
+    if end <= num_all:
+        return nodes[first:end]
+    return nodes[first:] + nodes[:end - num_all]
 
 
 def _record_rejection(diagnosis: Diagnosis, node_info: NodeInfo, status: Status) -> None:
@@ -307,7 +322,8 @@ class SchedulingCycle:
         # Assume: the cache counts the pod on its node before binding, so the next cycle does
         # not hand out the same resources.
         assumed_pod = _with_node_name(pod, result.suggested_host)
-        assumed_info = PodInfo.from_pod(assumed_pod)
+        # Parsed and validated when queued: only nodeName differs (never parsed twice).
+        assumed_info = qpi.pod_info.with_node_name(assumed_pod)
         try:
             sched.cache.assume_pod(assumed_info)
         except Exception as exc:
@@ -376,7 +392,12 @@ class SchedulingCycle:
             return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
 
         table = self._score(fwk, state, pod_info, feasible)
-        host = select_host(list(zip(table.names, table.totals)), sched.rng)
+        if table is None:
+            # Every node scores 0, so select_host would pick uniformly among all of them:
+            # the same draw without building a score column per feasible node.
+            host = feasible[sched.rng.randrange(len(feasible))].name
+        else:
+            host = select_host(list(zip(table.names, table.totals)), sched.rng)
         return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
 
     async def schedule_pod_with_extenders(
@@ -408,19 +429,23 @@ class SchedulingCycle:
             return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
 
         table = self._score(fwk, state, pod_info, feasible)
-        totals = table.totals
+        names = [n.name for n in feasible] if table is None else table.names
+        totals = [0] * len(feasible) if table is None else table.totals
         added = await extenders.prioritize(pod_info, feasible)
         if added is not None:
             totals = [a + b for a, b in zip(totals, added)]
-        host = select_host(list(zip(table.names, totals)), sched.rng)
+        host = select_host(list(zip(names, totals)), sched.rng)
         return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
 
     def _score(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, feasible: list[NodeInfo]
-    ) -> ScoreTable:
+    ) -> ScoreTable | None:
+        """PreScore and Score; None when the profile has no Score plugin."""
         status = fwk.run_pre_score_plugins(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
+        if not fwk.has_score_plugins():
+            return None
         table, status = fwk.score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
@@ -503,7 +528,7 @@ class SchedulingCycle:
         )
         if not fwk.has_filter_plugins():
             start = self.next_start_node_index % num_all
-            picked = [nodes[(start + i) % num_all] for i in range(to_find)]
+            picked = wrapped_slice(nodes, start, min(to_find, num_all))
             self.next_start_node_index = (start + to_find) % num_all
             return picked
 

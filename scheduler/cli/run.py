@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 from scheduler.cli.common import PROG, Command
@@ -25,14 +23,13 @@ if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --hel
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
+    from scheduler.server import add_serving_flags
+
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then "
                      "$KUBECONFIG, then ~/.kube/config)")
     run.add_argument("--context", help="kubeconfig context to use")
     run.add_argument("--config", help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1)"
                      " YAML file")
-    run.add_argument("--metrics-bind-address", default="0.0.0.0:10259",
-                     help="host:port serving /metrics, /healthz, /livez, /readyz "
-                     "(default %(default)s)")
     run.add_argument("--sandbox", action="store_true",
                      help="start the embedded sandbox API server in this process, create a "
                      "small demo cluster and schedule against it")
@@ -43,11 +40,7 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--sandbox-kubeconfig-out", default=None,
                      help="with --sandbox: where to write the sandbox kubeconfig for kubectl "
                      "(default: a file in the temp directory, printed at start)")
-    run.add_argument("--tls-cert-file", help="serve /metrics over HTTPS with this certificate")
-    run.add_argument("--tls-private-key-file", help="private key for --tls-cert-file")
-    run.add_argument("--authentication-token-webhook", action="store_true",
-                     help="require bearer tokens on /metrics, checked with TokenReview and "
-                     "SubjectAccessReview (get on /metrics)")
+    add_serving_flags(run)
     run.add_argument("--leader-elect", choices=("true", "false"), default=None,
                      help="override leaderElection.leaderElect from the config file")
     run.add_argument("--stop-grace-seconds", type=float, default=10.0,
@@ -75,19 +68,15 @@ def load_config(path: str | None) -> tuple[KubeSchedulerConfiguration, str]:
 def options_from_args(args: argparse.Namespace) -> AppOptions:
     """The daemon's options from the flags; StartupError (exit 2) for anything wrong."""
     from scheduler.app import AppOptions, StartupError
-    from scheduler.server import parse_bind_address
+    from scheduler.server import ServingError, serving_options_from_args
 
     config, source = load_config(args.config)
     if args.leader_elect is not None:
         config.leader_election.leader_elect = args.leader_elect == "true"
     try:
-        host, port = parse_bind_address(args.metrics_bind_address)
-    except ValueError as exc:
+        serving = serving_options_from_args(args, sandbox=args.sandbox)
+    except ServingError as exc:
         raise StartupError(str(exc)) from exc
-    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-        raise StartupError("--tls-cert-file and --tls-private-key-file go together")
-    if args.authentication_token_webhook and not args.tls_cert_file:
-        raise StartupError("--authentication-token-webhook requires --tls-cert-file")
     if args.sandbox and args.nodes < 0:
         raise StartupError(f"--nodes: must be >= 0, got {args.nodes}")
     if args.sandbox and args.demo_pods < 0:
@@ -99,11 +88,7 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         config_source=source,
         kubeconfig=args.kubeconfig,
         context=args.context,
-        metrics_host=host,
-        metrics_port=port,
-        tls_cert_file=args.tls_cert_file,
-        tls_key_file=args.tls_private_key_file,
-        token_webhook=args.authentication_token_webhook,
+        serving=serving,
         stop_grace_seconds=args.stop_grace_seconds,
     )
 
@@ -142,12 +127,11 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
     from scheduler.demo import create_demo_workload
     from scheduler.sandbox import Sandbox
 
-    sandbox = Sandbox.start_in_thread(nodes=args.nodes)
+    sandbox = Sandbox.start_in_thread(nodes=args.nodes, scheduler_prereqs=True)
     try:
-        path = args.sandbox_kubeconfig_out or os.path.join(
-            tempfile.gettempdir(), "kube-py-scheduler-sandbox.kubeconfig"
-        )
-        sandbox.write_kubeconfig(path)
+        # One kubeconfig per sandbox (its own default path unless one is given), so a second
+        # sandbox never overwrites the first one's.
+        path = str(sandbox.write_kubeconfig(args.sandbox_kubeconfig_out))
         print(f"sandbox API server at {sandbox.url}", flush=True)
         print(f"  export KUBECONFIG={path}", flush=True)
         print("  kubectl get pods -o wide -w", flush=True)
