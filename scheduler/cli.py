@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(see `bench --help`)", add_help=False)
     sub.add_parser("podgroup-controller", help="run only the PodGroup status controller",
                    add_help=False)
+    sub.add_parser("explain", help="why is this pod Pending, and where would it go? "
+                   "(see `explain --help`)", add_help=False)
     return parser
 
 
@@ -90,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from scheduler.plugins.coscheduling.controller import main as controller_main
 
         return controller_main(args_list[1:])
+    if args_list and args_list[0] == "explain":
+        from scheduler.explain.cli import main as explain_main
+
+        return explain_main(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(args_list or ["run"])
     if args.command in (None, "run"):
