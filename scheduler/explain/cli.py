@@ -198,7 +198,10 @@ def read_pod_file(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise ExplainError(f"--pod-file: cannot read {path!r}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise ExplainError(f"--pod-file {path}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ExplainError(f"--pod-file {path}: not valid YAML{where}: {problem}") from exc
     if not isinstance(obj, dict) or obj.get("kind", "Pod") != "Pod":
         raise ExplainError(f"--pod-file {path}: expected one Pod object")
     meta = obj.get("metadata")
