@@ -311,7 +311,7 @@ async def _run_scheduler(config: Any, connection: Any, *, expected: int,
         original(qpi)
         cycle_latencies.append(time.perf_counter() - t)
 
-    parts.scheduler.cycle.schedule_one = timed
+    parts.scheduler.cycle.schedule_one = timed  # type: ignore[method-assign]  # timing wrapper
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await parts.start(sync_timeout=120)
     sync_seconds = time.perf_counter() - wall0
@@ -463,36 +463,46 @@ async def _install_gang(user: Any, config: Any, args: argparse.Namespace) -> Non
     profile.plugins.queue_sort.disabled.append(PluginRef("*"))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kube-py-scheduler bench", description=__doc__.split("\n")[0])
-    p.add_argument("--nodes", type=int, default=1000)
-    p.add_argument("--pods", type=int, default=5000)
-    p.add_argument("--workload", choices=WORKLOADS, default="plain")
-    p.add_argument("--gang-size", type=int, default=8)
-    p.add_argument("--node-cpu", default="32")
-    p.add_argument("--node-memory", default="128Gi")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``kube-py-scheduler bench`` (the CLI layer owns the parser)."""
+    p.add_argument("--nodes", type=int, default=1000,
+                   help="simulated nodes in the sandbox (default %(default)s)")
+    p.add_argument("--pods", type=int, default=5000,
+                   help="pending pods the scheduler binds (default %(default)s)")
+    p.add_argument("--workload", choices=WORKLOADS, default="plain",
+                   help="what the pods ask of the scheduler (default %(default)s)")
+    p.add_argument("--gang-size", type=int, default=8,
+                   help="with --workload gang: pods per PodGroup (default %(default)s)")
+    p.add_argument("--node-cpu", default="32",
+                   help="allocatable CPU of each node (default %(default)s)")
+    p.add_argument("--node-memory", default="128Gi",
+                   help="allocatable memory of each node (default %(default)s)")
     p.add_argument("--concurrency", type=int, default=32,
-                   help="connections for creating pods and for the raw binding measurement")
+                   help="connections for creating pods and for the raw binding measurement "
+                   "(default %(default)s)")
     p.add_argument("--raw-binds", type=int, default=3000,
-                   help="pods bound in the raw binding measurement (at most --pods)")
+                   help="pods bound in the raw binding measurement, at most --pods "
+                   "(default %(default)s)")
     p.add_argument("--qps", type=float, default=0.0,
-                   help="scheduler client QPS (0 = unlimited, to measure the scheduler itself)")
-    p.add_argument("--config", help="KubeSchedulerConfiguration file for the scheduler")
+                   help="scheduler client QPS; 0 = unlimited, to measure the scheduler itself "
+                   "(default %(default)s)")
+    p.add_argument("--config", default=None,
+                   help="KubeSchedulerConfiguration file for the scheduler "
+                   "(default: the built-in profile)")
     p.add_argument("--no-floor", dest="floor", action="store_false",
-                   help="skip the floor run (the daemon with no Filter/Score plugins)")
-    p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
+                   help="skip the floor run, the daemon with no Filter/Score plugins "
+                   "(default: run it)")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait for every pod to be bound (default %(default)s)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object instead of a table (default: a table)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark with parsed flags; exit 0 when every pod was bound."""
     if args.nodes < 1 or args.pods < 1:
         print("kube-py-scheduler bench: --nodes and --pods must be positive", file=sys.stderr)
         return 2
-    from scheduler.logging import configure_logging
-
-    configure_logging(fmt="console", level="warning")
     result = asyncio.run(run_bench(args))
     if args.json:
         print(json.dumps(result))

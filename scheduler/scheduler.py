@@ -23,6 +23,7 @@ from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import ApiClient, EventRecorder
+from scheduler.framework.registry import Registry
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import QueuedPodInfo
@@ -31,9 +32,6 @@ from scheduler.explain.diagnoses import DiagnosisStore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
-from scheduler.plugins.names import DEFAULT_PREEMPTION
-from scheduler.plugins.registry import Registry
 from scheduler.queue.nominator import Nominator
 from scheduler.queue.scheduling_queue import SchedulingQueue
 from scheduler.schedule_one import SchedulingCycle
@@ -66,7 +64,7 @@ class Scheduler:
         informers: InformerFactory,
         recorder_factory: RecorderFactory,
         update_pod_condition: PodConditionWriter,
-        registry: Registry | None = None,
+        registry: Registry,
         metrics: SchedulerMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
@@ -92,7 +90,6 @@ class Scheduler:
         self.recorders: dict[str, EventRecorder] = {}
         # The last failed attempt of each pending pod, for /debug/pods and explain.
         self.diagnoses = DiagnosisStore()
-        registry = registry or Registry()
         # One map for all profiles, as upstream: a pod waiting at Permit is found by UID
         # whichever profile put it there.
         waiting_pods = WaitingPodsMap()
@@ -115,10 +112,6 @@ class Scheduler:
                 waiting_pods=waiting_pods,
                 rng=self.rng,
             )
-        for fwk in self.profiles.values():
-            preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
-            if isinstance(preemption, DefaultPreemption):
-                preemption.metrics = metrics
         first = next(iter(self.profiles.values()))
         self.queue = SchedulingQueue(
             less=first.queue_sort_less,

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.metrics import SchedulerMetrics
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
@@ -149,6 +150,7 @@ class FakeHandle:
         self.activated: list[dict[str, Any]] = []
         self.waiting: dict[str, Any] = {}
         self.now = time.monotonic()
+        self.metrics = SchedulerMetrics()
 
     @property
     def profile_name(self) -> str:

@@ -15,23 +15,16 @@ from typing import Any, TextIO
 
 import yaml
 
+from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 from scheduler.explain.render import FORMATS, render
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 
 class ExplainError(Exception):
     """Bad input: printed as one line, exit status 2."""
 
 
-def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(
-        prog="kube-py-scheduler explain",
-        description="Explain why a pod is Pending (or where it would go): run its profile "
-        "over every node of the cluster, read-only.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pod", nargs="?", help="the pod's name (omit with --pod-file)")
     parser.add_argument("-n", "--namespace", default=None,
                         help="the pod's namespace (default: the kubeconfig context's, "
@@ -55,27 +48,21 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="do not verify --from-scheduler's certificate")
     parser.add_argument("--sync-timeout", type=float, default=60.0,
                         help="seconds to wait for the cluster's objects to be listed")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from scheduler.logging import configure_logging
+def parser() -> argparse.ArgumentParser:
+    """The command's own parser (the CLI adds the same arguments to its subcommand)."""
+    p = argparse.ArgumentParser(prog="kube-py-scheduler explain")
+    add_arguments(p)
+    return p
 
-    # Only problems on stderr: stdout is the answer (and may be JSON or YAML).
-    configure_logging(fmt="console", level="warning")
-    return asyncio.run(amain(list(sys.argv[1:] if argv is None else argv)))
 
-
-async def amain(
-    argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None
+async def explain_and_print(
+    args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
-    """The command inside a running event loop (tests call this next to their sandbox)."""
+    """Run the command; the answer on stdout, bad input as one line on stderr (exit 2)."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    try:
-        args = build_parser().parse_args(list(argv))
-    except SystemExit as exc:  # argparse printed the usage error
-        return int(exc.code or 0)
     try:
         text = await run(args)
     except ExplainError as exc:
@@ -85,6 +72,17 @@ async def amain(
     return EXIT_OK
 
 
+async def amain(
+    argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """The command inside a running event loop (tests call this next to their sandbox)."""
+    try:
+        args = parser().parse_args(list(argv))
+    except SystemExit as exc:  # argparse printed the usage error
+        return int(exc.code or 0)
+    return await explain_and_print(args, stdout=stdout, stderr=stderr)
+
+
 async def run(args: argparse.Namespace) -> str:
     """Everything but printing; raises ExplainError for bad input."""
     from scheduler.app import StartupError, validate_profiles
@@ -92,7 +90,7 @@ async def run(args: argparse.Namespace) -> str:
     from scheduler.config.defaults import shipped_config
     from scheduler.config.errors import ConfigError
     from scheduler.config.load import load_config_file
-    from scheduler.plugins.registry import Registry
+    from scheduler.plugins.registry import in_tree_registry
 
     if not args.pod and not args.pod_file:
         raise ExplainError("name a pod, or give --pod-file")
@@ -104,7 +102,7 @@ async def run(args: argparse.Namespace) -> str:
         raise ExplainError(str(exc)) from exc
     except OSError as exc:
         raise ExplainError(f"--config: cannot read {args.config!r}: {exc.strerror}") from exc
-    registry = Registry()
+    registry = in_tree_registry()
     try:
         validate_profiles(config, registry, source=args.config or "<shipped config>")
     except StartupError as exc:

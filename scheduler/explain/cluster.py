@@ -17,7 +17,8 @@ from scheduler.client.api import ApiClient, ApiResponse, NotFound
 from scheduler.client.connection import ConnectionConfig
 from scheduler.client.informer import InformerFactory
 from scheduler.config.types import KubeSchedulerConfiguration
-from scheduler.plugins.registry import Registry
+from scheduler.framework.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from scheduler.scheduler import Scheduler
 
 # The daemon's pod informer sees only non-terminal pods (scheduler.app.POD_FIELD_SELECTOR).
@@ -85,7 +86,8 @@ async def load_cluster(
         sched = Scheduler(
             config=config, client=client, informers=informers,
             recorder_factory=lambda _name: _NoEvents(),
-            update_pod_condition=_no_condition_update, registry=registry,
+            update_pod_condition=_no_condition_update,
+            registry=registry if registry is not None else in_tree_registry(),
         )
         informers.start()
         try:

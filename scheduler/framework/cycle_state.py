@@ -8,7 +8,9 @@ implement ``clone()`` so that a cloned CycleState can be changed independently.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from scheduler.framework.status import Code, Status
 
 
 class StateData(Protocol):
@@ -47,3 +49,16 @@ class CycleState:
         copy.skip_score_plugins = set(self.skip_score_plugins)
         copy.record_plugin_metrics = self.record_plugin_metrics
         return copy
+
+
+T = TypeVar("T")
+
+
+def read_state(state: CycleState, key: str, kind: type[T]) -> T | Status:
+    """What a PreFilter/PreScore stored under ``key``, or the Error status upstream answers
+    when it is missing (the point ran without its Pre* step, which is a bug).  Each call
+    builds a new Status, so batch callers may use it per node."""
+    value = state.get(key)
+    if isinstance(value, kind):
+        return value
+    return Status(Code.ERROR, f"reading {key!r} from cycleState: not found")

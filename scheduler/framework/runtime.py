@@ -55,6 +55,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.registry import Registry, UnknownPluginError
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -73,7 +74,6 @@ from scheduler.framework.waiting_pods import (
 )
 from scheduler.metrics import SchedulerMetrics, observe_many
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.registry import Registry, UnknownPluginError
 
 __all__ = [
     "PLUGIN_METRICS_SAMPLE_PERCENT",
@@ -182,6 +182,7 @@ class Framework:
             activate=activate,
             clock=clock,
             waiting_pods=self.waiting_pods,
+            metrics=metrics if metrics is not None else SchedulerMetrics(),
         )
         self.plugins: dict[str, Plugin] = {}
         self.score_weights: dict[str, int] = {}

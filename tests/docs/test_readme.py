@@ -26,9 +26,9 @@ def test_configuration_example_is_accepted_by_the_daemon() -> None:
     """The example was once rejected (its profiles used different queueSort plugins)."""
     from scheduler.app import validate_profiles
     from scheduler.config.load import parse_config_text
-    from scheduler.plugins.registry import Registry
+    from scheduler.plugins.registry import in_tree_registry
 
     (block,) = section_blocks("Configuration", lang="yaml")
     config = parse_config_text(block.text, source="README.md")
-    validate_profiles(config, Registry(), source="README.md")
+    validate_profiles(config, in_tree_registry(), source="README.md")
     assert [p.scheduler_name for p in config.profiles] == ["py-scheduler", "py-binpack"]

@@ -114,3 +114,41 @@ def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
     assert result["floor_ratio_to_raw_binding"] == pytest.approx(
         result["floor_pods_per_s"] / result["raw_binding_rate_per_s"], abs=2e-3)
     assert result["cycle_p50_ms"] <= result["cycle_p99_ms"]
+
+
+def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`run --sandbox`: the CLI layer starts the sandbox and the demo pods, the daemon
+    schedules them (the too-big one stays pending), SIGTERM exits 0."""
+    import json
+    import urllib.request
+
+    kubeconfig = tmp_path / "kc"
+    proc = subprocess.Popen(
+        [*RUN, "--sandbox", "--nodes", "2", "--demo-pods", "3",
+         "--sandbox-kubeconfig-out", str(kubeconfig)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:"), url
+        assert f"export KUBECONFIG={kubeconfig}" in proc.stdout.readline()
+        assert kubeconfig.exists()
+        deadline = time.monotonic() + 30
+        placed: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(url + "/api/v1/namespaces/default/pods", timeout=2) as r:
+                items = json.loads(r.read())["items"]
+            placed = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in items}
+            if len(placed) == 4 and all(placed[f"demo-web-{i}"] for i in range(3)):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"demo pods not scheduled: {placed}")
+        assert placed["demo-too-big"] == ""
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0, proc.stderr.read() if proc.stderr else ""

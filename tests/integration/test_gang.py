@@ -216,7 +216,7 @@ async def test_status_controller_follows_the_gang_through_its_life(
     sandbox_factory: Any, tmp_path: Path
 ) -> None:
     from scheduler.client.connection import load_connection
-    from scheduler.plugins.coscheduling.controller import run_controller
+    from scheduler.controllers.podgroup import run_controller
 
     sb, kc = await _setup(sandbox_factory, tmp_path, nodes=3)
     names = ["job-0", "job-1", "job-2"]

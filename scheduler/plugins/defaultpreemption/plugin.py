@@ -219,8 +219,8 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         self._handle = handle
         self._rng = rng if rng is not None else random.Random()
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
-        # Set by whoever owns the metrics registry (the scheduler) after construction.
-        self.metrics: PreemptionMetrics | None = None
+        # The scheduler's metrics, handed to plugins through the handle.
+        self.metrics: PreemptionMetrics | None = handle.metrics
         # PostFilter calls so far, and the victims of the last chosen node (for the metrics).
         self.attempts = 0
         self.last_victims: int | None = None

@@ -17,7 +17,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.coscheduling.core import POD_GROUP_LABEL, parse_pod_group
 from scheduler.plugins.coscheduling.plugin import NAME, Coscheduling
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import make_node
 from tests.fakes import FakeHandle
 
@@ -36,7 +36,7 @@ def _pre_filter(c: Cluster, pod: dict[str, Any]) -> tuple[Status | None, CycleSt
 
 def test_registered_under_its_upstream_name() -> None:
     assert NAME == names.COSCHEDULING == "Coscheduling"
-    assert Registry().get(NAME) is Coscheduling
+    assert in_tree_registry().get(NAME) is Coscheduling
 
 
 def test_args_defaults() -> None:

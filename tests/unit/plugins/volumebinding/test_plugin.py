@@ -14,7 +14,7 @@ from scheduler.framework.events import ActionType, EventResource, QueueingHint
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from scheduler.plugins.volumebinding.binder import (
     ERR_REASON_BIND_CONFLICT,
     ERR_REASON_NODE_CONFLICT,
@@ -426,7 +426,7 @@ def test_invalid_args(args: dict[str, Any], match: str) -> None:
 
 
 def test_registry_builds_plugin_with_default_args() -> None:
-    plugin = Registry().get(names.VOLUME_BINDING)({"bindTimeoutSeconds": 600}, FakeHandle())
+    plugin = in_tree_registry().get(names.VOLUME_BINDING)({"bindTimeoutSeconds": 600}, FakeHandle())
     assert isinstance(plugin, VolumeBinding) and plugin.name == "VolumeBinding"
     assert plugin.binder.bind_timeout == 600
 

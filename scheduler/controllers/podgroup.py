@@ -11,7 +11,8 @@ patches ``status`` through the status subresource when it changed (nothing else 
 written: no annotations, no finalizers, no Kubernetes events).
 
 It runs inside the scheduler (only while leader) through :func:`run_controller`, or alone
-as ``kube-py-scheduler podgroup-controller``.  kopf's operator is not a good guest on a
+as ``kube-py-scheduler podgroup-controller`` (``scheduler/cli/``).  A controller is not a
+plugin (scheduler-plugins keeps it in ``pkg/controllers/``), so it lives here.  kopf's operator is not a good guest on a
 shared event loop (it installs SIGINT/SIGTERM handlers in the main thread and, on exit,
 cancels every task created after it started), so it runs on its own loop in a dedicated
 thread; :func:`run_controller` bridges the caller's ``stop`` / ``ready`` events to it.
@@ -19,15 +20,12 @@ thread; :func:`run_controller` bridges the caller's ``stop`` / ``ready`` events 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import signal
-import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -56,7 +54,6 @@ TERMINAL_PHASES = frozenset({PHASE_FINISHED, PHASE_FAILED})
 MERGE_PATCH = "application/merge-patch+json"
 PATCH_ATTEMPTS = 3
 THREAD_NAME = "podgroup-controller"
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 # --- the status computation (pure) -------------------------------------------------------
@@ -437,49 +434,3 @@ async def run_controller(
                 break
     if not stop.is_set() or finished.exception() is not None:
         finished.result()  # re-raise a failure of the operator
-
-
-# --- the standalone command --------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kube-py-scheduler podgroup-controller",
-        description="Keep PodGroup status (phase, running/succeeded/failed, "
-                    "scheduleStartTime, occupiedBy) in step with the group's pods.",
-    )
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig file (default: in-cluster, $KUBECONFIG, "
-                             "~/.kube/config)")
-    parser.add_argument("--namespace", default=None,
-                        help="watch only this namespace (default: all namespaces)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="let kopf log at INFO level")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    async def _main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        await run_controller(kubeconfig=args.kubeconfig, namespace=args.namespace, stop=stop,
-                             verbose=args.verbose)
-
-    try:
-        asyncio.run(_main())
-    except ConfigurationError as exc:
-        print(f"kube-py-scheduler podgroup-controller: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return EXIT_OK
-    except Exception as exc:
-        print(f"kube-py-scheduler podgroup-controller: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
-        return EXIT_FAILURE
-    return EXIT_OK

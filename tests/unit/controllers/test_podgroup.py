@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,12 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.plugins.coscheduling.controller import (
+from scheduler.controllers.podgroup import (
     MemberFacts,
     StatusReconciler,
     compute_status,
     connection_info,
-    main,
     member_facts,
     run_controller,
     status_patch,
@@ -25,10 +26,10 @@ from scheduler.plugins.coscheduling.controller import (
 from scheduler.client.connection import ConnectionConfig, StaticCredentials
 from tests.fakes import FakeApiClient, FakeResponse
 
-from .helpers import member, pod_group
+from tests.unit.plugins.coscheduling.helpers import member, pod_group
 
 NOW = "2024-05-01T10:00:00Z"
-CRD = Path(__file__).resolve().parents[4] / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+CRD = Path(__file__).resolve().parents[3] / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 
 
 def _m(phase: str = "Pending", node: str = "", owners: tuple[str, ...] = ()) -> MemberFacts:
@@ -146,10 +147,13 @@ def test_connection_info_from_a_resolved_connection() -> None:
     assert (info.ca_path, info.insecure, info.default_namespace) == ("/ca.crt", False, "jobs")
 
 
-def test_main_reports_a_missing_kubeconfig(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--kubeconfig", str(tmp_path / "nope")]) == 2
-    assert "podgroup-controller" in capsys.readouterr().err
+def test_main_reports_a_missing_kubeconfig(tmp_path: Path) -> None:
+    # A process of its own: the command configures logging for the whole process.
+    done = subprocess.run([sys.executable, "-m", "scheduler", "podgroup-controller",
+                           "--kubeconfig", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "podgroup-controller" in done.stderr
 
 
 # --- against the sandbox -------------------------------------------------------------------
