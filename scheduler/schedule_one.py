@@ -214,7 +214,8 @@ class SchedulingCycle:
         # Assume: the cache counts the pod on its node before binding, so the next cycle does
         # not hand out the same resources.
         assumed_pod = _with_node_name(pod, result.suggested_host)
-        assumed_info = PodInfo.from_pod(assumed_pod)
+        # Parsed and validated when queued: only nodeName differs (never parsed twice).
+        assumed_info = qpi.pod_info.with_node_name(assumed_pod)
         try:
             sched.cache.assume_pod(assumed_info)
         except Exception as exc:

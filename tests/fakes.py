@@ -20,12 +20,13 @@ from scheduler.objects.pod import PodInfo
 
 
 def node_infos(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]] = ()) -> list[NodeInfo]:
-    """NodeInfos for ``nodes`` holding every pod whose spec.nodeName names one of them."""
+    """NodeInfos for ``nodes`` holding every pod whose spec.nodeName names one of them (a
+    malformed one as the informer path accounts it: ``PodInfo.from_assigned_pod``)."""
     by_name = {n["metadata"]["name"]: NodeInfo(n) for n in nodes}
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if node_name in by_name:
-            by_name[node_name].add_pod(PodInfo.from_pod(pod))
+            by_name[node_name].add_pod(PodInfo.from_assigned_pod(pod)[0])
     return list(by_name.values())
 
 

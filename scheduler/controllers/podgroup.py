@@ -35,6 +35,7 @@ import structlog
 
 from scheduler.client.api import ApiClient, resource_path
 from scheduler.client.connection import ConfigurationError, ConnectionConfig, load_connection
+from scheduler.objects.validation import validate_object
 from scheduler.plugins.coscheduling.core import POD_GROUP_LABEL
 
 log = structlog.get_logger(__name__)
@@ -162,6 +163,8 @@ class StatusReconciler:
         # What we last wrote per group, and on top of which PodGroup resourceVersion: until
         # our own update comes back through the watch, the same answer is not re-sent.
         self._last: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        # (namespace, name) -> the problem last logged for a malformed PodGroup (logged once)
+        self._malformed: dict[tuple[str, str], str] = {}
         self.patches = 0
 
     def forget(self, namespace: str, name: str) -> None:
@@ -183,6 +186,15 @@ class StatusReconciler:
             pg = get_pod_group()
             if pg is None:
                 return False
+            problem = validate_object("PodGroup", pg)
+            if problem is not None:
+                # No status can be computed (nor written: the CRD schema refuses it).
+                if self._malformed.get(key) != str(problem):
+                    self._malformed[key] = str(problem)
+                    log.warning("PodGroup is malformed; its status is not maintained",
+                                error=str(problem))
+                return False
+            self._malformed.pop(key, None)
             current: Mapping[str, Any] = pg.get("status") or {}
             desired = compute_status(pg, get_members(), now=self._now)
             patch = status_patch(current, desired)

@@ -32,6 +32,7 @@ from typing import Any
 from scheduler.framework.interfaces import Handle
 from scheduler.objects.labels import LabelSelector, LabelSelectorError
 from scheduler.objects.quantity import QuantityError, parse_quantity_nano
+from scheduler.objects.validation import validate_object
 from scheduler.plugins.volumebinding.assume_cache import AssumeCache, AssumeError, pv_cache, pvc_cache
 from scheduler.plugins.volumebinding.matching import (
     ANN_SELECTED_NODE,
@@ -467,7 +468,9 @@ class VolumeBinder:
 
 def _of_class(storage_class: str) -> Callable[[dict[str, Any]], bool]:
     def predicate(pv: dict[str, Any]) -> bool:
-        return pv_storage_class(pv) == storage_class
+        # A malformed PV (logged once by the event handlers) is no candidate for any claim.
+        return validate_object("PersistentVolume", pv) is None and (
+            pv_storage_class(pv) == storage_class)
 
     return predicate
 
