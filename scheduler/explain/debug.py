@@ -10,8 +10,10 @@ the endpoint server's debug routes, which carry the same authentication and auth
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -187,3 +189,34 @@ class CacheDebugger:
             self.dumps += 1
             done += 1
             log.info("cache dump done", seconds=round(time.perf_counter() - started, 3))
+
+
+@contextlib.asynccontextmanager
+async def cache_debugger(
+    sched: Scheduler, *, signals: Sequence[int] = (signal.SIGUSR2,)
+) -> AsyncIterator[CacheDebugger]:
+    """Run the cache debugger as a named task for the daemon's life: ``signals`` ask for a
+    dump; leaving the context removes the handlers and cancels the task."""
+    debugger = CacheDebugger(SchedulerIntrospection(sched))
+    task = asyncio.create_task(debugger.run(), name=CacheDebugger.TASK_NAME)
+
+    def done(t: asyncio.Task[None]) -> None:
+        if not t.cancelled() and t.exception() is not None:
+            log.error("cache debugger stopped", error=repr(t.exception()))
+
+    task.add_done_callback(done)
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    for sig in signals:
+        # Signal handlers need the main thread (tests run apps in others): no dump there.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, debugger.request_dump)
+            installed.append(sig)
+    try:
+        yield debugger
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
