@@ -131,10 +131,9 @@ def filter_nodes_from(
     # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
     # their statuses and the next start index are those of the node-by-node walk; only a
     # small chunk's surplus (nodes past the last one needed) is filtered and dropped.
-    ordered = nodes[start:] + nodes[:start] if start else nodes
     while processed < num_all:
-        size = max(to_find - len(feasible), MIN_FILTER_CHUNK)
-        chunk = ordered[processed:processed + size]
+        size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
+        chunk = wrapped_slice(nodes, start + processed, size)
         statuses = fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
         for node_info, status in zip(chunk, statuses):
             processed += 1
@@ -145,6 +144,21 @@ def filter_nodes_from(
                 continue
             _record_rejection(diagnosis, node_info, status)
     return feasible, processed
+
+
+def wrapped_slice(nodes: list[NodeInfo], first: int, size: int) -> list[NodeInfo]:
+    """``size`` nodes from index ``first`` on, wrapping past the end (``size`` <= len).
+
+    Costs the slice, not the cluster: rotating the whole node list per cycle (as a
+    ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
+    """
+    num_all = len(nodes)
+    if first >= num_all:
+        first -= num_all
+    end = first + size
+    if end <= num_all:
+        return nodes[first:end]
+    return nodes[first:] + nodes[:end - num_all]
 
 
 def _record_rejection(diagnosis: Diagnosis, node_info: NodeInfo, status: Status) -> None:
@@ -286,6 +300,12 @@ class SchedulingCycle:
         status = fwk.run_pre_score_plugins(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
+        if not fwk.has_score_plugins():
+            # Every node scores 0, so select_host would pick uniformly among all of them:
+            # the same draw without building a score column per feasible node.
+            host = feasible[sched.rng.randrange(len(feasible))].name
+            return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status),
+                                  len(feasible))
         table, status = fwk.score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
@@ -363,7 +383,7 @@ class SchedulingCycle:
         )
         if not fwk.has_filter_plugins():
             start = self.next_start_node_index % num_all
-            picked = [nodes[(start + i) % num_all] for i in range(to_find)]
+            picked = wrapped_slice(nodes, start, min(to_find, num_all))
             self.next_start_node_index = (start + to_find) % num_all
             return picked
 
