@@ -50,7 +50,8 @@ def manifest_objects(*, examples: bool = True) -> list[tuple[str, Obj]]:
     out = []
     for path in manifest_files():
         rel = path.relative_to(MANIFESTS).as_posix()
-        if not examples and rel.startswith("examples/"):
+        # examples/ and explain/ (explain's read-only role) are not the scheduler's install.
+        if not examples and rel.startswith(("examples/", "explain/")):
             continue
         out += [(rel, doc) for doc in load_docs(path.read_text(encoding="utf-8"))]
     return out
