@@ -111,9 +111,13 @@ class Explanation:
     verdicts: list[NodeVerdict]
     prescore_status: dict[str, str] = field(default_factory=dict)
     score_plugins: list[str] = field(default_factory=list)
-    # node -> plugin -> scores; nodes in descending total order
-    scores: dict[str, dict[str, PluginScore]] = field(default_factory=dict)
+    # Scores as columns (a node per index, best total first): cheap for 5000 nodes; the
+    # per-node view is built only for the nodes shown.
+    scored_nodes: list[str] = field(default_factory=list)
+    score_columns: dict[str, tuple[list[int], list[int], list[int]]] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)
+    score_weights: dict[str, int] = field(default_factory=dict)
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
     selected: str = ""
     ties: list[str] = field(default_factory=list)
     nominated_node: str = ""
@@ -127,6 +131,18 @@ class Explanation:
     @property
     def feasible(self) -> list[str]:
         return [v.node for v in self.verdicts if v.feasible]
+
+    def node_scores(self, node: str) -> dict[str, PluginScore]:
+        """plugin -> (raw, normalized, weighted) for one scored node."""
+        if not self.scored_nodes:
+            return {}
+        if not self._index:
+            self._index = {n: i for i, n in enumerate(self.scored_nodes)}
+        i = self._index.get(node)
+        if i is None:
+            return {}
+        return {plugin: PluginScore(raw[i], norm[i], weighted[i])
+                for plugin, (raw, norm, weighted) in self.score_columns.items()}
 
     def nodes_sampled_note(self) -> str:
         if self.daemon_nodes_to_find >= self.num_nodes:
@@ -284,16 +300,14 @@ def _score(
     breakdown = score_breakdown(fwk, state, pod_info, feasible)
     result.score_plugins = list(table.by_plugin)
     order = sorted(range(len(table.names)), key=lambda i: (-table.totals[i], table.names[i]))
-    for i in order:
-        name = table.names[i]
-        result.totals[name] = table.totals[i]
-        result.scores[name] = {
-            plugin: PluginScore(
-                raw=breakdown[plugin][0][i], normalized=breakdown[plugin][1][i],
-                weighted=table.by_plugin[plugin][i],
-            )
-            for plugin in table.by_plugin
-        }
+    result.scored_nodes = [table.names[i] for i in order]
+    result.totals = {table.names[i]: table.totals[i] for i in order}
+    for plugin, weighted in table.by_plugin.items():
+        raw, normalized = breakdown[plugin]
+        result.score_weights[plugin] = fwk.score_weights.get(plugin, 1)
+        result.score_columns[plugin] = (
+            [raw[i] for i in order], [normalized[i] for i in order], [weighted[i] for i in order]
+        )
     if len(feasible) == 1:
         # The daemon does not even score a lone feasible node.
         result.selected, result.ties = feasible[0].name, [feasible[0].name]

@@ -77,15 +77,10 @@ def to_simulator(explanation: Explanation, *, daemon: dict[str, Any] | None = No
         "filter-result": filter_result(e),
         "postfilter-result": postfilter,
         "prescore-result": dict(e.prescore_status),
-        "score-result": {
-            node: {p: str(s.raw) for p, s in per.items()} for node, per in e.scores.items()
-        },
-        "normalizedscore-result": {
-            node: {p: str(s.normalized) for p, s in per.items()} for node, per in e.scores.items()
-        },
-        "finalscore-result": {
-            node: {p: str(s.weighted) for p, s in per.items()} for node, per in e.scores.items()
-        },
+        "score-result": _score_map(e, 0),
+        "normalizedscore-result": _score_map(e, 1),
+        "finalscore-result": _score_map(e, 2),
+        "score-weights": dict(e.score_weights),
         "totalscore-result": {node: str(total) for node, total in e.totals.items()},
         "selected-node": e.selected,
         "ties": list(e.ties),
@@ -113,6 +108,16 @@ def to_simulator(explanation: Explanation, *, daemon: dict[str, Any] | None = No
         }
     if daemon is not None:
         out["daemon"] = daemon
+    return out
+
+
+def _score_map(e: Explanation, column: int) -> dict[str, dict[str, str]]:
+    """node -> plugin -> score (as a string, as the simulator writes it) of one column:
+    0 raw, 1 normalized, 2 weighted."""
+    out: dict[str, dict[str, str]] = {node: {} for node in e.scored_nodes}
+    for plugin, columns in e.score_columns.items():
+        for node, value in zip(e.scored_nodes, columns[column]):
+            out[node][plugin] = str(value)
     return out
 
 
@@ -193,7 +198,7 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
         detail_nodes = [n for n, _ in shown] if wide else focus
         for node in detail_nodes:
             lines.append(f"  {node}: {'PLUGIN':<34} {'RAW':>6} {'NORMALIZED':>10} {'WEIGHTED':>9}")
-            for plugin, s in e.scores.get(node, {}).items():
+            for plugin, s in e.node_scores(node).items():
                 lines.append(f"    {plugin:<{len(node) + 34}} {s.raw:>6} {s.normalized:>10} "
                              f"{s.weighted:>9}")
 

@@ -147,8 +147,17 @@ async def test_explain_names_the_node_the_daemon_then_binds_the_pod_to(
         assert chosen == "n-2"
         totals = {n: int(t) for n, t in result["totalscore-result"].items()}
         assert totals[chosen] == max(totals.values())
+        weights = result["score-weights"]
+        assert weights["TaintToleration"] == 3 and weights["NodeResourcesFit"] == 1
         for node, plugins in result["finalscore-result"].items():
             assert sum(int(v) for v in plugins.values()) == totals[node]
+            for plugin, final in plugins.items():
+                normalized = int(result["normalizedscore-result"][node][plugin])
+                assert int(final) == normalized * weights[plugin], (node, plugin)
+        # NodeResourcesFit (LeastAllocated) has no NormalizeScore: raw is what is weighted.
+        fit = {n: p["NodeResourcesFit"] for n, p in result["score-result"].items()}
+        assert fit == {n: p["NodeResourcesFit"]
+                       for n, p in result["normalizedscore-result"].items()}
         code, table, _ = await explain("web", "--kubeconfig", str(kc))
         assert f"Result: the scheduler would pick {chosen}" in table
 
