@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import ssl
 from dataclasses import dataclass, field
 
 import structlog
@@ -41,7 +40,15 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.names import COSCHEDULING
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.scheduler import Scheduler
-from scheduler.server import HealthServer, HealthState, MetricsAuthorizer
+from scheduler.server import (
+    HealthServer,
+    HealthState,
+    PreparedServing,
+    RequestGuard,
+    ServingError,
+    ServingOptions,
+    prepare_serving,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -71,11 +78,7 @@ class AppOptions:
     config_source: str
     kubeconfig: str | None
     context: str | None
-    metrics_host: str
-    metrics_port: int
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    token_webhook: bool = False
+    serving: ServingOptions
     stop_grace_seconds: float = 10.0
 
 
@@ -182,18 +185,17 @@ class App:
         self.metrics = SchedulerMetrics()
         self.health = HealthState()
         self._stop: asyncio.Event | None = None  # created inside the running loop
-        self._ssl: ssl.SSLContext | None = None
+        self._serving: PreparedServing | None = None
 
     def prepare(self) -> None:
         """Everything checkable offline; StartupError (exit 2) names what is wrong."""
         validate_profiles(self.options.config, self.registry, source=self.options.config_source)
-        if self.options.tls_cert_file:
-            try:
-                ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-                ctx.load_cert_chain(self.options.tls_cert_file, self.options.tls_key_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise StartupError(f"--tls-cert-file/--tls-private-key-file: {exc}") from exc
-            self._ssl = ctx
+        # Last: binds the serving port, so that a port in use is reported before anything
+        # (sandbox, informers, leader election) starts, and nothing can fail after it.
+        try:
+            self._serving = prepare_serving(self.options.serving)
+        except ServingError as exc:
+            raise StartupError(str(exc)) from exc
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -213,10 +215,10 @@ class App:
             self.options.config, connection, metrics=self.metrics, health=self.health,
             registry=self.registry,
         )
-        server = HealthServer(
-            registry=self.metrics.registry, health=self.health,
-            host=self.options.metrics_host, port=self.options.metrics_port,
-            ssl_context=self._ssl, metrics_authorizer=self._metrics_authorizer(parts.client),
+        assert self._serving is not None, "prepare() binds the serving port"
+        server = HealthServer.serving(
+            self._serving, registry=self.metrics.registry, health=self.health,
+            guard=self._request_guard(parts.client),
         )
         server_started = False
         try:
@@ -321,9 +323,10 @@ class App:
         assert self._stop is not None
         await self._stop.wait()
 
-    def _metrics_authorizer(self, client: ApiClient) -> MetricsAuthorizer | None:
-        if not self.options.token_webhook:
+    def _request_guard(self, client: ApiClient) -> RequestGuard | None:
+        serving = self.options.serving
+        if not serving.authentication:
             return None
-        from scheduler.client.delegated_auth import DelegatedAuthorizer
+        from scheduler.client.delegated_auth import DelegatedAuth
 
-        return DelegatedAuthorizer(client).authorize
+        return DelegatedAuth(client, authentication=True, authorization=serving.authorization)
