@@ -34,6 +34,7 @@ from scheduler.client.leader_election import (
 from scheduler.client.pod_status import update_pod_condition
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
+from scheduler.explain.debug import cache_debugger
 from scheduler.extenders import build_ssl_context
 from scheduler.framework.registry import Registry, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
@@ -260,7 +261,9 @@ class App:
             await server.start()
             server_started = True
             await parts.start()
-            return await self._lead_and_schedule(parts, connection)
+            # SIGUSR2 logs the cache and the queue (kube-scheduler's cache debugger).
+            async with cache_debugger(parts.scheduler):
+                return await self._lead_and_schedule(parts, connection)
         finally:
             await parts.aclose(grace_seconds=self.options.stop_grace_seconds)
             if server_started:

@@ -626,6 +626,10 @@ class SchedulingCycle:
         sched.queue.done(qpi.pod_info.uid)
         if nominated_node:
             sched.nominator.add_nominated_pod(qpi.pod_info, nominated_node)
+        sched.diagnoses.record(
+            qpi, status, profile=fwk.profile_name, message=message, diagnosis=diagnosis,
+            nominated_node=nominated_node,
+        )
         sched.report_unschedulable(
             fwk, qpi.pod_info, reason=reason, message=truncate_message(message),
             nominated_node=nominated_node,

@@ -31,6 +31,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.framework.waiting_pods import WaitingPodsMap
+from scheduler.explain.diagnoses import DiagnosisStore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
@@ -90,6 +91,8 @@ class Scheduler:
         self.snapshot = Snapshot()
         self.nominator = Nominator(pod_lookup=self.current_pod)
         self.recorders: dict[str, EventRecorder] = {}
+        # The last failed attempt of each pending pod, for /debug/pods and explain.
+        self.diagnoses = DiagnosisStore()
         # One map for all profiles, as upstream: a pod waiting at Permit is found by UID
         # whichever profile put it there.
         waiting_pods = WaitingPodsMap()
@@ -146,6 +149,7 @@ class Scheduler:
         self.informers.informer("pods").add_handler(
             on_add=h.on_pod_add, on_update=h.on_pod_update, on_delete=h.on_pod_delete
         )
+        self.diagnoses.watch(self.informers.informer("pods"))
         self.informers.informer("nodes").add_handler(
             on_add=h.on_node_add, on_update=h.on_node_update, on_delete=h.on_node_delete
         )

@@ -50,6 +50,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
 )
 
 __all__ = [
+    "DryRun",
     "EXTENDER_CANDIDATES_KEY",
     "MIN_CANDIDATE_NODES_ABSOLUTE",
     "MIN_CANDIDATE_NODES_PERCENTAGE",
@@ -115,6 +116,17 @@ class PreemptionMetrics(Protocol):
 
     @property
     def preemption_victims(self) -> _Histogram: ...
+
+
+@dataclass(slots=True)
+class DryRun:
+    """What a preemption would do, recorded instead of done when ``dry_run`` is set
+    (``kube-py-scheduler explain``): the candidates found, the one chosen, and why each
+    other examined node yielded none."""
+
+    candidates: list[Candidate]
+    chosen: Candidate | None
+    node_statuses: dict[str, Status]
 
 
 class PreemptionError(Exception):
@@ -221,6 +233,10 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         self._preemptions: dict[str, _Preemption] = {}  # preemptor uid -> its preemption
         self._marked_victims: dict[str, float] = {}  # victim uid -> handle.clock() expiry
         self._tasks: set[asyncio.Task[None]] = set()
+        # Set by ``explain``: decide as usual, record the decision in ``last_dry_run``, and
+        # neither evict nor nominate anything (no API call, no task).
+        self.dry_run = False
+        self.last_dry_run: DryRun | None = None
 
     # --- enqueue -----------------------------------------------------------------------------
 
@@ -270,6 +286,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         # With HTTP extenders that preempt, the scheduling cycle ran find_candidates and the
         # extenders (their calls are I/O) before PostFilter: use that outcome instead of a
         # second dry run.
+        self.last_dry_run = None
         narrowed = state.get(EXTENDER_CANDIDATES_KEY)
         if isinstance(narrowed, tuple):
             return narrowed
@@ -282,6 +299,12 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         best = pick_one_node_for_preemption(candidates, now=time.time())
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
+        if self.dry_run:
+            # explain: record the decision instead of carrying it out.
+            statuses: dict[str, Status] = (
+                self.last_dry_run.node_statuses if self.last_dry_run else {})
+            self.last_dry_run = DryRun(candidates, best, statuses)
+            return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
         log.info("preempting", pod=pod_info.key, node=best.name,
                  victims=[v.key for v in best.victims])
         status = self._prepare_candidate_async(best, pod_info)
@@ -317,10 +340,14 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
             except Exception as exc:
                 return [], (None, Status.from_error(exc))
             offset, num_candidates = self.get_offset_and_num_candidates(len(potential))
+            if self.dry_run:
+                offset = 0  # a reproducible answer; the daemon starts at a random node
             candidates, statuses, errors = dry_run_preemption(
                 self.select_victims_on_node, state, pod_info, potential, pdbs,
                 offset=offset, num_candidates=num_candidates,
             )
+        if self.dry_run:
+            self.last_dry_run = DryRun(candidates, None, statuses)
         if not candidates:
             if errors:
                 return [], (None, Status(Code.ERROR, ", ".join(e.message() for e in errors),
