@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.extenders import ExtenderError, Extenders
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import AlreadyBoundError, PodGoneError
 from scheduler.framework.events import ASSIGNED_POD_DELETE
@@ -34,9 +35,13 @@ from scheduler.framework.types import (
     QueuedPodInfo,
 )
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.evaluator import Candidate
+from scheduler.plugins.defaultpreemption.plugin import EXTENDER_CANDIDATES_KEY, DefaultPreemption
+from scheduler.plugins.names import DEFAULT_PREEMPTION
 
 if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework
+    from scheduler.framework.types import ScoreTable
     from scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
@@ -192,36 +197,75 @@ class SchedulingCycle:
 
     # --- scheduling cycle ------------------------------------------------------------------
 
-    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+    def schedule_one(self, qpi: QueuedPodInfo) -> Coroutine[Any, Any, None] | None:
         """One pod: the scheduling cycle, then either the one failure handler or a binding
-        task (upstream ScheduleOne)."""
+        task (upstream ScheduleOne).  Synchronous unless an extender is interested in the
+        pod: then the rest of the cycle is returned as a coroutine for the loop to await
+        (extender calls are I/O; nothing else schedules meanwhile, other tasks run)."""
         sched = self.sched
         pod_info = qpi.pod_info
-        fwk = sched.framework_for_pod(pod_info.pod)
+        pod = pod_info.pod
+        fwk = sched.framework_for_pod(pod)
         if fwk is None:
             sched.queue.done(pod_info.uid)
-            return
+            return None
         if self._skip_pod_schedule(pod_info):
             sched.queue.done(pod_info.uid)
-            return
+            return None
         attempt = Attempt(
             started=time.perf_counter(), pod_scheduling_cycle=sched.queue.scheduling_cycle()
         )
         state = fwk.new_cycle_state()  # samples ~10% of cycles for per-plugin metrics
-
+        extenders = sched.extenders
+        # A plain list check: the path without extenders pays nothing more per cycle.
+        if extenders.all and (extenders.in_cycle_for(pod) or extenders.preempts_for(pod)):
+            return self._schedule_one_with_extenders(fwk, state, qpi, attempt, extenders)
         result, assumed_info, status = self.scheduling_cycle(fwk, state, qpi)
-        if not status.is_success():
+        self._finish_scheduling_cycle(
+            fwk, state, qpi, result=result, assumed_info=assumed_info, status=status,
+            attempt=attempt,
+        )
+        return None
+
+    async def _schedule_one_with_extenders(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        attempt: Attempt,
+        extenders: Extenders,
+    ) -> None:
+        result, assumed_info, status = await self.scheduling_cycle_with_extenders(
+            fwk, state, qpi, extenders
+        )
+        self._finish_scheduling_cycle(
+            fwk, state, qpi, result=result, assumed_info=assumed_info, status=status,
+            attempt=attempt,
+        )
+
+    def _finish_scheduling_cycle(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        *,
+        result: ScheduleResult,
+        assumed_info: PodInfo | None,
+        status: Status,
+        attempt: Attempt,
+    ) -> None:
+        """The failure handler, or the binding task."""
+        if not status.is_success() or assumed_info is None:
             self.handle_scheduling_failure(
                 fwk, qpi, status, nominating=result.nominating, attempt=attempt
             )
             return
-        assert assumed_info is not None  # a successful cycle always assumed the pod
-        sched.start_binding(
+        self.sched.start_binding(
             self.binding_cycle(
                 fwk, state, qpi, assumed_info=assumed_info, result=result, attempt=attempt
             ),
-            uid=pod_info.uid,
-            name=f"bind:{pod_info.key}",
+            uid=qpi.pod_info.uid,
+            name=f"bind:{qpi.pod_info.key}",
         )
 
     def scheduling_cycle(
@@ -233,24 +277,85 @@ class SchedulingCycle:
         failure), the assumed pod's info (None until assumed) and a Status: Success, a
         rejection carrying a FitError, or an Error.
         """
-        sched = self.sched
-        pod_info = qpi.pod_info
         try:
-            result = self.schedule_pod(fwk, state, pod_info)
-        except NoNodesAvailableError as exc:
-            return (
-                ScheduleResult(nominating=CLEAR_NOMINATION),
-                None,
-                Status(Code.UNSCHEDULABLE, str(exc), error=exc),
-            )
-        except FitError as fit_error:
-            return self._post_filter(fwk, state, pod_info, fit_error)
-        except _StatusError as exc:
-            return ScheduleResult(nominating=CLEAR_NOMINATION), None, exc.status
-        except Exception as exc:  # a bug in our code: report it on the pod, keep going
-            log.exception("scheduling cycle failed", pod=pod_info.key, profile=fwk.profile_name)
-            return ScheduleResult(nominating=CLEAR_NOMINATION), None, Status.from_error(exc)
+            result = self.schedule_pod(fwk, state, qpi.pod_info)
+        except Exception as exc:
+            return self._schedule_failed(fwk, state, qpi.pod_info, exc)
+        return self._assume_reserve_permit(fwk, state, qpi.pod_info, result)
 
+    async def scheduling_cycle_with_extenders(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, extenders: Extenders
+    ) -> tuple[ScheduleResult, PodInfo | None, Status]:
+        """scheduling_cycle with the extenders' Filter, Prioritize and Preempt verbs."""
+        try:
+            result = await self.schedule_pod_with_extenders(fwk, state, qpi.pod_info, extenders)
+        except Exception as exc:
+            if isinstance(exc, FitError) and fwk.has_post_filter_plugins():
+                await self._preempt_with_extenders(fwk, state, qpi.pod_info, exc, extenders)
+            return self._schedule_failed(fwk, state, qpi.pod_info, exc)
+        return self._assume_reserve_permit(fwk, state, qpi.pod_info, result)
+
+    async def _preempt_with_extenders(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod_info: PodInfo,
+        fit_error: FitError,
+        extenders: Extenders,
+    ) -> None:
+        """Before PostFilter: preemption's dry run, then the extenders' preempt verb narrowing
+        its candidates (upstream's callExtenders); DefaultPreemption reads the outcome from
+        the cycle state."""
+        preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
+        if not isinstance(preemption, DefaultPreemption) or not extenders.preempts_for(
+            pod_info.pod
+        ):
+            return
+        node_to_status = fit_error.diagnosis.node_to_status
+        outcome: Any
+        try:
+            candidates, early = preemption.find_candidates(state, pod_info, node_to_status)
+        except Exception as exc:
+            log.exception("preemption dry run failed", pod=pod_info.key)
+            outcome = (None, Status.from_error(exc))
+        else:
+            if early is not None:
+                outcome = early
+            else:
+                victims = {c.name: (c.victims, c.num_pdb_violations) for c in candidates}
+                nodes = {n.name: n for n in self.sched.snapshot.list()}
+                try:
+                    narrowed = await extenders.process_preemption(pod_info, victims, nodes)
+                except ExtenderError as exc:
+                    outcome = (None, Status(Code.ERROR, str(exc), error=exc))
+                else:
+                    outcome = [Candidate(name, pods, pdb)
+                               for name, (pods, pdb) in narrowed.items()]
+        state.write(EXTENDER_CANDIDATES_KEY, outcome)
+
+    def _schedule_failed(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, exc: Exception
+    ) -> tuple[ScheduleResult, None, Status]:
+        """No host: a FitError goes to PostFilter; anything else clears the nomination
+        (upstream clearNominatedNode)."""
+        if isinstance(exc, FitError):
+            return self._post_filter(fwk, state, pod_info, exc)
+        if isinstance(exc, NoNodesAvailableError):
+            status = Status(Code.UNSCHEDULABLE, str(exc), error=exc)
+        elif isinstance(exc, _StatusError):
+            status = exc.status
+        elif isinstance(exc, ExtenderError):
+            # Already logged with its URL and cause by the extender client.
+            status = Status(Code.ERROR, str(exc), error=exc)
+        else:  # a bug in our code: report it on the pod, keep going
+            log.exception("scheduling cycle failed", pod=pod_info.key, profile=fwk.profile_name)
+            status = Status.from_error(exc)
+        return ScheduleResult(nominating=CLEAR_NOMINATION), None, status
+
+    def _assume_reserve_permit(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, result: ScheduleResult
+    ) -> tuple[ScheduleResult, PodInfo | None, Status]:
+        sched = self.sched
         # Assume: the cache counts the pod on its node before binding, so the next cycle does
         # not hand out the same resources.
         host = result.suggested_host
@@ -329,23 +434,74 @@ class SchedulingCycle:
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
 
+        table = self._score(fwk, state, pod_info, feasible)
+        if table is None:
+            # Every node scores 0, so select_host would pick uniformly among all of them:
+            # the same draw without building a score column per feasible node.
+            host = feasible[sched.rng.randrange(len(feasible))].name
+        else:
+            host = select_host(list(zip(table.names, table.totals)), sched.rng)
+        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+
+    async def schedule_pod_with_extenders(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, extenders: Extenders
+    ) -> ScheduleResult:
+        """schedule_pod with the extenders' Filter after the Filter plugins and their
+        Prioritize added to the Score plugins' totals (upstream's generic scheduler)."""
+        sched = self.sched
+        sched.cache.update_snapshot(sched.snapshot)
+        all_nodes = sched.snapshot.list()
+        if not all_nodes:
+            raise NoNodesAvailableError()
+
+        feasible, diagnosis = self.find_nodes_that_fit(fwk, state, pod_info, all_nodes)
+        nominated = _nominated_node_name(pod_info.pod)
+        from_nominated = (bool(nominated) and len(feasible) == 1
+                          and feasible[0].name == nominated and not diagnosis.node_to_status)
+        feasible = await extenders.filter(pod_info, feasible, diagnosis)
+        if not feasible and from_nominated:
+            # The extenders turned the nominated node down: search every node, as upstream.
+            feasible, diagnosis = self.find_nodes_that_fit(
+                fwk, state, pod_info, all_nodes, try_nominated=False
+            )
+            feasible = await extenders.filter(pod_info, feasible, diagnosis)
+        if not feasible:
+            raise FitError(pod_key=pod_info.key, num_all_nodes=len(all_nodes),
+                           diagnosis=diagnosis)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
+
+        table = self._score(fwk, state, pod_info, feasible)
+        names = [n.name for n in feasible] if table is None else table.names
+        totals = [0] * len(feasible) if table is None else table.totals
+        added = await extenders.prioritize(pod_info, feasible)
+        if added is not None:
+            totals = [a + b for a, b in zip(totals, added)]
+        host = select_host(list(zip(names, totals)), sched.rng)
+        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+
+    def _score(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, feasible: list[NodeInfo]
+    ) -> ScoreTable | None:
+        """PreScore and Score; None when the profile has no Score plugin."""
         status = fwk.run_pre_score_plugins(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
         if not fwk.has_score_plugins():
-            # Every node scores 0, so select_host would pick uniformly among all of them:
-            # the same draw without building a score column per feasible node.
-            host = feasible[sched.rng.randrange(len(feasible))].name
-            return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status),
-                                  len(feasible))
+            return None
         table, status = fwk.score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
-        host = select_host(list(zip(table.names, table.totals)), sched.rng)
-        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+        return table
 
     def find_nodes_that_fit(
-        self, fwk: Framework, state: CycleState, pod_info: PodInfo, all_nodes: list[NodeInfo]
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod_info: PodInfo,
+        all_nodes: list[NodeInfo],
+        *,
+        try_nominated: bool = True,
     ) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
         pre_result, status, rejectors = fwk.run_pre_filter_plugins(state, pod_info, all_nodes)
@@ -365,7 +521,7 @@ class SchedulingCycle:
             return [], diagnosis
 
         # A pod nominated by an earlier preemption tries its nominated node first.
-        nominated = ((pod_info.pod.get("status") or {}).get("nominatedNodeName")) or ""
+        nominated = _nominated_node_name(pod_info.pod) if try_nominated else ""
         if nominated:
             nominated_info = self.sched.snapshot.get(nominated)
             if nominated_info is not None and nominated_info.node is not None:
@@ -397,10 +553,12 @@ class SchedulingCycle:
         return fwk.run_filter_plugins(state, pod_info, node_info)
 
     def ranks_feasible_nodes(self, fwk: Framework) -> bool:
-        """Whether more than one feasible node is worth finding: something scores them
-        (upstream hasScoring / hasExtenderFilters).  Extenders that prioritize or filter
-        belong here too."""
-        return fwk.has_score_plugins()
+        """Whether more than one feasible node is worth finding: a Score plugin, or an
+        extender that prioritizes or filters them (upstream hasScoring /
+        hasExtenderFilters)."""
+        return fwk.has_score_plugins() or any(
+            e.is_filter() or e.is_prioritizer() for e in self.sched.extenders.all
+        )
 
     def _find_nodes_that_pass_filters(
         self,
@@ -503,6 +661,10 @@ class SchedulingCycle:
         # would keep the pod's requests reserved on that node against pods of equal or lower
         # priority meanwhile (None: from the pod's status, as upstream's ModeNoop).
         sched.nominator.add_nominated_pod(qpi.pod_info, nominating)
+        sched.diagnoses.record(
+            qpi, status, profile=fwk.profile_name, message=message,
+            nominated_node=nominating or "",
+        )
         # The full message: the event recorder cuts the event's note to upstream's 1024 bytes
         # (1020 + " ..."); the condition's message is never cut (upstream
         # handleSchedulingFailure / truncateMessage).
@@ -654,6 +816,10 @@ def assumed_pod_info(pod_info: PodInfo, node_name: str) -> PodInfo:
     pod["spec"] = dict(pod_info.pod.get("spec") or {})
     pod["spec"]["nodeName"] = node_name
     return pod_info.with_node_name(pod)
+
+
+def _nominated_node_name(pod: dict[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("nominatedNodeName") or "")
 
 
 def _key(pod: dict[str, Any]) -> str:
