@@ -32,3 +32,22 @@ def test_configuration_example_is_accepted_by_the_daemon() -> None:
     config = parse_config_text(block.text, source="README.md")
     validate_profiles(config, in_tree_registry(), source="README.md")
     assert [p.scheduler_name for p in config.profiles] == ["py-scheduler", "py-binpack"]
+
+
+def test_shell_completion_command_installs_the_completion() -> None:
+    """The README's completion line, run in bash with the installed command on PATH."""
+    import os
+    import subprocess
+    import sys
+
+    (block,) = [b for b in section_blocks("Command line", lang="bash")]
+    (command,) = block.commands()
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        ["bash", "-c", f"{command}\ncomplete -p kube-py-scheduler\n"
+         "COMP_WORDS=(kube-py-scheduler compl); COMP_CWORD=1; _kube_py_scheduler; "
+         'echo "${COMPREPLY[@]}"'],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    assert out.stdout.splitlines() == [
+        "complete -F _kube_py_scheduler kube-py-scheduler", "completion"]
