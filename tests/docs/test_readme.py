@@ -51,3 +51,26 @@ def test_shell_completion_command_installs_the_completion() -> None:
     )
     assert out.stdout.splitlines() == [
         "complete -F _kube_py_scheduler kube-py-scheduler", "completion"]
+
+
+def test_reliability_section_describes_the_fuzz_suite_as_it_is() -> None:
+    """The counts the README gives for the malformed-object fuzz suite are the suite's."""
+    import random
+
+    from tests.integration import test_malformed_fuzz as fuzz
+
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("## Reliability: faults and malformed objects")
+    text = " ".join(readme[start:readme.index("\n## ", start + 1)].split())
+    plan = fuzz.Plan(random.Random(fuzz.SEED))
+    assert "tests/integration/test_malformed_fuzz.py" in text
+    for phrase in (
+        f"{len(plan.pending)} malformed pending pods drawn from "
+        f"{len(fuzz.PENDING_CORRUPTIONS)} corruptions",
+        f"{len(plan.bound)} malformed pods already bound",
+        f"{len(plan.bad_nodes)} malformed nodes",
+        f"{len(fuzz.PV_CORRUPTIONS)} malformed PVs, {len(fuzz.PVC_CORRUPTIONS)} PVCs, "
+        f"{len(fuzz.POD_GROUP_CORRUPTIONS)} PodGroups",
+        f"among {len(plan.well_formed) + len(plan.gang)} well-formed pods",
+    ):
+        assert phrase in text, phrase
