@@ -12,6 +12,8 @@ import logging
 import signal
 import sys
 
+from scheduler.exit_codes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+
 from .auth import parse_allow, parse_user
 from .server import Sandbox
 from .validation import parse_quantity
@@ -158,12 +160,12 @@ def run(args: argparse.Namespace) -> int:
     """Serve until signalled, with parsed arguments (logging is the caller's)."""
     if args.bookmark_interval <= 0:
         print("error: --bookmark-interval must be > 0", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         asyncio.run(_serve(args))
     except OSError as e:
         print(f"sandbox: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         pass
-    return 0
+    return EXIT_OK
