@@ -32,3 +32,26 @@ def test_configuration_example_is_accepted_by_the_daemon() -> None:
     config = parse_config_text(block.text, source="README.md")
     validate_profiles(config, in_tree_registry(), source="README.md")
     assert [p.scheduler_name for p in config.profiles] == ["py-scheduler", "py-binpack"]
+
+
+def test_reliability_section_describes_the_fuzz_suite_as_it_is() -> None:
+    """The counts the README gives for the malformed-object fuzz suite are the suite's."""
+    import random
+
+    from tests.integration import test_malformed_fuzz as fuzz
+
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("## Reliability: faults and malformed objects")
+    text = " ".join(readme[start:readme.index("\n## ", start + 1)].split())
+    plan = fuzz.Plan(random.Random(fuzz.SEED))
+    assert "tests/integration/test_malformed_fuzz.py" in text
+    for phrase in (
+        f"{len(plan.pending)} malformed pending pods drawn from "
+        f"{len(fuzz.PENDING_CORRUPTIONS)} corruptions",
+        f"{len(plan.bound)} malformed pods already bound",
+        f"{len(plan.bad_nodes)} malformed nodes",
+        f"{len(fuzz.PV_CORRUPTIONS)} malformed PVs, {len(fuzz.PVC_CORRUPTIONS)} PVCs, "
+        f"{len(fuzz.POD_GROUP_CORRUPTIONS)} PodGroups",
+        f"among {len(plan.well_formed) + len(plan.gang)} well-formed pods",
+    ):
+        assert phrase in text, phrase
