@@ -9,7 +9,8 @@ run``) over HTTP, its JSON logs captured.  Issue 12's invariants:
 * no phantom usage: afterwards a pod asking for exactly what is left on a node fits there;
 * every malformed pending pod is told why: a FailedScheduling event and a PodScheduled=False
   ``SchedulerError`` condition naming the field, and it is never bound;
-* every well-formed pod is bound (plain, extended-resource, gang and PVC-mounting pods);
+* every well-formed pod is bound (plain, extended-resource, gang, PVC- and EBS-mounting
+  pods), and a preemptor evicts its way onto a full node (reading a malformed PDB);
 * no traceback in the daemon's log, and each malformed node is logged once.
 
 The corruptions are drawn by a seeded generator (``SEED``), so a failure reproduces; the
@@ -189,6 +190,9 @@ class Plan:
         pvc_pod = PodBuilder("pvc-user").scheduler_name(SCHEDULER).req(cpu="100m").pvc(
             "claim-good").obj()
         self.well_formed.append(for_api(pvc_pod))
+        ebs_pod = PodBuilder("ebs-user").scheduler_name(SCHEDULER).req(cpu="100m").volume(
+            {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}).obj()
+        self.well_formed.append(for_api(ebs_pod))
         self.gang = [gang_pod(f"gang-{i}", "gang") for i in range(3)]
         # name -> field the report must name
         self.pending: dict[str, str] = {}
@@ -219,6 +223,10 @@ class Plan:
         self.bad_objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                                  "metadata": {"name": "bad-sc"}, "provisioner": "x",
                                  "volumeBindingMode": 3})
+        self.bad_objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                                 "metadata": {"name": "n1"}, "spec": {"drivers": [
+                                     {"name": "ebs.csi.aws.com", "nodeID": "n1",
+                                      "allocatable": {"count": "many"}}]}})
         self.bad_objects.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                                  "metadata": {"name": "bad-pdb", "namespace": "default"},
                                  "spec": {"selector": {"matchExpressions": "x"}}})
@@ -345,6 +353,19 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
                 return all(current[n]["spec"].get("nodeName") for n in names)
             await wait_until(exact_bound, timeout=20,
                              message=f"exact-fit pods bound; log:\n{proc.log_tail()}")
+
+            # Preemption on a full node reads PDBs (a malformed one among them) and evicts
+            # among pods that include the malformed bound ones; still no overcommit after.
+            preemptor = for_api(PodBuilder("preemptor").scheduler_name(SCHEDULER).priority(1000)
+                                .req(cpu="1").node_selector({HOSTNAME: "n0"}).obj())
+            await cluster.create_pod(preemptor)
+
+            async def preemptor_bound() -> bool:
+                return await cluster.node_name("preemptor") == "n0"
+            await wait_until(preemptor_bound, timeout=30,
+                             message=f"preemptor bound; log:\n{proc.log_tail()}")
+            usage = _usage(plan, await pods_by_name())
+            assert all(u["cpu"] <= 4000 for u in usage.values()), usage
 
             lines = list(proc.lines)
         assert proc.poll() is not None  # stopped cleanly by scheduler_processes
