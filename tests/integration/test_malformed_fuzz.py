@@ -194,6 +194,14 @@ class Plan:
             {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}).obj()
         self.well_formed.append(for_api(ebs_pod))
         self.gang = [gang_pod(f"gang-{i}", "gang") for i in range(3)]
+        # Well-formed pods that depend on a malformed object: told why, naming that object.
+        self.dependents = {
+            "uses-bad-claim": (for_api(PodBuilder("uses-bad-claim").scheduler_name(SCHEDULER)
+                                       .req(cpu="100m").pvc("bad-pvc-1").obj()),
+                               "PersistentVolumeClaim default/bad-pvc-1: spec.resources"),
+            "in-bad-group": (gang_pod("in-bad-group", "bad-pg-4"),
+                             "PodGroup default/bad-pg-4: spec"),
+        }
         # name -> field the report must name
         self.pending: dict[str, str] = {}
         self.pending_pods: list[dict[str, Any]] = []
@@ -279,7 +287,8 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
                 [(False, p) for p in plan.well_formed + plan.gang]
                 + [(True, p) for p in plan.pending_pods])
             rng.shuffle(writes)
-            await cluster.create_pods([p for raw, p in writes if not raw])
+            await cluster.create_pods([p for raw, p in writes if not raw]
+                                      + [p for p, _ in plan.dependents.values()])
             for raw, pod in writes:
                 if raw:
                     await admin.araw_put(pod)
@@ -329,6 +338,17 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
                     "False", "SchedulerError"), (name, condition)
                 assert field in condition.get("message", ""), (name, condition)
 
+            async def dependents_told() -> bool:
+                notes = await _notes(cluster)
+                return all(any(why in n for n in notes.get(name, ()))
+                           for name, (_, why) in plan.dependents.items())
+            try:
+                await wait_until(dependents_told, timeout=20,
+                                 message="pods using malformed objects told why")
+            except AssertionError:
+                notes = await _notes(cluster)
+                raise AssertionError({n: notes.get(n) for n in plan.dependents}) from None
+
             # No overcommit, with the malformed bound pods counted as documented.
             usage = _usage(plan, pods)
             for node, used in usage.items():
@@ -376,6 +396,17 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
     for name in [*plan.bad_nodes, "turned-bad"]:
         assert logged[name] == 1, (name, logged)
     assert sb.counters()["bindings"] >= len(good_names)
+
+
+async def _notes(cluster: Cluster) -> dict[str, list[str]]:
+    """name -> notes of its FailedScheduling events."""
+    events = await cluster.client.get("/apis/events.k8s.io/v1/namespaces/default/events")
+    out: dict[str, list[str]] = {}
+    for e in events.get("items") or []:
+        if e.get("reason") == "FailedScheduling":
+            name = (e.get("regarding") or {}).get("name", "")
+            out.setdefault(name, []).append(str(e.get("note") or ""))
+    return out
 
 
 async def _told(cluster: Cluster, event_only: set[str]
