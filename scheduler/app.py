@@ -34,13 +34,24 @@ from scheduler.client.leader_election import (
 from scheduler.client.pod_status import update_pod_condition
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
-from scheduler.framework.registry import Registry
+from scheduler.explain.debug import cache_debugger
+from scheduler.extenders import build_ssl_context
+from scheduler.framework.registry import Registry, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.names import COSCHEDULING
+from scheduler.plugins.outoftree import PluginLoadError, describe, load_entry_points
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.scheduler import Scheduler
-from scheduler.server import HealthServer, HealthState, MetricsAuthorizer
+from scheduler.server import (
+    HealthServer,
+    HealthState,
+    PreparedServing,
+    RequestGuard,
+    ServingError,
+    ServingOptions,
+    prepare_serving,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -70,11 +81,7 @@ class AppOptions:
     config_source: str
     kubeconfig: str | None
     context: str | None
-    metrics_host: str
-    metrics_port: int
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    token_webhook: bool = False
+    serving: ServingOptions
     stop_grace_seconds: float = 10.0
 
 
@@ -86,13 +93,41 @@ def validate_profiles(
 
     for index, profile in enumerate(config.profiles):
         try:
-            Framework(profile=profile, registry=registry, **offline_handle_kwargs())
+            fwk = Framework(profile=profile, registry=registry, **offline_handle_kwargs())
         except PluginConfigError as exc:
-            raise StartupError(f"{source}: profiles[{index}]: {exc}") from exc
+            raise StartupError(
+                f"{source}: profiles[{index}]: {exc}{_out_of_tree(registry, exc.plugin)}"
+            ) from exc
         except (KeyError, ValueError, TypeError) as exc:
             raise StartupError(
                 f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}"
             ) from exc
+        for name, plugin in fwk.plugins.items():
+            if not extension_points_of(plugin):
+                raise StartupError(
+                    f"{source}: profiles[{index}]: plugin {name!r} implements no extension "
+                    f"point{_out_of_tree(registry, name)}")
+    for index, extender in enumerate(config.extenders):
+        try:
+            build_ssl_context(extender)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise StartupError(f"{source}: extenders[{index}].tlsConfig: {exc}") from exc
+
+
+def _out_of_tree(registry: Registry, plugin: str) -> str:
+    """`` (from entry point 'X = m:C' of distribution d 1.0)`` for an out-of-tree plugin."""
+    if not plugin or plugin not in registry or registry.origin(plugin).in_tree:
+        return ""
+    return f" (from {describe(registry.origin(plugin))})"
+
+
+def installed_registry() -> Registry:
+    """The in-tree plugins plus every installed ``kube_py_scheduler.plugins`` entry point;
+    StartupError names a broken entry point and its distribution."""
+    try:
+        return load_entry_points(in_tree_registry())
+    except PluginLoadError as exc:
+        raise StartupError(str(exc)) from exc
 
 
 # Terminal pods no longer use node resources: the pod informer does not even see them, and a
@@ -177,22 +212,26 @@ class App:
 
     def __init__(self, options: AppOptions, *, registry: Registry | None = None) -> None:
         self.options = options
+        # Without an explicit registry, prepare() adds the installed out-of-tree plugins.
+        self._load_entry_points = registry is None
         self.registry = registry if registry is not None else in_tree_registry()
         self.metrics = SchedulerMetrics()
         self.health = HealthState()
         self._stop: asyncio.Event | None = None  # created inside the running loop
-        self._ssl: ssl.SSLContext | None = None
+        self._serving: PreparedServing | None = None
 
     def prepare(self) -> None:
         """Everything checkable offline; StartupError (exit 2) names what is wrong."""
+        if self._load_entry_points:
+            self.registry = installed_registry()
+            self._load_entry_points = False
         validate_profiles(self.options.config, self.registry, source=self.options.config_source)
-        if self.options.tls_cert_file:
-            try:
-                ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-                ctx.load_cert_chain(self.options.tls_cert_file, self.options.tls_key_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise StartupError(f"--tls-cert-file/--tls-private-key-file: {exc}") from exc
-            self._ssl = ctx
+        # Last: binds the serving port, so that a port in use is reported before anything
+        # (sandbox, informers, leader election) starts, and nothing can fail after it.
+        try:
+            self._serving = prepare_serving(self.options.serving)
+        except ServingError as exc:
+            raise StartupError(str(exc)) from exc
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -212,17 +251,19 @@ class App:
             self.options.config, connection, metrics=self.metrics, health=self.health,
             registry=self.registry,
         )
-        server = HealthServer(
-            registry=self.metrics.registry, health=self.health,
-            host=self.options.metrics_host, port=self.options.metrics_port,
-            ssl_context=self._ssl, metrics_authorizer=self._metrics_authorizer(parts.client),
+        assert self._serving is not None, "prepare() binds the serving port"
+        server = HealthServer.serving(
+            self._serving, registry=self.metrics.registry, health=self.health,
+            guard=self._request_guard(parts.client),
         )
         server_started = False
         try:
             await server.start()
             server_started = True
             await parts.start()
-            return await self._lead_and_schedule(parts, connection)
+            # SIGUSR2 logs the cache and the queue (kube-scheduler's cache debugger).
+            async with cache_debugger(parts.scheduler):
+                return await self._lead_and_schedule(parts, connection)
         finally:
             await parts.aclose(grace_seconds=self.options.stop_grace_seconds)
             if server_started:
@@ -318,9 +359,10 @@ class App:
         assert self._stop is not None
         await self._stop.wait()
 
-    def _metrics_authorizer(self, client: ApiClient) -> MetricsAuthorizer | None:
-        if not self.options.token_webhook:
+    def _request_guard(self, client: ApiClient) -> RequestGuard | None:
+        serving = self.options.serving
+        if not serving.authentication:
             return None
-        from scheduler.client.delegated_auth import DelegatedAuthorizer
+        from scheduler.client.delegated_auth import DelegatedAuth
 
-        return DelegatedAuthorizer(client).authorize
+        return DelegatedAuth(client, authentication=True, authorization=serving.authorization)

@@ -19,17 +19,17 @@ from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
     from scheduler.app import App, AppOptions
+    from scheduler.config.types import KubeSchedulerConfiguration
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
+    from scheduler.server import add_serving_flags
+
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then "
                      "$KUBECONFIG, then ~/.kube/config)")
     run.add_argument("--context", help="kubeconfig context to use")
     run.add_argument("--config", help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1)"
                      " YAML file")
-    run.add_argument("--metrics-bind-address", default="0.0.0.0:10259",
-                     help="host:port serving /metrics, /healthz, /livez, /readyz "
-                     "(default %(default)s)")
     run.add_argument("--sandbox", action="store_true",
                      help="start the embedded sandbox API server in this process, create a "
                      "small demo cluster and schedule against it")
@@ -40,11 +40,7 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--sandbox-kubeconfig-out", default=None,
                      help="with --sandbox: where to write the sandbox kubeconfig for kubectl "
                      "(default: a file in the temp directory, printed at start)")
-    run.add_argument("--tls-cert-file", help="serve /metrics over HTTPS with this certificate")
-    run.add_argument("--tls-private-key-file", help="private key for --tls-cert-file")
-    run.add_argument("--authentication-token-webhook", action="store_true",
-                     help="require bearer tokens on /metrics, checked with TokenReview and "
-                     "SubjectAccessReview (get on /metrics)")
+    add_serving_flags(run)
     run.add_argument("--leader-elect", choices=("true", "false"), default=None,
                      help="override leaderElection.leaderElect from the config file")
     run.add_argument("--stop-grace-seconds", type=float, default=10.0,
@@ -52,30 +48,35 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                      "(default %(default)s)")
 
 
-def options_from_args(args: argparse.Namespace) -> AppOptions:
-    """The daemon's options from the flags; StartupError (exit 2) for anything wrong."""
-    from scheduler.app import AppOptions, StartupError
+def load_config(path: str | None) -> tuple[KubeSchedulerConfiguration, str]:
+    """(--config's configuration or the built-in default, its source name); StartupError
+    (exit 2) when the file is broken."""
+    from scheduler.app import StartupError
     from scheduler.config.defaults import shipped_config
     from scheduler.config.errors import ConfigError
     from scheduler.config.load import load_config_file
-    from scheduler.server import parse_bind_address
 
     try:
-        config = load_config_file(args.config) if args.config else shipped_config()
+        config = load_config_file(path) if path else shipped_config()
     except ConfigError as exc:
         raise StartupError(str(exc)) from exc
     except OSError as exc:
-        raise StartupError(f"--config: cannot read {args.config!r}: {exc.strerror}") from exc
+        raise StartupError(f"--config: cannot read {path!r}: {exc.strerror}") from exc
+    return config, path or "<built-in default>"
+
+
+def options_from_args(args: argparse.Namespace) -> AppOptions:
+    """The daemon's options from the flags; StartupError (exit 2) for anything wrong."""
+    from scheduler.app import AppOptions, StartupError
+    from scheduler.server import ServingError, serving_options_from_args
+
+    config, source = load_config(args.config)
     if args.leader_elect is not None:
         config.leader_election.leader_elect = args.leader_elect == "true"
     try:
-        host, port = parse_bind_address(args.metrics_bind_address)
-    except ValueError as exc:
+        serving = serving_options_from_args(args, sandbox=args.sandbox)
+    except ServingError as exc:
         raise StartupError(str(exc)) from exc
-    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-        raise StartupError("--tls-cert-file and --tls-private-key-file go together")
-    if args.authentication_token_webhook and not args.tls_cert_file:
-        raise StartupError("--authentication-token-webhook requires --tls-cert-file")
     if args.sandbox and args.nodes < 0:
         raise StartupError(f"--nodes: must be >= 0, got {args.nodes}")
     if args.sandbox and args.demo_pods < 0:
@@ -84,14 +85,10 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         raise StartupError("--stop-grace-seconds: must be >= 0")
     return AppOptions(
         config=config,
-        config_source=args.config or "<built-in default>",
+        config_source=source,
         kubeconfig=args.kubeconfig,
         context=args.context,
-        metrics_host=host,
-        metrics_port=port,
-        tls_cert_file=args.tls_cert_file,
-        tls_key_file=args.tls_private_key_file,
-        token_webhook=args.authentication_token_webhook,
+        serving=serving,
         stop_grace_seconds=args.stop_grace_seconds,
     )
 

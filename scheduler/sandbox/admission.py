@@ -113,6 +113,8 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
         spec.setdefault("conversion", {"strategy": "None"})
         obj["spec"] = spec
         obj["status"] = crd_status(obj)
+    elif g == "batch" and p == "jobs":
+        _default_job(obj)
     elif g == "" and p == "services":
         spec = dict(obj.get("spec") or {})
         spec.setdefault("type", "ClusterIP")
@@ -164,3 +166,22 @@ def admit_pod(reg: Registry, pod: Obj) -> None:
             spec.setdefault("priority", int(default.get("value", 0)))
         else:
             spec.setdefault("priority", 0)
+
+
+def _default_job(job: Obj) -> None:
+    """What the Job strategy does on create: unless ``manualSelector``, the selector is the
+    Job's uid and the template gets the uid and job-name labels (both spellings)."""
+    spec = job.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector"):
+        return
+    md = job["metadata"]
+    uid, name = md["uid"], md.get("name", "")
+    spec = dict(spec)
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    template = dict(spec.get("template") or {})
+    tmd = dict(template.get("metadata") or {})
+    tmd["labels"] = {**(tmd.get("labels") or {}), "batch.kubernetes.io/controller-uid": uid,
+                     "batch.kubernetes.io/job-name": name, "controller-uid": uid, "job-name": name}
+    template["metadata"] = tmd
+    spec["template"] = template
+    job["spec"] = spec

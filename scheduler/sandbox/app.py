@@ -19,7 +19,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import discovery, errors, events, openapi, podsubresources, protobuf, tables
+from . import discovery, errors, events, openapi, podsubresources, protobuf, scale, tables
 from .auth import AuthTable
 from .errors import ApiError, success_status
 from .faults import Faults, parse_fail_body
@@ -286,6 +286,14 @@ class SandboxApp:
             if r.sub:
                 raise errors.method_not_allowed()
             return self.list_objects(request, r)
+        if r.sub == "scale" and verb in ("get", "update", "patch"):
+            if verb == "get":
+                return _json(scale.get_scale(reg, rt, r.ns or "", r.name))
+            if verb == "update":
+                body = await self._body(request, "Scale")
+                return _json(scale.update_scale(reg, rt, r.ns or "", r.name, body, dry_run=dry_run))
+            return _json(scale.patch_scale(reg, rt, r.ns or "", r.name, request.headers.get("Content-Type", ""),
+                                           await request.read(), dry_run=dry_run))
         if verb == "get":
             if r.sub in ("binding", "eviction"):
                 raise errors.method_not_allowed()

@@ -94,6 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-labels", type=_labels, default=None, metavar="K=V,K2=V2")
     p.add_argument("--simulate-kubelet", action=argparse.BooleanOptionalAction, default=True,
                    help="bound pods on simulated nodes become Running (default on)")
+    p.add_argument("--simulate-controllers", action=argparse.BooleanOptionalAction, default=True,
+                   help="run Deployment/ReplicaSet/Job controllers and garbage collection (default on)")
     p.add_argument("--simulate-pv-controller", action=argparse.BooleanOptionalAction, default=True,
                    help="bind and provision PersistentVolumes like the PV controller (default on)")
     p.add_argument("--auth-user", type=_auth_user, action="append", default=[], metavar="TOKEN=USERNAME[:G1;G2]",
@@ -119,7 +121,8 @@ async def _serve(args: argparse.Namespace) -> None:
         max_requests_inflight=max(1, args.max_requests_inflight),
         max_mutating_requests_inflight=max(1, args.max_mutating_requests_inflight),
         bookmark_interval=args.bookmark_interval,
-        simulate_pv_controller=args.simulate_pv_controller, scheduler_prereqs=args.scheduler_prereqs,
+        simulate_pv_controller=args.simulate_pv_controller, simulate_controllers=args.simulate_controllers,
+        scheduler_prereqs=args.scheduler_prereqs,
         auth_users=dict(args.auth_user), auth_allow=list(args.auth_allow),
     )
     await sb.start()

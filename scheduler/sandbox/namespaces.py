@@ -5,9 +5,11 @@ DELETE of a namespace does not remove it: the API server sets ``deletionTimestam
 then deletes everything in it, and once nothing is left removes the ``kubernetes`` finalizer
 from ``spec.finalizers`` (the ``/finalize`` subresource); with no finalizers left the
 namespace is gone. Meanwhile creating anything in it is 403 Forbidden
-(``NamespaceTerminating``). Here the controller's work runs on the next loop iteration (not
-inside the DELETE request, so clients see Terminating first), and the namespace is finalized
-when its last object goes (pods on simulated nodes terminate gracefully first).
+(``NamespaceTerminating``). Here the controller's work starts ``Registry.namespace_delay``
+seconds (default 1) after the DELETE, as a real controller acts after its informer and work
+queue: a client deleting a namespace and then its contents (``kubectl delete -k``, which
+deletes the Namespace first) finds them still there, as on a cluster. The namespace is
+finalized when its last object goes (pods on simulated nodes terminate gracefully first).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def start_deletion(reg: Registry, ts: TypeStore, e: Entry) -> Entry:
     entry = reg.store.write(ts, new, obj)
     reg.terminating_ns.add(name)
     try:
-        asyncio.get_running_loop().call_soon(_delete_contents, reg, name)
+        asyncio.get_running_loop().call_later(reg.namespace_delay, _delete_contents, reg, name)
     except RuntimeError:  # no loop (synchronous use of the registry): act at once
         _delete_contents(reg, name)
     return entry

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import yaml
 
-from . import admission, crds, errors, events, namespaces, validation
+from . import admission, controllers, crds, errors, events, namespaces, validation
 from .catalog import Catalog
 from .errors import ApiError
 from .patch import json_patch, merge_patch, strategic_merge_patch
@@ -29,6 +29,7 @@ from .store import Entry, Store, TypeStore
 from .util import iso_at, name_suffix, new_uid, now_iso
 
 if TYPE_CHECKING:
+    from .controllers import ControllerSim
     from .kubelet import KubeletSim
     from .pvcontroller import PVControllerSim
 
@@ -54,6 +55,8 @@ class Registry:
         self.clock = clock
         self.kubelet: KubeletSim | None = None
         self.pv_controller: PVControllerSim | None = None
+        self.controllers: ControllerSim | None = None
+        self.namespace_delay = 1.0  # seconds before the namespace controller empties a namespace
         self.terminating_ns: set[str] = set()
         self.on_crd_change: Callable[[], None] | None = None
         self.counters: dict[str, int] = {}
@@ -383,6 +386,9 @@ class Registry:
                 entry = self.store.write(ts, new, obj)
                 self.kubelet.pod_terminating(entry.obj, g)
                 return entry, False
+        fin = self._propagation_finalizer(rt, options)
+        if fin and fin not in (md.get("finalizers") or []) and not md.get("deletionTimestamp"):
+            md = {**md, "finalizers": [*(md.get("finalizers") or []), fin]}
         if md.get("finalizers"):
             if md.get("deletionTimestamp"):
                 return e, False
@@ -390,13 +396,34 @@ class Registry:
             if rt.tracks_generation:
                 nmd["generation"] = int(md.get("generation", 1)) + 1
             entry = self.store.write(ts, {**obj, "metadata": nmd}, obj)
+            if self.controllers is not None:
+                self.controllers.observe(rt, entry.obj)
             return entry, False
         if rt.plural == "customresourcedefinitions":
             crds.drop_crd(self, obj)
         return self._remove(rt, ts, e), True
 
+    def _propagation_finalizer(self, rt: ResourceType, options: Obj) -> str | None:
+        """The finalizer a deletion's propagation policy puts on the owner while the garbage
+        collector works: Foreground waits for the dependents, Orphan releases them. Without a
+        policy, batch/v1 Jobs orphan their pods (upstream's default for that kind)."""
+        if self.controllers is None:
+            return None
+        policy = options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is not None:
+            policy = "Orphan" if options["orphanDependents"] else "Background"
+        if policy is None and rt.group == "batch" and rt.plural == "jobs":
+            policy = "Orphan"
+        if policy == "Foreground":
+            return controllers.FOREGROUND
+        if policy == "Orphan":
+            return controllers.ORPHAN
+        return None
+
     def _remove(self, rt: ResourceType, ts: TypeStore, e: Entry) -> Entry:
         out = self.store.remove(ts, e)
+        if self.controllers is not None:
+            self.controllers.observe_removed(rt, e.obj)
         if self.pv_controller is not None and rt.plural in _PV_CONTROLLER_INPUTS and rt.group in ("", "storage.k8s.io"):
             self.pv_controller.poke()
         ns = e.obj["metadata"].get("namespace", "")
@@ -485,6 +512,9 @@ class Registry:
             self.kubelet.pod_changed(obj)
         elif rt.group == "" and rt.plural == "nodes" and self.kubelet is not None and prev is None:
             self.kubelet.node_added(obj)
+        if self.controllers is not None and (rt.plural in controllers.WORKLOAD_PLURALS
+                                             or obj["metadata"].get("ownerReferences")):
+            self.controllers.observe(rt, obj)
 
 def _event_times(obj: Obj, rt: ResourceType) -> Obj:
     try:

@@ -25,6 +25,7 @@ from .auth import AuthTable
 from .errors import ApiError
 from .faults import Faults
 from .kubeconfig import default_kubeconfig_path, write_kubeconfig
+from .controllers import ControllerSim
 from .kubelet import KubeletSim, make_node
 from .pvcontroller import PVControllerSim
 from .registry import Registry
@@ -62,6 +63,8 @@ class SandboxConfig:
     max_grace_seconds: float = 1.0
     kubelet_tick: float = 0.01
     simulate_pv_controller: bool = True
+    simulate_controllers: bool = True  # Deployment/ReplicaSet/Job controllers and garbage collection
+    namespace_controller_delay: float = 1.0  # s between a namespace's DELETE and emptying it
     auth_users: dict[str, tuple[str, list[str]]] | None = None
     auth_allow: list[tuple[str, str, str]] | None = None
 
@@ -95,6 +98,11 @@ class Sandbox:
         if c.simulate_kubelet:
             self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
             self.registry.kubelet = self.kubelet
+        self.registry.namespace_delay = c.namespace_controller_delay
+        self.controllers: ControllerSim | None = None
+        if c.simulate_controllers:
+            self.controllers = ControllerSim(self.registry)
+            self.registry.controllers = self.controllers
         self.pv_controller: PVControllerSim | None = None
         if c.simulate_pv_controller:
             self.pv_controller = PVControllerSim(self.registry)
@@ -102,6 +110,7 @@ class Sandbox:
         self._runner: web.AppRunner | None = None
         self._kubelet_task: asyncio.Task[None] | None = None
         self._pv_task: asyncio.Task[None] | None = None
+        self._controllers_task: asyncio.Task[None] | None = None
         self.url = ""
         self.port = 0
         # client-go sends bearer tokens only over TLS: a sandbox with a token serves HTTPS
@@ -163,19 +172,22 @@ class Sandbox:
             self._pv_task = asyncio.create_task(self.pv_controller.run(), name="sandbox-pv-controller")
             self._pv_task.add_done_callback(_log_crash)
             self.pv_controller.poke()
+        if self.controllers is not None:
+            self._controllers_task = asyncio.create_task(self.controllers.run(), name="sandbox-controllers")
+            self._controllers_task.add_done_callback(_log_crash)
         log.info("sandbox listening on %s", self.url)
         return self
 
     async def stop(self) -> None:
         self.app.shutdown()
-        for task in (self._kubelet_task, self._pv_task):
+        for task in (self._kubelet_task, self._pv_task, self._controllers_task):
             if task is not None:
                 task.cancel()
                 try:
                     await task
                 except asyncio.CancelledError:
                     pass
-        self._kubelet_task = self._pv_task = None
+        self._kubelet_task = self._pv_task = self._controllers_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -103,3 +103,27 @@ def test_cli_prints_its_kubeconfig_and_removes_it_on_exit() -> None:
     finally:
         for p in procs:
             p.kill()
+
+
+@needs_kubectl
+def test_readme_sandbox_block_runs(tmp_path: Path) -> None:
+    """The README's "The sandbox API server" block, with its /tmp/kc moved into tmp_path."""
+    from tests.docs.readme import section_blocks
+
+    (block,) = section_blocks("The sandbox API server", lang="bash")
+    start, get = [c.replace("/tmp/kc", str(tmp_path / "kc")) for c in block.commands()]
+    assert start.startswith("kube-py-scheduler sandbox ") and get.startswith("kubectl ")
+    argv = start.split()
+    proc = subprocess.Popen([sys.executable, "-m", "scheduler", *argv[1:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("sandbox ready at http://127.0.0.1:")
+        assert KUBECTL is not None
+        env = {**os.environ, "HOME": str(tmp_path)}
+        r = subprocess.run([KUBECTL, *get.split()[1:]], env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert len(r.stdout.splitlines()) == 11  # header + --nodes 10
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)

@@ -29,6 +29,7 @@ from scheduler.framework import (
 )
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.sandbox import Sandbox
+from scheduler.server import ServingOptions
 from tests.builders import PodBuilder
 from tests.integration.harness import for_api, user_client, wait_until
 
@@ -65,7 +66,8 @@ def _options(kubeconfig: Path, node: str, **args: Any) -> AppOptions:
         }],
     })
     return AppOptions(config=config, config_source="<test>", kubeconfig=str(kubeconfig),
-                      context=None, metrics_host="127.0.0.1", metrics_port=0)
+                      context=None,
+                      serving=ServingOptions(host="127.0.0.1", port=0, secure=False))
 
 
 def _registry() -> Registry:

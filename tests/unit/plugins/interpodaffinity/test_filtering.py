@@ -11,7 +11,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.interpodaffinity.plugin import (
+from scheduler.plugins.interpodaffinity.filtering import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH as AFF,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH as ANTI,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH as EXISTING,

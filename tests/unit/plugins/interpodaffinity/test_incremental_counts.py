@@ -18,14 +18,14 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.runtime import Framework
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.interpodaffinity.plugin import (
+from scheduler.plugins.interpodaffinity.common import TopologyCounts
+from scheduler.plugins.interpodaffinity.filtering import (
     PRE_FILTER_STATE_KEY,
-    PRE_SCORE_STATE_KEY,
     PairSums,
     PreFilterState,
-    TopologyCounts,
     _pairs,
 )
+from scheduler.plugins.interpodaffinity.scoring import PRE_SCORE_STATE_KEY
 from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
 

@@ -11,7 +11,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.podtopologyspread.plugin import (
+from scheduler.plugins.podtopologyspread.filtering import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH as SKEW,
     ERR_REASON_NODE_LABEL_NOT_MATCH as MISSING,
     PRE_FILTER_STATE_KEY,

@@ -1,0 +1,116 @@
+"""What the bench prints: a progress bar on a terminal, the result table, the scaling curve
+as a table and as a PNG plot (matplotlib, the optional ``bench`` extra)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+
+class Progress:
+    """A one-line progress bar on a terminal; nothing at all when the stream is a pipe."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._shown = False
+
+    def update(self, label: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        filled = self.WIDTH * min(done, total) // max(total, 1)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.stream.write(f"\r{label:<28} [{bar}] {done}/{total}\x1b[K")
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._shown = False
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def format_result(result: dict[str, Any]) -> str:
+    width = max(len(k) for k in result)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in result.items())
+
+
+CURVE_COLUMNS = (
+    ("nodes", "nodes"),
+    ("scheduler_pods_per_s", "pods/s"),
+    ("ratio_to_binding_with_event", "÷ ceiling"),
+    ("binding_with_event_rate_per_s", "ceiling/s"),
+    ("cycle_p50_ms", "cycle p50 ms"),
+    ("cycle_p99_ms", "cycle p99 ms"),
+    ("floor_pods_per_s", "floor pods/s"),
+    ("floor_cycle_cpu_per_pod_ms", "floor CPU/pod ms"),
+    ("peak_rss_mib", "peak RSS MiB"),
+)
+
+
+def curve_table(results: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table, one row per node count."""
+    lines = ["| " + " | ".join(h for _, h in CURVE_COLUMNS) + " |",
+             "|" + "---|" * len(CURVE_COLUMNS)]
+    for r in results:
+        lines.append("| " + " | ".join(str(r.get(k, "")) for k, _ in CURVE_COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def plot_curve(results: Sequence[dict[str, Any]], path: str, *, title: str) -> None:
+    """Pods/s (with the ceiling and the floor) and cycle p50 against the node count."""
+    try:
+        import matplotlib
+    except ImportError as exc:  # an optional extra
+        raise SystemExit(
+            "kube-py-scheduler bench --plot needs matplotlib: pip install "
+            "'kube-py-scheduler[bench]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nodes = [r["nodes"] for r in results]
+    fig, (rate_ax, p50_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rate_ax.plot(nodes, [r["scheduler_pods_per_s"] for r in results], "o-",
+                 label="scheduler (default profile)")
+    if all("floor_pods_per_s" in r for r in results):
+        rate_ax.plot(nodes, [r["floor_pods_per_s"] for r in results], "s--",
+                     label="floor (no Filter/Score plugins)")
+    rate_ax.plot(nodes, [r["binding_with_event_rate_per_s"] for r in results], "^:",
+                 label="ceiling (binding + event)")
+    floor = results[0].get("upstream_floor_pods_per_s")
+    if floor:
+        rate_ax.axhline(floor, color="grey", linewidth=1,
+                        label=f"upstream CI floor at 5000 nodes ({floor:g})")
+    rate_ax.set_xscale("log")
+    rate_ax.set_xlabel("nodes")
+    rate_ax.set_ylabel("pods/s")
+    rate_ax.set_ylim(bottom=0)
+    rate_ax.legend(fontsize=8)
+    rate_ax.grid(True, alpha=0.3)
+    p50_ax.plot(nodes, [r["cycle_p50_ms"] for r in results], "o-", label="cycle p50")
+    p50_ax.plot(nodes, [r["cycle_p99_ms"] for r in results], "s--", label="cycle p99")
+    p50_ax.set_xscale("log")
+    p50_ax.set_xlabel("nodes")
+    p50_ax.set_ylabel("ms")
+    p50_ax.set_ylim(bottom=0)
+    p50_ax.legend(fontsize=8)
+    p50_ax.grid(True, alpha=0.3)
+    for ax in (rate_ax, p50_ax):
+        ax.set_xticks(nodes)
+        ax.set_xticklabels([str(n) for n in nodes])
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

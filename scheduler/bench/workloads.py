@@ -1,0 +1,247 @@
+"""The benchmark's workloads: upstream scheduler_perf's shapes by their names, plus ours.
+
+Each shape follows the upstream configuration it is named after (node and pod templates,
+pods that exist before the measurement, churn while measuring) at 5000 nodes, and scales
+its existing pods with the node count so the same shape runs on a tiny cluster in tests.
+Existing pods are created already bound (``spec.nodeName``): upstream schedules them before
+it starts measuring, so only the measured pods are timed either way.
+``upstream_floor`` is the scheduler_perf CI floor of the Go kube-scheduler for the shape
+(minimum average pods/s at 5000 nodes), printed beside our figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MEASURED_NAMESPACE = "sched-1"
+EXISTING_NAMESPACE = "sched-0"
+CHURN_NAMESPACE = "sched-churn"
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+PAUSE = "registry.k8s.io/pause:3.10"
+# The nodes' zones as the sandbox labels them (zone-a/b/c round robin).
+ZONES = ("zone-a", "zone-b", "zone-c")
+REFERENCE_NODES = 5000
+
+
+def pod(name: str, *, namespace: str, scheduler_name: str, cpu: str = "100m",
+        memory: str = "500Mi", labels: dict[str, str] | None = None,
+        priority: int | None = None, node_name: str = "") -> dict[str, Any]:
+    """Upstream's pod-default template (100m / 500Mi, requests = limits) with a name."""
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "containers": [{
+            "name": "pause", "image": PAUSE, "ports": [{"containerPort": 80}],
+            "resources": {"requests": {"cpu": cpu, "memory": memory},
+                          "limits": {"cpu": cpu, "memory": memory}},
+        }],
+    }
+    if priority is not None:
+        spec["priority"] = priority
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "spec": spec}
+
+
+Template = Callable[[int, str], dict[str, Any]]  # (index, scheduler name) -> pod
+
+
+@dataclass(frozen=True)
+class Churn:
+    """Objects created (``mode="create"``) or replaced (``"recreate"``) every interval."""
+
+    mode: str
+    interval_s: float
+    kinds: tuple[str, ...]  # "high-priority-pod", "large-pod", "node", "service"
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    upstream_floor: float | None  # pods/s, Go kube-scheduler's CI floor at 5000 nodes
+    measured_pods: int  # at 5000 nodes (upstream's count); --pods overrides
+    measured: Template
+    existing_pods: int = 0  # at 5000 nodes, scaled with the node count
+    existing: Template | None = None
+    gated_pods: int = 0  # at 5000 nodes, scaled; created before and never ungated
+    churn: Churn | None = None
+    node_cpu: str = "4"  # upstream's node-default: 4 CPU, 32Gi, 110 pods
+    node_memory: str = "32Gi"
+    gang_size: int = 0
+    # examples/extenders' HTTP extender, in its own process, filters and prioritizes
+    extender: bool = False
+    note: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+    def scaled(self, count: int, nodes: int) -> int:
+        return 0 if count == 0 else max(1, round(count * nodes / REFERENCE_NODES))
+
+
+def _default(i: int, scheduler: str) -> dict[str, Any]:
+    return pod(f"pod-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler)
+
+
+def _existing_default(i: int, scheduler: str) -> dict[str, Any]:
+    return pod(f"init-{i}", namespace=EXISTING_NAMESPACE, scheduler_name=scheduler)
+
+
+def _anti_affinity(namespace: str, prefix: str) -> Template:
+    def make(i: int, scheduler: str) -> dict[str, Any]:
+        p = pod(f"{prefix}-{i}", namespace=namespace, scheduler_name=scheduler,
+                labels={"color": "green"})
+        p["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"color": "green"}},
+                "topologyKey": "kubernetes.io/hostname",
+                "namespaces": [MEASURED_NAMESPACE, EXISTING_NAMESPACE],
+            }]}}
+        return p
+    return make
+
+
+def _spread(i: int, scheduler: str) -> dict[str, Any]:
+    p = pod(f"spreading-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler,
+            labels={"color": "blue"})
+    p["spec"]["topologySpreadConstraints"] = [{
+        "maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"color": "blue"}}}]
+    return p
+
+
+def _node_affinity(i: int, scheduler: str) -> dict[str, Any]:
+    p = pod(f"node-affinity-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler)
+    # Upstream labels every node zone1 and asks for zone1 or zone2: every node matches.
+    p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{
+            "key": "topology.kubernetes.io/zone", "operator": "In", "values": list(ZONES)}]}]}}}
+    return p
+
+
+def _low_priority(i: int, scheduler: str) -> dict[str, Any]:
+    p = pod(f"low-{i}", namespace=EXISTING_NAMESPACE, scheduler_name=scheduler, cpu="900m")
+    p["spec"]["terminationGracePeriodSeconds"] = 0
+    return p
+
+
+def gated_pod(i: int, scheduler: str) -> dict[str, Any]:
+    p = pod(f"gated-{i}", namespace=EXISTING_NAMESPACE, scheduler_name=scheduler)
+    p["spec"]["schedulingGates"] = [{"name": "test.k8s.io/hold"}]
+    return p
+
+
+def gang_member(gang_size: int) -> Template:
+    def make(i: int, scheduler: str) -> dict[str, Any]:
+        return pod(f"gang-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler,
+                   cpu="1", memory="1Gi", labels={GANG_LABEL: f"gang-{i // gang_size}"})
+    return make
+
+
+def _plain(i: int, scheduler: str) -> dict[str, Any]:
+    return pod(f"plain-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler,
+               memory="128Mi")
+
+
+def _legacy_anti_affinity(i: int, scheduler: str) -> dict[str, Any]:
+    app = f"aa-{i // 50}"
+    p = pod(f"aa-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler,
+            memory="128Mi", labels={"app": app})
+    p["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": app}},
+            "topologyKey": "kubernetes.io/hostname"}]}}
+    return p
+
+
+def _legacy_spread(i: int, scheduler: str) -> dict[str, Any]:
+    app = f"sp-{i // 100}"
+    p = pod(f"sp-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler,
+            memory="128Mi", labels={"app": app})
+    selector = {"matchLabels": {"app": app}}
+    p["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector},
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+         "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector},
+    ]
+    return p
+
+
+GANG_SIZE = 8
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("SchedulingBasic", 680, 10000, _default, existing_pods=1000,
+             existing=_existing_default),
+    Workload("SchedulingPodAntiAffinity", 60, 2000,
+             _anti_affinity(MEASURED_NAMESPACE, "anti-affinity"), existing_pods=1000,
+             existing=_anti_affinity(EXISTING_NAMESPACE, "init-anti-affinity")),
+    Workload("TopologySpreading", 460, 5000, _spread, existing_pods=5000,
+             existing=_existing_default),
+    Workload("NodeAffinity", 220, 10000, _node_affinity, existing_pods=5000,
+             existing=_existing_default),
+    Workload("PreemptionAsync", 570, 5000, _default, existing_pods=20000,
+             existing=_low_priority, churn=Churn("create", 0.2, ("high-priority-pod",)),
+             note="4 low-priority 900m pods per node; a 3-CPU priority-10 pod every 200 ms "
+                  "preempts 3 of them"),
+    Workload("SchedulingWhileGated", 910, 20000, _default, gated_pods=10000,
+             note="upstream runs it on 1 node; here on --nodes"),
+    Workload("MixedChurn", 710, 5000, _default,
+             churn=Churn("recreate", 1.0, ("node", "large-pod", "service")),
+             note="every second a node, an unschedulable 9-CPU priority-10 pod and a "
+                  "service are replaced"),
+    Workload("gang", None, 5000, gang_member(GANG_SIZE), node_cpu="32",
+             node_memory="128Gi", gang_size=GANG_SIZE,
+             note="PodGroups of 8, all-or-nothing (Coscheduling)"),
+    # The bench's earlier shapes, kept for comparison with the README's older figures.
+    Workload("plain", None, 5000, _plain, node_cpu="32", node_memory="128Gi"),
+    Workload("anti-affinity", None, 5000, _legacy_anti_affinity, node_cpu="32",
+             node_memory="128Gi"),
+    Workload("spread", None, 5000, _legacy_spread, node_cpu="32", node_memory="128Gi"),
+    Workload("extender", None, 5000, _plain, node_cpu="32", node_memory="128Gi",
+             extender=True,
+             note="plain pods; the example HTTP extender (examples/extenders) in its own "
+                  "process filters and prioritizes every pod, with node names only "
+                  "(nodeCacheCapable)"),
+)}
+
+
+def pod_groups(count: int, gang_size: int) -> list[dict[str, Any]]:
+    return [{
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": f"gang-{g}", "namespace": MEASURED_NAMESPACE},
+        "spec": {"minMember": gang_size, "scheduleTimeoutSeconds": 60},
+    } for g in range((count + gang_size - 1) // gang_size)]
+
+
+def churn_object(kind: str, index: int, *, scheduler_name: str,
+                 node_cpu: str, node_memory: str) -> tuple[str, dict[str, Any]]:
+    """(collection path, object) of one churn object."""
+    if kind == "high-priority-pod":
+        p = pod(f"high-{index}", namespace=CHURN_NAMESPACE, scheduler_name=scheduler_name,
+                cpu="3", priority=10)
+        return f"/api/v1/namespaces/{CHURN_NAMESPACE}/pods", p
+    if kind == "large-pod":
+        p = pod(f"large-{index}", namespace=CHURN_NAMESPACE, scheduler_name=scheduler_name,
+                cpu="9", priority=10)
+        return f"/api/v1/namespaces/{CHURN_NAMESPACE}/pods", p
+    if kind == "node":
+        name = f"churn-node-{index}"
+        capacity = {"cpu": node_cpu, "memory": node_memory, "pods": "110"}
+        return "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {},
+            "status": {"capacity": capacity, "allocatable": dict(capacity),
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    if kind == "service":
+        return f"/api/v1/namespaces/{CHURN_NAMESPACE}/services", {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"churn-svc-{index}", "namespace": CHURN_NAMESPACE},
+            "spec": {"selector": {"app": "churn"}, "ports": [{"port": 80}]},
+        }
+    raise ValueError(f"unknown churn kind {kind!r}")

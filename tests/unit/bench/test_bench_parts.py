@@ -1,0 +1,132 @@
+"""The bench's pieces that need no sandbox: workload shapes, progress bar, churn loop, curve."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from scheduler.bench import build_parser
+from scheduler.bench.report import Progress, curve_table
+from scheduler.bench.run import churn_loop
+from scheduler.bench.workloads import (
+    EXISTING_NAMESPACE,
+    MEASURED_NAMESPACE,
+    WORKLOADS,
+)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_draws_a_bar_on_a_terminal_and_clears_it() -> None:
+    stream = _Tty()
+    progress = Progress(stream)
+    progress.update("scheduling", 5, 10)
+    assert "[###############...............] 5/10" in stream.getvalue()
+    progress.close()
+    assert stream.getvalue().endswith("\r\x1b[K")
+
+
+def test_progress_writes_nothing_on_a_pipe() -> None:
+    stream = io.StringIO()
+    progress = Progress(stream)
+    progress.update("scheduling", 5, 10)
+    progress.close()
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "floor", "measured", "existing", "gated"),
+    [
+        pytest.param("SchedulingBasic", 680, 10000, 1000, 0, id="basic"),
+        pytest.param("SchedulingPodAntiAffinity", 60, 2000, 1000, 0, id="anti-affinity"),
+        pytest.param("TopologySpreading", 460, 5000, 5000, 0, id="spread"),
+        pytest.param("NodeAffinity", 220, 10000, 5000, 0, id="node-affinity"),
+        pytest.param("PreemptionAsync", 570, 5000, 20000, 0, id="preemption"),
+        pytest.param("SchedulingWhileGated", 910, 20000, 0, 10000, id="gated"),
+        pytest.param("MixedChurn", 710, 5000, 0, 0, id="churn"),
+    ],
+)
+def test_upstream_shapes_at_5000_nodes(name: str, floor: float, measured: int, existing: int,
+                                       gated: int) -> None:
+    w = WORKLOADS[name]
+    assert (w.upstream_floor, w.measured_pods) == (floor, measured)
+    assert (w.scaled(w.existing_pods, 5000), w.scaled(w.gated_pods, 5000)) == (existing, gated)
+    assert (w.node_cpu, w.node_memory) == ("4", "32Gi")  # upstream's node-default
+
+
+def test_existing_pods_scale_with_the_node_count() -> None:
+    w = WORKLOADS["PreemptionAsync"]
+    assert w.scaled(w.existing_pods, 500) == 2000  # 4 low-priority pods per node
+    assert w.scaled(w.existing_pods, 1) == 4
+    assert WORKLOADS["SchedulingBasic"].scaled(0, 500) == 0
+
+
+def test_anti_affinity_pods_repel_each_other_across_both_namespaces() -> None:
+    w = WORKLOADS["SchedulingPodAntiAffinity"]
+    assert w.existing is not None
+    for p in (w.measured(0, "s"), w.existing(0, "s")):
+        term = p["spec"]["affinity"]["podAntiAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert set(term["namespaces"]) == {MEASURED_NAMESPACE, EXISTING_NAMESPACE}
+        assert p["metadata"]["labels"] == term["labelSelector"]["matchLabels"]
+
+
+def test_workload_names_are_the_parser_choices() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["--workload", "MixedChurn", "--curve", "500,1000"])
+    assert (args.workload, args.curve) == ("MixedChurn", [500, 1000])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--curve", "500,x"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--workload", "NoSuchShape"])
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    async def create(self, path: str, obj: dict[str, Any]) -> None:
+        self.calls.append(("create", f"{path}/{obj['metadata']['name']}"))
+
+    async def delete(self, path: str) -> None:
+        self.calls.append(("delete", path))
+
+
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+async def test_recreate_churn_replaces_last_rounds_objects() -> None:
+    user = _Recorder()
+    run = churn_loop(user, WORKLOADS["MixedChurn"], scheduler_name="s", node_cpu="4",
+                     node_memory="32Gi", iterations=3, sleep=_no_sleep)
+    await run()
+    kinds = Counter(verb for verb, _ in user.calls)
+    assert kinds == {"create": 9, "delete": 6}
+    created_first = {path for verb, path in user.calls[:3]}
+    assert {path for verb, path in user.calls[3:6]} == created_first
+    assert all(verb == "delete" for verb, _ in user.calls[3:6])
+
+
+async def test_create_churn_only_adds() -> None:
+    user = _Recorder()
+    run = churn_loop(user, WORKLOADS["PreemptionAsync"], scheduler_name="s", node_cpu="4",
+                     node_memory="32Gi", iterations=4, sleep=_no_sleep)
+    await run()
+    assert [verb for verb, _ in user.calls] == ["create"] * 4
+    assert len({path for _, path in user.calls}) == 4
+
+
+def test_curve_table_has_a_row_per_point() -> None:
+    table = curve_table([{"nodes": 500, "scheduler_pods_per_s": 900.0},
+                         {"nodes": 5000, "scheduler_pods_per_s": 700.0}])
+    lines = table.splitlines()
+    assert lines[0].startswith("| nodes | pods/s |")
+    assert [line.split("|")[1].strip() for line in lines[2:]] == ["500", "5000"]
