@@ -72,5 +72,6 @@ def test_reliability_section_describes_the_fuzz_suite_as_it_is() -> None:
         f"{len(fuzz.PV_CORRUPTIONS)} malformed PVs, {len(fuzz.PVC_CORRUPTIONS)} PVCs, "
         f"{len(fuzz.POD_GROUP_CORRUPTIONS)} PodGroups",
         f"among {len(plan.well_formed) + len(plan.gang)} well-formed pods",
+        f"and {len(plan.dependents)} that depend on a malformed PVC or PodGroup",
     ):
         assert phrase in text, phrase

@@ -216,7 +216,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             return None, Status(Code.SKIP)
         try:
             claims = self.binder.get_pod_volume_claims(pod_info)
-        except (VolumeBindingError, ObjectError) as exc:
+        except ObjectError as exc:
+            # A malformed claim: the pod waits for the claim's update (a PVC event).
+            return None, unresolvable(str(exc))
+        except VolumeBindingError as exc:
             return None, Status.from_error(exc)
         if claims.unbound_claims_immediate:
             # The PV controller binds these; the pod waits for the PVC update event.
