@@ -33,7 +33,7 @@ from scheduler.client.leader_election import (
 from scheduler.client.pod_status import update_pod_condition
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
-from scheduler.explain.debug import cache_debugger
+from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
 from scheduler.framework.registry import Registry
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
@@ -220,6 +220,8 @@ class App:
             self._serving, registry=self.metrics.registry, health=self.health,
             guard=self._request_guard(parts.client),
         )
+        # /debug/pods/{namespace}/{name} and /debug/queue: the scheduler's own diagnoses.
+        SchedulerIntrospection(parts.scheduler).register(server)
         server_started = False
         try:
             await server.start()
