@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import ssl
 from dataclasses import dataclass, field
 
 import structlog
@@ -34,10 +35,12 @@ from scheduler.client.pod_status import update_pod_condition
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
 from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
-from scheduler.framework.registry import Registry
+from scheduler.extenders import build_ssl_context
+from scheduler.framework.registry import Registry, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.names import COSCHEDULING
+from scheduler.plugins.outoftree import PluginLoadError, describe, load_entry_points
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.scheduler import Scheduler
 from scheduler.server import (
@@ -90,13 +93,41 @@ def validate_profiles(
 
     for index, profile in enumerate(config.profiles):
         try:
-            Framework(profile=profile, registry=registry, **offline_handle_kwargs())
+            fwk = Framework(profile=profile, registry=registry, **offline_handle_kwargs())
         except PluginConfigError as exc:
-            raise StartupError(f"{source}: profiles[{index}]: {exc}") from exc
+            raise StartupError(
+                f"{source}: profiles[{index}]: {exc}{_out_of_tree(registry, exc.plugin)}"
+            ) from exc
         except (KeyError, ValueError, TypeError) as exc:
             raise StartupError(
                 f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}"
             ) from exc
+        for name, plugin in fwk.plugins.items():
+            if not extension_points_of(plugin):
+                raise StartupError(
+                    f"{source}: profiles[{index}]: plugin {name!r} implements no extension "
+                    f"point{_out_of_tree(registry, name)}")
+    for index, extender in enumerate(config.extenders):
+        try:
+            build_ssl_context(extender)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise StartupError(f"{source}: extenders[{index}].tlsConfig: {exc}") from exc
+
+
+def _out_of_tree(registry: Registry, plugin: str) -> str:
+    """`` (from entry point 'X = m:C' of distribution d 1.0)`` for an out-of-tree plugin."""
+    if not plugin or plugin not in registry or registry.origin(plugin).in_tree:
+        return ""
+    return f" (from {describe(registry.origin(plugin))})"
+
+
+def installed_registry() -> Registry:
+    """The in-tree plugins plus every installed ``kube_py_scheduler.plugins`` entry point;
+    StartupError names a broken entry point and its distribution."""
+    try:
+        return load_entry_points(in_tree_registry())
+    except PluginLoadError as exc:
+        raise StartupError(str(exc)) from exc
 
 
 # Terminal pods no longer use node resources: the pod informer does not even see them, and a
@@ -181,6 +212,8 @@ class App:
 
     def __init__(self, options: AppOptions, *, registry: Registry | None = None) -> None:
         self.options = options
+        # Without an explicit registry, prepare() adds the installed out-of-tree plugins.
+        self._load_entry_points = registry is None
         self.registry = registry if registry is not None else in_tree_registry()
         self.metrics = SchedulerMetrics()
         self.health = HealthState()
@@ -189,6 +222,9 @@ class App:
 
     def prepare(self) -> None:
         """Everything checkable offline; StartupError (exit 2) names what is wrong."""
+        if self._load_entry_points:
+            self.registry = installed_registry()
+            self._load_entry_points = False
         validate_profiles(self.options.config, self.registry, source=self.options.config_source)
         # Last: binds the serving port, so that a port in use is reported before anything
         # (sandbox, informers, leader election) starts, and nothing can fail after it.

@@ -148,6 +148,20 @@ class SchedulerMetrics:
             ["result"],
             registry=r,
         )
+        self.extender_requests = Counter(
+            "scheduler_py_extender_requests",
+            "HTTP extender calls, by verb (filter, prioritize, preempt, bind) and result "
+            "(success, error).",
+            ["verb", "result"],
+            registry=r,
+        )
+        self.extender_request_duration = Histogram(
+            "scheduler_py_extender_request_duration_seconds",
+            "Latency of HTTP extender calls, by verb and result.",
+            ["verb", "result"],
+            buckets=_exponential(0.0005, 2, 16),
+            registry=r,
+        )
         self.events_dropped = Counter(
             "scheduler_py_events_dropped",
             "Kubernetes Events not sent because the recorder's queue was full or rate-limited.",

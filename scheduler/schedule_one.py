@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.extenders import ExtenderError, Extenders
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import AlreadyBoundError, PodGoneError
 from scheduler.framework.events import ASSIGNED_POD_DELETE
@@ -34,9 +35,13 @@ from scheduler.framework.types import (
     QueuedPodInfo,
 )
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.evaluator import Candidate
+from scheduler.plugins.defaultpreemption.plugin import EXTENDER_CANDIDATES_KEY, DefaultPreemption
+from scheduler.plugins.names import DEFAULT_PREEMPTION
 
 if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework
+    from scheduler.framework.types import ScoreTable
     from scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
@@ -180,51 +185,140 @@ class SchedulingCycle:
 
     # --- scheduling cycle ------------------------------------------------------------------
 
-    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+    def schedule_one(self, qpi: QueuedPodInfo) -> Coroutine[Any, Any, None] | None:
+        """Run one pod's scheduling cycle.  Synchronous unless an extender is interested in
+        the pod: then the rest of the cycle is returned as a coroutine for the loop to await
+        (extender calls are I/O; nothing else schedules meanwhile, other tasks run)."""
         sched = self.sched
         pod_info = qpi.pod_info
         pod = pod_info.pod
         fwk = sched.framework_for_pod(pod)
         if fwk is None:
             sched.queue.done(pod_info.uid)
-            return
+            return None
         if self._skip_pod_schedule(pod_info):
             sched.queue.done(pod_info.uid)
-            return
+            return None
         started = time.perf_counter()
         state = fwk.new_cycle_state()  # samples ~10% of cycles for per-plugin metrics
         pod_scheduling_cycle = sched.queue.scheduling_cycle()
-        logger = log.bind(pod=pod_info.key, profile=fwk.profile_name)
-
+        extenders = sched.extenders
+        # A plain list check: the path without extenders pays nothing more per cycle.
+        if extenders.all and (extenders.in_cycle_for(pod) or extenders.preempts_for(pod)):
+            return self._schedule_one_with_extenders(
+                fwk, state, qpi, pod_scheduling_cycle, started, extenders
+            )
         try:
             result = self.schedule_pod(fwk, state, pod_info)
-        except FitError as fit_error:
-            self._handle_fit_error(fwk, state, qpi, fit_error, pod_scheduling_cycle, started)
+        except Exception as exc:
+            self._schedule_failed(fwk, state, qpi, exc, pod_scheduling_cycle, started)
+            return None
+        self._assume_reserve_permit(fwk, state, qpi, result, pod_scheduling_cycle, started)
+        return None
+
+    async def _schedule_one_with_extenders(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        pod_scheduling_cycle: int,
+        started: float,
+        extenders: Extenders,
+    ) -> None:
+        try:
+            result = await self.schedule_pod_with_extenders(fwk, state, qpi.pod_info, extenders)
+        except Exception as exc:
+            if isinstance(exc, FitError) and fwk.has_post_filter_plugins():
+                await self._preempt_with_extenders(fwk, state, qpi.pod_info, exc, extenders)
+            self._schedule_failed(fwk, state, qpi, exc, pod_scheduling_cycle, started)
             return
-        except _StatusError as exc:
-            self.handle_failure(
-                fwk, qpi, exc.status, diagnosis=None, nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR,
-            )
+        self._assume_reserve_permit(fwk, state, qpi, result, pod_scheduling_cycle, started)
+
+    async def _preempt_with_extenders(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod_info: PodInfo,
+        fit_error: FitError,
+        extenders: Extenders,
+    ) -> None:
+        """Before PostFilter: preemption's dry run, then the extenders' preempt verb narrowing
+        its candidates (upstream's callExtenders); DefaultPreemption reads the outcome from
+        the cycle state."""
+        preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
+        if not isinstance(preemption, DefaultPreemption) or not extenders.preempts_for(
+            pod_info.pod
+        ):
             return
-        except NoNodesAvailableError as exc:
-            diagnosis = Diagnosis()
+        node_to_status = fit_error.diagnosis.node_to_status
+        outcome: Any
+        try:
+            candidates, early = preemption.find_candidates(state, pod_info, node_to_status)
+        except Exception as exc:
+            log.exception("preemption dry run failed", pod=pod_info.key)
+            outcome = (None, Status.from_error(exc))
+        else:
+            if early is not None:
+                outcome = early
+            else:
+                victims = {c.name: (c.victims, c.num_pdb_violations) for c in candidates}
+                nodes = {n.name: n for n in self.sched.snapshot.list()}
+                try:
+                    narrowed = await extenders.process_preemption(pod_info, victims, nodes)
+                except ExtenderError as exc:
+                    outcome = (None, Status(Code.ERROR, str(exc), error=exc))
+                else:
+                    outcome = [Candidate(name, pods, pdb)
+                               for name, (pods, pdb) in narrowed.items()]
+        state.write(EXTENDER_CANDIDATES_KEY, outcome)
+
+    def _schedule_failed(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        exc: Exception,
+        pod_scheduling_cycle: int,
+        started: float,
+    ) -> None:
+        """Report and requeue a pod whose scheduling cycle ended without a host."""
+        if isinstance(exc, FitError):
+            self._handle_fit_error(fwk, state, qpi, exc, pod_scheduling_cycle, started)
+            return
+        if isinstance(exc, NoNodesAvailableError):
             self.handle_failure(
-                fwk, qpi, Status(Code.UNSCHEDULABLE, str(exc)), diagnosis=diagnosis,
+                fwk, qpi, Status(Code.UNSCHEDULABLE, str(exc)), diagnosis=Diagnosis(),
                 nominated_node="", pod_scheduling_cycle=pod_scheduling_cycle,
                 started=started, reason=REASON_UNSCHEDULABLE,
             )
             return
-        except Exception as exc:  # a bug in our code: report it on the pod, keep going
-            logger.exception("scheduling cycle failed")
-            self.handle_failure(
-                fwk, qpi, Status.from_error(exc), diagnosis=None, nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR,
-            )
-            return
+        if isinstance(exc, _StatusError):
+            status = exc.status
+        elif isinstance(exc, ExtenderError):
+            # Already logged with its URL and cause by the extender client.
+            status = Status(Code.ERROR, str(exc), error=exc)
+        else:  # a bug in our code: report it on the pod, keep going
+            log.exception("scheduling cycle failed", pod=qpi.key, profile=fwk.profile_name)
+            status = Status.from_error(exc)
+        self.handle_failure(
+            fwk, qpi, status, diagnosis=None, nominated_node="",
+            pod_scheduling_cycle=pod_scheduling_cycle, started=started,
+            reason=REASON_SCHEDULER_ERROR,
+        )
 
+    def _assume_reserve_permit(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        result: ScheduleResult,
+        pod_scheduling_cycle: int,
+        started: float,
+    ) -> None:
+        sched = self.sched
+        pod_info = qpi.pod_info
+        pod = pod_info.pod
+        logger = log.bind(pod=pod_info.key, profile=fwk.profile_name)
         # Assume: the cache counts the pod on its node before binding, so the next cycle does
         # not hand out the same resources.
         assumed_pod = _with_node_name(pod, result.suggested_host)
@@ -297,23 +391,74 @@ class SchedulingCycle:
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
 
+        table = self._score(fwk, state, pod_info, feasible)
+        if table is None:
+            # Every node scores 0, so select_host would pick uniformly among all of them:
+            # the same draw without building a score column per feasible node.
+            host = feasible[sched.rng.randrange(len(feasible))].name
+        else:
+            host = select_host(list(zip(table.names, table.totals)), sched.rng)
+        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+
+    async def schedule_pod_with_extenders(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, extenders: Extenders
+    ) -> ScheduleResult:
+        """schedule_pod with the extenders' Filter after the Filter plugins and their
+        Prioritize added to the Score plugins' totals (upstream's generic scheduler)."""
+        sched = self.sched
+        sched.cache.update_snapshot(sched.snapshot)
+        all_nodes = sched.snapshot.list()
+        if not all_nodes:
+            raise NoNodesAvailableError()
+
+        feasible, diagnosis = self.find_nodes_that_fit(fwk, state, pod_info, all_nodes)
+        nominated = _nominated_node_name(pod_info.pod)
+        from_nominated = (bool(nominated) and len(feasible) == 1
+                          and feasible[0].name == nominated and not diagnosis.node_to_status)
+        feasible = await extenders.filter(pod_info, feasible, diagnosis)
+        if not feasible and from_nominated:
+            # The extenders turned the nominated node down: search every node, as upstream.
+            feasible, diagnosis = self.find_nodes_that_fit(
+                fwk, state, pod_info, all_nodes, try_nominated=False
+            )
+            feasible = await extenders.filter(pod_info, feasible, diagnosis)
+        if not feasible:
+            raise FitError(pod_key=pod_info.key, num_all_nodes=len(all_nodes),
+                           diagnosis=diagnosis)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
+
+        table = self._score(fwk, state, pod_info, feasible)
+        names = [n.name for n in feasible] if table is None else table.names
+        totals = [0] * len(feasible) if table is None else table.totals
+        added = await extenders.prioritize(pod_info, feasible)
+        if added is not None:
+            totals = [a + b for a, b in zip(totals, added)]
+        host = select_host(list(zip(names, totals)), sched.rng)
+        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+
+    def _score(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, feasible: list[NodeInfo]
+    ) -> ScoreTable | None:
+        """PreScore and Score; None when the profile has no Score plugin."""
         status = fwk.run_pre_score_plugins(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
         if not fwk.has_score_plugins():
-            # Every node scores 0, so select_host would pick uniformly among all of them:
-            # the same draw without building a score column per feasible node.
-            host = feasible[sched.rng.randrange(len(feasible))].name
-            return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status),
-                                  len(feasible))
+            return None
         table, status = fwk.score_table(state, pod_info, feasible)
         if status is not None and not status.is_success():
             raise _StatusError(status)
-        host = select_host(list(zip(table.names, table.totals)), sched.rng)
-        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+        return table
 
     def find_nodes_that_fit(
-        self, fwk: Framework, state: CycleState, pod_info: PodInfo, all_nodes: list[NodeInfo]
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod_info: PodInfo,
+        all_nodes: list[NodeInfo],
+        *,
+        try_nominated: bool = True,
     ) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
         pre_result, status, rejectors = fwk.run_pre_filter_plugins(state, pod_info, all_nodes)
@@ -333,7 +478,7 @@ class SchedulingCycle:
             return [], diagnosis
 
         # A pod nominated by an earlier preemption tries its nominated node first.
-        nominated = ((pod_info.pod.get("status") or {}).get("nominatedNodeName")) or ""
+        nominated = _nominated_node_name(pod_info.pod) if try_nominated else ""
         if nominated:
             nominated_info = self.sched.snapshot.get(nominated)
             if nominated_info is not None and nominated_info.node is not None:
@@ -605,6 +750,10 @@ def _with_node_name(pod: dict[str, Any], node_name: str) -> dict[str, Any]:
     copy["spec"] = dict(pod.get("spec") or {})
     copy["spec"]["nodeName"] = node_name
     return copy
+
+
+def _nominated_node_name(pod: dict[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("nominatedNodeName") or "")
 
 
 def _key(pod: dict[str, Any]) -> str:

@@ -19,9 +19,12 @@ import structlog
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.client.informer import InformerFactory
+from scheduler.config.load import apply_extender_ignored_resources
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
+from scheduler.extenders import EXTENDER_NAME, Extenders
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.events import ActionType, ClusterEvent, EventResource, QueueingHintFn
 from scheduler.framework.interfaces import ApiClient, EventRecorder
 from scheduler.framework.registry import Registry
 from scheduler.framework.runtime import Framework
@@ -94,6 +97,9 @@ class Scheduler:
         # whichever profile put it there.
         waiting_pods = WaitingPodsMap()
 
+        # Configs built in code get the extenders' ignored resources too (load does it for
+        # files); idempotent.
+        apply_extender_ignored_resources(config)
         self.profiles: dict[str, Framework] = {}
         for profile in config.profiles:
             recorder = recorder_factory(profile.scheduler_name)
@@ -113,10 +119,18 @@ class Scheduler:
                 rng=self.rng,
             )
         first = next(iter(self.profiles.values()))
+        # Extenders are global (not per profile); they have no cluster events, so a pod one
+        # rejected is requeued by any event, as upstream registers them.
+        self.extenders = Extenders(config.extenders, metrics=metrics)
+        extender_hints: list[tuple[ClusterEvent, str, QueueingHintFn | None]] = (
+            [(ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "*"), EXTENDER_NAME, None)]
+            if self.extenders else []
+        )
         self.queue = SchedulingQueue(
             less=first.queue_sort_less,
             pre_enqueue=self._run_pre_enqueue,
-            hints={name: fwk.events_to_register() for name, fwk in self.profiles.items()},
+            hints={name: fwk.events_to_register() + extender_hints
+                   for name, fwk in self.profiles.items()},
             profile_of=self._profile_of,
             pod_initial_backoff=float(config.pod_initial_backoff_seconds),
             pod_max_backoff=float(config.pod_max_backoff_seconds),
@@ -212,7 +226,10 @@ class Scheduler:
     ) -> Status | None:
         async with self._bind_slots:
             self.check_still_leading()
-            status = await fwk.run_bind_plugins(state, pod_info, node_name)
+            # An interested binder extender binds instead of the Bind plugins (upstream).
+            status = await self.extenders.bind(pod_info, node_name) if self.extenders.all else None
+            if status is None:
+                status = await fwk.run_bind_plugins(state, pod_info, node_name)
         if self.metrics is not None:
             result = "success" if status is None or status.is_success() else "error"
             self.metrics.bind_requests.labels(result).inc()
@@ -329,7 +346,11 @@ class Scheduler:
                 done += 1
                 if not self._leading:
                     break
-                self.cycle.schedule_one(qpi)
+                pending = self.cycle.schedule_one(qpi)
+                if pending is not None:
+                    # An extender is interested: its calls are awaited here, one cycle at
+                    # a time as always, while informers and binding tasks go on.
+                    await pending
                 # Let informers and binding tasks run between cycles.
                 await asyncio.sleep(0)
         finally:
@@ -356,6 +377,7 @@ class Scheduler:
                 if stop is not None and asyncio.iscoroutinefunction(stop):
                     with contextlib.suppress(Exception):
                         await stop()
+        await self.extenders.close()
         side = list(self._side_tasks)
         if side:
             _, still_side = await asyncio.wait(side, timeout=2.0)

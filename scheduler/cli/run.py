@@ -19,6 +19,7 @@ from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
     from scheduler.app import App, AppOptions
+    from scheduler.config.types import KubeSchedulerConfiguration
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
@@ -47,20 +48,29 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                      "(default %(default)s)")
 
 
-def options_from_args(args: argparse.Namespace) -> AppOptions:
-    """The daemon's options from the flags; StartupError (exit 2) for anything wrong."""
-    from scheduler.app import AppOptions, StartupError
+def load_config(path: str | None) -> tuple[KubeSchedulerConfiguration, str]:
+    """(--config's configuration or the built-in default, its source name); StartupError
+    (exit 2) when the file is broken."""
+    from scheduler.app import StartupError
     from scheduler.config.defaults import shipped_config
     from scheduler.config.errors import ConfigError
     from scheduler.config.load import load_config_file
-    from scheduler.server import ServingError, serving_options_from_args
 
     try:
-        config = load_config_file(args.config) if args.config else shipped_config()
+        config = load_config_file(path) if path else shipped_config()
     except ConfigError as exc:
         raise StartupError(str(exc)) from exc
     except OSError as exc:
-        raise StartupError(f"--config: cannot read {args.config!r}: {exc.strerror}") from exc
+        raise StartupError(f"--config: cannot read {path!r}: {exc.strerror}") from exc
+    return config, path or "<built-in default>"
+
+
+def options_from_args(args: argparse.Namespace) -> AppOptions:
+    """The daemon's options from the flags; StartupError (exit 2) for anything wrong."""
+    from scheduler.app import AppOptions, StartupError
+    from scheduler.server import ServingError, serving_options_from_args
+
+    config, source = load_config(args.config)
     if args.leader_elect is not None:
         config.leader_election.leader_elect = args.leader_elect == "true"
     try:
@@ -75,7 +85,7 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         raise StartupError("--stop-grace-seconds: must be >= 0")
     return AppOptions(
         config=config,
-        config_source=args.config or "<built-in default>",
+        config_source=source,
         kubeconfig=args.kubeconfig,
         context=args.context,
         serving=serving,

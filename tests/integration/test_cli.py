@@ -90,7 +90,7 @@ def test_sigterm_stops_cleanly_with_exit_0(tmp_path: Path) -> None:
         assert '"holderIdentity":""' in body.replace(" ", ""), "lease released on SIGTERM"
 
 
-@pytest.mark.parametrize("workload", ["plain", "gang"])
+@pytest.mark.parametrize("workload", ["plain", "gang", "extender"])
 def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
     """A small ``kube-py-scheduler bench`` run: every phase runs against its own sandbox
     process and the figures are consistent with each other (no timing is asserted)."""
@@ -114,6 +114,9 @@ def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
     assert result["floor_ratio_to_raw_binding"] == pytest.approx(
         result["floor_pods_per_s"] / result["raw_binding_rate_per_s"], abs=2e-3)
     assert result["cycle_p50_ms"] <= result["cycle_p99_ms"]
+    if workload == "extender":
+        # one filter and one prioritize call per pod (8 nodes: never a single feasible one)
+        assert result["extender_calls"] >= 2 * 32
 
 
 def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
 
 __all__ = [
     "DryRun",
+    "EXTENDER_CANDIDATES_KEY",
     "MIN_CANDIDATE_NODES_ABSOLUTE",
     "MIN_CANDIDATE_NODES_PERCENTAGE",
     "NAME",
@@ -88,6 +89,11 @@ EVENT_MESSAGE = "Preempted by pod {uid} on node {node}"
 WAITING_POD_REJECT_MESSAGE = "preempted"
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+# CycleState key: the candidates left after HTTP extenders' preempt verb (list[Candidate]),
+# or the PostFilter answer itself (a (result, status) tuple: no candidates, or a failed,
+# non-ignorable extender).
+EXTENDER_CANDIDATES_KEY = "DefaultPreemption/extenderCandidates"
 
 # How long a victim counts as terminating after its deletion was sent, before the informer
 # shows its deletionTimestamp; bridges the watch lag so it is not chosen (and deleted) twice.
@@ -277,17 +283,50 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
     def _preempt(
         self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
+        # With HTTP extenders that preempt, the scheduling cycle ran find_candidates and the
+        # extenders (their calls are I/O) before PostFilter: use that outcome instead of a
+        # second dry run.
         self.last_dry_run = None
+        narrowed = state.get(EXTENDER_CANDIDATES_KEY)
+        if isinstance(narrowed, tuple):
+            return narrowed
+        if narrowed is not None:
+            candidates: list[Candidate] = narrowed
+        else:
+            candidates, early = self.find_candidates(state, pod_info, node_to_status)
+            if early is not None:
+                return early
+        best = pick_one_node_for_preemption(candidates, now=time.time())
+        if best is None or not best.name:
+            return None, Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
+        if self.dry_run:
+            # explain: record the decision instead of carrying it out.
+            statuses: dict[str, Status] = (
+                self.last_dry_run.node_statuses if self.last_dry_run else {})
+            self.last_dry_run = DryRun(candidates, best, statuses)
+            return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
+        log.info("preempting", pod=pod_info.key, node=best.name,
+                 victims=[v.key for v in best.victims])
+        status = self._prepare_candidate_async(best, pod_info)
+        if status is not None:
+            return None, status
+        return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
+
+    def find_candidates(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> tuple[list[Candidate], tuple[PostFilterResult | None, Status | None] | None]:
+        """The dry run's candidates, or (as second item) the PostFilter answer when there is
+        nothing to choose from (not eligible, no candidate)."""
         if self.is_pod_running_preemption(_uid_of(pod_info)):
-            return None, Status(Code.UNSCHEDULABLE, ERR_WAITING_FOR_PREEMPTION)
+            return [], (None, Status(Code.UNSCHEDULABLE, ERR_WAITING_FOR_PREEMPTION))
         eligible, reason = self.pod_eligible_to_preempt_others(pod_info, node_to_status)
         if not eligible:
             log.debug("pod is not eligible for preemption", pod=pod_info.key, reason=reason)
-            return None, Status(Code.UNSCHEDULABLE, reason)
+            return [], (None, Status(Code.UNSCHEDULABLE, reason))
 
         all_nodes = self._handle.snapshot().list()
         if not all_nodes:
-            return None, Status(Code.ERROR, ERR_NO_NODES)
+            return [], (None, Status(Code.ERROR, ERR_NO_NODES))
         potential = [
             n for n in all_nodes
             if _code(node_to_status.get(n.name)) == Code.UNSCHEDULABLE and n.node is not None
@@ -299,7 +338,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
             try:
                 pdbs = compile_pdbs(self._handle.listers.list("poddisruptionbudgets"))
             except Exception as exc:
-                return None, Status.from_error(exc)
+                return [], (None, Status.from_error(exc))
             offset, num_candidates = self.get_offset_and_num_candidates(len(potential))
             if self.dry_run:
                 offset = 0  # a reproducible answer; the daemon starts at a random node
@@ -311,8 +350,8 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
             self.last_dry_run = DryRun(candidates, None, statuses)
         if not candidates:
             if errors:
-                return None, Status(Code.ERROR, ", ".join(e.message() for e in errors),
-                                    error=errors[0].error)
+                return [], (None, Status(Code.ERROR, ", ".join(e.message() for e in errors),
+                                         error=errors[0].error))
             not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)
             diagnosis = Diagnosis(
                 node_to_status={n.name: statuses.get(n.name, not_helpful) for n in all_nodes}
@@ -322,22 +361,9 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
             )
             log.debug("no preemption candidate; preemption is not helpful", pod=pod_info.key)
             # An empty nomination asks the caller to clear a stale nominatedNodeName.
-            return PostFilterResult(nominated_node_name=""), Status(
-                Code.UNSCHEDULABLE, str(fit_error)
-            )
-
-        best = pick_one_node_for_preemption(candidates, now=time.time())
-        if best is None or not best.name:
-            return None, Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
-        if self.dry_run:
-            self.last_dry_run = DryRun(candidates, best, statuses)
-            return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
-        log.info("preempting", pod=pod_info.key, node=best.name,
-                 victims=[v.key for v in best.victims])
-        status = self._prepare_candidate_async(best, pod_info)
-        if status is not None:
-            return None, status
-        return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
+            return [], (PostFilterResult(nominated_node_name=""),
+                        Status(Code.UNSCHEDULABLE, str(fit_error)))
+        return candidates, None
 
     # --- eligibility -------------------------------------------------------------------------
 

@@ -101,7 +101,7 @@ def _bash_complete(script: Path, words: list[str]) -> list[str]:
     ("words", "expected"),
     [
         (["kube-py-scheduler", "ru"], ["run"]),
-        (["kube-py-scheduler", "p"], ["podgroup-controller"]),
+        (["kube-py-scheduler", "p"], ["podgroup-controller", "plugins"]),
         (["kube-py-scheduler", "bench", "--work"], ["--workload"]),
         (["kube-py-scheduler", "bench", "--workload", "Sc"],
          ["SchedulingBasic", "SchedulingPodAntiAffinity", "SchedulingWhileGated"]),
