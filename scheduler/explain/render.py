@@ -55,6 +55,9 @@ def filter_result(explanation: Explanation) -> dict[str, dict[str, str]]:
                     row[plugin] = verdict.reason
                     break
                 row[plugin] = PASSED
+            else:
+                if verdict.plugin:  # an extender, after every Filter plugin passed
+                    row[verdict.plugin] = verdict.reason
         out[verdict.node] = row
     return out
 
