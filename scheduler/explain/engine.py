@@ -128,6 +128,10 @@ class Explanation:
     error: str = ""
     preemption: PreemptionPlan | None = None
     gang: GangState | None = None
+    # Set when a PreEnqueue plugin keeps the pod out of the active queue (scheduling gates,
+    # a missing PodGroup ...): the daemon does not even try it.
+    gated_by: str = ""
+    gated_message: str = ""
     elapsed_seconds: float = 0.0
 
     @property
@@ -184,6 +188,9 @@ async def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> 
         prefilter_result={}, verdicts=[], nominated_node=nominated,
     )
     result.gang = gang_state(fwk, pod_info)
+    gate = fwk.run_pre_enqueue_plugins(pod_info)
+    if gate is not None and not gate.is_success():
+        result.gated_by, result.gated_message = gate.plugin, gate.message()
     if not all_nodes:
         result.message = NO_NODES_AVAILABLE
         return _done(result, started)

@@ -88,6 +88,7 @@ def to_simulator(explanation: Explanation, *, daemon: dict[str, Any] | None = No
         "selected-node": e.selected,
         "ties": list(e.ties),
         "nominated-node": e.nominated_node,
+        "preenqueue-result": {e.gated_by: e.gated_message} if e.gated_by else {},
         "failed-scheduling-message": e.message,
         "error": e.error,
         "daemon-nodes-to-find": e.daemon_nodes_to_find,
@@ -164,6 +165,10 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
     )
     if e.nodes_sampled_note():
         lines.append(e.nodes_sampled_note())
+    if e.gated_by:
+        lines.extend(_wrap(f"Not attempted: PreEnqueue {e.gated_by} keeps the pod out of the "
+                           f"active queue: {e.gated_message}", WIDTH, indent=""))
+        lines.append("(below: what would happen once it is let in)")
     rejected_pre = {p: s for p, s in e.prefilter_status.items() if s not in ("success", "skip")}
     for plugin, status in rejected_pre.items():
         lines.append(_clip(f"PreFilter {plugin}: {status}", WIDTH))

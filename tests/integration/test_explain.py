@@ -300,3 +300,19 @@ async def test_extenders_filter_and_prioritize_as_in_the_daemon(
         assert len(fake.calls("filter")) == 1 and len(fake.calls("prioritize")) == 1
     finally:
         await fake.stop()
+
+
+async def test_a_gated_pod_is_said_not_to_be_attempted(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    kc = await _cluster(sandbox_factory, tmp_path, [make_node("a")])
+    gated = PodBuilder("gated").scheduler_name(SCHEDULER).req(cpu="100m", memory="64Mi").obj()
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    async with user_client(kc) as cluster:
+        await cluster.create_pod(for_api(gated))
+    code, out, err = await explain("gated", "--kubeconfig", str(kc))
+    assert code == 0, err
+    assert "Not attempted: PreEnqueue SchedulingGates keeps the pod out of the active queue:" \
+        in out
+    assert "waiting for scheduling gates: [example.com/quota]" in out
+    assert "Result: the scheduler would pick a" in out
