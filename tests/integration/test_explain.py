@@ -312,7 +312,7 @@ async def test_a_gated_pod_is_said_not_to_be_attempted(
         await cluster.create_pod(for_api(gated))
     code, out, err = await explain("gated", "--kubeconfig", str(kc))
     assert code == 0, err
-    assert "Not attempted: PreEnqueue SchedulingGates keeps the pod out of the active queue:" \
-        in out
-    assert "waiting for scheduling gates: [example.com/quota]" in out
+    flat = " ".join(out.split())
+    assert "Not attempted: PreEnqueue SchedulingGates keeps the pod out of the active queue: " \
+        "waiting for scheduling gates: [example.com/quota]" in flat
     assert "Result: the scheduler would pick a" in out
