@@ -153,8 +153,8 @@ class Explanation:
     def nodes_sampled_note(self) -> str:
         if self.daemon_nodes_to_find >= self.num_nodes:
             return ""
-        return (f"(the daemon stops filtering after {self.daemon_nodes_to_find} feasible nodes "
-                "and scores only those: percentageOfNodesToScore)")
+        return (f"(the daemon stops at {self.daemon_nodes_to_find} feasible nodes and scores only "
+                "those: percentageOfNodesToScore)")
 
     def reason_counts(self) -> Counter[str]:
         """Nodes per rejection reason, counted as the FailedScheduling message counts them."""

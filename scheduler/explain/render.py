@@ -164,7 +164,7 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
         f"(cycle {e.elapsed_seconds * 1000:.0f} ms)"
     )
     if e.nodes_sampled_note():
-        lines.append(e.nodes_sampled_note())
+        lines.append(_clip(e.nodes_sampled_note(), WIDTH))
     if e.gated_by:
         lines.extend(_wrap(f"Not attempted: PreEnqueue {e.gated_by} keeps the pod out of the "
                            f"active queue: {e.gated_message}", WIDTH, indent=""))
@@ -255,6 +255,8 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
     if daemon is not None:
         lines.append("")
         lines.extend(daemon_lines(daemon))
+    if not wide:  # whatever the names' lengths, the table fits the terminal
+        lines = [_clip(line, WIDTH) for line in lines]
     return "\n".join(lines) + "\n"
 
 
