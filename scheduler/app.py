@@ -34,7 +34,7 @@ from scheduler.client.leader_election import (
 from scheduler.client.pod_status import update_pod_condition
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
-from scheduler.explain.debug import cache_debugger
+from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
 from scheduler.extenders import build_ssl_context
 from scheduler.framework.registry import Registry, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
@@ -256,6 +256,8 @@ class App:
             self._serving, registry=self.metrics.registry, health=self.health,
             guard=self._request_guard(parts.client),
         )
+        # /debug/pods/{namespace}/{name} and /debug/queue: the scheduler's own diagnoses.
+        SchedulerIntrospection(parts.scheduler).register(server)
         server_started = False
         try:
             await server.start()
