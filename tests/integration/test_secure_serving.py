@@ -135,6 +135,36 @@ async def test_token_review_and_subject_access_review_decide_every_request(
     assert "scheduler_schedule_attempts_total 1.0" in body and "_created" not in body
 
 
+async def test_review_answers_are_cached_for_ten_seconds(
+    sandbox_factory: Callable[..., Awaitable[Sandbox]], tmp_path: Path
+) -> None:
+    sandbox = await sandbox_factory(nodes=1, auth_users=USERS, auth_allow=ALLOW)
+    now = [100.0]
+    kubeconfig = sandbox.write_kubeconfig(tmp_path / "kc")
+    async with ApiClient(load_connection(kubeconfig=str(kubeconfig)), qps=0) as client:
+        guard = DelegatedAuth(client, clock=lambda: now[0])
+
+        def reviews() -> int:
+            return sum(n for k, n in sandbox.counters()["requests"].items() if "review" in k)
+
+        assert await guard("scraper-token", "get", "/metrics") is None
+        assert (await guard("other-token", "get", "/metrics") or (0,))[0] == 403
+        assert await guard("unknown-token", "get", "/metrics") == (401, "Unauthorized")
+        first = reviews()
+        assert first == 5  # 3 TokenReviews, 2 SubjectAccessReviews
+        now[0] += 9.9
+        assert await guard("scraper-token", "get", "/metrics") is None
+        assert (await guard("other-token", "get", "/metrics") or (0,))[0] == 403
+        assert await guard("unknown-token", "get", "/metrics") == (401, "Unauthorized")
+        assert reviews() == first
+        # another path is another decision (the user is cached)
+        assert (await guard("scraper-token", "get", "/debug/queue") or (0,))[0] == 403
+        assert reviews() == first + 1
+        now[0] += 0.2
+        assert await guard("scraper-token", "get", "/metrics") is None
+        assert reviews() == first + 3
+
+
 async def test_authentication_without_authorization_lets_any_known_token_in(
     sandbox_factory: Callable[..., Awaitable[Sandbox]], serve: Serve
 ) -> None:

@@ -171,6 +171,26 @@ async def test_guard_decides_every_path_except_the_probes(serve: Any) -> None:
     assert [c[2] for c in calls] == ["/metrics"] * 3 + ["/nope"] * 2
 
 
+async def test_always_allow_paths_match_exactly_or_by_a_trailing_star() -> None:
+    calls: list[tuple[str | None, str, str]] = []
+    server = HealthServer(registry=CollectorRegistry(), health=HealthState(synced=True),
+                          host="127.0.0.1", port=0, sock=bind_listener("127.0.0.1", 0),
+                          guard=table_guard({}, calls), authorization=True,
+                          always_allow_paths=("/healthz", "/debug/public/*"))
+    server.add_debug_route("/debug/public/queue", debug_queue)
+    server.add_debug_route("/debug/queue", debug_queue)
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.bound_port}"
+        assert (await get(url + "/healthz"))[0] == 200
+        assert (await get(url + "/debug/public/queue"))[0] == 200
+        assert (await get(url + "/readyz"))[0] == 401  # no longer in the list
+        assert (await get(url + "/debug/queue"))[0] == 401
+        assert [c[2] for c in calls] == ["/readyz", "/debug/queue"]
+    finally:
+        await server.stop()
+
+
 @pytest.mark.parametrize(("header", "token"), [
     ("Bearer abc", "abc"), ("bearer  abc ", "abc"), ("Bearer ", None), ("Basic abc", None),
     ("", None), ("abc", None),
