@@ -1,39 +1,60 @@
-"""The daemon's life: validate everything, connect, (lead,) schedule, stop through one path.
+"""The daemon's composition root and its one lifecycle: validate, connect, (lead,) schedule,
+stop through one path.
 
-``App.prepare`` does all the checking that can be done without the cluster (the config file,
-plugin args, TLS files), so a broken configuration exits with status 2 before any request.
-``App.run`` owns every long-lived task; ``request_stop`` (SIGTERM/SIGINT) and a lost lease both
-end in ``_shutdown``.
+``App.prepare`` does all the checking that can be done without the cluster (plugin args, TLS
+files), so a broken configuration exits with status 2 before any request.  ``Components``
+owns the connected pieces and their start/stop order (the daemon, the integration harness
+and the bench all run them through it); ``App.run`` adds what only the daemon has around
+them: the health/metrics server, leader election and the PodGroup controller.
+``request_stop`` (SIGTERM/SIGINT) and a lost lease both end in the same stop path.
+
+The daemon knows no sandbox, demo or bench: those are tools in ``scheduler/cli/`` that drive
+this module's public entry (``App``, ``build_components``) like any embedder.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
 import ssl
-import tempfile
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import structlog
 
-from scheduler.config.errors import ConfigError
-from scheduler.config.load import load_config_file
-from scheduler.config.defaults import shipped_config
-from scheduler.config.types import KubeSchedulerConfiguration
+from scheduler.client.api import ApiClient
+from scheduler.client.connection import ConfigurationError, ConnectionConfig, load_connection
+from scheduler.client.events import EventRecorder
+from scheduler.client.informer import InformerFactory
+from scheduler.client.leader_election import (
+    LeaderElectionSettings,
+    LeaderElector,
+    default_identity,
+)
+from scheduler.client.pod_status import update_pod_condition
+from scheduler.config.types import KubeSchedulerConfiguration, Profile
+from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
+from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
+from scheduler.extenders import build_ssl_context
+from scheduler.framework.builder import ProfileBuilder
+from scheduler.framework.registry import Registry, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins.registry import Registry
-from scheduler.server import HealthServer, HealthState, parse_bind_address
+from scheduler.plugins.names import COSCHEDULING
+from scheduler.plugins.outoftree import PluginLoadError, describe, load_entry_points
+from scheduler.plugins.registry import in_tree_registry
+from scheduler.scheduler import Scheduler
+from scheduler.server import (
+    HealthServer,
+    HealthState,
+    PreparedServing,
+    RequestGuard,
+    ServingError,
+    ServingOptions,
+    prepare_serving,
+)
 
 log = structlog.get_logger(__name__)
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_LOST_LEASE = 3
-
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -55,76 +76,82 @@ class StartupError(Exception):
 
 @dataclass
 class AppOptions:
+    """What the daemon runs with, already parsed and checked (the CLI builds it from flags)."""
+
     config: KubeSchedulerConfiguration
     config_source: str
     kubeconfig: str | None
     context: str | None
-    metrics_host: str
-    metrics_port: int
-    sandbox: bool = False
-    sandbox_nodes: int = 4
-    demo_pods: int = 12
-    sandbox_kubeconfig_out: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    token_webhook: bool = False
+    serving: ServingOptions
     stop_grace_seconds: float = 10.0
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> AppOptions:
-        try:
-            config = load_config_file(args.config) if args.config else shipped_config()
-        except ConfigError as exc:
-            raise StartupError(str(exc)) from exc
-        except OSError as exc:
-            raise StartupError(f"--config: cannot read {args.config!r}: {exc.strerror}") from exc
-        if args.leader_elect is not None:
-            config.leader_election.leader_elect = args.leader_elect == "true"
-        try:
-            host, port = parse_bind_address(args.metrics_bind_address)
-        except ValueError as exc:
-            raise StartupError(str(exc)) from exc
-        if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-            raise StartupError("--tls-cert-file and --tls-private-key-file go together")
-        if args.authentication_token_webhook and not args.tls_cert_file:
-            raise StartupError("--authentication-token-webhook requires --tls-cert-file")
-        if args.sandbox and args.nodes < 0:
-            raise StartupError(f"--nodes: must be >= 0, got {args.nodes}")
-        if args.stop_grace_seconds < 0:
-            raise StartupError("--stop-grace-seconds: must be >= 0")
-        return cls(
-            config=config,
-            config_source=args.config or "<built-in default>",
-            kubeconfig=args.kubeconfig,
-            context=args.context,
-            metrics_host=host,
-            metrics_port=port,
-            sandbox=args.sandbox,
-            sandbox_nodes=args.nodes,
-            demo_pods=args.demo_pods,
-            sandbox_kubeconfig_out=args.sandbox_kubeconfig_out,
-            tls_cert_file=args.tls_cert_file,
-            tls_key_file=args.tls_private_key_file,
-            token_webhook=args.authentication_token_webhook,
-            stop_grace_seconds=args.stop_grace_seconds,
-        )
 
 
 def validate_profiles(
     config: KubeSchedulerConfiguration, registry: Registry, *, source: str = "<default config>"
 ) -> None:
     """Build every profile's plugins once, offline, so bad plugin args fail at startup."""
-    from scheduler.offline import offline_handle_kwargs
+    from scheduler.offline import offline_handle_kwargs  # inert stand-ins: no I/O
 
     for index, profile in enumerate(config.profiles):
         try:
-            Framework(profile=profile, registry=registry, **offline_handle_kwargs())
+            fwk = Framework(profile=profile, registry=registry, **offline_handle_kwargs())
         except PluginConfigError as exc:
-            raise StartupError(f"{source}: profiles[{index}]: {exc}") from exc
+            raise StartupError(
+                f"{source}: profiles[{index}]: {exc}{_out_of_tree(registry, exc.plugin)}"
+            ) from exc
         except (KeyError, ValueError, TypeError) as exc:
             raise StartupError(
                 f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}"
             ) from exc
+        for name, plugin in fwk.plugins.items():
+            if not extension_points_of(plugin):
+                raise StartupError(
+                    f"{source}: profiles[{index}]: plugin {name!r} implements no extension "
+                    f"point{_out_of_tree(registry, name)}")
+        _validate_unused_plugin_config(profile, registry, fwk, where=f"{source}: profiles[{index}]")
+    for index, extender in enumerate(config.extenders):
+        try:
+            build_ssl_context(extender)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise StartupError(f"{source}: extenders[{index}].tlsConfig: {exc}") from exc
+
+
+def _validate_unused_plugin_config(
+    profile: Profile, registry: Registry, fwk: Framework, *, where: str
+) -> None:
+    """pluginConfig of a plugin the profile does not enable is still checked: a typo in a
+    plugin's name or args would otherwise be silently ignored (kube-scheduler ignores it;
+    we would rather tell). The plugin is built offline with those args and dropped."""
+    for name, args in profile.plugin_config.items():
+        if name in fwk.plugins:
+            continue
+        if name not in registry:
+            raise StartupError(
+                f"{where}: pluginConfig: plugin {name!r} is not registered (not an in-tree "
+                "plugin nor an installed out-of-tree one; check the name)")
+        probe = Profile(scheduler_name=profile.scheduler_name, plugin_config={name: args})
+        try:
+            ProfileBuilder(probe, registry, fwk.handle).instantiate(name)
+        except PluginConfigError as exc:
+            raise StartupError(
+                f"{where}: pluginConfig: {exc} (the plugin is not enabled in this profile, "
+                f"but its args must be valid){_out_of_tree(registry, name)}") from exc
+
+
+def _out_of_tree(registry: Registry, plugin: str) -> str:
+    """`` (from entry point 'X = m:C' of distribution d 1.0)`` for an out-of-tree plugin."""
+    if not plugin or plugin not in registry or registry.origin(plugin).in_tree:
+        return ""
+    return f" (from {describe(registry.origin(plugin))})"
+
+
+def installed_registry() -> Registry:
+    """The in-tree plugins plus every installed ``kube_py_scheduler.plugins`` entry point;
+    StartupError names a broken entry point and its distribution."""
+    try:
+        return load_entry_points(in_tree_registry())
+    except PluginLoadError as exc:
+        raise StartupError(str(exc)) from exc
 
 
 # Terminal pods no longer use node resources: the pod informer does not even see them, and a
@@ -134,147 +161,146 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 @dataclass
 class Components:
-    """The connected pieces of a scheduler, built without I/O; ``start``/``aclose`` run them."""
+    """The connected pieces of a scheduler, built without I/O, and their one start/stop order:
+    ``start`` (recorders, informers, cache sync), ``stop_scheduling`` (no new cycles; bindings
+    in flight get ``grace_seconds``), ``aclose`` (the rest, then the connection).  Each step
+    runs once; ``aclose`` stops only what was started."""
 
-    client: Any
-    informers: Any
-    recorders: list[Any]
-    scheduler: Any
+    client: ApiClient
+    informers: InformerFactory
+    recorders: list[EventRecorder]
+    scheduler: Scheduler
+    _started: bool = field(default=False, init=False)
+    _scheduling_stopped: bool = field(default=False, init=False)
+    _closed: bool = field(default=False, init=False)
 
     async def start(self, *, sync_timeout: float | None = None) -> None:
+        self._started = True
         for recorder in self.recorders:
             recorder.start()
         self.informers.start()
         await self.scheduler.wait_for_sync(sync_timeout)
 
-    async def aclose(self, *, grace_seconds: float = 5.0) -> None:
+    async def stop_scheduling(self, *, grace_seconds: float) -> None:
+        if self._scheduling_stopped:
+            return
+        self._scheduling_stopped = True
         await self.scheduler.stop(grace_seconds=grace_seconds)
-        await self.informers.stop()
-        for recorder in self.recorders:
-            await recorder.stop()
+
+    async def aclose(self, *, grace_seconds: float = 5.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.stop_scheduling(grace_seconds=grace_seconds)
+        if self._started:
+            await self.informers.stop()
+            for recorder in self.recorders:
+                await recorder.stop()
         await self.client.close()
 
 
 def build_components(
     config: KubeSchedulerConfiguration,
-    connection: Any,
+    connection: ConnectionConfig,
     *,
     metrics: SchedulerMetrics,
     health: HealthState | None = None,
     registry: Registry | None = None,
 ) -> Components:
-    from scheduler.client.api import ApiClient
-    from scheduler.client.events import EventRecorder
-    from scheduler.client.informer import InformerFactory
-    from scheduler.client.pod_status import update_pod_condition
-    from scheduler.scheduler import Scheduler
-
+    """Wire a scheduler (client, informers, event recorders, cache, queue, profiles) without
+    I/O.  ``registry`` defaults to the in-tree plugins."""
     client = ApiClient(
         connection, qps=config.client_connection.qps, burst=config.client_connection.burst,
         metrics=metrics,
     )
     informers = InformerFactory(client, pod_field_selector=POD_FIELD_SELECTOR)
-    recorders: list[Any] = []
+    recorders: list[EventRecorder] = []
 
-    def recorder_factory(scheduler_name: str) -> Any:
+    def recorder_factory(scheduler_name: str) -> EventRecorder:
         recorder = EventRecorder(client, scheduler_name=scheduler_name, metrics=metrics)
         recorders.append(recorder)
         return recorder
 
     sched = Scheduler(
         config=config, client=client, informers=informers, recorder_factory=recorder_factory,
-        update_pod_condition=update_pod_condition, registry=registry, metrics=metrics,
+        update_pod_condition=update_pod_condition,
+        registry=registry if registry is not None else in_tree_registry(), metrics=metrics,
         health=health,
     )
     return Components(client=client, informers=informers, recorders=recorders, scheduler=sched)
 
 
 class App:
-    def __init__(self, options: AppOptions) -> None:
+    """The daemon.  ``registry`` is the plugins profiles may enable (default: the in-tree
+    ones); tests and embedders pass their own to add plugins programmatically."""
+
+    def __init__(self, options: AppOptions, *, registry: Registry | None = None) -> None:
         self.options = options
-        self.registry = Registry()
+        # Without an explicit registry, prepare() adds the installed out-of-tree plugins.
+        self._load_entry_points = registry is None
+        self.registry = registry if registry is not None else in_tree_registry()
         self.metrics = SchedulerMetrics()
         self.health = HealthState()
         self._stop: asyncio.Event | None = None  # created inside the running loop
-        self._ssl: ssl.SSLContext | None = None
-        self.exit_code = EXIT_OK
+        self._serving: PreparedServing | None = None
 
     def prepare(self) -> None:
+        """Everything checkable offline; StartupError (exit 2) names what is wrong."""
+        if self._load_entry_points:
+            self.registry = installed_registry()
+            self._load_entry_points = False
         validate_profiles(self.options.config, self.registry, source=self.options.config_source)
-        if self.options.tls_cert_file:
-            try:
-                ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-                ctx.load_cert_chain(self.options.tls_cert_file, self.options.tls_key_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise StartupError(f"--tls-cert-file/--tls-private-key-file: {exc}") from exc
-            self._ssl = ctx
+        # Last: binds the serving port, so that a port in use is reported before anything
+        # (sandbox, informers, leader election) starts, and nothing can fail after it.
+        try:
+            self._serving = prepare_serving(self.options.serving)
+        except ServingError as exc:
+            raise StartupError(str(exc)) from exc
 
     def request_stop(self) -> None:
         if self._stop is not None:
             self._stop.set()
 
     async def run(self) -> int:
+        """Connect, serve health and metrics, sync, lead, schedule; return the exit code."""
         self._stop = asyncio.Event()
-        async with contextlib.AsyncExitStack() as stack:
-            kubeconfig = self.options.kubeconfig
-            if self.options.sandbox:
-                kubeconfig = await self._start_sandbox(stack)
-            return await self._run_connected(stack, kubeconfig)
-
-    async def _start_sandbox(self, stack: contextlib.AsyncExitStack) -> str:
-        from scheduler.sandbox import Sandbox
-
-        handle = Sandbox.start_in_thread(nodes=self.options.sandbox_nodes)
-        stack.callback(handle.stop)
-        path = self.options.sandbox_kubeconfig_out or os.path.join(
-            tempfile.gettempdir(), "kube-py-scheduler-sandbox.kubeconfig"
-        )
-        handle.write_kubeconfig(path)
-        print(f"sandbox API server at {handle.url}", flush=True)
-        print(f"  export KUBECONFIG={path}", flush=True)
-        print("  kubectl get pods -o wide -w", flush=True)
-        return path
-
-    async def _run_connected(
-        self, stack: contextlib.AsyncExitStack, kubeconfig: str | None
-    ) -> int:
-        from scheduler.client.connection import ConfigurationError, load_connection
-
         try:
-            connection = load_connection(kubeconfig=kubeconfig, context=self.options.context)
+            connection = load_connection(
+                kubeconfig=self.options.kubeconfig, context=self.options.context
+            )
         except ConfigurationError as exc:
             log.error("cannot configure the API connection", error=str(exc))
             return EXIT_FAILURE
-        cfg = self.options.config
         parts = build_components(
-            cfg, connection, metrics=self.metrics, health=self.health, registry=self.registry
+            self.options.config, connection, metrics=self.metrics, health=self.health,
+            registry=self.registry,
         )
-        client, informers, sched = parts.client, parts.informers, parts.scheduler
-        stack.push_async_callback(client.close)
-        server = HealthServer(
-            registry=self.metrics.registry, health=self.health,
-            host=self.options.metrics_host, port=self.options.metrics_port,
-            ssl_context=self._ssl, metrics_authorizer=self._metrics_authorizer(client),
+        assert self._serving is not None, "prepare() binds the serving port"
+        server = HealthServer.serving(
+            self._serving, registry=self.metrics.registry, health=self.health,
+            guard=self._request_guard(parts.client),
         )
-        await server.start()
-        stack.push_async_callback(server.stop)
-        for recorder in parts.recorders:
-            recorder.start()
-            stack.push_async_callback(recorder.stop)
+        # /debug/pods/{namespace}/{name} and /debug/queue: the scheduler's own diagnoses.
+        SchedulerIntrospection(parts.scheduler).register(server)
+        server_started = False
+        try:
+            await server.start()
+            server_started = True
+            await parts.start()
+            # SIGUSR2 logs the cache and the queue (kube-scheduler's cache debugger).
+            async with cache_debugger(parts.scheduler):
+                return await self._lead_and_schedule(parts, connection)
+        finally:
+            await parts.aclose(grace_seconds=self.options.stop_grace_seconds)
+            if server_started:
+                await server.stop()
 
-        if self.options.sandbox:
-            from scheduler.demo import create_demo_workload
-
-            await create_demo_workload(
-                client, pods=self.options.demo_pods,
-                scheduler_name=cfg.profiles[0].scheduler_name,
-            )
-
-        informers.start()
-        stack.push_async_callback(informers.stop)
-        await sched.wait_for_sync()
-
-        elector = self._elector(client)
+    async def _lead_and_schedule(self, parts: Components, connection: ConnectionConfig) -> int:
+        """Wait for the lease (if electing), schedule until stopped or the lease is lost, then
+        stop scheduling and hand the lease over."""
+        assert self._stop is not None
+        sched = parts.scheduler
+        elector = self._elector(parts.client)
         if elector is not None:
             self.health.liveness_checks["leader-election"] = elector.healthy
             self.health.info["leader-election"] = lambda: (
@@ -285,7 +311,7 @@ class App:
                 return EXIT_OK  # stopped while waiting: nothing to hand over
         log.info("scheduling", profiles=sorted(sched.profiles))
 
-        tasks: dict[str, asyncio.Task[Any]] = {
+        tasks: dict[str, asyncio.Task[None]] = {
             "loop": asyncio.create_task(sched.run(), name="scheduling-loop"),
             "stop": asyncio.create_task(self._wait_stop(), name="stop-signal"),
         }
@@ -296,9 +322,8 @@ class App:
         controller = self._start_podgroup_controller(sched, connection, controller_stop)
         done, _ = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
         controller_stop.set()
-        exit_code = self.exit_code
-        stopping = self._stop is not None and self._stop.is_set()
-        if "lease" in tasks and tasks["lease"] in done and not stopping:
+        exit_code = EXIT_OK
+        if "lease" in tasks and tasks["lease"] in done and not self._stop.is_set():
             # Lost the lease: cancel in-flight bindings before anyone else can lead, then exit
             # non-zero so Kubernetes restarts us as a standby.
             log.error("lost the leader lease; stopping at once")
@@ -306,7 +331,7 @@ class App:
             exit_code = EXIT_LOST_LEASE
         log.info("stopping", grace_seconds=self.options.stop_grace_seconds)
         grace = 0.0 if exit_code == EXIT_LOST_LEASE else self.options.stop_grace_seconds
-        await sched.stop(grace_seconds=grace)
+        await parts.stop_scheduling(grace_seconds=grace)
         for task in tasks.values():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -323,12 +348,12 @@ class App:
         return exit_code
 
     def _start_podgroup_controller(
-        self, sched: Any, connection: Any, stop: asyncio.Event
+        self, sched: Scheduler, connection: ConnectionConfig, stop: asyncio.Event
     ) -> asyncio.Task[None] | None:
         """The PodGroup status controller runs beside the scheduler, only while leading."""
-        if not any(fwk.get_plugin("Coscheduling") for fwk in sched.profiles.values()):
+        if not any(fwk.get_plugin(COSCHEDULING) for fwk in sched.profiles.values()):
             return None
-        from scheduler.plugins.coscheduling.controller import run_controller
+        from scheduler.controllers.podgroup import run_controller  # loads kopf: only if used
 
         task = asyncio.create_task(
             run_controller(kubeconfig=None, namespace=None, stop=stop, connection=connection),
@@ -342,13 +367,7 @@ class App:
         task.add_done_callback(done)
         return task
 
-    def _elector(self, client: Any) -> Any:
-        from scheduler.client.leader_election import (
-            LeaderElectionSettings,
-            LeaderElector,
-            default_identity,
-        )
-
+    def _elector(self, client: ApiClient) -> LeaderElector | None:
         le = self.options.config.leader_election
         if not le.leader_elect:
             return None
@@ -366,9 +385,10 @@ class App:
         assert self._stop is not None
         await self._stop.wait()
 
-    def _metrics_authorizer(self, client: Any) -> Any:
-        if not self.options.token_webhook:
+    def _request_guard(self, client: ApiClient) -> RequestGuard | None:
+        serving = self.options.serving
+        if not serving.authentication:
             return None
-        from scheduler.client.delegated_auth import DelegatedAuthorizer
+        from scheduler.client.delegated_auth import DelegatedAuth
 
-        return DelegatedAuthorizer(client).authorize
+        return DelegatedAuth(client, authentication=True, authorization=serving.authorization)

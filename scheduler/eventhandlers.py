@@ -6,6 +6,14 @@ pods are ignored.  A pod crossing from one side to the other (bound by us, or by
 is a delete on one side and an add on the other.  Everything else (nodes, volumes, PDBs,
 PodGroups) updates the cache where relevant and then asks the queue to move the unschedulable
 pods that the event might help.
+
+Malformed objects (written by an older API server, a webhook or a bug) never reach the cache
+half-parsed and never raise out of a handler: a pending pod that cannot be parsed is told why
+(event + PodScheduled condition, once per problem) and kept out of the queue; a bound pod we
+cannot read is accounted safely (``PodInfo.from_assigned_pod``: the bad fields dropped, never
+negative usage) because it does run on its node; a malformed node is kept out of the cache
+(withdrawn if it was there), so nothing is scheduled onto it; a malformed volume, PDB or
+PodGroup event moves no pod.  Each is logged once per problem, with the object and the field.
 """
 
 from __future__ import annotations
@@ -15,10 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.cache.cache import CacheError
 from scheduler.framework import events as ev
 from scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from scheduler.objects.errors import ObjectError
+from scheduler.objects.node import validate_node
 from scheduler.objects.pod import PodInfo
+from scheduler.objects.validation import validate_object
 
 if TYPE_CHECKING:
     from scheduler.scheduler import Scheduler
@@ -43,18 +54,54 @@ def _unwrap(obj: Any) -> dict[str, Any]:
 
 
 def _assigned(pod: dict[str, Any]) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName"))
+    spec = pod.get("spec")
+    return isinstance(spec, dict) and bool(spec.get("nodeName"))
+
+
+# Problems remembered per object, so each is logged (and told to the user) once; bounded
+# because objects can be deleted while we do not see it (a relist) and keys would pile up.
+_MAX_REMEMBERED = 50_000
+
+
+class _Once:
+    """Remembers the last problem reported per object key."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def first(self, key: str, problem: str) -> bool:
+        """True the first time ``problem`` is seen for ``key`` (until it changes or clears)."""
+        if self._seen.get(key) == problem:
+            return False
+        if len(self._seen) >= _MAX_REMEMBERED:
+            self._seen.clear()
+        self._seen[key] = problem
+        return True
+
+    def clear(self, key: str) -> None:
+        self._seen.pop(key, None)
 
 
 class EventHandlers:
     def __init__(self, sched: Scheduler) -> None:
         self.sched = sched
+        self._once = _Once()
+
+    def _log_once(self, kind: str, key: str, error: Exception, what: str) -> bool:
+        if not self._once.first(f"{kind}:{key}", str(error)):
+            return False
+        log.warning(what, kind=kind, object=key, error=str(error))
+        return True
 
     # --- pods ------------------------------------------------------------------------------
 
     def responsible_for(self, pod: dict[str, Any]) -> bool:
-        name = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
-        return name in self.sched.profiles
+        spec = pod.get("spec")
+        name = (spec.get("schedulerName") if isinstance(spec, dict) else None) or (
+            "default-scheduler")
+        return isinstance(name, str) and name in self.sched.profiles
 
     def on_pod_add(self, pod: dict[str, Any]) -> None:
         if _assigned(pod):
@@ -94,19 +141,23 @@ class EventHandlers:
         elif self.responsible_for(pod):
             self.delete_pod_from_queue(pod, bound=False)
 
+    def _report_malformed(self, pod: dict[str, Any], exc: ObjectError) -> None:
+        # Once per problem: our own condition patch comes back as an update of the same pod.
+        if self._once.first(f"Pod:{_uid_or_key(pod)}", str(exc)):
+            self.sched.report_malformed_pod(pod, exc)
+
     def add_pod_to_queue(self, pod: dict[str, Any]) -> None:
         try:
             self.sched.queue.add(pod)
         except ObjectError as exc:
-            self.sched.report_malformed_pod(pod, exc)
+            self._report_malformed(pod, exc)
             return
+        self._once.clear(f"Pod:{_uid_or_key(pod)}")
         # A new pending pod can help others (a gang's missing sibling arriving).
         self.sched.queue.move_all_to_active_or_backoff_queue(ev.UNSCHEDULED_POD_ADD, None, pod)
 
     def update_pod_in_queue(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        if (old.get("metadata") or {}).get("resourceVersion") == (new.get("metadata") or {}).get(
-            "resourceVersion"
-        ):
+        if _resource_version(old) == _resource_version(new):
             return  # a relist delivering the same object
         if self.sched.cache.is_assumed_pod(new):
             # Our own assumed pod being updated while it binds (e.g. the condition patch):
@@ -115,12 +166,17 @@ class EventHandlers:
         try:
             self.sched.queue.update(old, new)
         except ObjectError as exc:
-            self.sched.report_malformed_pod(new, exc)
+            # The version we hold is no longer the pod: we cannot schedule what it now is.
+            self.sched.queue.delete(old)
+            self._report_malformed(new, exc)
+            return
+        self._once.clear(f"Pod:{_uid_or_key(new)}")
 
     def delete_pod_from_queue(self, pod: dict[str, Any], *, bound: bool) -> None:
         sched = self.sched
-        sched.queue.delete(pod)
-        uid = (pod.get("metadata") or {}).get("uid") or ""
+        sched.queue.delete(pod, bound=bound)
+        self._once.clear(f"Pod:{_uid_or_key(pod)}")
+        uid = _uid_or_key(pod)
         if sched.reject_waiting_pod(uid):
             # A waiting pod held reserved resources; others may fit now.
             sched.queue.move_all_to_active_or_backoff_queue(ev.ASSIGNED_POD_DELETE, pod, None)
@@ -128,76 +184,117 @@ class EventHandlers:
             # Bound by us, but deleted before the informer showed it bound: no trace may stay.
             try:
                 sched.cache.forget_pod(sched.cache.get_pod(pod) or pod)
-            except Exception:
-                log.exception("could not drop assumed pod", pod=_pod_key(pod))
+            except CacheError as exc:
+                log.warning("could not drop assumed pod", pod=_pod_key(pod), error=str(exc))
+
+    def _assigned_info(self, pod: dict[str, Any]) -> PodInfo | None:
+        """The bound pod as the cache accounts it (malformed fields dropped, logged once)."""
+        try:
+            info, problems = PodInfo.from_assigned_pod(pod)
+        except ObjectError as exc:
+            self._log_once("Pod", _pod_key(pod), exc,
+                           "bound pod cannot be identified; it is left out of the cache")
+            return None
+        if problems:
+            self._log_once(
+                "Pod", info.key, problems[0],
+                "bound pod is malformed; accounting it without the malformed fields")
+        return info
 
     def add_pod_to_cache(self, pod: dict[str, Any]) -> None:
         sched = self.sched
-        try:
-            info = PodInfo.from_pod(pod)
-        except ObjectError as exc:
-            # Someone else's pod we cannot parse still occupies the node; we count what we can.
-            log.warning("assigned pod is malformed; its requests are ignored",
-                        pod=_pod_key(pod), error=str(exc))
-            info = PodInfo.from_pod(_strip_resources(pod))
+        info = self._assigned_info(pod)
+        if info is None:
+            return
         try:
             sched.cache.add_pod(info)
-        except Exception:
-            log.exception("cache add failed", pod=_pod_key(pod))
+        except CacheError as exc:
+            log.warning("cache add failed", pod=info.key, error=str(exc))
             return
         sched.queue.assigned_pod_added(info)
 
     def update_pod_in_cache(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         sched = self.sched
-        try:
-            info = PodInfo.from_pod(new)
-        except ObjectError as exc:
-            log.warning("assigned pod is malformed; its requests are ignored",
-                        pod=_pod_key(new), error=str(exc))
-            info = PodInfo.from_pod(_strip_resources(new))
+        info = self._assigned_info(new)
+        cached = sched.cache.get_pod_info(old) if _has_uid(old) else None
+        if info is None or cached is None:
+            # Never added (unreadable) or gone: the cache holds nothing to update.
+            if info is not None:
+                self.add_pod_to_cache(new)
+            return
         try:
             sched.cache.update_pod(old, info)
-        except Exception:
-            log.exception("cache update failed", pod=_pod_key(new))
+        except CacheError as exc:
+            log.warning("cache update failed", pod=info.key, error=str(exc))
             return
-        sched.queue.assigned_pod_updated(old, new)
+        # Queueing hints read both versions: hand them the readable (sanitised) ones.
+        sched.queue.assigned_pod_updated(cached.pod, info.pod)
 
     def delete_pod_from_cache(self, pod: dict[str, Any]) -> None:
         sched = self.sched
+        self._once.clear(f"Pod:{_uid_or_key(pod)}")
+        cached = sched.cache.get_pod_info(pod) if _has_uid(pod) else None
+        if cached is None:
+            log.debug("deleted bound pod was not in the cache", pod=_pod_key(pod))
+            return
         try:
             sched.cache.remove_pod(pod)
-        except Exception:
-            log.exception("cache remove failed", pod=_pod_key(pod))
-        sched.queue.move_all_to_active_or_backoff_queue(ev.ASSIGNED_POD_DELETE, pod, None)
+        except CacheError as exc:
+            log.warning("cache remove failed", pod=cached.key, error=str(exc))
+        sched.queue.move_all_to_active_or_backoff_queue(ev.ASSIGNED_POD_DELETE, cached.pod, None)
 
     # --- nodes -----------------------------------------------------------------------------
 
-    def on_node_add(self, node: dict[str, Any]) -> None:
+    def _valid_node(self, node: dict[str, Any]) -> bool:
         try:
-            self.sched.cache.add_node(node)
-        except Exception:
-            log.exception("cache add node failed", node=_name(node))
+            validate_node(node)
+        except ObjectError as exc:
+            self._log_once("Node", _name(node), exc,
+                           "node is malformed; nothing is scheduled onto it until it is fixed")
+            return False
+        self._once.clear(f"Node:{_name(node)}")
+        return True
+
+    def on_node_add(self, node: dict[str, Any]) -> None:
+        if not self._valid_node(node):
             return
+        self.sched.cache.add_node(node)
         self.sched.queue.move_all_to_active_or_backoff_queue(ev.NODE_ADD, None, node)
 
     def on_node_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        try:
-            self.sched.cache.update_node(old, new)
-        except Exception:
-            log.exception("cache update node failed", node=_name(new))
+        cache = self.sched.cache
+        if not self._valid_node(new):
+            # Withdraw the version we hold: a node we cannot read is not a node to use.
+            if _name(new) and cache.get_node_info(_name(new)) is not None:
+                self._remove_node(old if _name(old) == _name(new) else new)
             return
+        try:
+            validate_node(old)
+        except ObjectError:
+            # Fixed: it was never (or no longer) in the cache; it arrives as a new node.
+            self.on_node_add(new)
+            return
+        cache.update_node(old, new)
         action = ev.node_update_action(old, new)
         for bit, label in _NODE_UPDATE_LABELS:
             if action & bit:
                 event = ClusterEvent(EventResource.NODE, bit, label)
                 self.sched.queue.move_all_to_active_or_backoff_queue(event, old, new)
 
+    def _remove_node(self, node: dict[str, Any]) -> bool:
+        cache = self.sched.cache
+        info = cache.get_node_info(_name(node))
+        if info is None or info.node is None:
+            return False
+        cache.remove_node(info.node)
+        return True
+
     def on_node_delete(self, obj: Any) -> None:
         node = _unwrap(obj)
-        try:
-            self.sched.cache.remove_node(node)
-        except Exception:
-            log.exception("cache remove node failed", node=_name(node))
+        self._once.clear(f"Node:{_name(node)}")
+        if not self._remove_node(node):
+            log.debug("deleted node was not in the cache", node=_name(node))
+            return
         self.sched.queue.move_all_to_active_or_backoff_queue(ev.NODE_DELETE, node, None)
 
     # --- everything else: only moves pods --------------------------------------------------
@@ -210,20 +307,39 @@ class EventHandlers:
         Callable[[Any], None],
     ]:
         queue = self.sched.queue
+        # "storage.k8s.io/StorageClass" -> "StorageClass"
+        kind = add.resource.value.rsplit("/", 1)[-1]
+
+        def valid(obj: Any) -> bool:
+            error = validate_object(kind, obj)
+            if error is None:
+                self._once.clear(f"{kind}:{_object_key(obj)}")
+                return True
+            # The plugins reading it (from the informer's store) report it on the pods
+            # that use it; the event itself can help no pod.
+            self._log_once(kind, _object_key(obj), error, "object is malformed")
+            return False
 
         def on_add(obj: dict[str, Any]) -> None:
-            queue.move_all_to_active_or_backoff_queue(add, None, obj)
+            if valid(obj):
+                queue.move_all_to_active_or_backoff_queue(add, None, obj)
 
         def on_update(old: dict[str, Any], new: dict[str, Any]) -> None:
-            if (old.get("metadata") or {}).get("resourceVersion") == (
-                new.get("metadata") or {}
-            ).get("resourceVersion"):
+            if _resource_version(old) == _resource_version(new):
                 return
-            queue.move_all_to_active_or_backoff_queue(update, old, new)
+            if valid(new) and validate_object(kind, old) is None:
+                queue.move_all_to_active_or_backoff_queue(update, old, new)
+            elif valid(new):
+                queue.move_all_to_active_or_backoff_queue(add, None, new)  # fixed
 
         def on_delete(obj: Any) -> None:
-            if delete is not None:
-                queue.move_all_to_active_or_backoff_queue(delete, _unwrap(obj), None)
+            obj = _unwrap(obj)
+            if delete is None:
+                return
+            if validate_object(kind, obj) is not None:
+                self._once.clear(f"{kind}:{_object_key(obj)}")
+                return
+            queue.move_all_to_active_or_backoff_queue(delete, obj, None)
 
         return on_add, on_update, on_delete
 
@@ -240,21 +356,34 @@ MOVE_ONLY_RESOURCES: dict[str, tuple[ClusterEvent, ClusterEvent, ClusterEvent | 
 }
 
 
-def _strip_resources(pod: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a pod with container resources and overhead removed (for unparseable pods)."""
-    spec = dict(pod.get("spec") or {})
-    for field in ("containers", "initContainers"):
-        spec[field] = [
-            {k: v for k, v in c.items() if k != "resources"} for c in spec.get(field) or []
-        ]
-    spec.pop("overhead", None)
-    return {**pod, "spec": spec}
+def _meta(obj: Any) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _resource_version(obj: Any) -> str:
+    return str(_meta(obj).get("resourceVersion") or "")
+
+
+def _has_uid(pod: dict[str, Any]) -> bool:
+    return bool(_meta(pod).get("uid"))
+
+
+def _uid_or_key(pod: dict[str, Any]) -> str:
+    return str(_meta(pod).get("uid") or _pod_key(pod))
 
 
 def _pod_key(pod: dict[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    meta = _meta(pod)
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _object_key(obj: Any) -> str:
+    meta = _meta(obj)
+    ns, name = meta.get("namespace"), meta.get("name")
+    return f"{ns}/{name}" if ns else str(name or "")
 
 
 def _name(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
+    name = _meta(obj).get("name")
+    return name if isinstance(name, str) else ""

@@ -21,6 +21,18 @@ LEVELS = ("debug", "info", "warning", "error")
 _LIBRARY_FLOOR = logging.WARNING
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at write time, not at configuration time, so a
+    process (or a test) that swaps stderr after configuring logging never writes to a closed
+    stream."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def parse_level(level: str) -> int:
     """``--log-level`` in any case ("debug", "DEBUG") -> the numeric level."""
     if not isinstance(level, str) or level.lower() not in LEVELS:
@@ -51,10 +63,10 @@ def configure_logging(*, fmt: str = "console", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_CurrentStderr())
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         processors=[

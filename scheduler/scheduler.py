@@ -19,20 +19,22 @@ import structlog
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.client.informer import InformerFactory
+from scheduler.config.load import apply_extender_ignored_resources
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
+from scheduler.extenders import EXTENDER_NAME, Extenders
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.events import ActionType, ClusterEvent, EventResource, QueueingHintFn
 from scheduler.framework.interfaces import ApiClient, EventRecorder
+from scheduler.framework.registry import Registry
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.framework.waiting_pods import WaitingPodsMap
+from scheduler.explain.diagnoses import DiagnosisStore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
-from scheduler.plugins.names import DEFAULT_PREEMPTION
-from scheduler.plugins.registry import Registry
 from scheduler.queue.nominator import Nominator
 from scheduler.queue.scheduling_queue import SchedulingQueue
 from scheduler.schedule_one import SchedulingCycle
@@ -65,7 +67,7 @@ class Scheduler:
         informers: InformerFactory,
         recorder_factory: RecorderFactory,
         update_pod_condition: PodConditionWriter,
-        registry: Registry | None = None,
+        registry: Registry,
         metrics: SchedulerMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
@@ -75,7 +77,8 @@ class Scheduler:
         self.config = config
         self.client = client
         self.informers = informers
-        self.metrics = metrics
+        # Always real metrics (a private registry when the caller has none): no None guards.
+        self.metrics = metrics = metrics if metrics is not None else SchedulerMetrics()
         self.clock = clock
         self.rng = rng or random.Random()
         self.health = health or HealthState()
@@ -89,11 +92,15 @@ class Scheduler:
         self.snapshot = Snapshot()
         self.nominator = Nominator(pod_lookup=self.current_pod)
         self.recorders: dict[str, EventRecorder] = {}
-        registry = registry or Registry()
+        # The last failed attempt of each pending pod, for /debug/pods and explain.
+        self.diagnoses = DiagnosisStore()
         # One map for all profiles, as upstream: a pod waiting at Permit is found by UID
         # whichever profile put it there.
         waiting_pods = WaitingPodsMap()
 
+        # Configs built in code get the extenders' ignored resources too (load does it for
+        # files); idempotent.
+        apply_extender_ignored_resources(config)
         self.profiles: dict[str, Framework] = {}
         for profile in config.profiles:
             recorder = recorder_factory(profile.scheduler_name)
@@ -112,15 +119,19 @@ class Scheduler:
                 waiting_pods=waiting_pods,
                 rng=self.rng,
             )
-        for fwk in self.profiles.values():
-            preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
-            if isinstance(preemption, DefaultPreemption):
-                preemption.metrics = metrics
         first = next(iter(self.profiles.values()))
+        # Extenders are global (not per profile); they have no cluster events, so a pod one
+        # rejected is requeued by any event, as upstream registers them.
+        self.extenders = Extenders(config.extenders, metrics=metrics)
+        extender_hints: list[tuple[ClusterEvent, str, QueueingHintFn | None]] = (
+            [(ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "*"), EXTENDER_NAME, None)]
+            if self.extenders else []
+        )
         self.queue = SchedulingQueue(
             less=first.queue_sort_less,
             pre_enqueue=self._run_pre_enqueue,
-            hints={name: fwk.events_to_register() for name, fwk in self.profiles.items()},
+            hints={name: fwk.events_to_register() + extender_hints
+                   for name, fwk in self.profiles.items()},
             profile_of=self._profile_of,
             pod_initial_backoff=float(config.pod_initial_backoff_seconds),
             pod_max_backoff=float(config.pod_max_backoff_seconds),
@@ -139,6 +150,7 @@ class Scheduler:
         self.informers.informer("pods").add_handler(
             on_add=h.on_pod_add, on_update=h.on_pod_update, on_delete=h.on_pod_delete
         )
+        self.diagnoses.watch(self.informers.informer("pods"))
         self.informers.informer("nodes").add_handler(
             on_add=h.on_node_add, on_update=h.on_node_update, on_delete=h.on_node_delete
         )
@@ -215,25 +227,23 @@ class Scheduler:
     ) -> Status | None:
         async with self._bind_slots:
             self.check_still_leading()
-            status = await fwk.run_bind_plugins(state, pod_info, node_name)
-        if self.metrics is not None:
-            result = "success" if status is None or status.is_success() else "error"
-            self.metrics.bind_requests.labels(result).inc()
+            # An interested binder extender binds instead of the Bind plugins (upstream).
+            status = await self.extenders.bind(pod_info, node_name) if self.extenders.all else None
+            if status is None:
+                status = await fwk.run_bind_plugins(state, pod_info, node_name)
+        result = "success" if status is None or status.is_success() else "error"
+        self.metrics.bind_requests.labels(result).inc()
         return status
 
     # --- reporting ---------------------------------------------------------------------------
 
     def record_attempt(self, profile: str, result: str, started: float) -> None:
-        if self.metrics is None:
-            return
         self.metrics.schedule_attempts.labels(result, profile).inc()
         self.metrics.scheduling_attempt_duration.labels(result, profile).observe(
             time.perf_counter() - started
         )
 
     def record_scheduled(self, qpi: QueuedPodInfo) -> None:
-        if self.metrics is None:
-            return
         attempts = max(qpi.attempts, 1)
         self.metrics.pod_scheduling_attempts.observe(attempts)
         if qpi.initial_attempt_timestamp is not None:
@@ -256,7 +266,7 @@ class Scheduler:
         *,
         reason: str,
         message: str,
-        nominated_node: str,
+        nominated_node: str | None,
         plugins: list[str],
     ) -> None:
         recorder = self.recorders.get(fwk.profile_name)
@@ -274,7 +284,8 @@ class Scheduler:
         self._spawn_side_task(
             self._update_pod_condition(
                 self.client, pod_info.pod, condition=condition,
-                nominated_node_name=nominated_node or None,
+                # None leaves status.nominatedNodeName alone, "" clears it.
+                nominated_node_name=nominated_node,
             ),
             name=f"pod-condition:{pod_info.key}",
         )
@@ -289,13 +300,13 @@ class Scheduler:
         if recorder is not None:
             recorder.event(
                 pod, type="Warning", reason=FAILED_SCHEDULING_REASON, action="Scheduling",
-                message=message[:1024],
+                message=message,
             )
         condition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": "SchedulerError",
-            "message": message[:1024],
+            "message": message,
         }
         self._spawn_side_task(
             self._update_pod_condition(self.client, pod, condition=condition),
@@ -332,7 +343,11 @@ class Scheduler:
                 done += 1
                 if not self._leading:
                     break
-                self.cycle.schedule_one(qpi)
+                pending = self.cycle.schedule_one(qpi)
+                if pending is not None:
+                    # An extender is interested: its calls are awaited here, one cycle at
+                    # a time as always, while informers and binding tasks go on.
+                    await pending
                 # Let informers and binding tasks run between cycles.
                 await asyncio.sleep(0)
         finally:
@@ -359,6 +374,7 @@ class Scheduler:
                 if stop is not None and asyncio.iscoroutinefunction(stop):
                     with contextlib.suppress(Exception):
                         await stop()
+        await self.extenders.close()
         side = list(self._side_tasks)
         if side:
             _, still_side = await asyncio.wait(side, timeout=2.0)

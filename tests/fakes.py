@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.metrics import SchedulerMetrics
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
@@ -19,12 +20,13 @@ from scheduler.objects.pod import PodInfo
 
 
 def node_infos(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]] = ()) -> list[NodeInfo]:
-    """NodeInfos for ``nodes`` holding every pod whose spec.nodeName names one of them."""
+    """NodeInfos for ``nodes`` holding every pod whose spec.nodeName names one of them (a
+    malformed one as the informer path accounts it: ``PodInfo.from_assigned_pod``)."""
     by_name = {n["metadata"]["name"]: NodeInfo(n) for n in nodes}
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if node_name in by_name:
-            by_name[node_name].add_pod(PodInfo.from_pod(pod))
+            by_name[node_name].add_pod(PodInfo.from_assigned_pod(pod)[0])
     return list(by_name.values())
 
 
@@ -149,6 +151,7 @@ class FakeHandle:
         self.activated: list[dict[str, Any]] = []
         self.waiting: dict[str, Any] = {}
         self.now = time.monotonic()
+        self.metrics = SchedulerMetrics()
 
     @property
     def profile_name(self) -> str:

@@ -31,8 +31,9 @@ from typing import Any
 
 from scheduler.bench.report import curve_table, format_result, plot_curve
 from scheduler.bench.workloads import WORKLOADS
+from scheduler.exit_codes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
-__all__ = ["WORKLOADS", "build_parser", "main"]
+__all__ = ["WORKLOADS", "add_arguments", "build_parser", "main", "run"]
 
 
 def _node_counts(text: str) -> list[int]:
@@ -45,44 +46,63 @@ def _node_counts(text: str) -> list[int]:
     return counts
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="kube-py-scheduler bench", description=(__doc__ or "").split("\n")[0],
-        epilog="workloads: " + "; ".join(
-            f"{w.name}" + (f" (upstream floor {w.upstream_floor:g} pods/s)"
-                           if w.upstream_floor else "")
-            for w in WORKLOADS.values()))
-    p.add_argument("--nodes", type=int, default=1000, help="nodes in the sandbox")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``kube-py-scheduler bench`` (the CLI layer owns the parser)."""
+    p.epilog = "workloads: " + "; ".join(
+        f"{w.name}" + (f" (upstream floor {w.upstream_floor:g} pods/s)"
+                       if w.upstream_floor else "")
+        for w in WORKLOADS.values())
+    p.add_argument("--nodes", type=int, default=1000,
+                   help="nodes in the sandbox (default %(default)s)")
     p.add_argument("--pods", type=int, default=0,
                    help="measured pods (default: the workload's upstream count)")
     p.add_argument("--existing", type=int, default=None,
                    help="pods bound before the measurement (default: the workload's "
                         "upstream count, scaled to --nodes)")
-    p.add_argument("--workload", choices=sorted(WORKLOADS), default="SchedulingBasic")
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="SchedulingBasic",
+                   help="upstream scheduler_perf shape or one of ours (default %(default)s)")
     p.add_argument("--gang-size", type=int, default=0,
                    help="gang workload: pods per PodGroup (default 8)")
     p.add_argument("--node-cpu", default="", help="node CPU (default: the workload's)")
-    p.add_argument("--node-memory", default="", help="node memory (default: the workload's)")
+    p.add_argument("--node-memory", default="",
+                   help="node memory (default: the workload's)")
     p.add_argument("--concurrency", type=int, default=32,
-                   help="connections for creating pods and for the ceiling measurements")
+                   help="connections for creating pods and for the ceiling measurements "
+                        "(default %(default)s)")
     p.add_argument("--raw-binds", type=int, default=3000,
-                   help="pods bound in each ceiling measurement (at most the measured pods)")
+                   help="pods bound in each ceiling measurement, at most the measured pods "
+                        "(default %(default)s)")
     p.add_argument("--qps", type=float, default=0.0,
-                   help="scheduler client QPS (0 = unlimited, to measure the scheduler itself)")
-    p.add_argument("--config", help="KubeSchedulerConfiguration file for the scheduler")
+                   help="scheduler client QPS; 0 = unlimited, to measure the scheduler "
+                        "itself (default %(default)s)")
+    p.add_argument("--config", default=None,
+                   help="KubeSchedulerConfiguration file for the scheduler "
+                        "(default: upstream's default plugins)")
     p.add_argument("--no-floor", dest="floor", action="store_false",
-                   help="skip the floor run (the daemon with no Filter/Score plugins)")
+                   help="skip the floor run, the daemon with no Filter/Score plugins "
+                        "(default: run it)")
     p.add_argument("--no-batching", dest="batching", action="store_false",
-                   help="turn opportunistic batching off (A/B comparisons)")
-    p.add_argument("--curve", type=_node_counts, metavar="N,N,...",
+                   help="turn opportunistic batching off, for A/B comparisons "
+                        "(default: on)")
+    p.add_argument("--curve", type=_node_counts, metavar="N,N,...", default=None,
                    help="run once per node count (each in its own process) and print the "
-                        "scaling curve")
-    p.add_argument("--plot", metavar="FILE", help="with --curve: write the curve as a PNG")
+                        "scaling curve (default: one run at --nodes)")
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help="with --curve: write the curve as a PNG (default: no plot)")
     p.add_argument("--timeout", type=float, default=600.0,
-                   help="seconds to wait for the measured pods to be bound")
+                   help="seconds to wait for the measured pods to be bound "
+                        "(default %(default)s)")
     p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bar (there is none when stderr is not a terminal)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+                   help="no progress bar (default: a bar when stderr is a terminal)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (default: a table)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A standalone parser (``python -m scheduler.bench`` style use and tests)."""
+    p = argparse.ArgumentParser(
+        prog="kube-py-scheduler bench", description=(__doc__ or "").split("\n")[0])
+    add_arguments(p)
     return p
 
 
@@ -98,10 +118,10 @@ def _point_argv(args: argparse.Namespace, nodes: int) -> list[str]:
             argv += [flag, str(value)]
     if not args.floor:
         argv.append("--no-floor")
-    if not args.batching:
-        argv.append("--no-batching")
     if not args.progress:
         argv.append("--no-progress")
+    if not args.batching:
+        argv.append("--no-batching")
     return argv
 
 
@@ -113,7 +133,7 @@ def _run_curve(args: argparse.Namespace) -> int:
         if done.returncode != 0 or not done.stdout.strip():
             print(f"kube-py-scheduler bench: the {nodes}-node run failed "
                   f"(exit {done.returncode})", file=sys.stderr)
-            return 1
+            return EXIT_FAILURE
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     if args.plot:
         plot_curve(results, args.plot,
@@ -122,25 +142,31 @@ def _run_curve(args: argparse.Namespace) -> int:
         print(json.dumps({"curve": results}))
     else:
         print(curve_table(results))
-    return 0 if all(r["bound"] == r["pods"] for r in results) else 1
+    return EXIT_OK if all(r["bound"] == r["pods"] for r in results) else EXIT_FAILURE
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark with parsed flags (logging is set up by the caller); exit 0 when
+    every measured pod was bound, 2 for bad flags."""
     if args.nodes < 1 or args.pods < 0 or (args.existing is not None and args.existing < 0):
         print("kube-py-scheduler bench: --nodes must be positive, --pods and --existing "
               "not negative", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.plot and not args.curve:
         print("kube-py-scheduler bench: --plot needs --curve", file=sys.stderr)
-        return 2
-    from scheduler.logging import configure_logging
-
-    configure_logging(fmt="console", level="warning")
+        return EXIT_USAGE
     if args.curve:
         return _run_curve(args)
     from scheduler.bench.run import run_point
 
     result = asyncio.run(run_point(args, WORKLOADS[args.workload]))
     print(json.dumps(result) if args.json else format_result(result))
-    return 0 if result["bound"] == result["pods"] else 1
+    return EXIT_OK if result["bound"] == result["pods"] else EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from scheduler.logging import configure_logging
+
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    configure_logging(fmt="console", level="warning")
+    return run(args)

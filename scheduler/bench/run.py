@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -77,6 +79,7 @@ class SchedulerRun:
     cycle_cpu: float  # CPU time after the informer sync
     sync_seconds: float
     cycle_latencies: list[float]
+    extender_calls: int = 0
     batch_reused: int = 0  # node Filter results reused by opportunistic batching
 
     @property
@@ -93,19 +96,28 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     from scheduler.app import build_components
     from scheduler.metrics import SchedulerMetrics
 
-    parts = build_components(config, connection, metrics=SchedulerMetrics())
+    metrics = SchedulerMetrics()
+    parts = build_components(config, connection, metrics=metrics)
     sched = parts.scheduler
     if not batching:
         sched.cycle.batches = None
     cycle_latencies: list[float] = []
     schedule_one = sched.cycle.schedule_one
 
-    def timed(qpi: Any) -> None:
+    def timed(qpi: Any) -> Any:
         t = time.perf_counter()
-        schedule_one(qpi)
-        cycle_latencies.append(time.perf_counter() - t)
+        pending = schedule_one(qpi)
+        if pending is None:
+            cycle_latencies.append(time.perf_counter() - t)
+            return None
 
-    sched.cycle.schedule_one = timed
+        async def finish() -> None:  # a cycle that awaits an HTTP extender
+            await pending
+            cycle_latencies.append(time.perf_counter() - t)
+
+        return finish()
+
+    sched.cycle.schedule_one = timed  # type: ignore[method-assign]  # timing wrapper
     bound = 0
     all_bound = asyncio.Event()
     bind = sched.bind
@@ -120,7 +132,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                 all_bound.set()
         return status
 
-    sched.bind = counted
+    sched.bind = counted  # type: ignore[method-assign]  # counting wrapper
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await parts.start(sync_timeout=120)
     sync_seconds = time.perf_counter() - wall0
@@ -147,10 +159,14 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+    extender_calls = int(sum(
+        metrics.registry.get_sample_value("scheduler_py_extender_requests_total",
+                                          {"verb": verb, "result": "success"}) or 0
+        for verb in ("filter", "prioritize")))
     batches = sched.cycle.batches
     return SchedulerRun(bound=bound, wall=wall, cpu=cpu_end - cpu0,
                         cycle_cpu=cpu_end - cpu_synced, sync_seconds=sync_seconds,
-                        cycle_latencies=cycle_latencies,
+                        cycle_latencies=cycle_latencies, extender_calls=extender_calls,
                         batch_reused=batches.reused if batches is not None else 0)
 
 
@@ -221,6 +237,7 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     flags = {"nodes": nodes, "simulate_kubelet": False,
              "node_cpu": node_cpu, "node_memory": node_memory}
     floor: SchedulerRun | None = None
+    extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
         connection = load_connection(kubeconfig=str(sandbox.kubeconfig_path))
         user = ApiClient(connection, qps=0, pool_size=64)
@@ -256,6 +273,9 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             config.client_connection.qps = args.qps
             config.client_connection.burst = max(int(args.qps * 2), 1) if args.qps > 0 else 0
             scheduler_name = config.profiles[0].scheduler_name
+            if workload.extender:
+                extender = await start_example_extender(sandbox.url, sandbox.token or "")
+                config.extenders = [bench_extender(extender[1])]
             for namespace in (EXISTING_NAMESPACE, MEASURED_NAMESPACE, CHURN_NAMESPACE):
                 await create_namespace(user, namespace)
             template = workload.measured
@@ -287,6 +307,9 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
         finally:
             await user.close()
+            if extender is not None:
+                extender[0].terminate()
+                await extender[0].wait()
 
     return _result(workload, nodes=nodes, measured=len(pods), existing=existing, gated=gated,
                    confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
@@ -348,9 +371,35 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "batched_node_filters_per_pod": round(run.batch_reused / max(run.bound, 1), 1),
     })
+    if workload.extender:
+        result["extender_calls"] = run.extender_calls
     if workload.note:
         result["note"] = workload.note
     return result
+
+
+async def start_example_extender(
+    api_server: str, token: str
+) -> tuple[asyncio.subprocess.Process, str]:
+    """examples/extenders/gpu_model_extender.py in its own process (node names resolved from
+    the sandbox); (process, URL)."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "examples", "extenders", "gpu_model_extender.py")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, script, "--port", "0", "--api-server", api_server, "--token", token,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
+    return proc, str(json.loads(line)["ready"])
+
+
+def bench_extender(url: str) -> Any:
+    from scheduler.config.types import Extender
+
+    # Interested in every pod (no managedResources): one filter and one prioritize call each.
+    return Extender(url_prefix=url, filter_verb="filter", prioritize_verb="prioritize",
+                    weight=1, node_cache_capable=True)
 
 
 async def _install_gang(user: Any, config: Any, count: int, gang_size: int) -> None:

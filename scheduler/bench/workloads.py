@@ -71,6 +71,8 @@ class Workload:
     node_cpu: str = "4"  # upstream's node-default: 4 CPU, 32Gi, 110 pods
     node_memory: str = "32Gi"
     gang_size: int = 0
+    # examples/extenders' HTTP extender, in its own process, filters and prioritizes
+    extender: bool = False
     note: str = ""
     aliases: tuple[str, ...] = field(default=())
 
@@ -198,6 +200,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("anti-affinity", None, 5000, _legacy_anti_affinity, node_cpu="32",
              node_memory="128Gi"),
     Workload("spread", None, 5000, _legacy_spread, node_cpu="32", node_memory="128Gi"),
+    Workload("extender", None, 5000, _plain, node_cpu="32", node_memory="128Gi",
+             extender=True,
+             note="plain pods; the example HTTP extender (examples/extenders) in its own "
+                  "process filters and prioritizes every pod, with node names only "
+                  "(nodeCacheCapable)"),
 )}
 
 

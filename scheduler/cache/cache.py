@@ -31,7 +31,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.node_info import ImageStateSummary, NodeInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
-from scheduler.objects.node import node_allocatable, node_images
+from scheduler.objects.node import node_images, validate_node
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.resources import Resource
 
@@ -339,10 +339,11 @@ class Cache:
         return self._set_node(old, new)
 
     def _set_node(self, old: dict[str, Any] | None, node: dict[str, Any]) -> NodeInfo:
+        # Validate first: a malformed node raises ObjectError here, naming the field, and
+        # leaves the cache untouched (everything below cannot fail on a valid node).
+        validate_node(node)
         name = _node_name(node)
-        # Parse first: a malformed node raises here and leaves the cache untouched.
         images = node_images(node)
-        node_allocatable(node)
         info = self._nodes.get(name)
         if info is None:
             info = NodeInfo()

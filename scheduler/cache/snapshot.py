@@ -60,7 +60,7 @@ class Snapshot:
             cache.add_node(node)
         for pod in pods:
             if (pod.get("spec") or {}).get("nodeName"):
-                cache.add_pod(PodInfo.from_pod(pod))
+                cache.add_pod(PodInfo.from_assigned_pod(pod)[0])
         snapshot = cls()
         cache.update_snapshot(snapshot)
         return snapshot

@@ -1,10 +1,13 @@
-"""Delegated authentication and authorization for /metrics, as kube-scheduler does it.
+"""Delegated authentication and authorization for the endpoint server, as kube-scheduler does it.
 
-With ``--authentication-token-webhook`` a scrape must carry a bearer token; the API server
-decides who it belongs to (TokenReview) and whether that user may ``get`` the non-resource
-path ``/metrics`` (SubjectAccessReview).  Answers are cached briefly (10 s, like the apiserver's
-webhook cache) so Prometheus scraping every few seconds does not double the API traffic.
-Health endpoints stay open: kubelets probe them without credentials.
+Every request to port 10259 except the probes must carry a bearer token; the API server decides
+who it belongs to (TokenReview) and whether that user may use the request's verb on the
+non-resource path, e.g. ``get`` on ``/metrics`` or ``/debug/queue`` (SubjectAccessReview).
+Answers are cached briefly (10 s, like the delegating authenticator's and authorizer's caches)
+so Prometheus scraping every few seconds does not double the API traffic.
+
+``DelegatedAuth`` is the server's ``RequestGuard``; either half can be switched off
+(``--authentication-token-webhook=false``, ``--authorization-mode=AlwaysAllow``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from aiohttp import web
 
 from scheduler.client.api import ApiClient, ApiConnectionError
 
@@ -24,46 +26,71 @@ log = structlog.get_logger(__name__)
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 CACHE_TTL_SECONDS = 10.0
+CACHE_MAX_ENTRIES = 1024
+
+UNAUTHORIZED = (401, "Unauthorized")
+AUTHORIZATION_FAILED = (500, "Internal Server Error: authorization check failed")
 
 
-class DelegatedAuthorizer:
+class _TTLCache:
+    """Definite answers for ``ttl`` seconds; expired entries pruned when it grows."""
+
+    def __init__(self, clock: Callable[[], float], ttl: float) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._entries: dict[Any, tuple[float, Any]] = {}
+
+    def get(self, key: Any) -> tuple[bool, Any]:
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] > self._clock():
+            return True, hit[1]
+        return False, None
+
+    def put(self, key: Any, value: Any) -> None:
+        now = self._clock()
+        self._entries[key] = (now + self._ttl, value)
+        if len(self._entries) > CACHE_MAX_ENTRIES:
+            self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
+
+
+class DelegatedAuth:
     def __init__(
         self,
         client: ApiClient,
         *,
-        path: str = "/metrics",
-        verb: str = "get",
+        authentication: bool = True,
+        authorization: bool = True,
         clock: Callable[[], float] = time.monotonic,
         ttl: float = CACHE_TTL_SECONDS,
     ) -> None:
+        if authorization and not authentication:
+            raise ValueError("authorization needs authentication (a user to authorize)")
         self._client = client
-        self._path = path
-        self._verb = verb
-        self._clock = clock
-        self._ttl = ttl
-        # sha256(token) -> (expires, refusal or None)
-        self._cache: dict[str, tuple[float, tuple[int, str] | None]] = {}
+        self.authentication = authentication
+        self.authorization = authorization
+        self._users = _TTLCache(clock, ttl)  # sha256(token) -> user dict, or None if refused
+        self._decisions = _TTLCache(clock, ttl)  # (user, groups, verb, path) -> (allowed, reason)
 
-    async def authorize(self, request: web.Request) -> tuple[int, str] | None:
-        """None when allowed; otherwise (HTTP status, message) for the response."""
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return 401, "Unauthorized"
-        token = token.strip()
+    async def __call__(self, token: str | None, verb: str, path: str) -> tuple[int, str] | None:
+        """None when the request may be served; otherwise (HTTP status, message)."""
+        if not self.authentication:
+            return None
+        if token is None:
+            return UNAUTHORIZED
         key = hashlib.sha256(token.encode()).hexdigest()
-        cached = self._cache.get(key)
-        now = self._clock()
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        verdict = await self._review(token)
-        if verdict is None or verdict[0] in (401, 403):
-            self._cache[key] = (now + self._ttl, verdict)
-            if len(self._cache) > 1024:
-                self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-        return verdict
+        cached, user = self._users.get(key)
+        if not cached:
+            definite, user = await self._token_review(token)
+            if definite:
+                self._users.put(key, user)
+        if user is None:
+            return UNAUTHORIZED
+        if not self.authorization:
+            return None
+        return await self._authorize(user, verb, path)
 
-    async def _review(self, token: str) -> tuple[int, str] | None:
+    async def _token_review(self, token: str) -> tuple[bool, dict[str, Any] | None]:
+        """(definite answer?, the user or None)."""
         try:
             review = await self._client.request(
                 "POST", TOKEN_REVIEWS,
@@ -72,36 +99,45 @@ class DelegatedAuthorizer:
             )
         except ApiConnectionError as exc:
             log.warning("TokenReview failed", error=str(exc))
-            return 401, "Unauthorized"
+            return False, None
         if review.status >= 300:
             log.warning("TokenReview refused", status=review.status)
-            return 401, "Unauthorized"
+            return False, None
         status: dict[str, Any] = (review.body or {}).get("status") or {}
         if not status.get("authenticated"):
-            return 401, "Unauthorized"
+            return True, None
         user: dict[str, Any] = status.get("user") or {}
+        return True, user
+
+    async def _authorize(self, user: dict[str, Any], verb: str,
+                         path: str) -> tuple[int, str] | None:
         username = str(user.get("username") or "")
-        spec: dict[str, Any] = {
-            "user": username,
-            "groups": list(user.get("groups") or []),
-            "nonResourceAttributes": {"path": self._path, "verb": self._verb},
-        }
-        if user.get("uid"):
-            spec["uid"] = user["uid"]
-        if user.get("extra"):
-            spec["extra"] = user["extra"]
-        try:
-            sar = await self._client.request(
-                "POST", SUBJECT_ACCESS_REVIEWS,
-                body={"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                      "spec": spec},
-            )
-        except ApiConnectionError as exc:
-            log.warning("SubjectAccessReview failed", error=str(exc))
-            return 500, "Internal Server Error: authorization check failed"
-        if sar.status >= 300:
-            log.warning("SubjectAccessReview refused", status=sar.status)
-            return 500, "Internal Server Error: authorization check failed"
-        if ((sar.body or {}).get("status") or {}).get("allowed"):
+        groups = [str(g) for g in user.get("groups") or []]
+        key = (username, tuple(groups), verb, path)
+        cached, allowed = self._decisions.get(key)
+        if not cached:
+            spec: dict[str, Any] = {
+                "user": username, "groups": groups,
+                "nonResourceAttributes": {"path": path, "verb": verb},
+            }
+            if user.get("uid"):
+                spec["uid"] = user["uid"]
+            if user.get("extra"):
+                spec["extra"] = user["extra"]
+            try:
+                sar = await self._client.request(
+                    "POST", SUBJECT_ACCESS_REVIEWS,
+                    body={"apiVersion": "authorization.k8s.io/v1",
+                          "kind": "SubjectAccessReview", "spec": spec},
+                )
+            except ApiConnectionError as exc:
+                log.warning("SubjectAccessReview failed", error=str(exc))
+                return AUTHORIZATION_FAILED
+            if sar.status >= 300:
+                log.warning("SubjectAccessReview refused", status=sar.status)
+                return AUTHORIZATION_FAILED
+            allowed = bool(((sar.body or {}).get("status") or {}).get("allowed"))
+            self._decisions.put(key, allowed)
+        if allowed:
             return None
-        return 403, f'Forbidden: User "{username}" cannot {self._verb} path "{self._path}"'
+        return 403, f'Forbidden: User "{username}" cannot {verb} path "{path}"'

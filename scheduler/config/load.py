@@ -7,6 +7,8 @@ After decoding, upstream v1 defaulting is applied and the result validated.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 from collections.abc import Mapping
@@ -27,6 +29,10 @@ from scheduler.config.types import (
     EXTENSION_POINT_KEYS,
     KIND,
     ClientConnectionConfig,
+    DEFAULT_EXTENDER_TIMEOUT_SECONDS,
+    Extender,
+    ExtenderManagedResource,
+    ExtenderTLSConfig,
     KubeSchedulerConfiguration,
     LeaderElectionConfig,
     PluginRef,
@@ -221,6 +227,15 @@ _PROFILE_FIELDS = frozenset({"schedulerName", "percentageOfNodesToScore", "plugi
 _PLUGIN_SET_FIELDS = frozenset({"enabled", "disabled"})
 _PLUGIN_FIELDS = frozenset({"name", "weight"})
 _PLUGIN_CONFIG_FIELDS = frozenset({"name", "args"})
+_EXTENDER_FIELDS = frozenset({
+    "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+    "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+    "ignorable",
+})
+_EXTENDER_TLS_FIELDS = frozenset({"insecure", "serverName", "certFile", "keyFile", "caFile",
+                                  "certData", "keyData", "caData"})
+_MANAGED_RESOURCE_FIELDS = frozenset({"name", "ignoredByScheduler"})
+NODE_RESOURCES_FIT = "NodeResourcesFit"
 
 
 def parse_config(data: Mapping[str, Any], *, source: str = "<config>"
@@ -256,9 +271,8 @@ def parse_config(data: Mapping[str, Any], *, source: str = "<config>"
             setattr(cfg, attr, d.bool_(top[key], key))
     cfg.leader_election = _leader_election(d, top.get("leaderElection"))
     cfg.client_connection = _client_connection(d, top.get("clientConnection"))
-    extenders = d.list_(top.get("extenders"), "extenders")
-    cfg.extenders = [dict(d.obj(e, f"extenders[{i}]", set(e) if isinstance(e, Mapping)
-                                else set())) for i, e in enumerate(extenders)]
+    cfg.extenders = [_extender(d, e, f"extenders[{i}]")
+                     for i, e in enumerate(d.list_(top.get("extenders"), "extenders"))]
 
     raw_profiles = d.list_(top.get("profiles"), "profiles")
     profiles = [_profile(d, p, f"profiles[{i}]") for i, p in enumerate(raw_profiles)]
@@ -270,11 +284,26 @@ def parse_config(data: Mapping[str, Any], *, source: str = "<config>"
     for prof in profiles:
         prof.plugin_config = default_plugin_config(effective_plugins(prof), prof.plugin_config)
     cfg.profiles = profiles
+    apply_extender_ignored_resources(cfg)
 
     errors = validate_config(cfg)
     if errors:
         raise ConfigError(source, errors)
     return cfg
+
+
+def apply_extender_ignored_resources(cfg: KubeSchedulerConfiguration) -> None:
+    """Managed resources marked ``ignoredByScheduler`` become NodeResourcesFit's
+    ``ignoredResources`` in every profile that configures it, replacing what the profile
+    set (upstream: the extenders' list takes precedence)."""
+    ignored = [r.name for e in cfg.extenders for r in e.managed_resources
+               if r.ignored_by_scheduler]
+    if not ignored:
+        return
+    for prof in cfg.profiles:
+        args = prof.plugin_config.get(NODE_RESOURCES_FIT)
+        if args is not None:
+            prof.plugin_config[NODE_RESOURCES_FIT] = {**args, "ignoredResources": ignored}
 
 
 def _has_name(raw_profiles: list[Any]) -> bool:
@@ -385,3 +414,57 @@ def _plugin_ref(d: _Decoder, raw: Any, path: str) -> PluginRef:
             d.fail(f"{path}.weight", f"must be a positive integer, got {w!r}")
         weight = d.int_(w, f"{path}.weight")
     return PluginRef(name, weight)
+
+
+def _extender(d: _Decoder, raw: Any, path: str) -> Extender:
+    obj = d.obj(raw, path, _EXTENDER_FIELDS)
+    ext = Extender()
+    for key, attr in (("urlPrefix", "url_prefix"), ("filterVerb", "filter_verb"),
+                      ("preemptVerb", "preempt_verb"), ("prioritizeVerb", "prioritize_verb"),
+                      ("bindVerb", "bind_verb")):
+        if obj.get(key) is not None:
+            setattr(ext, attr, d.str_(obj[key], f"{path}.{key}"))
+    for key, attr in (("enableHTTPS", "enable_https"), ("nodeCacheCapable", "node_cache_capable"),
+                      ("ignorable", "ignorable")):
+        if obj.get(key) is not None:
+            setattr(ext, attr, d.bool_(obj[key], f"{path}.{key}"))
+    if obj.get("weight") is not None:
+        w = obj["weight"]
+        # int64 in v1
+        if isinstance(w, bool) or not isinstance(w, int) or not -(2**63) <= w < 2**63:
+            d.fail(f"{path}.weight", f"must be a 64-bit integer, got {w!r}")
+        ext.weight = w
+    if obj.get("httpTimeout") is not None:
+        timeout = d.duration(obj["httpTimeout"], f"{path}.httpTimeout")
+        # 0 means the default, as upstream (NewHTTPExtender)
+        ext.http_timeout_seconds = timeout if timeout != 0 else DEFAULT_EXTENDER_TIMEOUT_SECONDS
+    if obj.get("tlsConfig") is not None:
+        ext.tls_config = _extender_tls(d, obj["tlsConfig"], f"{path}.tlsConfig")
+    for j, r in enumerate(d.list_(obj.get("managedResources"), f"{path}.managedResources")):
+        rp = f"{path}.managedResources[{j}]"
+        ro = d.obj(r, rp, _MANAGED_RESOURCE_FIELDS)
+        name = d.str_(ro.get("name", ""), f"{rp}.name")
+        ignored = ro.get("ignoredByScheduler")
+        ext.managed_resources.append(ExtenderManagedResource(
+            name, False if ignored is None else d.bool_(ignored, f"{rp}.ignoredByScheduler")))
+    return ext
+
+
+def _extender_tls(d: _Decoder, raw: Any, path: str) -> ExtenderTLSConfig:
+    obj = d.obj(raw, path, _EXTENDER_TLS_FIELDS)
+    tls = ExtenderTLSConfig()
+    if obj.get("insecure") is not None:
+        tls.insecure = d.bool_(obj["insecure"], f"{path}.insecure")
+    for key, attr in (("serverName", "server_name"), ("certFile", "cert_file"),
+                      ("keyFile", "key_file"), ("caFile", "ca_file")):
+        if obj.get(key) is not None:
+            setattr(tls, attr, d.str_(obj[key], f"{path}.{key}"))
+    for key, attr in (("certData", "cert_data"), ("keyData", "key_data"), ("caData", "ca_data")):
+        if obj.get(key) is not None:
+            text = d.str_(obj[key], f"{path}.{key}")
+            try:
+                # Go encodes []byte as standard base64
+                setattr(tls, attr, base64.b64decode(text, validate=True))
+            except (binascii.Error, ValueError):
+                d.fail(f"{path}.{key}", "must be base64-encoded (PEM bytes, as Go's []byte)")
+    return tls

@@ -20,6 +20,10 @@ __all__ = [
     "Profile",
     "LeaderElectionConfig",
     "ClientConnectionConfig",
+    "DEFAULT_EXTENDER_TIMEOUT_SECONDS",
+    "Extender",
+    "ExtenderManagedResource",
+    "ExtenderTLSConfig",
     "KubeSchedulerConfiguration",
 ]
 
@@ -138,6 +142,50 @@ class ClientConnectionConfig:
     accept_content_types: str = ""
 
 
+# httpTimeout 0 (or unset) means this, as upstream's DefaultExtenderTimeout.
+DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(slots=True)
+class ExtenderTLSConfig:
+    """v1 ExtenderTLSConfig; the ``*_data`` fields are the decoded bytes (base64 on the wire,
+    as Go encodes ``[]byte``)."""
+
+    insecure: bool = False
+    server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    cert_data: bytes = b""
+    key_data: bytes = b""
+    ca_data: bytes = b""
+
+
+@dataclass(slots=True)
+class ExtenderManagedResource:
+    name: str
+    # NodeResourcesFit does not check this resource (the extender accounts for it).
+    ignored_by_scheduler: bool = False
+
+
+@dataclass(slots=True)
+class Extender:
+    """One HTTP extender (v1 ``Extender``); the list is global, not per profile."""
+
+    url_prefix: str = ""
+    filter_verb: str = ""
+    preempt_verb: str = ""
+    prioritize_verb: str = ""
+    weight: int = 0
+    bind_verb: str = ""
+    enable_https: bool = False
+    tls_config: ExtenderTLSConfig | None = None
+    http_timeout_seconds: float = DEFAULT_EXTENDER_TIMEOUT_SECONDS
+    node_cache_capable: bool = False
+    managed_resources: list[ExtenderManagedResource] = field(default_factory=list)
+    ignorable: bool = False
+
+
 @dataclass(slots=True)
 class KubeSchedulerConfiguration:
     profiles: list[Profile] = field(default_factory=list)
@@ -148,7 +196,7 @@ class KubeSchedulerConfiguration:
     pod_max_backoff_seconds: int = 10
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     client_connection: ClientConnectionConfig = field(default_factory=ClientConnectionConfig)
-    extenders: list[dict[str, Any]] = field(default_factory=list)
+    extenders: list[Extender] = field(default_factory=list)
     enable_profiling: bool = True
     enable_contention_profiling: bool = True
     delay_cache_until_active: bool = False

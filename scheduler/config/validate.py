@@ -6,6 +6,10 @@ into one :class:`ConfigError`. Can also be run on configs built in code.
 
 from __future__ import annotations
 
+import os
+import re
+from urllib.parse import urlsplit
+
 from scheduler.config.defaults import (
     DEFAULT_BINDER,
     DEFAULT_PLUGINS,
@@ -13,7 +17,13 @@ from scheduler.config.defaults import (
     effective_plugins,
 )
 from scheduler.config.errors import ConfigError
-from scheduler.config.types import EXTENSION_POINTS, KubeSchedulerConfiguration, Plugins, Profile
+from scheduler.config.types import (
+    EXTENSION_POINTS,
+    Extender,
+    KubeSchedulerConfiguration,
+    Plugins,
+    Profile,
+)
 
 __all__ = ["validate_config", "validate_or_raise"]
 
@@ -87,9 +97,74 @@ def validate_config(cfg: KubeSchedulerConfiguration) -> list[tuple[str, str]]:
         errs.append(("clientConnection.qps", f"must be non-negative, got {cc.qps}"))
     if cc.burst < 0:
         errs.append(("clientConnection.burst", f"must be non-negative, got {cc.burst}"))
-    if cfg.extenders:
-        errs.append(("extenders", "extenders are not supported by kube-py-scheduler; "
-                                  "remove the extenders list (use plugins instead)"))
+    errs += _extenders(cfg.extenders)
+    return errs
+
+
+# apimachinery's qualified name: an optional DNS-1123 subdomain prefix, a name of <= 63
+# characters.  (config is a leaf layer: it cannot use scheduler.objects.)
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def _is_extended_resource_name(name: str) -> bool:
+    """Upstream's IsExtendedResourceName: domain-prefixed, outside kubernetes.io, and
+    ``requests.<name>`` a qualified name (quota needs it)."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    prefix, _, part = ("requests." + name).rpartition("/")
+    return (len(prefix) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(prefix) is not None
+            and len(part) <= 63 and _QUALIFIED_NAME_PART.fullmatch(part) is not None)
+
+
+def _extenders(extenders: list[Extender]) -> list[tuple[str, str]]:
+    """Upstream's validateExtenders, plus what would otherwise only fail at the first call
+    (a URL that is not http(s), TLS files that cannot be read, a key without a cert)."""
+    errs: list[tuple[str, str]] = []
+    binders = 0
+    managed: set[str] = set()
+    for i, ext in enumerate(extenders):
+        path = f"extenders[{i}]"
+        scheme = urlsplit(ext.url_prefix).scheme if ext.url_prefix else ""
+        if not ext.url_prefix:
+            errs.append((f"{path}.urlPrefix", "required"))
+        elif scheme not in ("http", "https") or not urlsplit(ext.url_prefix).netloc:
+            errs.append((f"{path}.urlPrefix",
+                         f"must be an http:// or https:// URL, got {ext.url_prefix!r}"))
+        if ext.prioritize_verb and ext.weight <= 0:
+            errs.append((f"{path}.weight",
+                         f"must have a positive weight applied to it, got {ext.weight}"))
+        elif ext.weight * MAX_NODE_SCORE > _INT64_MAX:
+            errs.append((f"{path}.weight", f"overflows int64 once scaled, got {ext.weight}"))
+        if ext.bind_verb:
+            binders += 1
+        if ext.http_timeout_seconds < 0:
+            errs.append((f"{path}.httpTimeout",
+                         f"must not be negative, got {ext.http_timeout_seconds}s"))
+        for j, res in enumerate(ext.managed_resources):
+            rp = f"{path}.managedResources[{j}].name"
+            if not _is_extended_resource_name(res.name):
+                errs.append((rp, f"{res.name!r} is not a valid extended resource name "
+                                 "(a domain-prefixed name outside kubernetes.io/, e.g. "
+                                 "nvidia.com/gpu)"))
+            if res.name in managed:
+                errs.append((rp, f"duplicate extender managed resource name {res.name!r}"))
+            managed.add(res.name)
+        tls = ext.tls_config
+        if tls is not None:
+            tp = f"{path}.tlsConfig"
+            if tls.insecure and (tls.ca_file or tls.ca_data):
+                errs.append((tp, "specifying a root certificates file with the insecure flag "
+                                 "is not allowed"))
+            if bool(tls.cert_file or tls.cert_data) != bool(tls.key_file or tls.key_data):
+                errs.append((tp, "a client certificate needs both a certificate "
+                                 "(certFile/certData) and a key (keyFile/keyData)"))
+            for key, file in (("certFile", tls.cert_file), ("keyFile", tls.key_file),
+                              ("caFile", tls.ca_file)):
+                if file and not os.access(file, os.R_OK):
+                    errs.append((f"{tp}.{key}", f"cannot read {file!r}"))
+    if binders > 1:
+        errs.append(("extenders", f"only one extender can implement bind, found {binders}"))
     return errs
 
 

@@ -1,52 +1,135 @@
-"""The scheduling framework: statuses, cycle state, cluster events, plugin interfaces, runtime.
+"""The public plugin API of kube-py-scheduler: everything a plugin needs, in one import.
 
-Import the vocabulary from here; plugins need nothing else from the framework.
+A plugin (in-tree or from an installed package) imports from ``scheduler.framework`` only::
+
+    from scheduler.framework import Code, CycleState, FilterPlugin, NodeInfo, PodInfo, Status
+
+**Public** (stable, typed, listed in ``__all__``):
+
+- the extension-point interfaces (``PreEnqueuePlugin`` ... ``PostBindPlugin``), their base
+  ``Plugin``, ``EnqueueExtensions`` and the optional ``PreFilterExtensions`` /
+  ``ScoreExtensions`` / ``ScoreValuesNormalizer`` protocols, and ``SignPlugin`` (a Filter
+  or Score plugin signing the pod fields it reads, for opportunistic batching);
+- ``Status`` and ``Code`` (unschedulable is a Status, never an exception), ``CycleState``,
+  ``read_state``/``missing_state`` (a Pre* step's data read back, with upstream's error);
+- the views plugins receive: ``NodeInfo``, ``PodInfo``, ``QueuedPodInfo``, ``NodeScore``,
+  ``PreFilterResult``, ``PostFilterResult``, ``MIN_NODE_SCORE``/``MAX_NODE_SCORE``;
+- cluster events for requeueing: ``ClusterEvent``, ``ClusterEventWithHint``, ``ActionType``,
+  ``EventResource``, ``QueueingHint``, ``QueueingHintFn``;
+- ``Handle`` (what a plugin reaches besides its args) and the protocols its members return;
+- ``Registry``, ``PluginFactory``, ``PluginArgs``, ``PluginOrigin`` for registering plugins
+  (out-of-tree packages do it through the ``kube_py_scheduler.plugins`` entry-point group).
+
+**Private**: every submodule (``scheduler.framework.runtime``, ``.builder``,
+``.instrumentation``, ``.handle``, ``.types`` ...) and every name not in ``__all__``: the
+runtime that runs plugins, metrics plumbing, the scheduling cycle's bookkeeping.  They change
+without notice; ``tests/unit/framework/test_public_api.py`` pins this list.
+
+Importing this package stays cheap: it loads the vocabulary, never the runtime, the plugins
+or prometheus_client.
 """
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.batching import SignPlugin
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
     QueueingHint,
+    QueueingHintFn,
 )
 from scheduler.framework.interfaces import (
+    ApiClient,
+    ApiResponse,
     BindPlugin,
     EnqueueExtensions,
+    EventRecorder,
     FilterPlugin,
     Handle,
+    NodeInfoLister,
+    ObjectLister,
     PermitPlugin,
     Plugin,
+    PluginArgs,
+    PluginFactory,
+    PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    ScoreExtensions,
     ScorePlugin,
+    ScoreValuesNormalizer,
+    WaitingPod,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status, code_of, is_success
+from scheduler.framework.registry import PluginOrigin, Registry, extension_points_of
+from scheduler.framework.status import Code, Status
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
-    Diagnosis,
-    FitError,
     NodeScore,
     PostFilterResult,
     PreFilterResult,
     QueuedPodInfo,
 )
+from scheduler.objects.pod import PodInfo
 
 __all__ = [
-    "ActionType", "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
-    "Diagnosis", "EnqueueExtensions", "EventResource", "FilterPlugin", "FitError", "Handle",
-    "MAX_NODE_SCORE", "MIN_NODE_SCORE", "NodeInfo", "NodeScore", "PermitPlugin", "Plugin",
-    "PostBindPlugin", "PostFilterPlugin", "PostFilterResult", "PreBindPlugin",
-    "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult", "PreScorePlugin",
-    "QueueSortPlugin", "QueueingHint", "QueuedPodInfo", "ReservePlugin", "ScorePlugin",
-    "Status", "code_of", "is_success",
+    "MAX_NODE_SCORE",
+    "MIN_NODE_SCORE",
+    "ActionType",
+    "ApiClient",
+    "ApiResponse",
+    "BindPlugin",
+    "ClusterEvent",
+    "ClusterEventWithHint",
+    "Code",
+    "CycleState",
+    "EnqueueExtensions",
+    "EventRecorder",
+    "EventResource",
+    "FilterPlugin",
+    "Handle",
+    "NodeInfo",
+    "NodeInfoLister",
+    "NodeScore",
+    "ObjectLister",
+    "PermitPlugin",
+    "Plugin",
+    "PluginArgs",
+    "PluginFactory",
+    "PluginOrigin",
+    "PodInfo",
+    "PodNominator",
+    "PostBindPlugin",
+    "PostFilterPlugin",
+    "PostFilterResult",
+    "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "PreFilterExtensions",
+    "PreFilterPlugin",
+    "PreFilterResult",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "QueuedPodInfo",
+    "QueueingHint",
+    "QueueingHintFn",
+    "Registry",
+    "ReservePlugin",
+    "ScoreExtensions",
+    "ScorePlugin",
+    "ScoreValuesNormalizer",
+    "SignPlugin",
+    "Status",
+    "WaitingPod",
+    "extension_points_of",
+    "missing_state",
+    "read_state",
 ]

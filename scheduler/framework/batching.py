@@ -31,7 +31,8 @@ from scheduler.framework.status import Code, Status
 if TYPE_CHECKING:
     from scheduler.framework.cycle_state import CycleState
     from scheduler.framework.node_info import NodeInfo
-    from scheduler.framework.runtime import Framework, RawScores, ScoreTable
+    from scheduler.framework.runtime import Framework, RawScores
+    from scheduler.framework.types import ScoreTable
     from scheduler.objects.pod import PodInfo
 
 

@@ -8,7 +8,9 @@ implement ``clone()`` so that a cloned CycleState can be changed independently.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from scheduler.framework.status import Code, Status
 
 
 class StateData(Protocol):
@@ -47,3 +49,21 @@ class CycleState:
         copy.skip_score_plugins = set(self.skip_score_plugins)
         copy.record_plugin_metrics = self.record_plugin_metrics
         return copy
+
+
+T = TypeVar("T")
+
+
+def missing_state(key: str) -> Status:
+    """The Error status upstream answers when a Pre* step's data is missing from the cycle
+    state (the point ran without it: a bug).  A new Status each call (batches use it per
+    node)."""
+    return Status(Code.ERROR, f'error reading "{key}" from cycleState: not found')
+
+
+def read_state(state: CycleState, key: str, kind: type[T]) -> T | Status:
+    """What a PreFilter/PreScore stored under ``key``, or ``missing_state(key)``."""
+    value = state.get(key)
+    if isinstance(value, kind):
+        return value
+    return missing_state(key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.framework.status import Status
+from scheduler.framework.status import Code, Status
 
 
 class AlreadyBoundError(Exception):
@@ -51,3 +51,19 @@ class PluginConfigError(ValueError):
         self.plugin = plugin
         self.field = field
         self.detail = message
+
+
+def guard_error(status: Status, prefix: str, plugin: str) -> Status:
+    """Wrap a non-rejection status as upstream's ``AsStatus(fmt.Errorf(prefix: err))``,
+    keeping the original exception (AlreadyBoundError ...) for the caller."""
+    message = status.message() or status.code.label
+    return Status(Code.ERROR, f"{prefix}: {message}", plugin=plugin, error=status.error)
+
+
+def rejection_or_error(status: Status, point: str, plugin: str) -> Status:
+    """A failed Reserve/PreBind: rejections keep their code and name the plugin; anything
+    else becomes an Error status."""
+    if status.is_rejected():
+        status.plugin = plugin
+        return status
+    return guard_error(status, f"running {point} plugin {plugin!r}", plugin)

@@ -21,6 +21,7 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
 from scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
+from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
 
 
@@ -59,6 +60,7 @@ class FrameworkHandle:
         activate: Callable[[Iterable[dict[str, Any]]], None],
         clock: Callable[[], float],
         waiting_pods: WaitingPodsMap,
+        metrics: SchedulerMetrics,
     ) -> None:
         self._profile_name = profile_name
         self._snapshot_provider = snapshot_provider
@@ -69,6 +71,7 @@ class FrameworkHandle:
         self._activate = activate
         self._clock = clock
         self._waiting_pods = waiting_pods
+        self._metrics = metrics
         self._runner: _FilterRunner | None = None
 
     def attach(self, runner: _FilterRunner) -> None:
@@ -105,6 +108,10 @@ class FrameworkHandle:
     @property
     def waiting_pods(self) -> WaitingPodsMap:
         return self._waiting_pods
+
+    @property
+    def metrics(self) -> SchedulerMetrics:
+        return self._metrics
 
     def clock(self) -> float:
         return self._clock()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 import builtins
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import ClusterEventWithHint
@@ -28,6 +28,9 @@ from scheduler.framework.types import (
     QueuedPodInfo,
 )
 from scheduler.objects.pod import PodInfo
+
+if TYPE_CHECKING:  # prometheus_client stays out of the plugin API's import cost
+    from scheduler.metrics import SchedulerMetrics
 
 PluginArgs = Mapping[str, Any]
 
@@ -320,6 +323,12 @@ class Handle(Protocol):
 
     @property
     def nominator(self) -> PodNominator: ...
+
+    @property
+    def metrics(self) -> SchedulerMetrics:
+        """The scheduler's metrics (kube-scheduler's names), for plugins that record their
+        own (preemption attempts and victims)."""
+        ...
 
     def clock(self) -> float:
         """Monotonic seconds (injectable in tests)."""

@@ -84,17 +84,6 @@ class HostPortInfo:
         return copy
 
 
-def pod_pvc_names(pod: dict[str, Any]) -> list[str]:
-    """``namespace/claimName`` of every PVC the pod mounts (for PVC reference counting)."""
-    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
-    names = []
-    for volume in (pod.get("spec") or {}).get("volumes") or []:
-        claim = volume.get("persistentVolumeClaim")
-        if claim and claim.get("claimName"):
-            names.append(f"{namespace}/{claim['claimName']}")
-    return names
-
-
 class NodeInfo:
     __slots__ = (
         "node",
@@ -191,7 +180,7 @@ class NodeInfo:
                 self.used_ports.add(ip, protocol, port)
             else:
                 self.used_ports.remove(ip, protocol, port)
-        for claim in pod_pvc_names(pod_info.pod):
+        for claim in pod_info.pvc_names:
             count = self.pvc_ref_counts.get(claim, 0) + sign
             if count > 0:
                 self.pvc_ref_counts[claim] = count

@@ -6,9 +6,9 @@ QueueSort, cluster-event registration) and preemption all need the same ordered 
 score weights and error mapping.  Every plugin call is guarded: an exception inside a plugin
 becomes ``Status(ERROR)`` naming the plugin, so a plugin bug fails one pod, never the loop.
 
-Metrics follow upstream: ``scheduler_framework_extension_point_duration_seconds`` for every
-extension point except the per-node Filter, and per-plugin durations only for sampled cycles
-(``CycleState.record_plugin_metrics``, ~10%), so the per-node Filter path stays cheap.
+Split as upstream's runtime package: this module runs the plugins; ``builder`` builds a
+profile's plugin lists (multiPoint expansion, weights, args); ``instrumentation`` records the
+metrics and holds the one guarded, timed plugin-call skeleton every ``run_*`` uses.
 """
 
 from __future__ import annotations
@@ -18,64 +18,40 @@ import operator
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
 
-from scheduler.config.defaults import effective_plugins, merge_plugin_args
-from scheduler.config.types import PluginSet, Profile
+from scheduler.config.types import Profile
+from scheduler.framework.builder import ProfileBuilder
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import FrameworkStatusError, PluginConfigError
-from scheduler.framework.events import (
-    ActionType,
-    ClusterEvent,
-    EventResource,
-    QueueingHintFn,
-)
+from scheduler.framework.errors import guard_error as _guard_error
+from scheduler.framework.errors import rejection_or_error as _rejection_or_error
+from scheduler.framework.events import ActionType, ClusterEvent, EventResource, QueueingHintFn
 from scheduler.framework.handle import FrameworkHandle
+from scheduler.framework.instrumentation import (  # extension point labels, as upstream's
+    BIND, FILTER, PERMIT, PLUGIN_METRICS_SAMPLE_PERCENT, POST_BIND, POST_FILTER, PRE_BIND,
+    PRE_ENQUEUE, PRE_FILTER, PRE_FILTER_EXTENSION_ADD_POD, PRE_FILTER_EXTENSION_REMOVE_POD,
+    PRE_SCORE, RESERVE, SCORE, SCORE_EXTENSION_NORMALIZE, UNRESERVE, Instrumentation,
+    timeout_first,
+)
 from scheduler.framework.interfaces import (
-    EXTENSION_POINTS,
-    ApiClient,
-    BindPlugin,
-    EnqueueExtensions,
-    EventRecorder,
-    FilterPlugin,
-    NodeInfoLister,
-    ObjectLister,
-    PermitPlugin,
-    Plugin,
-    PodNominator,
-    PostBindPlugin,
-    PostFilterPlugin,
-    PreBindPlugin,
-    PreEnqueuePlugin,
-    PreFilterPlugin,
-    PreScorePlugin,
-    QueueSortPlugin,
-    ReservePlugin,
-    ScorePlugin,
+    ApiClient, BindPlugin, EnqueueExtensions, EventRecorder, FilterPlugin, NodeInfoLister,
+    ObjectLister, PermitPlugin, Plugin, PodNominator, PostBindPlugin, PostFilterPlugin,
+    PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin, QueueSortPlugin,
+    ReservePlugin, ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.registry import Registry
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import (
-    MAX_NODE_SCORE,
-    MAX_TOTAL_SCORE,
-    MIN_NODE_SCORE,
-    NodeScore,
-    NodeScoreResult,
-    PostFilterResult,
-    PreFilterResult,
-    QueuedPodInfo,
+    MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, NodeScoreResult, PostFilterResult,
+    PreFilterResult, QueuedPodInfo, ScoreTable,
 )
-from scheduler.framework.waiting_pods import (
-    MAX_PERMIT_TIMEOUT_SECONDS,
-    WaitingPod,
-    WaitingPodsMap,
-)
-from scheduler.metrics import SchedulerMetrics, observe_many
+from scheduler.framework.waiting_pods import MAX_PERMIT_TIMEOUT_SECONDS, WaitingPod, WaitingPodsMap
+from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.registry import Registry, UnknownPluginError
 
 __all__ = [
     "PLUGIN_METRICS_SAMPLE_PERCENT",
@@ -86,26 +62,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
-
-# Upstream pluginMetricsSamplePercent.
-PLUGIN_METRICS_SAMPLE_PERCENT = 10
-
-# Extension point labels, spelled as upstream's metrics package.
-PRE_ENQUEUE = "PreEnqueue"
-PRE_FILTER = "PreFilter"
-PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
-PRE_FILTER_EXTENSION_REMOVE_POD = "PreFilterExtensionRemovePod"
-FILTER = "Filter"
-POST_FILTER = "PostFilter"
-PRE_SCORE = "PreScore"
-SCORE = "Score"
-SCORE_EXTENSION_NORMALIZE = "ScoreExtensionNormalize"
-RESERVE = "Reserve"
-UNRESERVE = "Unreserve"
-PERMIT = "Permit"
-PRE_BIND = "PreBind"
-BIND = "Bind"
-POST_BIND = "PostBind"
 
 # Plugins of these kinds can reject a pod, so they must tell the queue which events to wait
 # for; one that does not implement EnqueueExtensions gets every event (upstream
@@ -121,32 +77,7 @@ _REJECTING_KINDS: tuple[type[Plugin], ...] = (
 WILDCARD_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "*")
 
 
-def _guard_error(status: Status, prefix: str, plugin: str) -> Status:
-    """Wrap a non-rejection status as upstream's ``AsStatus(fmt.Errorf(prefix: err))``,
-    keeping the original exception (AlreadyBoundError ...) for the caller."""
-    message = status.message() or status.code.label
-    return Status(Code.ERROR, f"{prefix}: {message}", plugin=plugin, error=status.error)
-
-
-def _rejection_or_error(status: Status, point: str, plugin: str) -> Status:
-    """A failed Reserve/PreBind: rejections keep their code and name the plugin; anything
-    else becomes an Error status."""
-    if status.is_rejected():
-        status.plugin = plugin
-        return status
-    return _guard_error(status, f"running {point} plugin {plugin!r}", plugin)
-
-
 FilterFn = Callable[[CycleState, PodInfo, NodeInfo], "Status | None"]
-
-
-@dataclass(slots=True)
-class ScoreTable:
-    """Per-node scores as columns: node names, weighted totals, weighted scores per plugin."""
-
-    names: list[str]
-    totals: list[int]
-    by_plugin: dict[str, list[int]]
 
 
 _NODE_NAME = operator.attrgetter("name")
@@ -177,7 +108,9 @@ class Framework:
         self.profile_name = profile.scheduler_name
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
-        self.metrics = metrics
+        # Always real metrics (a private registry when the caller has none): no None guards.
+        self.metrics = metrics if metrics is not None else SchedulerMetrics()
+        self._instr = Instrumentation(self.metrics, self.profile_name)
         self._nominator = nominator
         self._rng = rng if rng is not None else random.Random()
         self.handle = FrameworkHandle(
@@ -190,18 +123,15 @@ class Framework:
             activate=activate,
             clock=clock,
             waiting_pods=self.waiting_pods,
+            metrics=self.metrics,
         )
-        self.plugins: dict[str, Plugin] = {}
-        self.score_weights: dict[str, int] = {}
-        self._points: dict[str, list[tuple[str, Plugin]]] = {p: [] for p in EXTENSION_POINTS}
-        self._ep_children: dict[tuple[str, Code], Any] = {}
-        self._plugin_children: dict[tuple[str, str, Code], Any] = {}
-        self._evaluation_children: dict[tuple[str, str], Any] = {}
-        self._build(profile, registry)
+        built = ProfileBuilder(profile, registry, self.handle).build()
+        self.plugins: dict[str, Plugin] = built.plugins
+        self.score_weights: dict[str, int] = built.score_weights
+        self._points = points = built.points
         self.handle.attach(self)
 
-        points = self._points
-        # The isinstance checks in _build guarantee each list holds its point's kind.
+        # The builder's isinstance checks guarantee each list holds its point's kind.
         self._pre_enqueue = cast(list[tuple[str, PreEnqueuePlugin]], points["preEnqueue"])
         self._queue_sort = cast(list[tuple[str, QueueSortPlugin]], points["queueSort"])
         self._pre_filter = cast(list[tuple[str, PreFilterPlugin]], points["preFilter"])
@@ -221,154 +151,6 @@ class Framework:
         self._filter_evals = [0] * len(self._filter)
         self._plan_state: CycleState | None = None
         self._plan: list[tuple[int, str, FilterFn]] = []
-
-    # --- construction ----------------------------------------------------------------------
-
-    def _config_error(
-        self, message: str, *, plugin: str = "", field: str = ""
-    ) -> PluginConfigError:
-        return PluginConfigError(
-            profile=self.profile_name, plugin=plugin, field=field, message=message
-        )
-
-    def _build(self, profile: Profile, registry: Registry) -> None:
-        plugins = effective_plugins(profile)
-        sets: dict[str, PluginSet] = {point: plugins.get(point) for point in EXTENSION_POINTS}
-        multi = plugins.multi_point
-
-        needed: dict[str, None] = {}
-        for ps in (*sets.values(), multi):
-            for ref in ps.enabled:
-                needed.setdefault(ref.name, None)
-        for name in needed:
-            self.plugins[name] = self._instantiate(name, profile, registry)
-
-        # Plugins configured at specific points (upstream updatePluginList).
-        for point, ps in sets.items():
-            kind = EXTENSION_POINTS[point]
-            seen: set[str] = set()
-            for ref in ps.enabled:
-                plugin = self.plugins[ref.name]
-                if not isinstance(plugin, kind):
-                    raise self._config_error(
-                        f"plugin does not implement the {point} extension point",
-                        plugin=ref.name,
-                        field=f"plugins.{point}.enabled",
-                    )
-                if ref.name in seen:
-                    raise self._config_error(
-                        f"plugin enabled more than once at {point}",
-                        plugin=ref.name,
-                        field=f"plugins.{point}.enabled",
-                    )
-                seen.add(ref.name)
-                self._points[point].append((ref.name, plugin))
-
-        if multi.enabled:
-            self._expand_multi_point(sets, multi)
-
-        if len(self._points["queueSort"]) != 1:
-            raise self._config_error(
-                "only one queue sort plugin required for profile, but got "
-                f"{len(self._points['queueSort'])}",
-                field="plugins.queueSort",
-            )
-        if not self._points["bind"]:
-            raise self._config_error(
-                "at least one bind plugin is needed for profile", field="plugins.bind"
-            )
-        self._set_score_weights([*sets["score"].enabled, *multi.enabled])
-
-    def _instantiate(self, name: str, profile: Profile, registry: Registry) -> Plugin:
-        try:
-            factory = registry.get(name)
-        except UnknownPluginError:
-            raise self._config_error("plugin is not registered", plugin=name) from None
-        except Exception as exc:  # an in-tree module that fails to import
-            raise self._config_error(f"cannot load plugin: {exc}", plugin=name) from exc
-        args = merge_plugin_args(name, profile.plugin_config.get(name))
-        try:
-            plugin = factory(args, self.handle)
-        except Exception as exc:
-            raise self._args_error(name, exc) from exc
-        if not isinstance(plugin, Plugin):
-            raise self._config_error(
-                f"factory returned {type(plugin).__name__}, not a Plugin", plugin=name
-            )
-        return plugin
-
-    def _args_error(self, name: str, exc: Exception) -> PluginConfigError:
-        """Name the profile, the plugin and the field of a plugin constructor's error.  Plugins
-        raise ``ConfigError("", [(path, message)])`` (``plugins.helper.args_error``)."""
-        errors = getattr(exc, "errors", None)
-        if (
-            isinstance(errors, list)
-            and errors
-            and all(isinstance(e, tuple) and len(e) == 2 for e in errors)
-        ):
-            field = str(errors[0][0])
-            message = "; ".join(
-                str(msg) if i == 0 else f"{path}: {msg}" for i, (path, msg) in enumerate(errors)
-            )
-            return self._config_error(message, plugin=name, field=field)
-        field = getattr(exc, "field", "")
-        message = str(exc) or type(exc).__name__
-        return self._config_error(message, plugin=name, field=str(field) if field else "")
-
-    def _expand_multi_point(self, sets: Mapping[str, PluginSet], multi: PluginSet) -> None:
-        """Upstream ``expandMultiPointPlugins``: a multiPoint plugin joins every point it
-        implements unless disabled there; a plugin also configured at that specific point keeps
-        the specific entry (and its place) instead.  Resulting order: specific overrides of
-        multiPoint plugins, then multiPoint plugins, then the other specific plugins."""
-        for point, ps in sets.items():
-            disabled = ps.disabled_names()
-            if "*" in disabled:
-                continue
-            kind = EXTENSION_POINTS[point]
-            specific = [name for name, _ in self._points[point]]
-            overrides: list[str] = []
-            expanded: list[str] = []
-            for ref in multi.enabled:
-                plugin = self.plugins[ref.name]
-                if not isinstance(plugin, kind) or ref.name in disabled:
-                    continue
-                if ref.name in specific:
-                    if ref.name not in overrides:
-                        overrides.append(ref.name)
-                    continue
-                if ref.name in expanded:
-                    raise self._config_error(
-                        f"plugin enabled more than once in multiPoint (expanding {point})",
-                        plugin=ref.name,
-                        field="plugins.multiPoint.enabled",
-                    )
-                expanded.append(ref.name)
-            order = (
-                [n for n in specific if n in overrides]
-                + expanded
-                + [n for n in specific if n not in overrides]
-            )
-            self._points[point] = [(n, self.plugins[n]) for n in order]
-
-    def _set_score_weights(self, refs: Iterable[Any]) -> None:
-        """Upstream ``getScoreWeights``: the specific score entry wins over multiPoint's, a
-        weight of 0 means 1, and the total must not overflow."""
-        total = 0
-        for ref in refs:
-            plugin = self.plugins.get(ref.name)
-            if not isinstance(plugin, ScorePlugin) or ref.name in self.score_weights:
-                continue
-            weight = ref.weight or 1
-            if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
-                raise self._config_error(
-                    "total score of Score plugins could overflow",
-                    plugin=ref.name,
-                    field="plugins.score",
-                )
-            self.score_weights[ref.name] = weight
-            total += weight * MAX_NODE_SCORE
-        for name, _ in self._points["score"]:
-            self.score_weights.setdefault(name, 1)
 
     # --- introspection ---------------------------------------------------------------------
 
@@ -427,58 +209,24 @@ class Framework:
                 out.append((item.event, name, item.hint))
         return out
 
+    def _sample(self) -> bool:
+        return self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+
     def new_cycle_state(self) -> CycleState:
         """A CycleState for one scheduling attempt; ~10% of them record per-plugin metrics."""
         state = CycleState()
-        state.record_plugin_metrics = (
-            self.metrics is not None and self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
-        )
+        state.record_plugin_metrics = self._sample()
         return state
 
-    # --- metrics helpers -------------------------------------------------------------------
-
-    def _observe_point(self, point: str, status: Status | None, start: float) -> None:
-        if self.metrics is None:
-            return
-        code = Code.SUCCESS if status is None else status.code
-        child = self._ep_children.get((point, code))
-        if child is None:
-            child = self.metrics.framework_extension_point_duration.labels(
-                point, code.label, self.profile_name
-            )
-            self._ep_children[(point, code)] = child
-        child.observe(time.perf_counter() - start)
-
-    def _observe_plugin(self, point: str, plugin: str, status: Status | None, start: float) -> None:
-        if self.metrics is None:
-            return
-        code = Code.SUCCESS if status is None else status.code
-        key = (plugin, point, code)
-        child = self._plugin_children.get(key)
-        if child is None:
-            child = self.metrics.plugin_execution_duration.labels(plugin, point, code.label)
-            self._plugin_children[key] = child
-        child.observe(time.perf_counter() - start)
-
-    def _count_evaluation(self, point: str, plugin: str, count: int = 1) -> None:
-        if self.metrics is not None and count:
-            # labels() builds and looks up a label tuple each call: keep the child per pair.
-            child = self._evaluation_children.get((point, plugin))
-            if child is None:
-                child = self.metrics.plugin_evaluation_total.labels(
-                    plugin, point, self.profile_name)
-                self._evaluation_children[(point, plugin)] = child
-            child.inc(count)
+    # --- metrics -----------------------------------------------------------------------------
 
     def flush_metrics(self) -> None:
         """Publish the Filter evaluation counts gathered since the last flush."""
-        if self.metrics is None:
-            return
         for index, (name, _) in enumerate(self._filter):
             count = self._filter_evals[index]
             if count:
                 self._filter_evals[index] = 0
-                self._count_evaluation(FILTER, name, count)
+                self._instr.count_evaluation(FILTER, name, count)
 
     # --- queue -----------------------------------------------------------------------------
 
@@ -487,18 +235,10 @@ class Framework:
 
     def run_pre_enqueue_plugins(self, pod_info: PodInfo) -> Status | None:
         """The first non-success status (plugin set), or None: the pod may enter activeQ."""
-        sampled = (
-            self.metrics is not None and self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
-        )
+        sampled = self._sample()
+        call = self._instr.call
         for name, plugin in self._pre_enqueue:
-            start = time.perf_counter() if sampled else 0.0
-            try:
-                status = plugin.pre_enqueue(pod_info)
-            except Exception as exc:
-                log.exception("PreEnqueue plugin raised", plugin=name, pod=pod_info.key)
-                status = Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(PRE_ENQUEUE, name, status, start)
+            status = call(PRE_ENQUEUE, name, sampled, pod_info.key, plugin.pre_enqueue, pod_info)
             if status is not None and status.code != Code.SUCCESS:
                 status.plugin = name
                 return status
@@ -520,17 +260,12 @@ class Framework:
         rejectors: set[str] = set()
         return_status: Status | None = None
         final: tuple[PreFilterResult | None, Status | None, set[str]] | None = None
+        instr = self._instr
         for name, plugin in self._pre_filter:
-            t0 = time.perf_counter() if sampled else 0.0
-            r: PreFilterResult | None
-            try:
-                r, s = plugin.pre_filter(state, pod_info, nodes)
-            except Exception as exc:
-                log.exception("PreFilter plugin raised", plugin=name, pod=pod_info.key)
-                r, s = None, Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(PRE_FILTER, name, s, t0)
-            self._count_evaluation(PRE_FILTER, name)
+            r, s = instr.call_with_result(
+                PRE_FILTER, name, sampled, pod_info.key, plugin.pre_filter, state, pod_info, nodes
+            )
+            instr.count_evaluation(PRE_FILTER, name)
             if s is not None and s.code == Code.SKIP:
                 skip.add(name)
                 continue
@@ -567,7 +302,7 @@ class Framework:
         if final is None:
             final = (result, return_status, rejectors | set(plugins_with_nodes))
         state.skip_filter_plugins = skip
-        self._observe_point(PRE_FILTER, final[1], start)
+        instr.observe_point(PRE_FILTER, final[1], start)
         return final
 
     def run_pre_filter_extension_add_pod(
@@ -603,20 +338,14 @@ class Framework:
         for name, plugin in self._pre_filter:
             if name in skip:
                 continue
-            t0 = time.perf_counter() if sampled else 0.0
-            try:
-                ext = plugin.pre_filter_extensions()
-                if ext is None:
-                    continue
-                if add:
-                    status = ext.add_pod(state, pod_to_schedule, other, node_info)
-                else:
-                    status = ext.remove_pod(state, pod_to_schedule, other, node_info)
-            except Exception as exc:
-                log.exception("PreFilter extension raised", plugin=name, operation=point)
-                status = Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(point, name, status, t0)
+            ext = plugin.pre_filter_extensions()
+            if ext is None:
+                continue
+            status = self._instr.call(
+                point, name, sampled, pod_to_schedule.key,
+                ext.add_pod if add else ext.remove_pod,
+                state, pod_to_schedule, other, node_info,
+            )
             if status is not None and status.code != Code.SUCCESS:
                 operation = "AddPod" if add else "RemovePod"
                 return _guard_error(
@@ -649,7 +378,7 @@ class Framework:
                 t0 = time.perf_counter()
             status = self._filter_one(name, filter_fn, state, pod_info, node_info)
             if sampled:
-                self._observe_plugin(FILTER, name, status, t0)
+                self._instr.observe_plugin(FILTER, name, status, t0)
             if status is not None and status.code != Code.SUCCESS:
                 if not status.is_rejected():
                     # Filter plugins may only answer Success or a rejection.
@@ -690,7 +419,7 @@ class Framework:
                     self._filter_one(name, plugin.filter, state, pod_info, n) for n in batch
                 ]
             if sampled:
-                self._observe_filter_batch(name, results, time.perf_counter() - t0)
+                self._instr.observe_filter_batch(name, results, time.perf_counter() - t0)
             if not any(results):
                 continue
             kept: list[int] = []
@@ -708,24 +437,6 @@ class Framework:
             alive = kept
             batch = [nodes[i] for i in kept]
         return statuses
-
-    def _observe_filter_batch(
-        self, plugin: str, results: list[Status | None], seconds: float
-    ) -> None:
-        if self.metrics is None or not results:
-            return
-        per_node = seconds / len(results)
-        counts: dict[Code, int] = {}
-        for status in results:
-            code = Code.SUCCESS if status is None else status.code
-            counts[code] = counts.get(code, 0) + 1
-        for code, count in counts.items():
-            key = (plugin, FILTER, code)
-            child = self._plugin_children.get(key)
-            if child is None:
-                child = self.metrics.plugin_execution_duration.labels(plugin, FILTER, code.label)
-                self._plugin_children[key] = child
-            observe_many(child, per_node, count)
 
     @staticmethod
     def _filter_one(
@@ -805,15 +516,10 @@ class Framework:
         rejector = ""
         final: tuple[PostFilterResult | None, Status | None] | None = None
         for name, plugin in self._post_filter:
-            t0 = time.perf_counter() if sampled else 0.0
-            r: PostFilterResult | None
-            try:
-                r, s = plugin.post_filter(state, pod_info, node_to_status)
-            except Exception as exc:
-                log.exception("PostFilter plugin raised", plugin=name, pod=pod_info.key)
-                r, s = None, Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(POST_FILTER, name, s, t0)
+            r, s = self._instr.call_with_result(
+                POST_FILTER, name, sampled, pod_info.key, plugin.post_filter,
+                state, pod_info, node_to_status,
+            )
             if s is None or s.code == Code.SUCCESS:
                 final = (r, s)
                 break
@@ -831,7 +537,7 @@ class Framework:
                 rejector = name
         if final is None:
             final = (result, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector))
-        self._observe_point(POST_FILTER, final[1], start)
+        self._instr.observe_point(POST_FILTER, final[1], start)
         return final
 
     # --- Score -----------------------------------------------------------------------------
@@ -844,16 +550,12 @@ class Framework:
         sampled = state.record_plugin_metrics
         skip: set[str] = set()
         final: Status | None = None
+        instr = self._instr
         for name, plugin in self._pre_score:
-            t0 = time.perf_counter() if sampled else 0.0
-            try:
-                s = plugin.pre_score(state, pod_info, nodes)
-            except Exception as exc:
-                log.exception("PreScore plugin raised", plugin=name, pod=pod_info.key)
-                s = Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(PRE_SCORE, name, s, t0)
-            self._count_evaluation(PRE_SCORE, name)
+            s = instr.call(
+                PRE_SCORE, name, sampled, pod_info.key, plugin.pre_score, state, pod_info, nodes
+            )
+            instr.count_evaluation(PRE_SCORE, name)
             if s is not None and s.code == Code.SKIP:
                 skip.add(name)
                 continue
@@ -861,7 +563,7 @@ class Framework:
                 final = _guard_error(s, f"running PreScore plugin {name!r}", name)
                 break
         state.skip_score_plugins = skip
-        self._observe_point(PRE_SCORE, final, start)
+        instr.observe_point(PRE_SCORE, final, start)
         return final
 
     def run_score_plugins(
@@ -903,13 +605,13 @@ class Framework:
             table = ScoreTable(names, [0] * len(nodes), {})
         else:
             table, status = self._finish_scores(state, pod_info, names, raw)
-        self._observe_point(SCORE, status, start)
+        self._instr.observe_point(SCORE, status, start)
         return table, status
 
     def _run_score_plugins(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[ScoreTable, Status | None]:
-        names = [node_info.name for node_info in nodes]
+        names = list(map(_NODE_NAME, nodes))
         raw, status = self.raw_scores(state, pod_info, nodes)
         if status is not None:
             return ScoreTable(names, [0] * len(nodes), {}), status
@@ -933,12 +635,12 @@ class Framework:
                 log.exception("Score plugin raised", plugin=name, pod=pod_info.key)
                 values, s = [], Status.from_error(exc, plugin=name)
             if sampled:
-                self._observe_plugin(SCORE, name, s, t0)
+                self._instr.observe_plugin(SCORE, name, s, t0)
             if s is not None and s.code != Code.SUCCESS:
                 return raw, _guard_error(
                     s, f"running Score plugins: plugin {name!r} failed with", name
                 )
-            self._count_evaluation(SCORE, name, len(nodes))
+            self._instr.count_evaluation(SCORE, name, len(nodes))
             raw.append((name, values))
         return raw, None
 
@@ -964,7 +666,7 @@ class Framework:
                     log.exception("NormalizeScore raised", plugin=name, pod=pod_info.key)
                     s = Status.from_error(exc, plugin=name)
                 if sampled:
-                    self._observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
+                    self._instr.observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
                 if s is not None and s.code != Code.SUCCESS:
                     return table, _guard_error(
                         s, f"running Normalize on Score plugins: plugin {name!r} failed with",
@@ -998,18 +700,13 @@ class Framework:
         sampled = state.record_plugin_metrics
         final: Status | None = None
         for name, plugin in self._reserve:
-            t0 = time.perf_counter() if sampled else 0.0
-            try:
-                s = plugin.reserve(state, pod_info, node_name)
-            except Exception as exc:
-                log.exception("Reserve plugin raised", plugin=name, pod=pod_info.key)
-                s = Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(RESERVE, name, s, t0)
+            s = self._instr.call(
+                RESERVE, name, sampled, pod_info.key, plugin.reserve, state, pod_info, node_name
+            )
             if s is not None and s.code != Code.SUCCESS:
                 final = _rejection_or_error(s, "Reserve", name)
                 break
-        self._observe_point(RESERVE, final, start)
+        self._instr.observe_point(RESERVE, final, start)
         return final
 
     def run_reserve_plugins_unreserve(
@@ -1019,14 +716,11 @@ class Framework:
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         for name, plugin in reversed(self._reserve):
-            t0 = time.perf_counter() if sampled else 0.0
-            try:
-                plugin.unreserve(state, pod_info, node_name)
-            except Exception:
-                log.exception("Unreserve plugin raised", plugin=name, pod=pod_info.key)
-            if sampled:
-                self._observe_plugin(UNRESERVE, name, None, t0)
-        self._observe_point(UNRESERVE, None, start)
+            self._instr.call_quietly(
+                UNRESERVE, name, sampled, pod_info.key, plugin.unreserve,
+                state, pod_info, node_name,
+            )
+        self._instr.observe_point(UNRESERVE, None, start)
 
     def run_permit_plugins(
         self, state: CycleState, pod_info: PodInfo, node_name: str
@@ -1039,15 +733,10 @@ class Framework:
         wait_times: dict[str, float] = {}
         final: Status | None = None
         for name, plugin in self._permit:
-            t0 = time.perf_counter() if sampled else 0.0
-            timeout = 0.0
-            try:
-                s, timeout = plugin.permit(state, pod_info, node_name)
-            except Exception as exc:
-                log.exception("Permit plugin raised", plugin=name, pod=pod_info.key)
-                s = Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(PERMIT, name, s, t0)
+            timeout, s = self._instr.call_with_result(
+                PERMIT, name, sampled, pod_info.key, timeout_first(plugin.permit),
+                state, pod_info, node_name,
+            )
             if s is None or s.code == Code.SUCCESS:
                 continue
             if s.is_rejected():
@@ -1055,7 +744,7 @@ class Framework:
                 final = s
                 break
             if s.code == Code.WAIT:
-                wait_times[name] = min(float(timeout), MAX_PERMIT_TIMEOUT_SECONDS)
+                wait_times[name] = min(float(timeout or 0.0), MAX_PERMIT_TIMEOUT_SECONDS)
                 continue
             final = _guard_error(s, f"running Permit plugin {name!r}", name)
             break
@@ -1069,7 +758,7 @@ class Framework:
                 Code.WAIT,
                 f"one or more plugins asked to wait and no plugin rejected pod {pod_info.name!r}",
             )
-        self._observe_point(PERMIT, final, start)
+        self._instr.observe_point(PERMIT, final, start)
         return final
 
     async def wait_on_permit(self, pod_info: PodInfo) -> Status | None:
@@ -1084,11 +773,7 @@ class Framework:
             waiting_pod.cancel_timers()
             if self.waiting_pods.get(pod_info.uid) is waiting_pod:
                 self.waiting_pods.remove(pod_info.uid)
-        if self.metrics is not None:
-            code = Code.SUCCESS if status is None else status.code
-            self.metrics.permit_wait_duration.labels(code.label).observe(
-                time.perf_counter() - start
-            )
+        self._instr.observe_permit_wait(status, time.perf_counter() - start)
         if status is None or status.code == Code.SUCCESS:
             return None
         if status.is_rejected():
@@ -1104,18 +789,13 @@ class Framework:
         sampled = state.record_plugin_metrics
         final: Status | None = None
         for name, plugin in self._pre_bind:
-            t0 = time.perf_counter() if sampled else 0.0
-            try:
-                s = await plugin.pre_bind(state, pod_info, node_name)
-            except Exception as exc:
-                log.exception("PreBind plugin raised", plugin=name, pod=pod_info.key)
-                s = Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(PRE_BIND, name, s, t0)
+            s = await self._instr.call_async(
+                PRE_BIND, name, sampled, pod_info.key, plugin.pre_bind, state, pod_info, node_name
+            )
             if s is not None and s.code != Code.SUCCESS:
                 final = _rejection_or_error(s, "PreBind", name)
                 break
-        self._observe_point(PRE_BIND, final, start)
+        self._instr.observe_point(PRE_BIND, final, start)
         return final
 
     async def run_bind_plugins(
@@ -1127,14 +807,9 @@ class Framework:
         sampled = state.record_plugin_metrics
         final: Status | None = Status(Code.SKIP)
         for name, plugin in self._bind:
-            t0 = time.perf_counter() if sampled else 0.0
-            try:
-                s = await plugin.bind(state, pod_info, node_name)
-            except Exception as exc:
-                log.exception("Bind plugin raised", plugin=name, pod=pod_info.key)
-                s = Status.from_error(exc, plugin=name)
-            if sampled:
-                self._observe_plugin(BIND, name, s, t0)
+            s = await self._instr.call_async(
+                BIND, name, sampled, pod_info.key, plugin.bind, state, pod_info, node_name
+            )
             if s is not None and s.code == Code.SKIP:
                 continue
             if s is None or s.code == Code.SUCCESS:
@@ -1145,7 +820,7 @@ class Framework:
             else:
                 final = _guard_error(s, f"running Bind plugin {name!r}", name)
             break
-        self._observe_point(BIND, final, start)
+        self._instr.observe_point(BIND, final, start)
         return final
 
     def run_post_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
@@ -1153,14 +828,11 @@ class Framework:
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         for name, plugin in self._post_bind:
-            t0 = time.perf_counter() if sampled else 0.0
-            try:
-                plugin.post_bind(state, pod_info, node_name)
-            except Exception:
-                log.exception("PostBind plugin raised", plugin=name, pod=pod_info.key)
-            if sampled:
-                self._observe_plugin(POST_BIND, name, None, t0)
-        self._observe_point(POST_BIND, None, start)
+            self._instr.call_quietly(
+                POST_BIND, name, sampled, pod_info.key, plugin.post_bind,
+                state, pod_info, node_name,
+            )
+        self._instr.observe_point(POST_BIND, None, start)
 
     def __repr__(self) -> str:
         return f"Framework({self.profile_name!r})"

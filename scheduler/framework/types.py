@@ -123,3 +123,12 @@ class FitError(Exception):
             # Appended as is: PostFilter messages (preemption's) end with their own period.
             message += f" {self.diagnosis.post_filter_msg}"
         return message
+
+
+@dataclass(slots=True)
+class ScoreTable:
+    """Per-node scores as columns: node names, weighted totals, weighted scores per plugin."""
+
+    names: list[str]
+    totals: list[int]
+    by_plugin: dict[str, list[int]]

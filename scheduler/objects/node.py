@@ -1,4 +1,6 @@
-"""Small read-only helpers over raw Node dicts."""
+"""Small read-only helpers over raw Node dicts, and :func:`validate_node`, run before a node
+enters the scheduler cache so every later read of it (Filter, Score, the node tree, queueing
+hints) can trust its shape."""
 
 from __future__ import annotations
 
@@ -6,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.objects.errors import ObjectError
-from scheduler.objects.resources import Resource, ResourceListError
+from scheduler.objects.resources import Resource, ResourceListError, parse_resource_list_nano
+from scheduler.objects.taints import parse_taints
 
 __all__ = [
     "node_name",
@@ -16,6 +19,7 @@ __all__ = [
     "node_is_unschedulable",
     "node_images",
     "node_condition",
+    "validate_node",
 ]
 
 _EMPTY: Mapping[str, Any] = {}
@@ -57,8 +61,13 @@ def node_is_unschedulable(node: Mapping[str, Any]) -> bool:
 def node_images(node: Mapping[str, Any]) -> list[tuple[list[str], int]]:
     """``status.images`` as (names, sizeBytes) pairs; entries without names are skipped."""
     status = node.get("status") or _EMPTY
+    raw = status.get("images") if isinstance(status, Mapping) else None
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ObjectError.for_object(node, "status.images", "must be a list", kind="Node")
     out: list[tuple[list[str], int]] = []
-    for i, img in enumerate(status.get("images") or ()):
+    for i, img in enumerate(raw):
         if not isinstance(img, Mapping):
             raise ObjectError.for_object(node, f"status.images[{i}]", "must be an object",
                                          kind="Node")
@@ -80,3 +89,50 @@ def node_condition(node: Mapping[str, Any], cond_type: str) -> Mapping[str, Any]
         if isinstance(c, Mapping) and c.get("type") == cond_type:
             return c
     return None
+
+
+def _node_err(node: Mapping[str, Any], field: str, message: str) -> ObjectError:
+    return ObjectError.for_object(node, field, message, kind="Node")
+
+
+def validate_node(node: Any) -> None:
+    """Raise ObjectError naming the field if the scheduler cannot use this node as it is."""
+    if not isinstance(node, Mapping):
+        raise ObjectError(f"expected a Node object, got {type(node).__name__}", kind="Node")
+    meta = node.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise _node_err(node, "metadata", "must be an object")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise _node_err(node, "metadata.name", "required (a non-empty string)")
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is not None and not (isinstance(value, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+            raise _node_err(node, f"metadata.{field}", "must be a map of strings")
+    spec = node.get("spec")
+    if spec is not None:
+        if not isinstance(spec, Mapping):
+            raise _node_err(node, "spec", "must be an object")
+        unschedulable = spec.get("unschedulable")
+        if unschedulable is not None and not isinstance(unschedulable, bool):
+            raise _node_err(node, "spec.unschedulable", "must be a boolean")
+    parse_taints(node)
+    status = node.get("status")
+    if status is not None and not isinstance(status, Mapping):
+        raise _node_err(node, "status", "must be an object")
+    for field in ("allocatable", "capacity"):
+        try:
+            amounts = parse_resource_list_nano((status or _EMPTY).get(field),
+                                               where=f"status.{field}")
+        except ResourceListError as exc:
+            raise _node_err(node, exc.field, exc.detail) from None
+        for resource, amount in amounts.items():
+            if amount < 0:
+                raise _node_err(node, f"status.{field}.{resource}",
+                                "must be greater than or equal to 0")
+    conditions = (status or _EMPTY).get("conditions")
+    if conditions is not None and not (
+            isinstance(conditions, list) and all(isinstance(c, Mapping) for c in conditions)):
+        raise _node_err(node, "status.conditions", "must be a list of objects")
+    node_images(node)

@@ -10,10 +10,12 @@ requests override cpu/memory, and ``spec.overhead`` is added on top.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from scheduler.objects.errors import ObjectError
+from scheduler.objects.labels import LabelSelector, LabelSelectorError
 from scheduler.objects.node_affinity import PreferredSchedulingTerms, RequiredNodeAffinity
 from scheduler.objects.quantity import nano_to_int, nano_to_milli
 from scheduler.objects.resources import (
@@ -21,6 +23,9 @@ from scheduler.objects.resources import (
     MEMORY,
     Resource,
     ResourceListError,
+    is_extended_resource_name,
+    is_hugepage_resource_name,
+    is_native_resource,
     parse_resource_list_nano,
 )
 from scheduler.objects.taints import Toleration, parse_tolerations
@@ -42,6 +47,7 @@ __all__ = [
     "pod_requests",
     "pod_non_zero_requests",
     "pod_host_ports",
+    "parse_scheduling_gates",
     "PodInfo",
 ]
 
@@ -52,18 +58,19 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 _DEFAULT_CPU_NANO = DEFAULT_MILLI_CPU_REQUEST * 10**6
 _DEFAULT_MEM_NANO = DEFAULT_MEMORY_REQUEST * 10**9
 _POD_LEVEL_RESOURCES = (CPU, MEMORY)
+_NANO = 10**9
 
 _EMPTY: Mapping[str, Any] = {}
 
 
 def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     m = pod.get("metadata")
-    return m if m else _EMPTY
+    return m if isinstance(m, Mapping) else _EMPTY
 
 
 def _spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     s = pod.get("spec")
-    return s if s else _EMPTY
+    return s if isinstance(s, Mapping) else _EMPTY
 
 
 def pod_name(pod: Mapping[str, Any]) -> str:
@@ -152,24 +159,49 @@ def _parse_rl(pod: Mapping[str, Any], rl: Any, where: str) -> dict[str, int]:
         raise _err(pod, exc.field, exc.detail) from None
 
 
+def _overcommit_allowed(name: str) -> bool:
+    # upstream helper.IsOvercommitAllowed: native resources other than hugepages
+    return is_native_resource(name) and not is_hugepage_resource_name(name)
+
+
+def _check_amounts(pod: Mapping[str, Any], amounts: Mapping[str, int], where: str) -> None:
+    """kube-apiserver's ValidateResourceQuantityValue: non-negative; whole for extended."""
+    for name, nano in amounts.items():
+        if nano < 0:
+            raise _err(pod, f"{where}.{name}", "must be greater than or equal to 0")
+        if nano % _NANO and is_extended_resource_name(name):
+            raise _err(pod, f"{where}.{name}", "must be an integer")
+
+
 def _resources(pod: Mapping[str, Any], holder: Mapping[str, Any], where: str) -> dict[str, int]:
-    """Requests of a container (or pod-level resources), defaulted from limits."""
+    """Requests of a container (or pod-level resources), validated, defaulted from limits."""
     res = holder.get("resources")
-    if not res:
+    if res is None or res == {}:
         return {}
     if not isinstance(res, Mapping):
         raise _err(pod, f"{where}.resources", "must be an object")
     reqs = _parse_rl(pod, res.get("requests"), f"{where}.resources.requests")
-    limits = res.get("limits")
-    if limits:
-        for k, v in _parse_rl(pod, limits, f"{where}.resources.limits").items():
-            reqs.setdefault(k, v)  # apiserver defaulting: requests default to limits
+    limits = _parse_rl(pod, res.get("limits"), f"{where}.resources.limits")
+    _check_amounts(pod, limits, f"{where}.resources.limits")
+    _check_amounts(pod, reqs, f"{where}.resources.requests")
+    for name, nano in reqs.items():
+        limit = limits.get(name)
+        if limit is None:
+            continue
+        if nano != limit and not _overcommit_allowed(name):
+            raise _err(pod, f"{where}.resources.requests.{name}",
+                       f"must be equal to {name} limit of {res['limits'][name]}")
+        if nano > limit:
+            raise _err(pod, f"{where}.resources.requests.{name}",
+                       f"must be less than or equal to {name} limit of {res['limits'][name]}")
+    for k, v in limits.items():
+        reqs.setdefault(k, v)  # apiserver defaulting: requests default to limits
     return reqs
 
 
 def _ports(pod: Mapping[str, Any], c: Mapping[str, Any], where: str) -> list[tuple[str, str, int]]:
     raw = c.get("ports")
-    if not raw:
+    if raw is None or raw == []:
         return []
     if not isinstance(raw, list):
         raise _err(pod, f"{where}.ports", "must be a list")
@@ -195,7 +227,7 @@ def _ports(pod: Mapping[str, Any], c: Mapping[str, Any], where: str) -> list[tup
 
 def _containers(pod: Mapping[str, Any], field: str) -> list[_Container]:
     raw = _spec(pod).get(field)
-    if not raw:
+    if raw is None or raw == []:
         return []
     if not isinstance(raw, list):
         raise _err(pod, f"spec.{field}", "must be a list")
@@ -261,6 +293,7 @@ def _parse_resources(pod: Mapping[str, Any]) -> _Parsed:
     pod_level = {k: v for k, v in _resources(pod, spec, "spec").items()
                  if k in _POD_LEVEL_RESOURCES}
     overhead = _parse_rl(pod, spec.get("overhead"), "spec.overhead")
+    _check_amounts(pod, overhead, "spec.overhead")
 
     def finish(reqs: dict[str, int]) -> dict[str, int]:
         reqs.update(pod_level)
@@ -308,6 +341,158 @@ def pod_host_ports(pod: Mapping[str, Any]) -> list[tuple[str, str, int]]:
     return out
 
 
+# --- everything else a pod contributes (validated before anything reaches the cache) --------
+
+_AFFINITY_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_AFFINITY_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+_WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+_NODE_POLICIES = ("Honor", "Ignore")
+
+
+def _int(v: Any) -> TypeGuard[int]:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _selector(pod: Mapping[str, Any], raw: Any, where: str) -> None:
+    try:
+        LabelSelector.from_dict(raw, where=where)
+    except LabelSelectorError as exc:
+        field, sep, detail = str(exc).partition(": ")
+        raise _err(pod, field if sep else where, detail if sep else str(exc)) from None
+
+
+def _check_affinity_term(pod: Mapping[str, Any], raw: Any, where: str) -> None:
+    if not isinstance(raw, Mapping):
+        raise _err(pod, where, "must be an object")
+    _selector(pod, raw.get("labelSelector"), f"{where}.labelSelector")
+    _selector(pod, raw.get("namespaceSelector"), f"{where}.namespaceSelector")
+    for name in ("namespaces", "matchLabelKeys", "mismatchLabelKeys"):
+        if raw.get(name) is not None and not _str_list(raw[name]):
+            raise _err(pod, f"{where}.{name}", "must be a list of strings")
+    if not isinstance(raw.get("topologyKey") or "", str):
+        raise _err(pod, f"{where}.topologyKey", "must be a string")
+
+
+def _terms(pod: Mapping[str, Any], section: Mapping[str, Any], which: str,
+           where: str) -> list[Any]:
+    raw = section.get(which)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _err(pod, f"{where}.{which}", "must be a list")
+    return raw
+
+
+def _check_pod_affinity(pod: Mapping[str, Any], aff: Mapping[str, Any]) -> None:
+    """podAffinity / podAntiAffinity terms, as InterPodAffinity will compile them."""
+    for kind in ("podAffinity", "podAntiAffinity"):
+        section = aff.get(kind)
+        if section is None:
+            continue
+        base = f"spec.affinity.{kind}"
+        if not isinstance(section, Mapping):
+            raise _err(pod, base, "must be an object")
+        for i, term in enumerate(_terms(pod, section, _AFFINITY_REQUIRED, base)):
+            _check_affinity_term(pod, term, f"{base}.{_AFFINITY_REQUIRED}[{i}]")
+        for i, wt in enumerate(_terms(pod, section, _AFFINITY_PREFERRED, base)):
+            where = f"{base}.{_AFFINITY_PREFERRED}[{i}]"
+            if not isinstance(wt, Mapping):
+                raise _err(pod, where, "must be an object")
+            weight = wt.get("weight")
+            if not _int(weight) or not 1 <= weight <= 100:
+                raise _err(pod, f"{where}.weight", f"must be in the range 1-100, got {weight!r}")
+            _check_affinity_term(pod, wt.get("podAffinityTerm"), f"{where}.podAffinityTerm")
+
+
+def _check_spread(pod: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+    raw = spec.get("topologySpreadConstraints")
+    if raw is None or raw == []:
+        return
+    if not isinstance(raw, list):
+        raise _err(pod, "spec.topologySpreadConstraints", "must be a list")
+    for i, c in enumerate(raw):
+        where = f"spec.topologySpreadConstraints[{i}]"
+        if not isinstance(c, Mapping):
+            raise _err(pod, where, "must be an object")
+        skew = c.get("maxSkew")
+        if not _int(skew) or skew <= 0:
+            raise _err(pod, f"{where}.maxSkew", f"must be greater than zero, got {skew!r}")
+        min_domains = c.get("minDomains")
+        if min_domains is not None and (not _int(min_domains) or min_domains <= 0):
+            raise _err(pod, f"{where}.minDomains",
+                       f"must be greater than zero, got {min_domains!r}")
+        key = c.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            raise _err(pod, f"{where}.topologyKey", "required (a non-empty string)")
+        if c.get("whenUnsatisfiable") not in _WHEN_UNSATISFIABLE:
+            raise _err(pod, f"{where}.whenUnsatisfiable",
+                       f"unsupported value {c.get('whenUnsatisfiable')!r}: must be "
+                       "DoNotSchedule or ScheduleAnyway")
+        _selector(pod, c.get("labelSelector"), f"{where}.labelSelector")
+        if c.get("matchLabelKeys") is not None and not _str_list(c["matchLabelKeys"]):
+            raise _err(pod, f"{where}.matchLabelKeys", "must be a list of strings")
+        for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            if c.get(name) is not None and c[name] not in _NODE_POLICIES:
+                raise _err(pod, f"{where}.{name}",
+                           f"unsupported value {c[name]!r}: must be Honor or Ignore")
+
+
+def _pvc_names(pod: Mapping[str, Any], spec: Mapping[str, Any], ns: str) -> tuple[str, ...]:
+    """``namespace/claimName`` of the PVCs the pod mounts (the cache's PVC ref counts)."""
+    raw = spec.get("volumes")
+    if raw is None or raw == []:
+        return ()
+    if not isinstance(raw, list):
+        raise _err(pod, "spec.volumes", "must be a list")
+    out: list[str] = []
+    for i, v in enumerate(raw):
+        where = f"spec.volumes[{i}]"
+        if not isinstance(v, Mapping):
+            raise _err(pod, where, "must be an object")
+        if not isinstance(v.get("name"), str) or not v["name"]:
+            raise _err(pod, f"{where}.name", "required (a non-empty string)")
+        for source, value in v.items():
+            # every volume source (persistentVolumeClaim, ephemeral, csi, ...) is an object
+            if source != "name" and value is not None and not isinstance(value, Mapping):
+                raise _err(pod, f"{where}.{source}", "must be an object")
+        claim = v.get("persistentVolumeClaim")
+        if claim is None:
+            continue
+        if not isinstance(claim, Mapping):
+            raise _err(pod, f"{where}.persistentVolumeClaim", "must be an object")
+        name = claim.get("claimName")
+        if not isinstance(name, str) or not name:
+            raise _err(pod, f"{where}.persistentVolumeClaim.claimName",
+                       "required (a non-empty string)")
+        out.append(f"{ns or 'default'}/{name}")
+    return tuple(out)
+
+
+def parse_scheduling_gates(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """``spec.schedulingGates`` names; a malformed list is an ObjectError, never a gate."""
+    spec = _spec(pod)
+    raw = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    if raw is None or raw == []:
+        return ()
+    if not isinstance(raw, list):
+        raise _err(pod, "spec.schedulingGates", "must be a list of {name: ...} objects")
+    names: list[str] = []
+    for i, gate in enumerate(raw):
+        if not isinstance(gate, Mapping):
+            raise _err(pod, f"spec.schedulingGates[{i}]", "must be an object")
+        name = gate.get("name")
+        if not isinstance(name, str) or not name:
+            raise _err(pod, f"spec.schedulingGates[{i}].name", "required (a non-empty string)")
+        if name in names:
+            raise _err(pod, f"spec.schedulingGates[{i}].name", f"duplicate value {name!r}")
+        names.append(name)
+    return tuple(names)
+
+
 # --- PodInfo -------------------------------------------------------------------------------
 
 
@@ -342,6 +527,8 @@ class PodInfo:
         "resource_version",
         "node_name",
         "scheduler_name",
+        "pvc_names",
+        "scheduling_gates",
     )
 
     pod: dict[str, Any]
@@ -366,6 +553,9 @@ class PodInfo:
     resource_version: str
     node_name: str
     scheduler_name: str
+    # "namespace/claimName" of mounted PVCs (NodeInfo's PVC reference counts)
+    pvc_names: tuple[str, ...]
+    scheduling_gates: tuple[str, ...]
 
     @classmethod
     def from_pod(cls, pod: dict[str, Any]) -> PodInfo:
@@ -380,7 +570,8 @@ class PodInfo:
         ns = meta.get("namespace") or ""
         if not isinstance(ns, str):
             raise _err(pod, "metadata.namespace", "must be a string")
-        labels = meta.get("labels") or {}
+        labels = meta.get("labels")
+        labels = {} if labels is None else labels
         if not isinstance(labels, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
@@ -407,7 +598,8 @@ class PodInfo:
         self.tolerations = parse_tolerations(pod)
         self.required_node_affinity = RequiredNodeAffinity.from_pod(pod)
         self.preferred_node_affinity = PreferredSchedulingTerms.from_pod(pod)
-        aff = spec.get("affinity") or _EMPTY
+        aff = spec.get("affinity")
+        aff = _EMPTY if aff is None else aff
         if not isinstance(aff, Mapping):
             raise _err(pod, "spec.affinity", "must be an object")
         req = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -419,9 +611,139 @@ class PodInfo:
         self.has_affinity = (self.has_required_affinity or self.has_preferred_affinity
                              or self.has_required_anti_affinity
                              or self.has_preferred_anti_affinity)
-        self.node_name = str(spec.get("nodeName") or "")
-        self.scheduler_name = str(spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME)
+        _check_pod_affinity(pod, aff)
+        _check_spread(pod, spec)
+        self.pvc_names = _pvc_names(pod, spec, ns)
+        self.scheduling_gates = parse_scheduling_gates(pod)
+        node_name = spec.get("nodeName") or ""
+        if not isinstance(node_name, str):
+            raise _err(pod, "spec.nodeName", "must be a string")
+        sched = spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME
+        if not isinstance(sched, str):
+            raise _err(pod, "spec.schedulerName", "must be a string")
+        self.node_name = node_name
+        self.scheduler_name = sched
         return self
+
+    def with_node_name(self, pod: dict[str, Any]) -> PodInfo:
+        """This PodInfo for ``pod``, a copy of ``self.pod`` with ``spec.nodeName`` set (assume).
+
+        Nothing else may differ, so nothing needs parsing again.
+        """
+        copy = PodInfo.__new__(PodInfo)
+        for slot in PodInfo.__slots__:
+            setattr(copy, slot, getattr(self, slot))
+        copy.pod = pod
+        copy.node_name = str(_spec(pod).get("nodeName") or "")
+        return copy
+
+    @classmethod
+    def from_assigned_pod(cls, pod: dict[str, Any]) -> tuple[PodInfo, list[ObjectError]]:
+        """A PodInfo for a pod already bound to a node, even if malformed; and the problems.
+
+        A bound pod runs on its node whether or not we can read it, so leaving it out would
+        hand its capacity to the next pod.  Each malformed field is dropped from a copy (a
+        copy is what the returned PodInfo holds, so plugins reading existing pods never see
+        the garbage): an unparseable or negative request counts 0, or its limit when it has
+        one; a request above its limit counts the limit; a bad volume, affinity term or
+        port is ignored.  Raises ObjectError when the identity (name, namespace) is unusable.
+        """
+        problems: list[ObjectError] = []
+        current: Any = pod
+        node_name = _spec(pod).get("nodeName") if isinstance(pod, Mapping) else None
+        if not isinstance(node_name, str):
+            node_name = None  # unreadable: the pod is not bound anywhere we can name
+        dropped: set[str] = set()
+        for _ in range(_MAX_REPAIRS):
+            try:
+                return cls.from_pod(current), problems
+            except ObjectError as exc:
+                problems.append(exc)
+                if exc.field.startswith(_IDENTITY):
+                    raise problems[0] from None
+                # Drop the field; if that is not enough (a required key), its parent.
+                field, repaired = _repair_target(exc.field), None
+                while field and repaired is None:
+                    if field not in dropped:
+                        repaired = _drop_field(current, field)
+                    if repaired is None:
+                        field = _parent_field(field)
+                if repaired is None:
+                    raise problems[0] from None
+                dropped.add(field)
+                spec = repaired.get("spec")
+                if node_name and not (isinstance(spec, Mapping) and spec.get("nodeName")):
+                    # keep the binding even when the whole spec was unusable
+                    repaired["spec"] = {**(spec if isinstance(spec, Mapping) else {}),
+                                        "nodeName": node_name}
+                current = repaired
+        raise problems[0]
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+_MAX_REPAIRS = 64
+# Without these the pod cannot be keyed: it is not accounted anywhere.
+_IDENTITY = ("metadata.name", "metadata.namespace")
+_INDEX = re.compile(r"\[(\d+)\]\.?")
+
+
+# What to drop for a malformed field: a part of a term or constraint could widen what it
+# matches (an empty selector matches everything), so the whole term goes; a quantity goes alone.
+_REPAIR_UNITS = re.compile(
+    r"spec\.affinity\.\w+"
+    r"|spec\.(?:topologySpreadConstraints|volumes|tolerations)\[\d+\]"
+    r"|spec\.schedulingGates"
+    r"|spec\.(?:containers|initContainers)\[\d+\]\.ports\[\d+\]"
+)
+
+
+def _repair_target(field: str) -> str:
+    m = _REPAIR_UNITS.match(field)
+    return m.group(0) if m else field
+
+
+def _parent_field(path: str) -> str:
+    """``a.b[0].c`` -> ``a.b[0]`` -> ``a.b`` -> ``a`` -> ``""``."""
+    return path[:max(path.rfind("."), path.rfind("["), 0)]
+
+
+def _drop_field(node: Any, path: str) -> Any:
+    """A copy of ``node`` without the field at ``path`` (``spec.volumes[0].name``); copies only
+    along the path.  None when the path does not lead anywhere."""
+    if isinstance(node, list):
+        m = _INDEX.match(path)
+        if m is None or int(m.group(1)) >= len(node):
+            return None
+        i, rest = int(m.group(1)), path[m.end():]
+        out = list(node)
+        if not rest:
+            del out[i]
+            return out
+        child = _drop_field(node[i], rest)
+        if child is None:
+            return None
+        out[i] = child
+        return out
+    if not isinstance(node, Mapping):
+        return None
+    # Keys may hold dots ("example.com/gpu"): take the longest key the path starts with.
+    best = ""
+    for key in node:
+        if isinstance(key, str) and len(key) > len(best) and (
+            path == key or path.startswith(key + ".") or path.startswith(key + "[")
+        ):
+            best = key
+    if not best:
+        return None
+    rest = path[len(best):]
+    copy = dict(node)
+    if not rest:
+        del copy[best]
+        return copy
+    child = _drop_field(node[best], rest[1:] if rest[0] == "." else rest)
+    if child is None:
+        return None
+    copy[best] = child
+    return copy

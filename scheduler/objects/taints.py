@@ -60,7 +60,7 @@ def parse_taints(node: Mapping[str, Any]) -> list[Taint]:
     """``spec.taints`` of a node; raises ObjectError on malformed entries."""
     spec = node.get("spec") or {}
     raw = spec.get("taints") if isinstance(spec, Mapping) else None
-    if not raw:
+    if raw is None or raw == []:
         return []
     if not isinstance(raw, list):
         raise ObjectError.for_object(node, "spec.taints", "must be a list", kind="Node")
@@ -86,7 +86,7 @@ def parse_tolerations(pod: Mapping[str, Any]) -> list[Toleration]:
     """``spec.tolerations`` of a pod; raises ObjectError on malformed entries."""
     spec = pod.get("spec") or {}
     raw = spec.get("tolerations") if isinstance(spec, Mapping) else None
-    if not raw:
+    if raw is None or raw == []:
         return []
     if not isinstance(raw, list):
         raise ObjectError.for_object(pod, "spec.tolerations", "must be a list", kind="Pod")

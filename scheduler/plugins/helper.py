@@ -8,13 +8,18 @@ Plugins import :func:`default_normalize_score` for NormalizeScore and
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.config.errors import ConfigError
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import PreFilterExtensions
+from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
+from scheduler.objects.pod import PodInfo
 
 __all__ = [
     "DO_NOT_SCHEDULE_TAINT_EFFECTS",
@@ -138,3 +143,31 @@ def validate_no_args(plugin: str, args: Mapping[str, Any] | None) -> None:
     unknown = sorted(str(k) for k in args if k not in _TYPE_META_KEYS)
     if unknown:
         raise args_error(plugin, unknown[0], "unknown field (this plugin takes no args)")
+
+
+class PodDeltaExtensions(abc.ABC):
+    """PreFilterExtensions where adding and removing a pod are one update with a delta of +1
+    or -1 on the PreFilter state (InterPodAffinity and PodTopologySpread count pods)."""
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return self
+
+    def add_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        return self.update_with_pod(state, pod_to_add, node_info, 1)
+
+    def remove_pod(
+        self,
+        state: CycleState,
+        pod_to_schedule: PodInfo,
+        pod_to_remove: PodInfo,
+        node_info: NodeInfo,
+    ) -> Status | None:
+        return self.update_with_pod(state, pod_to_remove, node_info, -1)
+
+    @abc.abstractmethod
+    def update_with_pod(
+        self, state: CycleState, pod: PodInfo, node_info: NodeInfo, delta: int
+    ) -> Status | None:
+        """Count ``pod`` on ``node_info`` ``delta`` more times in the PreFilter state."""

@@ -1,17 +1,17 @@
-"""The in-tree plugin registry: plugin name -> factory.
+"""The in-tree plugins: name -> factory path, and the registry holding them.
 
-Plugins are imported lazily by dotted path so that importing the registry stays cheap and a
-plugin module that fails to import names itself in the error instead of breaking every profile.
-Out-of-tree plugins are added with ``Registry.register``.
+The ``Registry`` type is the framework's (``scheduler.framework.registry``); this module only
+knows which plugins ship with kube-py-scheduler.  They are registered by ``"module:attr"``
+path through ``Registry.register``, the same call out-of-tree plugins go through, so building
+the registry imports no plugin and a plugin module that fails to import names itself.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
-from typing import cast
+from collections.abc import Mapping
 
-from scheduler.framework.interfaces import PluginFactory
+from scheduler.framework.registry import IN_TREE as IN_TREE_ORIGIN
+from scheduler.framework.registry import Registry
 from scheduler.plugins import names
 
 # name -> "module:attribute" of a class whose constructor is (args, handle).
@@ -40,42 +40,9 @@ IN_TREE: Mapping[str, str] = {
 }
 
 
-class UnknownPluginError(KeyError):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.plugin_name = name
-
-    def __str__(self) -> str:
-        return f"plugin {self.plugin_name!r} is not registered"
-
-
-class Registry:
-    """Name -> factory, with in-tree plugins resolved on first use."""
-
-    def __init__(self, paths: Mapping[str, str] | None = None) -> None:
-        self._paths: dict[str, str] = dict(IN_TREE if paths is None else paths)
-        self._factories: dict[str, PluginFactory] = {}
-
-    def register(self, name: str, factory: PluginFactory) -> None:
-        if name in self._factories or name in self._paths:
-            raise ValueError(f"plugin {name!r} is already registered")
-        self._factories[name] = factory
-
-    def get(self, name: str) -> PluginFactory:
-        factory = self._factories.get(name)
-        if factory is not None:
-            return factory
-        path = self._paths.get(name)
-        if path is None:
-            raise UnknownPluginError(name)
-        module_name, _, attribute = path.partition(":")
-        module = importlib.import_module(module_name)
-        factory = cast(PluginFactory, getattr(module, attribute))
-        self._factories[name] = factory
-        return factory
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._factories or name in self._paths
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(set(self._paths) | set(self._factories)))
+def in_tree_registry() -> Registry:
+    """A registry of every in-tree plugin, registered as out-of-tree ones are (lazily)."""
+    registry = Registry()
+    for name, path in IN_TREE.items():
+        registry.register(name, path, origin=IN_TREE_ORIGIN)
+    return registry

@@ -1,5 +1,9 @@
 """SchedulingGates: keeps pods with ``spec.schedulingGates`` out of activeQ (PreEnqueue) until
-every gate is removed; the removal is the only event that can let such a pod in."""
+every gate is removed; the removal is the only event that can let such a pod in.
+
+Gates are read from the validated :class:`PodInfo`: ``schedulingGates: "x"``, ``[5]`` or an
+entry without a name is a malformed pod (reported with an event and a condition), not a gate.
+"""
 
 from __future__ import annotations
 
@@ -29,17 +33,6 @@ NAME = names.SCHEDULING_GATES
 REASON_WAITING_FOR_GATES = "waiting for scheduling gates: [{gates}]"
 
 
-def scheduling_gates(pod: dict[str, Any]) -> list[str]:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    out: list[str] = []
-    for gate in gates:
-        if isinstance(gate, dict):
-            out.append(str(gate.get("name") or ""))
-        else:
-            out.append(str(gate))
-    return out
-
-
 class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
     NAME = NAME
 
@@ -48,7 +41,9 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
         del handle
 
     def pre_enqueue(self, pod_info: PodInfo) -> Status | None:
-        gates = scheduling_gates(pod_info.pod)
+        # Parsed and validated with the PodInfo: a malformed list never gets this far (the
+        # pod is reported as malformed instead of waiting silently on a non-gate).
+        gates = pod_info.scheduling_gates
         if not gates:
             return None
         return Status(

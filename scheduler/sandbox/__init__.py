@@ -1,13 +1,22 @@
 """The sandbox API server: an in-memory, fast stand-in for kube-apiserver over real HTTP.
 
 No kube-apiserver can run on our machines, yet the scheduler must be tested against a cluster
-over HTTP. The sandbox serves the Kubernetes REST API (JSON) so that kubectl, the official
-``kubernetes`` client (sync and ``kubernetes.aio``) and kopf work against it unchanged.
+over HTTP. The sandbox serves the Kubernetes REST API (JSON; protobuf request bodies are read)
+so that kubectl, Helm, the official ``kubernetes`` client (sync and ``kubernetes.aio``) and
+kopf work against it unchanged.
 
 Run it::
 
     python -m scheduler.sandbox --nodes 10 --kubeconfig-out /tmp/kc   # or: kube-py-scheduler sandbox
     kubectl --kubeconfig /tmp/kc get nodes
+
+Without ``--kubeconfig-out`` each sandbox writes its own kubeconfig
+(``kubeconfig.default_kubeconfig_path(port)``, printed on the line after the ready line).
+With ``--token`` it serves HTTPS with a CA made at start (``tls.py``), written into the
+kubeconfig as ``certificate-authority-data``: client-go sends tokens only over TLS.
+The CLI starts it with the scheduler's prerequisites (namespace ``kube-py-scheduler`` and the
+PodGroup CRD; ``--no-scheduler-prereqs``); ``Sandbox()`` is bare unless
+``scheduler_prereqs=True``.
 
 Testing API (stable)
 --------------------
@@ -17,7 +26,9 @@ In-process, on the caller's event loop::
     async with Sandbox(nodes=3, token=None, simulate_kubelet=True, watch_history=10000) as sb:
         sb.url; sb.token; sb.write_kubeconfig(path); sb.faults; sb.counters()
 
-Other keyword arguments: host, port, node_cpu, node_memory, node_pods, node_labels,
+Other keyword arguments: host, port, tls (default: on iff token), scheduler_prereqs,
+simulate_controllers (default True), namespace_controller_delay (s, default 1), node_cpu,
+node_memory, node_pods, node_labels,
 max_requests_inflight, max_mutating_requests_inflight, bookmark_interval (s),
 max_grace_seconds (cap on pod termination grace, s), kubelet_tick (s),
 simulate_pv_controller (default True), auth_users (``{token: (username, [groups])}``),
@@ -134,7 +145,7 @@ Served resources
 ----------------
 core/v1 namespaces, pods (+binding, status, eviction), bindings, nodes (+status), events,
 persistentvolumes, persistentvolumeclaims (+status), services, configmaps, secrets,
-serviceaccounts; apps/v1 deployments, replicasets, statefulsets; batch/v1 jobs, cronjobs;
+serviceaccounts; apps/v1 deployments, replicasets, statefulsets (+scale); batch/v1 jobs, cronjobs;
 policy/v1 poddisruptionbudgets; storage.k8s.io/v1 storageclasses, csinodes, csidrivers,
 csistoragecapacities; coordination.k8s.io/v1 leases; events.k8s.io/v1 events (a view of
 core/v1 events); authentication.k8s.io/v1 tokenreviews; authorization.k8s.io/v1
@@ -169,9 +180,9 @@ server-side Tables for kubectl, namespace lifecycle, priority admission, 401 wit
 
 Limits (what it does not emulate)
 ---------------------------------
-* No controllers besides the kubelet and PV controller simulations:
-  Deployments/ReplicaSets/StatefulSets are stored, not reconciled; no
-  garbage collection of dependents (ownerReferences are stored only); PDB status is not
+* Controllers are minimal (``controllers.py``): Deployment -> ReplicaSet -> pods and Job ->
+  pods without rollout pacing, revision history limits, pod failure/success policies,
+  suspend or TTL; no StatefulSet, DaemonSet or CronJob controllers; PDB status is not
   maintained (eviction computes the budget live from matching Ready pods).
 * PV controller: no pv/pvc-protection finalizers, recycling, retroactive default class,
   expansion or attach/detach; no provisioning failures or CSIStorageCapacity checks.
@@ -180,7 +191,9 @@ Limits (what it does not emulate)
 * No RBAC, admission webhooks, quotas, limit ranges, service-account tokens or volumes
   injected into pods; pods with an explicit ``spec.priority`` keep it (upstream rejects a
   mismatch with their priority class).
-* JSON only: no protobuf or CBOR. OpenAPI is a stub: ``/openapi/v3`` lists, per
+* Responses are JSON only; protobuf request bodies are decoded for the kinds of ``kubectl
+  create`` and DeleteOptions (``protobuf.py``; others are 415), CBOR is 415 (client-go then
+  falls back to JSON). OpenAPI is a stub: ``/openapi/v3`` lists, per
   group-version, PATCH operations with the ``fieldValidation`` parameter and no schemas (what
   kubectl's default ``--validate=strict`` checks before it would need schemas), and
   ``/openapi/v2`` is an empty document; so ``kubectl apply -f`` works without
@@ -189,7 +202,7 @@ Limits (what it does not emulate)
   a custom resource applied in the same ``kubectl apply -f dir/`` run as its CRD fails with
   "ensure CRDs are installed first" (``kubectl apply -k`` orders CRDs first and works).
 * No aggregated discovery (clients fall back to legacy discovery); no ``/logs``, ``/exec``,
-  ``/portforward``, ``/scale``.
+  ``/portforward``.
 * Server-side apply (``application/apply-patch+yaml``) is a field merge (strategic for
   built-ins, JSON merge for custom resources) without managedFields or conflict detection.
 * Strategic merge patch knows the merge keys of the common lists (containers, env, ports,

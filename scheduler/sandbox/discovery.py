@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Catalog
+from .catalog import Catalog
 from .resources import GROUP_ORDER, ResourceType
 
 Obj = dict[str, Any]

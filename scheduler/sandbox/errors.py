@@ -178,6 +178,15 @@ def unsupported_media_type(content_type: str) -> ApiError:
     )
 
 
+def unsupported_body_type(content_type: str) -> ApiError:
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    )
+
+
 def reason_for_code(code: int) -> str:
     return {
         400: "BadRequest",

@@ -226,7 +226,10 @@ class KubeletSim:
 
     def _write(self, old: Obj, new: Obj) -> None:
         reg = self.registry
-        reg.store.write(reg.ts_of("", "pods"), new, old)
+        pods = reg.ts_of("", "pods")
+        entry = reg.store.write(pods, new, old)
+        if reg.controllers is not None and entry.obj["metadata"].get("ownerReferences"):
+            reg.controllers.observe(pods.rt, entry.obj)  # ready/finished pods change their owner's status
 
     def _run_pod(self, ns: str, name: str, uid: str) -> None:
         pod = self._current(ns, name, uid)

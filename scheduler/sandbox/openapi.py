@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Catalog
+from .catalog import Catalog
 
 Obj = dict[str, Any]
 

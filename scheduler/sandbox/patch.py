@@ -12,6 +12,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonpatch
+import jsonpointer
+
 from .errors import ApiError, bad_request
 
 # field name -> merge key of its list elements (patchStrategy "merge").
@@ -55,118 +58,16 @@ def merge_patch(target: Any, patch: Any) -> Any:
 # ------------------------------------------------------------------ JSON patch
 
 
-def _ptr(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise _patch_error(f"invalid JSON pointer: {path!r}")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def _patch_error(msg: str) -> ApiError:
-    return ApiError(422, "Invalid", msg)
-
-
-def _index(lst: list[Any], tok: str, *, for_add: bool) -> int:
-    if tok == "-" and for_add:
-        return len(lst)
-    try:
-        i = int(tok)
-    except ValueError:
-        raise _patch_error(f"invalid array index: {tok}") from None
-    limit = len(lst) if for_add else len(lst) - 1
-    if i < 0 or i > limit:
-        raise _patch_error(f"array index out of bounds: {i}")
-    return i
-
-
-def _parent(doc: Any, toks: list[str]) -> Any:
-    cur = doc
-    for t in toks[:-1]:
-        if isinstance(cur, dict):
-            if t not in cur:
-                raise _patch_error(f"doc is missing path: /{'/'.join(toks)}")
-            cur = cur[t]
-        elif isinstance(cur, list):
-            cur = cur[_index(cur, t, for_add=False)]
-        else:
-            raise _patch_error(f"doc is missing path: /{'/'.join(toks)}")
-    return cur
-
-
-def _get(doc: Any, toks: list[str]) -> Any:
-    if not toks:
-        return doc
-    parent = _parent(doc, toks)
-    t = toks[-1]
-    if isinstance(parent, dict):
-        if t not in parent:
-            raise _patch_error(f"doc is missing path: /{'/'.join(toks)}")
-        return parent[t]
-    if isinstance(parent, list):
-        return parent[_index(parent, t, for_add=False)]
-    raise _patch_error(f"doc is missing path: /{'/'.join(toks)}")
-
-
-def _remove(doc: Any, toks: list[str]) -> Any:
-    parent = _parent(doc, toks)
-    t = toks[-1]
-    if isinstance(parent, dict):
-        if t not in parent:
-            raise _patch_error(f"unable to remove nonexistent key: {t}: missing value")
-        return parent.pop(t)
-    if isinstance(parent, list):
-        return parent.pop(_index(parent, t, for_add=False))
-    raise _patch_error(f"doc is missing path: /{'/'.join(toks)}")
-
-
-def _add(doc: Any, toks: list[str], value: Any) -> Any:
-    if not toks:
-        return value
-    parent = _parent(doc, toks)
-    t = toks[-1]
-    if isinstance(parent, dict):
-        parent[t] = value
-    elif isinstance(parent, list):
-        parent.insert(_index(parent, t, for_add=True), value)
-    else:
-        raise _patch_error(f"doc is missing path: /{'/'.join(toks)}")
-    return doc
-
-
 def json_patch(doc: Any, ops: Any) -> Any:
+    """RFC 6902 through the ``jsonpatch`` library, with kube-apiserver's codes: a body that
+    is not a list of operations does not decode (400); an operation that cannot be applied
+    (failed test, missing path, index out of range, unknown op) is 422 Invalid."""
     if not isinstance(ops, list):
         raise bad_request("json patch must be a list of operations")
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        if not isinstance(op, dict) or "op" not in op:
-            raise bad_request(f"invalid json patch operation: {op!r}")
-        kind = op["op"]
-        toks = _ptr(str(op.get("path", "")))
-        if kind == "add":
-            doc = _add(doc, toks, copy.deepcopy(op.get("value")))
-        elif kind == "remove":
-            _remove(doc, toks)
-        elif kind == "replace":
-            if not toks:
-                doc = copy.deepcopy(op.get("value"))
-            else:
-                _get(doc, toks)
-                parent = _parent(doc, toks)
-                if isinstance(parent, dict):
-                    parent[toks[-1]] = copy.deepcopy(op.get("value"))
-                else:
-                    parent[_index(parent, toks[-1], for_add=False)] = copy.deepcopy(op.get("value"))
-        elif kind in ("move", "copy"):
-            src = _ptr(str(op.get("from", "")))
-            val = _remove(doc, src) if kind == "move" else copy.deepcopy(_get(doc, src))
-            doc = _add(doc, toks, val)
-        elif kind == "test":
-            if _get(doc, toks) != op.get("value"):
-                raise _patch_error(f"testing value /{'/'.join(toks)} failed: test failed")
-        else:
-            raise bad_request(f"unexpected json patch operation: {kind!r}")
-    return doc
+    try:
+        return jsonpatch.JsonPatch(ops).apply(doc)
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, AttributeError) as e:
+        raise ApiError(422, "Invalid", f"the patch could not be applied: {e}") from None
 
 
 # ------------------------------------------------------------------ strategic merge patch

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
@@ -69,9 +69,9 @@ def _ann(o: Obj) -> dict[str, str]:
     return a if isinstance(a, dict) else {}
 
 
-def _qty(v: Any) -> Decimal:
+def _qty(v: Any) -> Fraction:
     q = parse_quantity(v)
-    return q if q is not None else Decimal(-1)
+    return q if q is not None else Fraction(-1)
 
 
 def default_class(classes: list[Obj]) -> Obj | None:

@@ -1,16 +1,17 @@
 """Resource semantics between HTTP and storage: what kube-apiserver's registries do.
 
 Create/update/patch/delete with metadata rules (uid, resourceVersion, generation,
-generateName, deletionTimestamp + finalizers), status subresource separation, pod defaulting
-(the bits a scheduler reads: schedulerName, priority, QoS, requests from limits, default
-tolerations), namespace lifecycle, CRD registration, pods/binding and pods/eviction with
-PodDisruptionBudgets. Transport-agnostic: the HTTP layer lives in ``app.py``.
+generateName, deletionTimestamp + finalizers), status subresource separation, optimistic
+concurrency, dry run and raw writes. Split by concern around it: ``catalog.py`` (served
+types), ``admission.py`` (defaulting and admission on create), ``namespaces.py`` (namespace
+deletion), ``crds.py`` (CRD registration), ``podsubresources.py`` (pods/binding and
+pods/eviction), ``controllers.py`` (Deployment/ReplicaSet/Job controllers and garbage
+collection). Transport-agnostic: the HTTP layer lives in ``app.py``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -18,26 +19,23 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import yaml
 
-from . import errors, events, validation
+from . import admission, controllers, crds, errors, events, namespaces, validation
+from .catalog import Catalog
 from .errors import ApiError
 from .patch import json_patch, merge_patch, strategic_merge_patch
-from .resources import ResourceType, builtin_types, types_from_crd, storage_version
-from .selectors import Matcher, selector_dict_matches
+from .resources import ResourceType
+from .selectors import Matcher
 from .store import Entry, Store, TypeStore
-from .util import iso_at, name_suffix, new_uid, now_iso, set_condition
+from .util import iso_at, name_suffix, new_uid, now_iso
 
 if TYPE_CHECKING:
+    from .controllers import ControllerSim
     from .kubelet import KubeletSim
     from .pvcontroller import PVControllerSim
 
 Obj = dict[str, Any]
 log = logging.getLogger("scheduler.sandbox")
 
-SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
-DEFAULT_TOLERATIONS = [
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-]
 _PV_CONTROLLER_INPUTS = frozenset({"persistentvolumes", "persistentvolumeclaims", "storageclasses"})
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -45,92 +43,9 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 
-class Catalog:
-    """Served resource types, by (group, version, plural)."""
-
-    def __init__(self) -> None:
-        self.by_gvr: dict[tuple[str, str, str], ResourceType] = {}
-        self.crd_types: dict[str, list[ResourceType]] = {}
-        self._builtin: dict[tuple[str, str], ResourceType] = {}
-        for rt in builtin_types():
-            self.add(rt)
-
-    def add(self, rt: ResourceType) -> None:
-        self.by_gvr[(rt.group, rt.version, rt.plural)] = rt
-
-    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
-        return self.by_gvr.get((group, version, plural))
-
-    def builtin(self, group: str, plural: str) -> ResourceType:
-        rt = self._builtin.get((group, plural))
-        if rt is None:
-            for (g, _, p), cand in self.by_gvr.items():
-                if g == group and p == plural:
-                    rt = self._builtin[(group, plural)] = cand
-                    break
-            else:
-                raise KeyError(plural)
-        return rt
-
-    def has_group_version(self, group: str, version: str) -> bool:
-        return any(g == group and v == version for g, v, _ in self.by_gvr)
-
-    def group_versions(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for g, v, _ in self.by_gvr:
-            vs = out.setdefault(g, [])
-            if v not in vs:
-                vs.append(v)
-        return out
-
-    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
-        return [rt for (g, v, _), rt in self.by_gvr.items() if g == group and v == version]
-
-
-def _now() -> str:
-    return now_iso()
-
-
 def _spec_part(obj: Obj, rt: ResourceType) -> Obj:
     skip = ("metadata", "status") if rt.has_status_subresource or rt.is_custom else ("metadata",)
     return {k: v for k, v in obj.items() if k not in skip and k not in ("apiVersion", "kind")}
-
-
-def _qos(spec: Obj) -> str:
-    conts = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
-    any_set = False
-    guaranteed = True
-    for c in conts:
-        res = c.get("resources") or {}
-        req = res.get("requests") or {}
-        lim = res.get("limits") or {}
-        for r in ("cpu", "memory"):
-            if r in req or r in lim:
-                any_set = True
-            if r not in lim or (r in req and str(req[r]) != str(lim[r])):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-def _default_container(c: Obj) -> Obj:
-    c = dict(c)
-    image = str(c.get("image", ""))
-    if "imagePullPolicy" not in c:
-        tag = image.rsplit("/", 1)[-1]
-        c["imagePullPolicy"] = "Always" if (":" not in tag or tag.endswith(":latest")) and "@" not in tag else "IfNotPresent"
-    c.setdefault("terminationMessagePath", "/dev/termination-log")
-    c.setdefault("terminationMessagePolicy", "File")
-    res = dict(c.get("resources") or {})
-    lim = res.get("limits") or {}
-    if lim:
-        req = dict(res.get("requests") or {})
-        for k, v in lim.items():
-            req.setdefault(k, v)
-        res["requests"] = req
-    c["resources"] = res
-    return c
 
 
 class Registry:
@@ -140,6 +55,8 @@ class Registry:
         self.clock = clock
         self.kubelet: KubeletSim | None = None
         self.pv_controller: PVControllerSim | None = None
+        self.controllers: ControllerSim | None = None
+        self.namespace_delay = 1.0  # seconds before the namespace controller empties a namespace
         self.terminating_ns: set[str] = set()
         self.on_crd_change: Callable[[], None] | None = None
         self.counters: dict[str, int] = {}
@@ -197,7 +114,7 @@ class Registry:
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
             md.pop(k, None)
         md["uid"] = new_uid()
-        md["creationTimestamp"] = _now()
+        md["creationTimestamp"] = now_iso()
         if rt.tracks_generation:
             md["generation"] = 1
         else:
@@ -207,7 +124,7 @@ class Registry:
         obj["metadata"] = md
         if rt.has_status_subresource and not rt.keep_status_on_create:
             obj.pop("status", None)
-        obj = self._prepare_create(rt, obj)
+        obj = admission.prepare_create(self, rt, obj)
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             obj = _event_times(obj, rt)
         validation.check(obj, rt)
@@ -221,113 +138,13 @@ class Registry:
         if ts.get(ns if rt.namespaced else "", name) is not None:
             raise errors.already_exists(rt.plural, name, group=rt.group)
         if rt.group == "" and rt.plural == "pods":
-            self._admit_pod(obj)
+            admission.admit_pod(self, obj)
         if dry_run:
             obj["metadata"]["resourceVersion"] = ""
             return Entry(obj, orjson.dumps(obj))
         entry = self.store.write(ts, obj, None)
         self._after_write(rt, entry.obj, None)
         return entry
-
-    def _prepare_create(self, rt: ResourceType, obj: Obj) -> Obj:
-        g, p = rt.group, rt.plural
-        if g == "" and p == "pods":
-            spec = dict(obj.get("spec") or {})
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("securityContext", {})
-            spec.setdefault("enableServiceLinks", True)
-            spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-            spec.setdefault("serviceAccountName", "default")
-            for k in ("containers", "initContainers"):
-                if isinstance(spec.get(k), list):
-                    spec[k] = [_default_container(c) if isinstance(c, dict) else c for c in spec[k]]
-            tols = list(spec.get("tolerations") or [])
-            for dt in DEFAULT_TOLERATIONS:
-                if not any(t.get("key") == dt["key"] and t.get("effect") in (None, "", "NoExecute") for t in tols if isinstance(t, dict)):
-                    tols.append(dict(dt))
-            spec["tolerations"] = tols
-            obj["spec"] = spec
-            status: Obj = {"phase": "Pending", "qosClass": _qos(spec)}
-            obj["status"] = status
-        elif g == "" and p == "namespaces":
-            md = obj["metadata"]
-            md["labels"] = {**(md.get("labels") or {}), "kubernetes.io/metadata.name": md.get("name", "")}
-            obj["spec"] = {"finalizers": ["kubernetes"]}
-            obj["status"] = {"phase": "Active"}
-        elif g == "" and p == "persistentvolumes":
-            obj["status"] = {"phase": "Available"}
-        elif g == "" and p == "persistentvolumeclaims":
-            obj["status"] = {"phase": "Pending"}
-            pvc_spec = obj.get("spec")
-            if isinstance(pvc_spec, dict) and pvc_spec.get("storageClassName") is None:
-                # DefaultStorageClass admission: a claim without a class gets the default one
-                from .pvcontroller import default_class
-
-                dc = default_class([e.obj for e in self.ts_of("storage.k8s.io", "storageclasses").entries()])
-                if dc is not None:
-                    obj["spec"] = {**pvc_spec, "storageClassName": dc["metadata"]["name"]}
-        elif p == "customresourcedefinitions":
-            spec = dict(obj.get("spec") or {})
-            names = dict(spec.get("names") or {})
-            if names.get("kind"):
-                names.setdefault("singular", str(names["kind"]).lower())
-                names.setdefault("listKind", f"{names['kind']}List")
-            spec["names"] = names
-            spec.setdefault("conversion", {"strategy": "None"})
-            obj["spec"] = spec
-            obj["status"] = self._crd_status(obj)
-        elif g == "" and p == "services":
-            spec = dict(obj.get("spec") or {})
-            spec.setdefault("type", "ClusterIP")
-            obj["spec"] = spec
-            obj["status"] = {"loadBalancer": {}}
-        return obj
-
-    def _crd_status(self, crd: Obj) -> Obj:
-        now = _now()
-        names = (crd.get("spec") or {}).get("names") or {}
-        return {
-            "acceptedNames": names,
-            "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                 "message": "no conflicts found", "lastTransitionTime": now},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted", "lastTransitionTime": now},
-            ],
-            "storedVersions": [storage_version(crd)],
-        }
-
-    def _admit_pod(self, pod: Obj) -> None:
-        """Priority admission: resolve priorityClassName into spec.priority."""
-        spec = pod["spec"]
-        pcname = spec.get("priorityClassName")
-        if pcname:
-            if pcname in SYSTEM_PRIORITIES:
-                value = SYSTEM_PRIORITIES[pcname]
-                pc: Obj | None = None
-            else:
-                e = self.ts_of("scheduling.k8s.io", "priorityclasses").get("", pcname)
-                if e is None:
-                    raise errors.forbidden("pods", pod["metadata"]["name"],
-                                           f"no PriorityClass with name {pcname} was found")
-                pc = e.obj
-                value = int(pc.get("value", 0))
-            spec.setdefault("priority", value)
-            if pc is not None and pc.get("preemptionPolicy"):
-                spec["preemptionPolicy"] = pc["preemptionPolicy"]
-        else:
-            default = None
-            for e in self.ts_of("scheduling.k8s.io", "priorityclasses").entries():
-                if e.obj.get("globalDefault"):
-                    default = e.obj
-            if default is not None:
-                spec["priorityClassName"] = default["metadata"]["name"]
-                spec.setdefault("priority", int(default.get("value", 0)))
-            else:
-                spec.setdefault("priority", 0)
 
     # ------------------------------------------------------------ update / patch
 
@@ -381,6 +198,9 @@ class Registry:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
+        elif sub == "finalize":  # namespaces/finalize: only spec.finalizers changes
+            fins = (body.get("spec") or {}).get("finalizers") if isinstance(body.get("spec"), dict) else None
+            new = {**cur, "metadata": dict(cmd), "spec": {**(cur.get("spec") or {}), "finalizers": list(fins or [])}}
         else:
             md = dict(bmd)
             for k in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
@@ -427,6 +247,8 @@ class Registry:
             return Entry(new, orjson.dumps(new))
         if cmd.get("deletionTimestamp") and not new["metadata"].get("finalizers") and self._may_finalize(rt, new):
             # the last finalizer is gone: the update completes the deletion (DELETED event)
+            if rt.group == "" and rt.plural == "namespaces":
+                self.terminating_ns.discard(name)
             return self._remove(rt, ts, Entry(new, b""))
         entry = self.store.write(ts, new, cur)
         self._after_write(rt, entry.obj, cur)
@@ -438,7 +260,7 @@ class Registry:
         if rt.group == "" and rt.plural == "pods" and self.kubelet is not None:
             return self.kubelet.may_remove(obj)
         if rt.group == "" and rt.plural == "namespaces":
-            return False
+            return not (obj.get("spec") or {}).get("finalizers")  # spec finalizers hold it too
         return True
 
     def patch(
@@ -558,7 +380,7 @@ class Registry:
             return e, False
         grace = options.get("gracePeriodSeconds")
         if rt.group == "" and rt.plural == "namespaces":
-            return self._delete_namespace(ts, e), False
+            return namespaces.start_deletion(self, ts, e), False
         if rt.group == "" and rt.plural == "pods" and self.kubelet is not None:
             g = self.kubelet.grace_for_delete(obj, grace)
             if g > 0:
@@ -569,27 +391,51 @@ class Registry:
                 entry = self.store.write(ts, new, obj)
                 self.kubelet.pod_terminating(entry.obj, g)
                 return entry, False
+        fin = self._propagation_finalizer(rt, options)
+        if fin and fin not in (md.get("finalizers") or []) and not md.get("deletionTimestamp"):
+            md = {**md, "finalizers": [*(md.get("finalizers") or []), fin]}
         if md.get("finalizers"):
             if md.get("deletionTimestamp"):
                 return e, False
-            nmd = {**md, "deletionTimestamp": _now(), "deletionGracePeriodSeconds": 0}
+            nmd = {**md, "deletionTimestamp": now_iso(), "deletionGracePeriodSeconds": 0}
             if rt.tracks_generation:
                 nmd["generation"] = int(md.get("generation", 1)) + 1
             entry = self.store.write(ts, {**obj, "metadata": nmd}, obj)
+            if self.controllers is not None:
+                self.controllers.observe(rt, entry.obj)
             return entry, False
         if rt.plural == "customresourcedefinitions":
-            self._drop_crd(obj)
+            crds.drop_crd(self, obj)
         return self._remove(rt, ts, e), True
+
+    def _propagation_finalizer(self, rt: ResourceType, options: Obj) -> str | None:
+        """The finalizer a deletion's propagation policy puts on the owner while the garbage
+        collector works: Foreground waits for the dependents, Orphan releases them. Without a
+        policy, batch/v1 Jobs orphan their pods (upstream's default for that kind)."""
+        if self.controllers is None:
+            return None
+        policy = options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is not None:
+            policy = "Orphan" if options["orphanDependents"] else "Background"
+        if policy is None and rt.group == "batch" and rt.plural == "jobs":
+            policy = "Orphan"
+        if policy == "Foreground":
+            return controllers.FOREGROUND
+        if policy == "Orphan":
+            return controllers.ORPHAN
+        return None
 
     def _remove(self, rt: ResourceType, ts: TypeStore, e: Entry) -> Entry:
         out = self.store.remove(ts, e)
+        if self.controllers is not None:
+            self.controllers.observe_removed(rt, e.obj)
         if self.pv_controller is not None and rt.plural in _PV_CONTROLLER_INPUTS and rt.group in ("", "storage.k8s.io"):
             self.pv_controller.poke()
         ns = e.obj["metadata"].get("namespace", "")
         if ns and ns in self.terminating_ns:
-            self._maybe_finish_namespace(ns)
+            namespaces.maybe_finalize(self, ns)
         if rt.plural == "customresourcedefinitions":
-            self._drop_crd(e.obj)
+            crds.drop_crd(self, e.obj)
         return out
 
     def remove_now(self, rt: ResourceType, ns: str, name: str) -> None:
@@ -649,7 +495,7 @@ class Registry:
             md["creationTimestamp"] = cur.obj["metadata"]["creationTimestamp"]
         else:
             md["uid"] = new_uid()
-            md["creationTimestamp"] = _now()
+            md["creationTimestamp"] = now_iso()
         body["apiVersion"] = rt.storage_api_version if not rt.is_custom else api_version
         body["metadata"] = md
         prev = cur.obj if cur is not None else None
@@ -660,183 +506,20 @@ class Registry:
             log.exception("sandbox: reacting to raw object %s %s/%s failed", kind, ns, name)
         return events.from_core(entry.obj) if rt.is_view else entry.obj
 
-    # ------------------------------------------------------------ namespaces
-
-    def _delete_namespace(self, ts: TypeStore, e: Entry) -> Entry:
-        obj = e.obj
-        name = obj["metadata"]["name"]
-        if obj["metadata"].get("deletionTimestamp"):
-            return e
-        new = {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": _now()},
-               "status": {**(obj.get("status") or {}), "phase": "Terminating"}}
-        entry = self.store.write(ts, new, obj)
-        self.terminating_ns.add(name)
-        for ots in list(self.store.types.values()):
-            if not ots.rt.namespaced:
-                continue
-            for oe in list((ots.by_ns.get(name) or {}).values()):
-                try:
-                    self.delete(ots.rt, name, oe.obj["metadata"]["name"], {})
-                except ApiError:
-                    pass
-        self._maybe_finish_namespace(name)
-        return self.ts_of("", "namespaces").get("", name) or entry
-
-    def _maybe_finish_namespace(self, ns: str) -> None:
-        for ts in self.store.types.values():
-            if ts.rt.namespaced and ts.by_ns.get(ns):
-                return
-        self.terminating_ns.discard(ns)
-        nts = self.ts_of("", "namespaces")
-        e = nts.get("", ns)
-        if e is not None:
-            self.store.remove(nts, e)
-
     # ------------------------------------------------------------ CRDs
 
     def _after_write(self, rt: ResourceType, obj: Obj, prev: Obj | None) -> None:
         if self.pv_controller is not None and rt.plural in _PV_CONTROLLER_INPUTS and rt.group in ("", "storage.k8s.io"):
             self.pv_controller.poke()
         if rt.plural == "customresourcedefinitions":
-            self._register_crd(obj, prev)
+            crds.register_crd(self, obj, prev)
         elif rt.group == "" and rt.plural == "pods" and self.kubelet is not None:
             self.kubelet.pod_changed(obj)
         elif rt.group == "" and rt.plural == "nodes" and self.kubelet is not None and prev is None:
             self.kubelet.node_added(obj)
-
-    def _register_crd(self, crd: Obj, prev: Obj | None) -> None:
-        name = crd["metadata"]["name"]
-        for old in self.catalog.crd_types.pop(name, []):
-            self.catalog.by_gvr.pop((old.group, old.version, old.plural), None)
-        new_types = types_from_crd(crd)
-        for rt in new_types:
-            self.catalog.add(rt)
-        self.catalog.crd_types[name] = new_types
-        if new_types:
-            ts = self.store.types.get(new_types[0].key)
-            if ts is not None:
-                ts.rt = next((t for t in new_types if t.version == storage_version(crd)), new_types[0])
-        if self.on_crd_change:
-            self.on_crd_change()
-
-    def _drop_crd(self, crd: Obj) -> None:
-        name = crd["metadata"]["name"]
-        types = self.catalog.crd_types.pop(name, [])
-        for rt in types:
-            self.catalog.by_gvr.pop((rt.group, rt.version, rt.plural), None)
-        if types:
-            ts = self.store.types.get(types[0].key)
-            if ts is not None:
-                for e in list(ts.entries()):
-                    self.store.remove(ts, e)
-                self.store.drop_type(types[0])
-        if self.on_crd_change:
-            self.on_crd_change()
-
-    # ------------------------------------------------------------ pods/binding
-
-    def bind(self, ns: str, name: str, binding: Any) -> None:
-        if not isinstance(binding, dict):
-            raise errors.bad_request("the body of the request must be a Binding object")
-        bmd = binding.get("metadata") or {}
-        if bmd.get("name") and bmd["name"] != name:
-            raise errors.bad_request("name in URL does not match name in Binding object")
-        err = validation.binding_error(binding, name)
-        if err:
-            raise err
-        node = str(binding["target"]["name"])
-        ts = self.ts_of("", "pods")
-        e = ts.get(ns, name)
-        if e is None:
-            raise errors.not_found("pods", name)
-        pod = e.obj
-        md = pod["metadata"]
-        if bmd.get("uid") and bmd["uid"] != md["uid"]:
-            raise errors.conflict("pods", name,
-                                  f"Precondition failed: UID in precondition: {bmd['uid']}, UID in object meta: {md['uid']}")
-        if bmd.get("resourceVersion") and bmd["resourceVersion"] != md["resourceVersion"]:
-            raise errors.conflict("pods", name, errors.STALE_RV)
-        spec = pod.get("spec") or {}
-        if md.get("deletionTimestamp"):
-            raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
-        if spec.get("nodeName"):
-            raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
-        if spec.get("schedulingGates"):
-            raise errors.conflict("pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
-        status = dict(pod.get("status") or {})
-        status["conditions"] = set_condition(
-            list(status.get("conditions") or []),
-            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": _now()},
-        )
-        nmd = dict(md)
-        if bmd.get("annotations"):
-            nmd["annotations"] = {**(md.get("annotations") or {}), **bmd["annotations"]}
-        new = {**pod, "metadata": nmd, "spec": {**spec, "nodeName": node}, "status": status}
-        entry = self.store.write(ts, new, pod)
-        self.bump("bindings")
-        if self.kubelet is not None:
-            self.kubelet.pod_changed(entry.obj)
-
-    # ------------------------------------------------------------ pods/eviction
-
-    def evict(self, ns: str, name: str, eviction: Any) -> None:
-        if not isinstance(eviction, dict):
-            raise errors.bad_request("the body of the request must be an Eviction object")
-        emd = eviction.get("metadata") or {}
-        if emd.get("name") and emd["name"] != name:
-            raise errors.bad_request("name in URL does not match name in Eviction object")
-        pods = self.ts_of("", "pods")
-        e = pods.get(ns, name)
-        if e is None:
-            raise errors.not_found("pods", name)
-        pod = e.obj
-        options = eviction.get("deleteOptions") or {}
-        phase = (pod.get("status") or {}).get("phase")
-        if not (phase in ("Succeeded", "Failed", "Pending") or pod["metadata"].get("deletionTimestamp")):
-            labels = pod["metadata"].get("labels") or {}
-            pdbs = [p.obj for p in (self.ts_of("policy", "poddisruptionbudgets").by_ns.get(ns) or {}).values()
-                    if selector_dict_matches((p.obj.get("spec") or {}).get("selector"), labels)]
-            if len(pdbs) > 1:
-                raise ApiError(500, "InternalError",
-                               "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
-            if pdbs:
-                pdb = pdbs[0]
-                healthy, desired, expected = self._pdb_numbers(pdb, ns)
-                pod_ready = _pod_ready(pod)
-                allowed = healthy - desired
-                if not pod_ready and healthy >= desired:
-                    allowed = 1  # unhealthy pods may go when the budget is met (IfHealthyBudget)
-                if allowed <= 0:
-                    err = errors.too_many_requests(
-                        "Cannot evict pod as it would violate the pod's disruption budget.", retry_after=0
-                    )
-                    err.details = {"causes": [{
-                        "reason": "DisruptionBudget",
-                        "message": f"The disruption budget {pdb['metadata']['name']} needs {desired} "
-                                   f"healthy pods and has {healthy} currently",
-                    }]}
-                    raise err
-        self.bump("evictions")
-        self.delete(self.catalog.builtin("", "pods"), ns, name, options)
-
-    def _pdb_numbers(self, pdb: Obj, ns: str) -> tuple[int, int, int]:
-        spec = pdb.get("spec") or {}
-        sel = spec.get("selector")
-        matching = [p.obj for p in (self.ts_of("", "pods").by_ns.get(ns) or {}).values()
-                    if selector_dict_matches(sel, p.obj["metadata"].get("labels") or {})
-                    and (p.obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-        # terminating pods still count as expected (a controller would replace them) but
-        # not as healthy, so consecutive evictions see the budget shrink
-        expected = len(matching)
-        healthy = sum(1 for p in matching if _pod_ready(p) and not p["metadata"].get("deletionTimestamp"))
-        if "minAvailable" in spec:
-            desired = _int_or_percent(spec["minAvailable"], expected, round_up=True)
-        elif "maxUnavailable" in spec:
-            desired = max(0, expected - _int_or_percent(spec["maxUnavailable"], expected, round_up=True))
-        else:
-            desired = expected
-        return healthy, desired, expected
-
+        if self.controllers is not None and (rt.plural in controllers.WORKLOAD_PLURALS
+                                             or obj["metadata"].get("ownerReferences")):
+            self.controllers.observe(rt, obj)
 
 def _event_times(obj: Obj, rt: ResourceType) -> Obj:
     try:
@@ -844,23 +527,3 @@ def _event_times(obj: Obj, rt: ResourceType) -> Obj:
     except ValueError as e:
         raise errors.bad_request(str(e)) from None
 
-
-def _pod_ready(pod: Obj) -> bool:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return bool(c.get("status") == "True")
-    return False
-
-
-def _int_or_percent(v: Any, total: int, *, round_up: bool) -> int:
-    if isinstance(v, str) and v.endswith("%"):
-        try:
-            pct = int(v[:-1])
-        except ValueError:
-            return 0
-        x = pct * total / 100
-        return math.ceil(x) if round_up else math.floor(x)
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return 0

@@ -10,27 +10,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from .app import SandboxApp
 from .auth import AuthTable
 from .errors import ApiError
 from .faults import Faults
-from .kubeconfig import write_kubeconfig
+from .kubeconfig import default_kubeconfig_path, write_kubeconfig
+from .controllers import ControllerSim
 from .kubelet import KubeletSim, make_node
 from .pvcontroller import PVControllerSim
 from .registry import Registry
 from .store import Store
+from .tls import ServingCerts, generate
 
 log = logging.getLogger("scheduler.sandbox")
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# With ``scheduler_prereqs`` (the CLI's and ``run --sandbox``'s default) the sandbox starts as a
+# cluster prepared for this scheduler: its namespace (the shipped config's leader-election
+# lease lives there) and the PodGroup CRD, identical to manifests/crds/ (a test checks), so the
+# gang examples work. A bare Sandbox() is a fresh kube-apiserver, which has neither.
+SCHEDULER_NAMESPACE = "kube-py-scheduler"
+PODGROUP_CRD = Path(__file__).parent / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 
 
 @dataclass
@@ -38,6 +48,8 @@ class SandboxConfig:
     host: str = "127.0.0.1"
     port: int = 0
     token: str | None = None
+    tls: bool | None = None  # None: HTTPS iff a token is set
+    scheduler_prereqs: bool = False  # create namespace kube-py-scheduler and the PodGroup CRD
     nodes: int = 0
     node_cpu: str = "32"
     node_memory: str = "128Gi"
@@ -51,6 +63,8 @@ class SandboxConfig:
     max_grace_seconds: float = 1.0
     kubelet_tick: float = 0.01
     simulate_pv_controller: bool = True
+    simulate_controllers: bool = True  # Deployment/ReplicaSet/Job controllers and garbage collection
+    namespace_controller_delay: float = 1.0  # s between a namespace's DELETE and emptying it
     auth_users: dict[str, tuple[str, list[str]]] | None = None
     auth_allow: list[tuple[str, str, str]] | None = None
 
@@ -84,6 +98,11 @@ class Sandbox:
         if c.simulate_kubelet:
             self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
             self.registry.kubelet = self.kubelet
+        self.registry.namespace_delay = c.namespace_controller_delay
+        self.controllers: ControllerSim | None = None
+        if c.simulate_controllers:
+            self.controllers = ControllerSim(self.registry)
+            self.registry.controllers = self.controllers
         self.pv_controller: PVControllerSim | None = None
         if c.simulate_pv_controller:
             self.pv_controller = PVControllerSim(self.registry)
@@ -91,8 +110,12 @@ class Sandbox:
         self._runner: web.AppRunner | None = None
         self._kubelet_task: asyncio.Task[None] | None = None
         self._pv_task: asyncio.Task[None] | None = None
+        self._controllers_task: asyncio.Task[None] | None = None
         self.url = ""
         self.port = 0
+        # client-go sends bearer tokens only over TLS: a sandbox with a token serves HTTPS
+        use_tls = c.tls if c.tls is not None else bool(c.token)
+        self.certs: ServingCerts | None = generate() if use_tls else None
         self._bootstrap()
 
     @property
@@ -104,6 +127,10 @@ class Sandbox:
         ns_rt = reg.catalog.builtin("", "namespaces")
         for ns in INITIAL_NAMESPACES:
             reg.create(ns_rt, "", {"metadata": {"name": ns}})
+        if self.config.scheduler_prereqs:
+            reg.create(ns_rt, "", {"metadata": {"name": SCHEDULER_NAMESPACE}})
+            crd_rt = reg.catalog.builtin("apiextensions.k8s.io", "customresourcedefinitions")
+            reg.create(crd_rt, "", yaml.safe_load(PODGROUP_CRD.read_text()))
         self.add_nodes(self.config.nodes)
 
     def add_nodes(self, n: int, *, start: int | None = None) -> None:
@@ -127,7 +154,8 @@ class Sandbox:
         app = self.app.make_app()
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, c.host, c.port, backlog=1024, reuse_address=True)
+        site = web.TCPSite(runner, c.host, c.port, backlog=1024, reuse_address=True,
+                           ssl_context=self.certs.server_context() if self.certs else None)
         await site.start()
         self._runner = runner
         addr = runner.addresses[0]
@@ -135,7 +163,7 @@ class Sandbox:
         host = c.host if c.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        self.url = f"http://{host}:{self.port}"
+        self.url = f"{'https' if self.certs else 'http'}://{host}:{self.port}"
         self.app.server_address = f"{host}:{self.port}"
         if self.kubelet is not None:
             self._kubelet_task = asyncio.create_task(self.kubelet.run(), name="sandbox-kubelet")
@@ -144,19 +172,22 @@ class Sandbox:
             self._pv_task = asyncio.create_task(self.pv_controller.run(), name="sandbox-pv-controller")
             self._pv_task.add_done_callback(_log_crash)
             self.pv_controller.poke()
+        if self.controllers is not None:
+            self._controllers_task = asyncio.create_task(self.controllers.run(), name="sandbox-controllers")
+            self._controllers_task.add_done_callback(_log_crash)
         log.info("sandbox listening on %s", self.url)
         return self
 
     async def stop(self) -> None:
         self.app.shutdown()
-        for task in (self._kubelet_task, self._pv_task):
+        for task in (self._kubelet_task, self._pv_task, self._controllers_task):
             if task is not None:
                 task.cancel()
                 try:
                     await task
                 except asyncio.CancelledError:
                     pass
-        self._kubelet_task = self._pv_task = None
+        self._kubelet_task = self._pv_task = self._controllers_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -169,10 +200,17 @@ class Sandbox:
     ) -> None:
         await self.stop()
 
-    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+    def write_kubeconfig(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write a kubeconfig for this sandbox to ``path``, or to this sandbox's own default
+        path (``default_kubeconfig_path``); returns the path written."""
         if not self.url:
             raise RuntimeError("sandbox not started")
-        return write_kubeconfig(path, self.url, self.token)
+        target = default_kubeconfig_path(self.port) if path is None else path
+        return write_kubeconfig(target, self.url, self.token, ca_pem=self.certs.ca_pem if self.certs else None)
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """An SSL context trusting this sandbox's CA (None when it serves plain HTTP)."""
+        return self.certs.client_context() if self.certs else None
 
     def counters(self) -> dict[str, Any]:
         return self.app.counters()
@@ -244,9 +282,10 @@ class SandboxThread:
     def admin(self) -> Any:
         from .testing import SandboxAdmin
 
-        return SandboxAdmin(self.url, self.token)
+        certs = self.sandbox.certs
+        return SandboxAdmin(self.url, self.token, ca_pem=certs.ca_pem if certs else None)
 
-    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+    def write_kubeconfig(self, path: str | os.PathLike[str] | None = None) -> Path:
         return self.sandbox.write_kubeconfig(path)
 
     def stop(self, timeout: float = 10.0) -> None:

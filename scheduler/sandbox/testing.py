@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -25,10 +26,13 @@ import orjson
 
 
 class SandboxAdmin:
-    def __init__(self, url: str, token: str | None = None, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 10.0,
+                 ca_pem: bytes | None = None) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        # a sandbox with a token serves HTTPS with its own CA (see tls.py)
+        self.ssl_context = ssl.create_default_context(cadata=ca_pem.decode()) if ca_pem else None
 
     def _headers(self) -> dict[str, str]:
         h = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -41,7 +45,7 @@ class SandboxAdmin:
         req = urllib.request.Request(f"{self.url}/sandbox/v1/{op}", data=data, method=method,
                                      headers=self._headers())
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl_context) as resp:
                 return orjson.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as e:
             raise RuntimeError(f"sandbox admin {method} {op}: {e.code} {e.read().decode(errors='replace')}") from None
@@ -52,6 +56,7 @@ class SandboxAdmin:
         async with aiohttp.ClientSession() as s:
             async with s.request(method, f"{self.url}/sandbox/v1/{op}", headers=self._headers(),
                                  data=orjson.dumps(body) if body is not None else None,
+                                 ssl=self.ssl_context if self.ssl_context is not None else True,
                                  timeout=aiohttp.ClientTimeout(total=self.timeout)) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:
@@ -146,6 +151,8 @@ class SandboxProcess:
 
     def __init__(self, *, startup_timeout: float = 30.0, workdir: str | os.PathLike[str] | None = None,
                  extra_args: list[str] | None = None, **flags: Any) -> None:
+        # like ``Sandbox()``, a bare API server unless asked (the CLI's own default is on)
+        flags.setdefault("scheduler_prereqs", False)
         self.flags = flags
         self.extra_args = list(extra_args or [])
         self.startup_timeout = startup_timeout
@@ -176,8 +183,20 @@ class SandboxProcess:
         return args + self.extra_args
 
     @property
+    def ca_pem(self) -> bytes | None:
+        """The sandbox's CA (PEM) from its kubeconfig, when it serves HTTPS."""
+        import base64
+
+        import yaml
+
+        if not self.url.startswith("https"):
+            return None
+        cfg = yaml.safe_load(self.kubeconfig_path.read_text())
+        return base64.b64decode(cfg["clusters"][0]["cluster"]["certificate-authority-data"])
+
+    @property
     def admin(self) -> SandboxAdmin:
-        return SandboxAdmin(self.url, self.token)
+        return SandboxAdmin(self.url, self.token, ca_pem=self.ca_pem)
 
     def start(self) -> SandboxProcess:
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -9,51 +9,31 @@ minimum/maximum, pattern, nested properties/items) plus pruning of unknown field
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
+
+from scheduler.objects.labels import validate_label_key as label_key_error
+from scheduler.objects.labels import validate_label_value as label_value_error
+from scheduler.objects.quantity import QuantityError
+from scheduler.objects.quantity import parse_quantity as _parse_quantity
 
 from .errors import ApiError, invalid
 from .resources import ResourceType
-from .selectors import label_key_error, label_value_error
 
 Cause = tuple[str, str, str]  # field, reason, message
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUANTITY = re.compile(
-    r"^([+-]?)(\d+\.?\d*|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+)?$"
-)
-_SUFFIX = {
-    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10**3), "M": Decimal(10**6),
-    "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
 _DNS_LABEL_NAMES = {"namespaces", "services"}
 
 
-def parse_quantity(v: Any) -> Decimal | None:
-    """The value of a resource quantity, or None if malformed."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return Decimal(str(v))
-    if not isinstance(v, str):
-        return None
-    m = _QUANTITY.match(v.strip())
-    if not m:
-        return None
-    sign, num, suffix = m.group(1), m.group(2), m.group(3) or ""
+def parse_quantity(v: Any) -> Fraction | None:
+    """The value of a resource quantity, or None if malformed (``scheduler.objects.quantity``
+    is the one parser, with upstream's grammar)."""
     try:
-        base = Decimal(num)
-    except InvalidOperation:
+        return _parse_quantity(v)
+    except QuantityError:
         return None
-    if suffix[:1] in ("e", "E"):
-        mult = Decimal(10) ** int(suffix[1:])
-    else:
-        mult = _SUFFIX[suffix]
-    val = base * mult
-    return -val if sign == "-" else val
 
 
 def _name_causes(name: Any, rt: ResourceType, path: str = "metadata.name") -> list[Cause]:
@@ -130,7 +110,7 @@ def _resources_causes(res: Any, path: str) -> list[Cause]:
         return causes
     if not isinstance(res, dict):
         return [(path, "FieldValueInvalid", "Invalid value: must be an object")]
-    parsed: dict[str, dict[str, Decimal]] = {}
+    parsed: dict[str, dict[str, Fraction]] = {}
     for part in ("limits", "requests"):
         vals = res.get(part) or {}
         if not isinstance(vals, dict):

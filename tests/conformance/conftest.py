@@ -21,7 +21,8 @@ _ns = itertools.count()
 
 @pytest.fixture
 async def http(sandbox: Sandbox) -> AsyncIterator[Http]:
-    async with aiohttp.ClientSession() as s:
+    ctx = sandbox.client_ssl_context()  # HTTPS (own CA) when the sandbox has a token
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx if ctx is not None else True)) as s:
         yield Http(s, sandbox.url, sandbox.token)
 
 

@@ -11,6 +11,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from scheduler.sandbox.server import PODGROUP_CRD
+
 KUBECTL = shutil.which("kubectl")
 
 
@@ -104,4 +106,4 @@ async def wait_for(pred: Any, timeout: float = 5.0) -> Any:
 
 def crd_path() -> Path:
     real = Path(__file__).parents[2] / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
-    return real if real.exists() else Path(__file__).parent / "data" / "scheduling.x-k8s.io_podgroups.yaml"
+    return real if real.exists() else PODGROUP_CRD

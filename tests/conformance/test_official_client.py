@@ -90,8 +90,12 @@ def test_load_kube_config_with_token(tmp_path: Path) -> None:
         kc = h.write_kubeconfig(tmp_path / "kc")
         api = client.CoreV1Api(config.new_client_from_config(config_file=str(kc)))
         assert [n.metadata.name for n in api.list_node().items] == ["node-0000"]
+        assert h.url.startswith("https://")  # a token means TLS, with the CA in the kubeconfig
+        assert h.sandbox.certs is not None
+        (tmp_path / "ca.crt").write_bytes(h.sandbox.certs.ca_pem)
         cfg = client.Configuration()
         cfg.host = h.url
+        cfg.ssl_ca_cert = str(tmp_path / "ca.crt")  # trusts the server, sends no token
         with pytest.raises(ApiException) as ei:
             client.CoreV1Api(client.ApiClient(cfg)).list_node()
         assert ei.value.status == 401

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sbhelpers import Http, pod
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -171,3 +173,33 @@ async def test_pod_status_write_does_not_revalidate_the_spec(sandbox: Any) -> No
             headers={"Content-Type": "application/merge-patch+json"},
         ) as resp:
             assert resp.status == 422, "a write to the main resource still validates the spec"
+
+
+@pytest.mark.parametrize(("ops", "code"), [
+    ([{"op": "remove", "path": "/metadata/labels/missing"}], 422),
+    ([{"op": "replace", "path": "/spec/nope/x", "value": 1}], 422),
+    ([{"op": "add", "path": "/spec/containers/9", "value": {}}], 422),
+    ([{"op": "frobnicate", "path": "/metadata"}], 422),
+    ([{"path": "/metadata"}], 422),
+    ([{"op": "add", "path": "no-slash", "value": 1}], 422),
+    ({"op": "add"}, 400),
+    ("[", 400),
+])
+async def test_json_patch_failures_keep_upstream_codes(http: Http, ops: Any, code: int) -> None:
+    await http.post(PODS, pod("jf", labels={"a": "1"}))
+    s, st = await http.patch(f"{PODS}/jf", ops if not isinstance(ops, str) else ops.encode(), JSONP)
+    assert s == code and st["kind"] == "Status", st
+    s, o = await http.get(f"{PODS}/jf")
+    assert o["metadata"]["labels"] == {"a": "1"}  # nothing half-applied
+    await http.delete(f"{PODS}/jf", params={"gracePeriodSeconds": "0"})
+
+
+async def test_json_patch_move_copy_and_append(http: Http) -> None:
+    await http.post(PODS, pod("jm", labels={"a": "1"}))
+    ops = [{"op": "copy", "from": "/metadata/labels/a", "path": "/metadata/labels/b"},
+           {"op": "move", "from": "/metadata/labels/a", "path": "/metadata/labels/c"},
+           {"op": "add", "path": "/metadata/finalizers", "value": []},
+           {"op": "add", "path": "/metadata/finalizers/-", "value": "example.com/f"}]
+    s, o = await http.patch(f"{PODS}/jm", ops, JSONP)
+    assert s == 200 and o["metadata"]["labels"] == {"b": "1", "c": "1"}
+    assert o["metadata"]["finalizers"] == ["example.com/f"]

@@ -156,12 +156,12 @@ def test_reviews_discovery_and_create_only(authed: tuple[SandboxThread, client.A
     req = urllib.request.Request(f"{h.url}/apis/authentication.k8s.io/v1/tokenreviews",
                                  headers={"Authorization": "Bearer api-token"})
     with pytest.raises(urllib.error.HTTPError) as ei:
-        urllib.request.urlopen(req)
+        urllib.request.urlopen(req, context=h.sandbox.client_ssl_context())
     assert ei.value.code == 405
     req = urllib.request.Request(f"{h.url}/apis/authentication.k8s.io/v1/tokenreviews", method="POST",
                                  data=b'{"spec":{"token":"tok-alice"}}')
     with pytest.raises(urllib.error.HTTPError) as ei:
-        urllib.request.urlopen(req)
+        urllib.request.urlopen(req, context=h.sandbox.client_ssl_context())
     assert ei.value.code == 401  # the API's own bearer auth still applies
 
 

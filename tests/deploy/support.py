@@ -1,4 +1,5 @@
-"""Shared helpers for the deployment-artifact tests: loading YAML, schema validation, the chart.
+"""Shared helpers for the deployment-artifact tests: loading YAML, schema validation, the chart
+(rendered by the real Helm engine).
 
 Built-in kinds are validated offline with ``kubernetes_validate`` (it ships the JSON schemas
 of each Kubernetes release inside the package); custom resources of our own CRDs are
@@ -21,7 +22,6 @@ import kubernetes_validate.utils as kvutils
 import yaml
 from referencing import Registry, Resource
 
-from tests.deploy.gotemplate import render_chart
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -45,12 +45,18 @@ def manifest_files() -> list[Path]:
                   and p.name != "kustomization.yaml")
 
 
+# Folders of manifests/ that `kubectl apply -k manifests/` does not install: examples, the
+# Prometheus Operator objects (they need its CRDs), and explain's read-only role (for users).
+OPTIONAL = ("examples/", "prometheus/", "explain/")
+
+
 def manifest_objects(*, examples: bool = True) -> list[tuple[str, Obj]]:
-    """(relative path, object) for every document in manifests/."""
+    """(relative path, object) for every document in manifests/ (``examples=False``: only what
+    the kustomization installs)."""
     out = []
     for path in manifest_files():
         rel = path.relative_to(MANIFESTS).as_posix()
-        if not examples and rel.startswith("examples/"):
+        if not examples and rel.startswith(OPTIONAL):
             continue
         out += [(rel, doc) for doc in load_docs(path.read_text(encoding="utf-8"))]
     return out
@@ -174,10 +180,26 @@ def split_rendered(rendered: Mapping[str, str]) -> list[tuple[str, Obj]]:
     return out
 
 
+@functools.cache
+def chart() -> Any:
+    """The chart, loaded once by the real Helm engine (helm-python-sdk: Helm v4's Go SDK)."""
+    from helm_python import Chart
+
+    return Chart.load(CHART)
+
+
+def render_files(values: Mapping[str, Any] | None = None, *, release: str = RELEASE,
+                 namespace: str = NAMESPACE) -> dict[str, str]:
+    """Template path -> rendered text, as ``helm template`` (an install) renders it."""
+    rendered = chart().render(copy.deepcopy(dict(values or {})), name=release,
+                              namespace=namespace, is_install=True)
+    return dict(rendered)
+
+
 def render(values: Mapping[str, Any] | None = None, *, release: str = RELEASE,
            namespace: str = NAMESPACE) -> list[Obj]:
-    return [o for _, o in split_rendered(
-        render_chart(CHART, values=values, release_name=release, namespace=namespace))]
+    return [o for _, o in split_rendered(render_files(values, release=release,
+                                                      namespace=namespace))]
 
 
 def containers(deploy: Obj) -> Iterator[Obj]:

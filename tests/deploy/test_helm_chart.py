@@ -1,7 +1,8 @@
-"""The Helm chart, rendered without helm (tests/deploy/gotemplate.py) under several value sets.
+"""The Helm chart, rendered and linted by the real Helm engine (helm-python-sdk) under several
+value sets.
 
 Every rendered object must be schema-valid, the scheduler config must parse strictly, and the
-chart's defaults must install the same scheduler as manifests/.
+chart's defaults must install the same scheduler as manifests/ (secure serving included).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
+from helm_python import HelmRenderError, lint
 
 from scheduler.config.load import parse_config_text
 from tests.deploy import support
-from tests.deploy.gotemplate import TemplateError, render_chart
 from tests.deploy.support import CHART, NAMESPACE, RELEASE, REPO, Obj, find
 
 # Upstream rule: every profile has the same queueSort plugin with the same args.
@@ -35,6 +36,10 @@ TWO_PROFILES = [
                              "resources": [{"name": "cpu", "weight": 1}]}}}]},
 ]
 
+PROMETHEUS = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+
+READERS = {"kube-py-scheduler-metrics-reader", "kube-py-scheduler-debug-reader"}
+
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
@@ -42,9 +47,18 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "custom-profiles": {"profiles": TWO_PROFILES, "percentageOfNodesToScore": 50},
     "one-replica": {"replicaCount": 1},
     "extra-args": {"extraArgs": ["--stop-grace-seconds=20", "--leader-elect=true"]},
-    "secure-metrics": {"metrics": {"tls": {"enabled": True, "secretName": "sched-tls"},
-                                   "authenticationTokenWebhook": True},
-                       "serviceMonitor": {"enabled": True, "insecureSkipVerify": True}},
+    "cert-from-secret": {"metrics": {"tls": {"secretName": "sched-tls"}},
+                         "serviceMonitor": {"enabled": True, "tlsConfig": {
+                             "insecureSkipVerify": False,
+                             "ca": {"secret": {"name": "sched-ca", "key": "ca.crt"}},
+                             "serverName": "kube-py-scheduler-metrics.scheduling.svc"}}},
+    "readers": {"metrics": {"readers": [PROMETHEUS]},
+                "debug": {"readers": [{"kind": "Group", "name": "sre",
+                                       "apiGroup": "rbac.authorization.k8s.io"}]}},
+    "authn-only": {"metrics": {"authorization": False}},
+    "plain-http": {"metrics": {"secure": False, "authentication": False,
+                               "authorization": False},
+                   "serviceMonitor": {"enabled": True}},
     "lease-elsewhere": {"leaderElection": {"resourceName": "my-lease",
                                            "resourceNamespace": "kube-system"}},
     "placement": {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
@@ -128,10 +142,14 @@ def test_objects_refer_to_each_other(values: str) -> None:
     else:
         assert sas == []
     subject = {"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}
+    fullname = deploy["metadata"]["name"]
     for binding in (o for o in objs if o["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        kind = binding["roleRef"]["kind"]
+        find(objs, kind, binding["roleRef"]["name"])
+        if binding["roleRef"]["name"] in READERS:
+            continue  # bound to scrapers and operators (metrics.readers, debug.readers)
         assert binding["subjects"] == [subject]
-    crb = find(objs, "ClusterRoleBinding")
-    find(objs, "ClusterRole", crb["roleRef"]["name"])
+    find(objs, "ClusterRoleBinding", fullname)
     keys = [support.key(o) for o in objs]
     assert len(keys) == len(set(keys))
     for obj in objs:
@@ -148,7 +166,10 @@ def test_defaults_match_the_plain_manifests() -> None:
     # same kinds, apart from the Namespace (helm install --create-namespace)
     assert sorted(o["kind"] for o in chart) == \
         sorted(o["kind"] for o in plain if o["kind"] != "Namespace")
-    assert find(chart, "ClusterRole")["rules"] == find(plain, "ClusterRole")["rules"]
+    # the scheduler's own role, and the readers of its port
+    assert {o["metadata"]["name"]: o["rules"] for o in chart if o["kind"] == "ClusterRole"} \
+        == {o["metadata"]["name"]: o["rules"] for o in plain if o["kind"] == "ClusterRole"}
+    assert find(chart, "Service")["spec"]["ports"] == find(plain, "Service")["spec"]["ports"]
     assert find(chart, "CustomResourceDefinition")["spec"] == \
         find(plain, "CustomResourceDefinition")["spec"]
     cfg_chart = parse_config_text(support.config_text(find(chart, "ConfigMap")))
@@ -163,7 +184,8 @@ def test_defaults_match_the_plain_manifests() -> None:
     assert pod_chart["securityContext"] == pod_plain["securityContext"]
     assert pod_chart.get("priorityClassName") == pod_plain.get("priorityClassName")
     (c_chart,), (c_plain,) = pod_chart["containers"], pod_plain["containers"]
-    for field in ("securityContext", "resources", "ports", "env", "volumeMounts"):
+    for field in ("securityContext", "resources", "ports", "env", "volumeMounts",
+                  "livenessProbe", "readinessProbe"):
         assert c_chart[field] == c_plain[field], field
     assert c_chart["image"] == c_plain["image"]
     assert set(c_plain["args"]) <= set(c_chart["args"])
@@ -193,9 +215,56 @@ def test_service_monitor_is_off_by_default_and_scrapes_the_service_when_on() -> 
     (ep,) = sm["spec"]["endpoints"]
     assert ep["port"] in {p["name"] for p in svc["spec"]["ports"]}
     assert ep["path"] == "/metrics"
-    assert "scheme" not in ep
-    assert set(ep) <= {"port", "path", "interval", "scrapeTimeout"}
     assert re.fullmatch(r"[0-9]+(ms|s|m|h)", ep["interval"])
+    # Secure by default: HTTPS, with the Prometheus service account's own token.
+    assert ep["scheme"] == "https"
+    assert ep["tlsConfig"] == {"insecureSkipVerify": True}
+    assert ep["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert set(ep) <= {"port", "path", "interval", "scrapeTimeout", "scheme", "tlsConfig",
+                       "bearerTokenFile"}
+
+
+def test_service_monitor_matches_the_optional_manifest() -> None:
+    (sm_plain,) = [o for rel, o in support.manifest_objects()
+                   if rel.startswith("prometheus/") and o["kind"] == "ServiceMonitor"]
+    ns = sm_plain["metadata"]["namespace"]
+    objs = support.render({"serviceMonitor": {"enabled": True}}, release="kube-py-scheduler",
+                          namespace=ns)
+    sm = find(objs, "ServiceMonitor")
+    assert sm["metadata"]["name"] == sm_plain["metadata"]["name"]
+    assert sm["metadata"]["namespace"] == ns
+    assert sm["spec"]["endpoints"] == sm_plain["spec"]["endpoints"]
+    assert sm["spec"]["namespaceSelector"] == sm_plain["spec"]["namespaceSelector"]
+    assert sm_plain["spec"]["selector"]["matchLabels"].items() <= \
+        find(objs, "Service")["metadata"]["labels"].items()
+
+
+def test_plain_http_scrapes_without_tls_or_token() -> None:
+    (ctr,) = support.containers(find(RENDERED["plain-http"], "Deployment"))
+    assert "--secure-serving=false" in ctr["args"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert ctr[probe]["httpGet"]["scheme"] == "HTTP"
+    (ep,) = find(RENDERED["plain-http"], "ServiceMonitor")["spec"]["endpoints"]
+    assert not {"scheme", "tlsConfig", "bearerTokenFile"} & set(ep)
+    assert find(RENDERED["plain-http"], "Service")["spec"]["ports"][0]["appProtocol"] == "http"
+
+
+def test_reader_roles_are_bound_only_to_the_given_subjects() -> None:
+    for name in ("defaults", "readers"):
+        objs = RENDERED[name]
+        assert find(objs, "ClusterRole", "kube-py-scheduler-metrics-reader")["rules"] == [
+            {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+        assert find(objs, "ClusterRole", "kube-py-scheduler-debug-reader")["rules"] == [
+            {"nonResourceURLs": ["/debug/*"], "verbs": ["get"]}]
+    assert {o["metadata"]["name"] for o in RENDERED["defaults"]
+            if o["kind"] == "ClusterRoleBinding"} == {"kube-py-scheduler"}
+    objs = RENDERED["readers"]
+    metrics = find(objs, "ClusterRoleBinding", "kube-py-scheduler-metrics-reader")
+    assert metrics["roleRef"]["name"] == "kube-py-scheduler-metrics-reader"
+    assert metrics["subjects"] == [PROMETHEUS]
+    debug = find(objs, "ClusterRoleBinding", "kube-py-scheduler-debug-reader")
+    assert debug["roleRef"]["name"] == "kube-py-scheduler-debug-reader"
+    assert debug["subjects"] == VALUE_SETS["readers"]["debug"]["readers"]
 
 
 def test_crds_install_toggle() -> None:
@@ -247,13 +316,26 @@ def test_extra_args_are_appended_to_run() -> None:
     assert ctr["args"][-2:] == ["--stop-grace-seconds=20", "--leader-elect=true"]
 
 
-def test_secure_metrics_mount_the_certificate_and_probe_over_https() -> None:
-    objs = RENDERED["secure-metrics"]
+def test_secure_serving_is_the_default() -> None:
+    (ctr,) = support.containers(find(RENDERED["defaults"], "Deployment"))
+    # no flag turns anything off; the daemon's defaults are kube-scheduler's
+    assert not [a for a in ctr["args"] if a.startswith(
+        ("--secure-serving", "--authentication-token-webhook", "--authorization-mode",
+         "--tls-"))]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert ctr[probe]["httpGet"]["scheme"] == "HTTPS"
+    assert find(RENDERED["defaults"], "Service")["spec"]["ports"][0]["appProtocol"] == "https"
+    (ctr,) = support.containers(find(RENDERED["authn-only"], "Deployment"))
+    assert "--authorization-mode=AlwaysAllow" in ctr["args"]
+    assert "--authentication-token-webhook=false" not in ctr["args"]
+
+
+def test_certificate_from_a_secret_is_mounted_and_named_by_the_flags() -> None:
+    objs = RENDERED["cert-from-secret"]
     deploy = find(objs, "Deployment")
     (ctr,) = support.containers(deploy)
     args = ctr["args"]
     flags = dict(a.split("=", 1) for a in args if "=" in a)
-    assert "--authentication-token-webhook" in args
     mounts = {m["name"]: m["mountPath"] for m in ctr["volumeMounts"]}
     vols = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
     tls_dir = mounts["tls"]
@@ -266,7 +348,7 @@ def test_secure_metrics_mount_the_certificate_and_probe_over_https() -> None:
         assert ctr[probe]["httpGet"]["scheme"] == "HTTPS"
     (ep,) = find(objs, "ServiceMonitor")["spec"]["endpoints"]
     assert ep["scheme"] == "https"
-    assert ep["tlsConfig"] == {"insecureSkipVerify": True}
+    assert ep["tlsConfig"] == VALUE_SETS["cert-from-secret"]["serviceMonitor"]["tlsConfig"]
     assert ep["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
@@ -308,18 +390,20 @@ def test_names_follow_the_release_and_stay_within_dns_limits() -> None:
 @pytest.mark.parametrize(("values", "message"), [
     ({"image": {"repository": ""}}, "image.repository is required"),
     ({"leaderElection": {"resourceName": "kube-scheduler"}}, "must not be kube-scheduler"),
-    ({"metrics": {"authenticationTokenWebhook": True}}, "requires metrics.tls.enabled"),
-    ({"metrics": {"tls": {"enabled": True}}}, "metrics.tls.secretName is required"),
+    ({"metrics": {"secure": False}}, "metrics.authentication requires metrics.secure"),
+    ({"metrics": {"authentication": False}},
+     "metrics.authorization requires metrics.authentication"),
+    ({"metrics": {"secure": False, "authentication": False, "authorization": False,
+                  "tls": {"secretName": "x"}}}, "metrics.tls.secretName requires"),
 ])
 def test_bad_values_fail_the_render(values: dict[str, Any], message: str) -> None:
-    with pytest.raises(TemplateError, match=message):
-        render_chart(CHART, values=copy.deepcopy(values), release_name=RELEASE,
-                     namespace=NAMESPACE)
+    with pytest.raises(HelmRenderError, match=message):
+        support.render(copy.deepcopy(values))
 
 
 def test_notes_tell_how_to_opt_in() -> None:
-    notes = render_chart(CHART, values={"profiles": TWO_PROFILES}, release_name=RELEASE,
-                         namespace=NAMESPACE)["kube-py-scheduler/templates/NOTES.txt"]
+    notes = support.render_files({"profiles": TWO_PROFILES})[
+        "kube-py-scheduler/templates/NOTES.txt"]
     assert "schedulerName: py-gang" in notes
     assert "get lease py-scheduler" in notes
 
@@ -334,3 +418,18 @@ def test_hardening_check_rejects_weakened_values(values: dict[str, Any]) -> None
     deploy = find(support.render(values), "Deployment")
     with pytest.raises(AssertionError):
         support.check_deployment(deploy)
+
+
+@pytest.mark.parametrize("values", list(VALUE_SETS), ids=list(VALUE_SETS))
+def test_helm_lint_strict_finds_nothing(values: str) -> None:
+    report = lint(CHART, copy.deepcopy(VALUE_SETS[values]), strict=True, namespace=NAMESPACE)
+    assert report["errors"] == []
+    # severity 1 (info) is only "icon is recommended"; no warning (2) or error (3)
+    assert [m for m in report["messages"] if m["severity"] >= 2] == [], report["messages"]
+
+
+def test_helm_lint_reports_a_broken_value() -> None:
+    # (lint renders `fail` leniently, as `helm lint` does: the render tests above cover those)
+    report = lint(CHART, {"podAnnotations": "not-a-map"}, strict=True, namespace=NAMESPACE)
+    assert any(m["path"] == "templates/deployment.yaml" and "unable to parse YAML" in m["error"]
+               for m in report["messages"] if m["severity"] == 3), report

@@ -21,6 +21,7 @@ ALL = support.manifest_objects()
 INSTALL = support.manifest_objects(examples=False)
 OBJS = [o for _, o in INSTALL]
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler/plugins/coscheduling/core.py
+SCHEDULER = "kube-py-scheduler"  # the scheduler's own ClusterRole and ClusterRoleBinding
 
 
 def _id(item: tuple[str, Obj]) -> str:
@@ -34,7 +35,12 @@ def test_manifests_are_found() -> None:
             "crds/scheduling.x-k8s.io_podgroups.yaml", "examples/gang-job.yaml"} <= rels
 
 
-@pytest.mark.parametrize("item", ALL, ids=[_id(i) for i in ALL])
+# No offline schema for the Prometheus Operator's ServiceMonitor: test_helm_chart checks it
+# equals the chart's.
+VALIDATED = [i for i in ALL if i[1]["kind"] != "ServiceMonitor"]
+
+
+@pytest.mark.parametrize("item", VALIDATED, ids=[_id(i) for i in VALIDATED])
 def test_manifest_is_schema_valid(item: tuple[str, Obj]) -> None:
     assert support.errors(item[1]) == []
 
@@ -129,7 +135,7 @@ def test_leader_election_uses_our_own_lease_and_the_role_grants_exactly_it() -> 
     assert any_verbs == {"create"}
     assert named == {le.resource_name}
     # and nothing cluster-wide on leases
-    for rule in find(OBJS, "ClusterRole")["rules"]:
+    for rule in find(OBJS, "ClusterRole", SCHEDULER)["rules"]:
         assert "leases" not in rule["resources"]
 
 
@@ -167,7 +173,7 @@ def test_rbac_binds_the_scheduler_service_account() -> None:
     subject = {"kind": "ServiceAccount", "name": sa["metadata"]["name"],
                "namespace": sa["metadata"]["namespace"]}
     for kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        binding = find(OBJS, kind)
+        binding = find(OBJS, kind, SCHEDULER if kind == "ClusterRoleBinding" else None)
         assert binding["subjects"] == [subject]
         role = find(OBJS, role_kind, binding["roleRef"]["name"])
         assert binding["roleRef"]["kind"] == role_kind
@@ -176,11 +182,39 @@ def test_rbac_binds_the_scheduler_service_account() -> None:
 
 
 def test_cluster_role_has_no_wildcards_or_escalation() -> None:
-    for rule in find(OBJS, "ClusterRole")["rules"]:
+    for rule in find(OBJS, "ClusterRole", SCHEDULER)["rules"]:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule.get(field, []), rule
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
         assert "secrets" not in rule["resources"]
+
+
+def test_reader_roles_grant_get_on_the_served_paths_only_and_are_bound_only_on_request() -> None:
+    assert find(OBJS, "ClusterRole", "kube-py-scheduler-metrics-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert find(OBJS, "ClusterRole", "kube-py-scheduler-debug-reader")["rules"] == [
+        {"nonResourceURLs": ["/debug/*"], "verbs": ["get"]}]
+    # installed: only the scheduler's own binding; Prometheus' is in the optional folder
+    assert [o["metadata"]["name"] for o in OBJS if o["kind"] == "ClusterRoleBinding"] == \
+        [SCHEDULER]
+    (prom,) = [o for rel, o in ALL if rel == "prometheus/rbac.yaml"]
+    assert prom["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "kube-py-scheduler-metrics-reader"}
+    (sm,) = [o for rel, o in ALL if rel == "prometheus/servicemonitor.yaml"]
+    (ep,) = sm["spec"]["endpoints"]
+    assert (ep["scheme"], ep["bearerTokenFile"]) == (
+        "https", "/var/run/secrets/kubernetes.io/serviceaccount/token")
+    svc = find(OBJS, "Service")
+    assert ep["port"] in {p["name"] for p in svc["spec"]["ports"]}
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+
+
+def test_probes_use_https_as_the_server_defaults_to() -> None:
+    (ctr,) = support.containers(find(OBJS, "Deployment"))
+    assert not [a for a in ctr["args"] if a.startswith(
+        ("--secure-serving", "--authentication-token-webhook", "--authorization-mode"))]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert ctr[probe]["httpGet"]["scheme"] == "HTTPS"
 
 
 # --- examples ---------------------------------------------------------------------------------
@@ -225,7 +259,7 @@ def _kustomization() -> Obj:
 def test_kustomization_lists_every_installable_manifest() -> None:
     listed = set(_kustomization()["resources"])
     files = {p.relative_to(MANIFESTS).as_posix() for p in support.manifest_files()}
-    assert listed == {f for f in files if not f.startswith("examples/")}
+    assert listed == {f for f in files if not f.startswith(support.OPTIONAL)}
 
 
 def _kubectl() -> str | None:

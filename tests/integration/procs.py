@@ -290,6 +290,8 @@ class SchedulerProcess:
                      "--stop-grace-seconds", "2"]
         if config is not None:
             self.argv += ["--config", str(config)]
+        if scheme == "http":  # secure serving is the default: switch it off explicitly
+            self.argv += ["--secure-serving=false"]
         self.argv += list(extra or [])
         self.env = {**os.environ, "POD_NAME": identity, "POD_NAMESPACE": namespace,
                     "PYTHONUNBUFFERED": "1"}

@@ -36,6 +36,17 @@ RUN = [sys.executable, "-m", "scheduler", "run", "--metrics-bind-address", "127.
         pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                      "percentageOfNodesToScore: 150\n", "percentageOfNodesToScore",
                      id="out-of-range"),
+        # pluginConfig of a plugin the profile does not enable is validated too (a typo there
+        # used to be silent).
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeResourcesFitt\n"
+                     "    args: {}\n", "'NodeResourcesFitt' is not registered",
+                     id="plugin-config-name-typo"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n"
+                     "      - name: InterPodAffinity\n  pluginConfig:\n  - name: InterPodAffinity\n"
+                     "    args: {hardPodAffinityWeight: 1000}\n", "hardPodAffinityWeight",
+                     id="disabled-plugin-bad-args"),
     ],
 )
 def test_bad_config_exits_2_naming_the_field(tmp_path: Path, config_text: str, expected: str) -> None:
@@ -90,7 +101,7 @@ def test_sigterm_stops_cleanly_with_exit_0(tmp_path: Path) -> None:
         assert '"holderIdentity":""' in body.replace(" ", ""), "lease released on SIGTERM"
 
 
-@pytest.mark.parametrize("workload", ["plain", "gang"])
+@pytest.mark.parametrize("workload", ["plain", "gang", "extender"])
 def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
     """A small ``kube-py-scheduler bench`` run: every phase runs against its own sandbox
     process and the figures are consistent with each other (no timing is asserted)."""
@@ -114,3 +125,53 @@ def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
     assert result["floor_ratio_to_raw_binding"] == pytest.approx(
         result["floor_pods_per_s"] / result["raw_binding_rate_per_s"], abs=2e-3)
     assert result["cycle_p50_ms"] <= result["cycle_p99_ms"]
+    if workload == "extender":
+        # one filter and one prioritize call per pod (8 nodes: never a single feasible one)
+        assert result["extender_calls"] >= 2 * 32
+
+
+def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`run --sandbox`: the CLI layer starts the sandbox and the demo pods, the daemon
+    schedules them (the too-big one stays pending), SIGTERM exits 0."""
+    import json
+    import urllib.request
+
+    kubeconfig = tmp_path / "kc"
+    proc = subprocess.Popen(
+        [*RUN, "--sandbox", "--nodes", "2", "--demo-pods", "3",
+         "--sandbox-kubeconfig-out", str(kubeconfig), "--log-level", "debug"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:"), url
+        assert f"export KUBECONFIG={kubeconfig}" in proc.stdout.readline()
+        assert kubeconfig.exists()
+        deadline = time.monotonic() + 30
+        placed: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(url + "/api/v1/namespaces/default/pods", timeout=2) as r:
+                items = json.loads(r.read())["items"]
+            placed = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in items}
+            if len(placed) == 4 and all(placed[f"demo-web-{i}"] for i in range(3)):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"demo pods not scheduled: {placed}")
+        assert placed["demo-too-big"] == ""
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert code == 0, err
+    # Every log line is JSON (kopf's and aiohttp's too), and debug shows what the README
+    # promises: queue moves and each successful binding.
+    records = [json.loads(line) for line in err.splitlines() if line.strip()]
+    events = {(r.get("event"), r.get("pod")) for r in records}
+    for i in range(3):
+        assert ("successfully bound pod to node", f"default/demo-web-{i}") in events
+        assert ("pod moved to activeQ", f"default/demo-web-{i}") in events
+    assert ("pod moved to the unschedulable pool", "default/demo-too-big") in events

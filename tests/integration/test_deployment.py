@@ -413,7 +413,8 @@ async def _rbac_calls(sandbox_process: Any, tmp_path: Path) -> tuple[Any, dict[s
         assert counted.get(_sandbox_key(attrs), 0) >= n, (attrs, counted)
 
     docs = rbac_documents()
-    [cluster_role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    [cluster_role] = [d for d in docs if d["kind"] == "ClusterRole"
+                      and d["metadata"]["name"] == "kube-py-scheduler"]
     [role] = [d for d in docs if d["kind"] == "Role"]
     _RBAC_RUN.update(calls=proxy.attributes(), roles={"ClusterRole": cluster_role, "Role": role})
     return _RBAC_RUN["calls"], _RBAC_RUN["roles"]

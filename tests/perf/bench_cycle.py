@@ -22,7 +22,7 @@ from scheduler.config.defaults import default_config
 from scheduler.framework.runtime import Framework
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from scheduler.framework.types import Diagnosis
 from scheduler.schedule_one import filter_nodes_from, num_feasible_nodes_to_find, select_host
 
@@ -73,7 +73,7 @@ def main() -> None:
         cache.add_node(node(i))
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
     rng = random.Random(1)
     times: list[float] = []
     start_index = 0

@@ -1,8 +1,7 @@
 """Gang scheduling compatible with kubernetes-sigs/scheduler-plugins' Coscheduling.
 
-``plugin`` holds the scheduler plugin, ``core`` the group bookkeeping it relies on and
-``controller`` the kopf-based PodGroup status controller (imported only when run, so the
-scheduler does not load kopf unless it runs the controller).
+``plugin`` holds the scheduler plugin and ``core`` the group bookkeeping it relies on.  The
+PodGroup status controller is not a plugin: it is ``scheduler.controllers.podgroup``.
 """
 
 from scheduler.plugins.coscheduling.core import POD_GROUP_LABEL

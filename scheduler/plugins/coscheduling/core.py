@@ -83,8 +83,10 @@ class PodGroupInfo:
 
 def pod_group_name(pod: Mapping[str, Any]) -> str:
     """The PodGroup a pod belongs to ('' for none)."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    value = labels.get(POD_GROUP_LABEL)
+    meta = pod.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    # Sibling pods are read raw from the informer: a malformed one belongs to no group.
+    value = labels.get(POD_GROUP_LABEL) if isinstance(labels, Mapping) else None
     return value if isinstance(value, str) else ""
 
 

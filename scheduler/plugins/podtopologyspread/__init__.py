@@ -1,5 +1,6 @@
 """PodTopologySpread plugin package (see :mod:`.plugin`)."""
 
-from scheduler.plugins.podtopologyspread.plugin import NAME, PodTopologySpread
+from scheduler.plugins.podtopologyspread.common import NAME
+from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 
 __all__ = ["NAME", "PodTopologySpread"]

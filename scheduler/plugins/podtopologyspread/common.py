@@ -9,11 +9,12 @@ upstream's defaults: minDomains 1, nodeAffinityPolicy Honor, nodeTaintsPolicy Ig
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scheduler.framework.interfaces import ObjectLister
+from scheduler.framework.interfaces import Handle, ObjectLister, Plugin
+from scheduler.framework.node_info import NodeInfo
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.labels import (
     EQUALS,
@@ -23,6 +24,13 @@ from scheduler.objects.labels import (
 )
 from scheduler.objects.node_affinity import RequiredNodeAffinity
 from scheduler.objects.taints import Taint, Toleration, find_untolerated_taint, parse_taints
+from scheduler.plugins import names
+from scheduler.plugins.node_memo import NodeMemo
+
+if TYPE_CHECKING:  # domains imports this module
+    from scheduler.plugins.podtopologyspread.domains import DomainCounts
+
+NAME = names.POD_TOPOLOGY_SPREAD
 
 __all__ = [
     "DO_NOT_SCHEDULE",
@@ -279,3 +287,71 @@ def default_selector(pod: Mapping[str, Any], listers: ObjectLister) -> LabelSele
                     pass  # an unreadable controller selector adds nothing (upstream too)
     reqs = [Requirement(k, EQUALS, (str(v),)) for k, v in sorted(label_set.items())]
     return LabelSelector((*reqs, *extra))
+
+
+class PodTopologySpreadBase(Plugin):
+    """The state the filtering and scoring halves share (set by the plugin's constructor):
+    the default constraints, memoized per-node match counts, and the constraints of a pod."""
+
+    NAME = NAME
+    defaulting_type: str
+    system_defaulted: bool
+    default_constraints: tuple[Mapping[str, Any], ...]
+    _handle: Handle
+    _counts: NodeMemo[int]
+    _domains: dict[tuple[Any, ...], DomainCounts]
+
+    def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
+        """Counts matching pods on a node, memoized by the NodeInfo generation."""
+        table = self._counts.table((c.selector, namespace))
+        selector = c.selector
+
+        def count(node_info: NodeInfo) -> int:
+            name = node_info.name
+            entry = table.get(name)
+            if entry is not None and entry[0] == node_info.generation:
+                return entry[1]
+            found = count_pods_match_selector(node_info.pods, selector, namespace)
+            table[name] = (node_info.generation, found)
+            return found
+
+        return count
+
+    def constraints_for(self, pod: Mapping[str, Any], action: str) -> list[Constraint]:
+        """The pod's constraints for ``action``, or the defaults when it has none.
+
+        Raises ObjectError naming the pod and the field when a constraint is malformed.
+        """
+        meta = pod.get("metadata") or _NO_FIELDS
+        labels: Mapping[str, str] = meta.get("labels") or {}
+        spec = pod.get("spec") or _NO_FIELDS
+        own = spec.get("topologySpreadConstraints")
+        try:
+            if own:
+                if not isinstance(own, list):
+                    raise LabelSelectorError("spec.topologySpreadConstraints: expected a list")
+                return filter_constraints(own, labels, action)
+            if not self.default_constraints:
+                return []
+            constraints = filter_constraints(
+                self.default_constraints, labels, action, where="defaultConstraints"
+            )
+        except LabelSelectorError as exc:
+            field, _, detail = str(exc).partition(": ")
+            raise ObjectError.for_object(pod, field, detail or str(exc), kind="Pod") from None
+        if not constraints:
+            return []
+        selector = default_selector(pod, self._handle.listers)
+        if selector.is_empty():
+            return []
+        return [
+            Constraint(
+                max_skew=c.max_skew,
+                topology_key=c.topology_key,
+                selector=selector,
+                min_domains=c.min_domains,
+                node_affinity_policy=c.node_affinity_policy,
+                node_taints_policy=c.node_taints_policy,
+            )
+            for c in constraints
+        ]

@@ -32,6 +32,7 @@ from typing import Any
 from scheduler.framework.interfaces import Handle
 from scheduler.objects.labels import LabelSelector, LabelSelectorError
 from scheduler.objects.quantity import QuantityError, parse_quantity_nano
+from scheduler.objects.validation import validate_object
 from scheduler.plugins.volumebinding.assume_cache import AssumeCache, AssumeError, pv_cache, pvc_cache
 from scheduler.plugins.volumebinding.matching import (
     ANN_SELECTED_NODE,
@@ -152,6 +153,9 @@ class VolumeBinder:
             if pvc is None:
                 raise VolumeBindingError(f'error getting PVC "{key}": could not find '
                                          f'v1.PersistentVolumeClaim "{key}"')
+            malformed = validate_object("PersistentVolumeClaim", pvc)
+            if malformed is not None:
+                raise malformed  # names the claim and the field; only its update can help
             if claim.ephemeral:
                 problem = ephemeral_claim_error(pod, pvc)
                 if problem is not None:
@@ -467,7 +471,9 @@ class VolumeBinder:
 
 def _of_class(storage_class: str) -> Callable[[dict[str, Any]], bool]:
     def predicate(pv: dict[str, Any]) -> bool:
-        return pv_storage_class(pv) == storage_class
+        # A malformed PV (logged once by the event handlers) is no candidate for any claim.
+        return validate_object("PersistentVolume", pv) is None and (
+            pv_storage_class(pv) == storage_class)
 
     return predicate
 

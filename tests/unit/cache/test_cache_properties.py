@@ -1,6 +1,7 @@
 """Property: any sequence of cache calls leaves the cache (and an incrementally updated snapshot)
 equal to one rebuilt from scratch out of the surviving nodes and pods.  Bad calls must raise
-CacheError and change nothing.
+CacheError and change nothing; malformed pods and nodes (issue 12) must raise ObjectError and
+change nothing, and a malformed bound pod is accounted without phantom or negative usage.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from scheduler.cache import Cache, CacheError, Snapshot
+from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
+from scheduler.objects.resources import Resource
 from tests.builders import NodeBuilder, PodBuilder
-from tests.unit.cache.views import cache_view, comparable_snapshot
+from tests.unit.cache.views import cache_view, comparable_snapshot, resource_view
 
 NODE_NAMES = [f"n{i}" for i in range(4)]
 POD_NAMES = [f"p{i}" for i in range(6)]
@@ -71,6 +74,35 @@ def build_pod(name: str, node: str, spec: dict[str, Any]) -> dict[str, Any]:
     return b.obj()
 
 
+# (path, value) written over a well-formed pod / node
+POD_CORRUPTIONS = [
+    ("spec.volumes", [7]),
+    ("spec.volumes", [{"name": "v", "persistentVolumeClaim": "claim"}]),
+    ("spec.containers[0].resources", {"requests": {"cpu": "-2"}}),
+    ("spec.containers[0].resources", {"requests": {"cpu": "abc", "memory": "1Gi"}}),
+    ("spec.containers[0].resources", {"requests": {"nvidia.com/gpu": "0.5"}}),
+    ("spec.containers[0].resources", {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+    ("spec.overhead", {"cpu": "-1"}),
+    ("spec.affinity", {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": 5}]}}),
+    ("spec.containers[0].ports", [{"hostPort": "80"}]),
+    ("spec.schedulingGates", "gate"),
+]
+NODE_CORRUPTIONS = [
+    ("status.allocatable", {"cpu": "x"}),
+    ("status.capacity", {"memory": "-1"}),
+    ("spec.taints", "NoSchedule"),
+    ("metadata.labels", [1]),
+]
+
+
+def corrupt(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    from tests.builders import set_path
+
+    set_path(obj, path, value)
+    return obj
+
+
 class CacheMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -81,14 +113,14 @@ class CacheMachine(RuleBasedStateMachine):
         # pod name -> (pod, assumed, deadline)
         self.pods: dict[str, tuple[dict[str, Any], bool, float | None]] = {}
 
-    def expect_error(self, call: Any) -> None:
+    def expect_error(self, call: Any, error: type[Exception] = CacheError) -> None:
         before = cache_view(self.cache)
         try:
             call()
-        except CacheError:
+        except error:
             assert cache_view(self.cache) == before
             return
-        raise AssertionError("expected CacheError")
+        raise AssertionError(f"expected {error.__name__}")
 
     # --- nodes ---
 
@@ -144,6 +176,34 @@ class CacheMachine(RuleBasedStateMachine):
         new = build_pod(name, old["spec"]["nodeName"], spec)
         self.cache.update_pod(old, PodInfo.from_pod(new))
         self.pods[name] = (new, False, None)
+
+    @rule(name=st.sampled_from(POD_NAMES), node=st.sampled_from(NODE_NAMES), spec=pod_specs,
+          corruption=st.sampled_from(POD_CORRUPTIONS))
+    def add_malformed(self, name: str, node: str, spec: dict[str, Any],
+                      corruption: tuple[str, Any]) -> None:
+        """The informer delivers a bound pod nobody validated: parsing refuses it whole; the
+        bound-pod path accounts it safely, exactly once."""
+        pod = corrupt(build_pod(name, node, spec), *corruption)
+        self.expect_error(lambda: self.cache.add_pod(PodInfo.from_pod(pod)), ObjectError)
+        current = self.pods.get(name)
+        info, problems = PodInfo.from_assigned_pod(pod)
+        assert problems
+        if current is not None and not current[1]:
+            self.expect_error(lambda: self.cache.add_pod(info))
+            return
+        self.cache.add_pod(info)
+        self.pods[name] = (pod, False, None)
+
+    @rule(name=st.sampled_from(NODE_NAMES), spec=node_specs,
+          corruption=st.sampled_from(NODE_CORRUPTIONS))
+    def update_node_malformed(self, name: str, spec: dict[str, Any],
+                              corruption: tuple[str, Any]) -> None:
+        bad = corrupt(build_node(name, spec), *corruption)
+        old = self.nodes.get(name)
+        if old is not None:
+            self.expect_error(lambda: self.cache.update_node(old, bad), ObjectError)
+        else:
+            self.expect_error(lambda: self.cache.add_node(bad), ObjectError)
 
     @rule(name=st.sampled_from(POD_NAMES), other_node=st.booleans())
     def forget(self, name: str, other_node: bool) -> None:
@@ -212,8 +272,19 @@ class CacheMachine(RuleBasedStateMachine):
             if assumed:
                 cache.assume_pod(PodInfo.from_pod(pod))
             else:
-                cache.add_pod(PodInfo.from_pod(pod))
+                cache.add_pod(PodInfo.from_assigned_pod(pod)[0])
         return cache
+
+    @invariant()
+    def usage_is_the_sum_of_the_pods(self) -> None:
+        """No phantom usage: each node's requests are exactly its pods', none negative."""
+        for name, info in self.cache._nodes.items():
+            total = Resource()
+            for p in info.pods:
+                total.add(p.requests)
+            assert resource_view(info.requested) == resource_view(total), name
+            assert min(resource_view(total)[:4]) >= 0
+            assert all(v >= 0 for _, v in resource_view(total)[4])
 
     @invariant()
     def cache_matches_rebuild(self) -> None:

@@ -123,14 +123,14 @@ def test_minimal_config_gets_defaults() -> None:
             {"name": "X", "args": {}}, {"name": "X", "args": {}}]}]),
          "profiles[0].pluginConfig[1].name: duplicate value 'X'"),
         (cfg(profiles="a"), "profiles: must be a list"),
-        (cfg(extenders=[{"urlPrefix": "http://x"}]),
-         "extenders: extenders are not supported by kube-py-scheduler"),
+        (cfg(extenders=[{"urlPrefix": "http://x", "filterVerbb": "f"}]),
+         "extenders[0].filterVerbb: unknown field"),
     ],
     ids=["no-apiversion", "old-apiversion", "wrong-kind", "unknown-top", "unknown-profile",
          "unknown-point", "negative-weight", "plugin-no-name", "int-as-string", "bool-as-int",
          "duration-not-string", "duration-garbage", "bool-field", "qps-type",
          "unknown-args-field", "args-kind-mismatch", "duplicate-plugin-config",
-         "profiles-type", "extenders"],
+         "profiles-type", "extender-unknown-field"],
 )
 def test_parse_errors(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as ei:

@@ -4,7 +4,7 @@ import pytest
 
 from scheduler.config.defaults import default_config
 from scheduler.config.load import ConfigError, parse_config
-from scheduler.config.types import PluginRef, PluginSet
+from scheduler.config.types import Extender, PluginRef, PluginSet
 from scheduler.config.validate import validate_config
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
@@ -98,11 +98,11 @@ def test_validate_programmatic_config() -> None:
     c = default_config()
     assert validate_config(c) == []
     c.profiles[0].plugins.score = PluginSet(enabled=[PluginRef("X", -1)])
-    c.extenders = [{"urlPrefix": "x"}]
+    c.extenders = [Extender(url_prefix="x")]
     c.profiles.append(c.profiles[0])
     paths = [p for p, _ in validate_config(c)]
     assert "profiles[0].plugins.score.enabled[0].weight" in paths
     assert "profiles[1].schedulerName" in paths
-    assert "extenders" in paths
+    assert "extenders[0].urlPrefix" in paths
     c.profiles = []
     assert ("profiles", "at least one profile is required") in validate_config(c)

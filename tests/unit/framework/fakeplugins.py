@@ -30,7 +30,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
 from scheduler.framework.types import NodeScore, QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins.registry import Registry
+from scheduler.framework.registry import Registry
 from tests.fakes import FakeApiClient, FakeEventRecorder, FakeNominator, SnapshotLister
 
 ALL_KINDS: tuple[type[Plugin], ...] = (
@@ -162,7 +162,7 @@ class Env:
     """A registry of fake plugins plus everything a Framework needs."""
 
     def __init__(self) -> None:
-        self.registry = Registry(paths={})
+        self.registry = Registry()
         self.log: Log = []
         self.instances: dict[str, FakeBase] = {}
         self.nominator = FakeNominator()

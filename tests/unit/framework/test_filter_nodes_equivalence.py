@@ -25,7 +25,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from scheduler.schedule_one import filter_nodes_from
 from tests.builders import NodeBuilder, PodBuilder
 
@@ -93,7 +93,7 @@ KINDS = ["plain", "tolerating", "selector", "ports", "storage", "node-name", "an
 def framework(snapshot: Snapshot) -> Framework:
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
-    return Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    return Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
 
 
 def prepared(fwk: Framework, snapshot: Snapshot, kind: str) -> tuple[CycleState, PodInfo]:

@@ -98,7 +98,7 @@ class TestPluginResolution:
         created: list[str] = []
         env.add("A", [FilterPlugin, ScorePlugin, ReservePlugin])
         original = env.registry.get("A")
-        env.registry._factories["A"] = lambda a, h: (created.append("A"), original(a, h))[1]
+        env.registry.registration("A").factory = lambda a, h: (created.append("A"), original(a, h))[1]
         fwk = env.framework(multi=["A"], score=ps(("A", 3)))
         assert created == ["A"]
         assert fwk.get_plugin("A") is env.instances["A"]
@@ -173,13 +173,14 @@ class TestPluginResolution:
         from scheduler.config.defaults import default_profile
         from scheduler.framework.runtime import Framework
         from scheduler.offline import offline_handle_kwargs
-        from scheduler.plugins.registry import IN_TREE, Registry
+        from scheduler.plugins.registry import IN_TREE, in_tree_registry
 
         for path in IN_TREE.values():  # other plugins may still be in progress
             pytest.importorskip(path.partition(":")[0])
-        fwk = Framework(profile=default_profile(), registry=Registry(), **offline_handle_kwargs())
+        fwk = Framework(profile=default_profile(), registry=in_tree_registry(), **offline_handle_kwargs())
         plugins = fwk.list_plugins()
-        assert plugins["preEnqueue"] == ["SchedulingGates"]
+        # DefaultPreemption's PreEnqueue holds a preemptor back while its preemption runs.
+        assert plugins["preEnqueue"] == ["SchedulingGates", "DefaultPreemption"]
         assert plugins["queueSort"] == ["PrioritySort"]
         assert plugins["filter"][:3] == ["NodeUnschedulable", "NodeName", "TaintToleration"]
         assert "NodeResourcesFit" in plugins["filter"]

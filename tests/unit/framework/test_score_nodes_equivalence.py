@@ -20,7 +20,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.types import NodeScore
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
 
 ZONE = "topology.kubernetes.io/zone"
@@ -70,7 +70,7 @@ def test_score_nodes_matches_score(seed: int, kind: str) -> None:
     _, snapshot = cluster(seed)
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
     info = PodInfo.from_pod(incoming(kind))
     state = fwk.new_cycle_state()
     nodes = snapshot.list()
@@ -98,7 +98,7 @@ def test_normalize_score_values_matches_normalize_score(seed: int, kind: str) ->
     _, snapshot = cluster(seed)
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
     info = PodInfo.from_pod(incoming(kind))
     state = fwk.new_cycle_state()
     nodes = snapshot.list()

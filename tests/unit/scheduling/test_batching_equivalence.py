@@ -24,7 +24,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.types import FitError
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from scheduler.schedule_one import SchedulingCycle
 
 ZONES = ("a", "b", "c")
@@ -109,7 +109,7 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
         cache.add_node(node)
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
     sched = SimpleNamespace(
         cache=cache, snapshot=snapshot, rng=random.Random(seed),
         config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
@@ -200,7 +200,7 @@ def test_a_plugin_that_cannot_sign_sends_the_pod_down_the_normal_path() -> None:
     cache.update_snapshot(snapshot)
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
     pod = _pod(0, {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
                    "prefer_zone": None, "image": "x", "host_port": None})
     pod["metadata"]["labels"] = {"app": "x"}

@@ -12,7 +12,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.coscheduling.plugin import Coscheduling
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import make_node
 from tests.fakes import DictListers, FakeApiClient, FakeEventRecorder, FakeNominator, SnapshotLister, node_infos
 
@@ -33,7 +33,7 @@ class _Env:
         )
         self.fw = Framework(
             profile=profile,
-            registry=Registry(),
+            registry=in_tree_registry(),
             snapshot_provider=lambda: self.snapshot,
             listers=self.listers,
             client=FakeApiClient(),

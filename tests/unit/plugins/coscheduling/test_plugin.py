@@ -17,7 +17,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.coscheduling.core import POD_GROUP_LABEL, parse_pod_group
 from scheduler.plugins.coscheduling.plugin import NAME, Coscheduling
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import make_node
 from tests.fakes import FakeHandle
 
@@ -36,7 +36,7 @@ def _pre_filter(c: Cluster, pod: dict[str, Any]) -> tuple[Status | None, CycleSt
 
 def test_registered_under_its_upstream_name() -> None:
     assert NAME == names.COSCHEDULING == "Coscheduling"
-    assert Registry().get(NAME) is Coscheduling
+    assert in_tree_registry().get(NAME) is Coscheduling
 
 
 def test_args_defaults() -> None:
@@ -340,7 +340,8 @@ def test_post_filter_rejects_waiting_siblings() -> None:
     for p in pods[:2]:
         rejected = parked[p["metadata"]["uid"]].rejected
         assert rejected is not None and rejected[0] == "Coscheduling"
-        assert "p2" in rejected[1]
+        # scheduler-plugins' Coscheduling.PostFilter wording for the waiting siblings.
+        assert rejected[1] == "optimistic rejection in PostFilter"
     assert parked[pods[3]["metadata"]["uid"]].rejected is None
     assert not c.plugin.manager.is_admitted("default/g")
 

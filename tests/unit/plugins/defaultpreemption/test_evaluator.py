@@ -25,7 +25,7 @@ from scheduler.plugins.defaultpreemption.plugin import (
     DefaultPreemption,
     parse_args,
 )
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.fakes import FakeHandle
 from tests.unit.plugins.defaultpreemption.harness import (
     HIGH,
@@ -43,7 +43,7 @@ from tests.unit.plugins.defaultpreemption.harness import (
 
 def test_name_and_registry() -> None:
     assert NAME == names.DEFAULT_PREEMPTION == DefaultPreemption.NAME
-    assert Registry().get(names.DEFAULT_PREEMPTION) is DefaultPreemption
+    assert in_tree_registry().get(names.DEFAULT_PREEMPTION) is DefaultPreemption
     assert DefaultPreemption({}, FakeHandle()).name == NAME
 
 

@@ -16,7 +16,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis, FitError, PostFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
-from scheduler.plugins.registry import IN_TREE, Registry
+from scheduler.plugins.registry import IN_TREE, in_tree_registry
 from scheduler.queue.nominator import Nominator
 from tests.fakes import (
     DictListers,
@@ -39,7 +39,7 @@ class Cluster:
         self.activated: list[dict[str, Any]] = []
         self.fwk = Framework(
             profile=default_profile("py-scheduler"),
-            registry=Registry(),
+            registry=in_tree_registry(),
             snapshot_provider=lambda: self.snapshot,
             listers=DictListers({}),
             client=self.client,

@@ -25,7 +25,7 @@ from scheduler.plugins.imagelocality import (
     calculate_priority,
     normalized_image_name,
 )
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
 from tests.fakes import FakeHandle, node_infos
 
@@ -65,7 +65,7 @@ def _pod(*images: str, init: tuple[str, ...] = ()) -> dict[str, Any]:
 def test_name_and_registry() -> None:
     plugin = ImageLocality({}, FakeHandle())
     assert NAME == names.IMAGE_LOCALITY == ImageLocality.NAME == plugin.name
-    assert Registry().get(names.IMAGE_LOCALITY) is ImageLocality
+    assert in_tree_registry().get(names.IMAGE_LOCALITY) is ImageLocality
     assert plugin.score_extensions() is None
     assert not isinstance(plugin, EnqueueExtensions)  # never rejects a pod
 

@@ -9,8 +9,9 @@ import pytest
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
+from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.interpodaffinity.plugin import (
+from scheduler.plugins.interpodaffinity.filtering import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH as AFF,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH as ANTI,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH as EXISTING,
@@ -438,17 +439,16 @@ def test_prefilter_skips_when_nothing_to_check() -> None:
     assert status is not None and status.code == Code.SKIP
 
 
-def test_prefilter_rejects_unparsable_terms() -> None:
+def test_unparsable_terms_are_rejected_when_the_pod_is_parsed() -> None:
+    """The pod never reaches PreFilter: PodInfo parsing names the field (issue 12)."""
     bad = pod().pod_affinity_required(
         {"matchExpressions": [{"key": "app", "operator": "Bogus", "values": ["x"]}]}, ZONE
     ).obj()
-    plugin, infos = make_plugin([node("n1", zone="z")])
-    _, status = plugin.pre_filter(CycleState(), PodInfo.from_pod(bad), infos)
-    assert status is not None
-    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert "parsing pod" in status.message()
-    assert "Pod default/p" in status.message()
-    assert "operator" in status.message()
+    with pytest.raises(ObjectError) as err:
+        PodInfo.from_pod(bad)
+    assert str(err.value).startswith(
+        "Pod default/p: spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        "[0].labelSelector.matchExpressions[0].operator: 'Bogus'"), str(err.value)
 
 
 def test_existing_pod_with_unparsable_terms_is_ignored() -> None:

@@ -18,15 +18,15 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.runtime import Framework
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.interpodaffinity.plugin import (
+from scheduler.plugins.interpodaffinity.common import TopologyCounts
+from scheduler.plugins.interpodaffinity.filtering import (
     PRE_FILTER_STATE_KEY,
-    PRE_SCORE_STATE_KEY,
     PairSums,
     PreFilterState,
-    TopologyCounts,
     _pairs,
 )
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.interpodaffinity.scoring import PRE_SCORE_STATE_KEY
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
 
 ZONE = "topology.kubernetes.io/zone"
@@ -92,7 +92,7 @@ def test_pair_sums_match_a_fresh_sum(seed: int) -> None:
 def _framework(snapshot: Snapshot) -> Framework:
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
-    return Framework(profile=default_config().profiles[0], registry=Registry(), **kwargs)
+    return Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
 
 
 def _counts(fwk: Framework, snapshot: Snapshot, pod: dict[str, object]) -> tuple[object, ...]:

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.interpodaffinity.plugin import PRE_FILTER_STATE_KEY, PreFilterState
+from scheduler.plugins.interpodaffinity.filtering import PRE_FILTER_STATE_KEY, PreFilterState
 from tests.builders import NodeBuilder, PodBuilder
 from tests.fakes import FakeHandle
 from tests.unit.plugins.interpodaffinity.helpers import REGION, ZONE, make_plugin

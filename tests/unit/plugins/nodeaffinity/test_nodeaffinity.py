@@ -28,7 +28,7 @@ from scheduler.plugins.nodeaffinity import (
     NAME,
     NodeAffinity,
 )
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder, node_term
 from tests.fakes import FakeHandle, node_infos
 
@@ -97,7 +97,7 @@ def _unres(msg: str) -> Status:
 
 def test_name_and_registry() -> None:
     assert NAME == names.NODE_AFFINITY == NodeAffinity.NAME == _plugin().name
-    assert Registry().get(names.NODE_AFFINITY) is NodeAffinity
+    assert in_tree_registry().get(names.NODE_AFFINITY) is NodeAffinity
 
 
 def test_default_args_build() -> None:

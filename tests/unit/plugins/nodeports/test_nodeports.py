@@ -13,7 +13,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.nodeports import ERR_REASON, NAME, NodePorts, fits
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
 from tests.fakes import FakeHandle, node_infos
 
@@ -50,7 +50,7 @@ def _plugin() -> NodePorts:
 
 def test_name_and_registry() -> None:
     assert NAME == names.NODE_PORTS == NodePorts.NAME == _plugin().name
-    assert Registry().get(names.NODE_PORTS) is NodePorts
+    assert in_tree_registry().get(names.NODE_PORTS) is NodePorts
 
 
 def test_unknown_args_rejected() -> None:

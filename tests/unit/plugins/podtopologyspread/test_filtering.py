@@ -9,8 +9,9 @@ import pytest
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
+from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.podtopologyspread.plugin import (
+from scheduler.plugins.podtopologyspread.filtering import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH as SKEW,
     ERR_REASON_NODE_LABEL_NOT_MATCH as MISSING,
     PRE_FILTER_STATE_KEY,
@@ -301,14 +302,14 @@ def test_prefilter_skips_without_hard_constraints() -> None:
     assert status is not None and status.code == Code.SKIP
 
 
-def test_prefilter_reports_malformed_constraint() -> None:
+def test_malformed_constraint_is_rejected_when_the_pod_is_parsed() -> None:
+    """The pod never reaches PreFilter: PodInfo parsing names the field (issue 12)."""
     pod = incoming().topology_spread(
         1, ZONE, selector={"matchExpressions": [{"key": "foo", "operator": "Nope"}]}).obj()
-    plugin, infos = make_plugin(four_nodes())
-    _, status = plugin.pre_filter(CycleState(), PodInfo.from_pod(pod), infos)
-    assert status is not None and status.code == Code.ERROR
-    assert "Pod default/p" in status.message()
-    assert "spec.topologySpreadConstraints[0].labelSelector" in status.message()
+    with pytest.raises(ObjectError) as err:
+        PodInfo.from_pod(pod)
+    assert str(err.value).startswith("Pod default/p: spec.topologySpreadConstraints[0]"
+                                     ".labelSelector.matchExpressions[0].operator"), err.value
 
 
 def test_critical_paths_keep_minimum() -> None:

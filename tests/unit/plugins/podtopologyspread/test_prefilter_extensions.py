@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.podtopologyspread.plugin import PRE_FILTER_STATE_KEY, PreFilterState
+from scheduler.plugins.podtopologyspread.filtering import PRE_FILTER_STATE_KEY, PreFilterState
 from tests.builders import PodBuilder
 from tests.unit.plugins.podtopologyspread.helpers import HOST, ZONE, four_nodes, make_plugin, node
 

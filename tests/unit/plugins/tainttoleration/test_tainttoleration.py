@@ -18,7 +18,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
-from scheduler.plugins.registry import Registry
+from scheduler.plugins.registry import in_tree_registry
 from scheduler.plugins.tainttoleration import (
     ERR_REASON_NOT_MATCH,
     NAME,
@@ -50,7 +50,7 @@ def _plugin(infos: Any = ()) -> TaintToleration:
 
 def test_name_and_registry() -> None:
     assert NAME == names.TAINT_TOLERATION == TaintToleration.NAME == _plugin().name
-    assert Registry().get(names.TAINT_TOLERATION) is TaintToleration
+    assert in_tree_registry().get(names.TAINT_TOLERATION) is TaintToleration
 
 
 def test_unknown_args_rejected() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,12 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.plugins.coscheduling.controller import (
+from scheduler.controllers.podgroup import (
     MemberFacts,
     StatusReconciler,
     compute_status,
     connection_info,
-    main,
     member_facts,
     run_controller,
     status_patch,
@@ -25,10 +26,10 @@ from scheduler.plugins.coscheduling.controller import (
 from scheduler.client.connection import ConnectionConfig, StaticCredentials
 from tests.fakes import FakeApiClient, FakeResponse
 
-from .helpers import member, pod_group
+from tests.unit.plugins.coscheduling.helpers import member, pod_group
 
 NOW = "2024-05-01T10:00:00Z"
-CRD = Path(__file__).resolve().parents[4] / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+CRD = Path(__file__).resolve().parents[3] / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 
 
 def _m(phase: str = "Pending", node: str = "", owners: tuple[str, ...] = ()) -> MemberFacts:
@@ -146,10 +147,13 @@ def test_connection_info_from_a_resolved_connection() -> None:
     assert (info.ca_path, info.insecure, info.default_namespace) == ("/ca.crt", False, "jobs")
 
 
-def test_main_reports_a_missing_kubeconfig(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--kubeconfig", str(tmp_path / "nope")]) == 2
-    assert "podgroup-controller" in capsys.readouterr().err
+def test_main_reports_a_missing_kubeconfig(tmp_path: Path) -> None:
+    # A process of its own: the command configures logging for the whole process.
+    done = subprocess.run([sys.executable, "-m", "scheduler", "podgroup-controller",
+                           "--kubeconfig", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "podgroup-controller" in done.stderr
 
 
 # --- against the sandbox -------------------------------------------------------------------
@@ -235,3 +239,44 @@ async def test_controller_follows_pods_in_the_sandbox(tmp_path: Path) -> None:
                 stop.set()
                 await asyncio.wait_for(controller, 15)
             assert controller.exception() is None
+
+
+async def test_controller_picks_up_a_crd_installed_after_it_started(tmp_path: Path) -> None:
+    """kopf resolves resources once at start: the controller waits for the PodGroup resource
+    to be served instead of running without it forever ("Unresolved resources")."""
+    from scheduler.client.api import ApiClient
+    from scheduler.client.connection import load_kubeconfig
+    from scheduler.sandbox import Sandbox
+
+    async with Sandbox(nodes=1, token=None, simulate_kubelet=False) as sb:
+        kubeconfig = str(sb.write_kubeconfig(tmp_path / "kubeconfig"))
+        stop, ready = asyncio.Event(), asyncio.Event()
+        controller = asyncio.create_task(
+            run_controller(kubeconfig=kubeconfig, namespace=None, stop=stop, ready=ready),
+            name="test:podgroup-controller-late-crd")
+        try:
+            async with ApiClient(load_kubeconfig(kubeconfig)) as api:
+                # Let the controller find the resource missing at least once.
+                pg_list = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+                assert (await api.request("GET", pg_list)).status == 404
+                await asyncio.sleep(0.3)
+                assert not ready.is_set() and not controller.done()
+                crd = yaml.safe_load(CRD.read_text())
+                resp = await api.request(
+                    "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
+                assert resp.status == 201, resp.body
+                body = pod_group("late", 2)
+                for key in ("resourceVersion", "uid", "creationTimestamp"):
+                    body["metadata"].pop(key)
+                pg_path = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups"
+                assert (await api.request("POST", pg_path, body=body)).status == 201
+                await asyncio.wait_for(ready.wait(), 15)
+
+                async def pending() -> bool:
+                    resp = await api.request("GET", f"{pg_path}/late")
+                    return (resp.body.get("status") or {}).get("phase") == "Pending"
+
+                await _eventually(pending, timeout=15)
+        finally:
+            stop.set()
+            await asyncio.wait_for(controller, 15)

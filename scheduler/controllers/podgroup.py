@@ -11,7 +11,8 @@ patches ``status`` through the status subresource when it changed (nothing else 
 written: no annotations, no finalizers, no Kubernetes events).
 
 It runs inside the scheduler (only while leader) through :func:`run_controller`, or alone
-as ``kube-py-scheduler podgroup-controller``.  kopf's operator is not a good guest on a
+as ``kube-py-scheduler podgroup-controller`` (``scheduler/cli/``).  A controller is not a
+plugin (scheduler-plugins keeps it in ``pkg/controllers/``), so it lives here.  kopf's operator is not a good guest on a
 shared event loop (it installs SIGINT/SIGTERM handlers in the main thread and, on exit,
 cancels every task created after it started), so it runs on its own loop in a dedicated
 thread; :func:`run_controller` bridges the caller's ``stop`` / ``ready`` events to it.
@@ -19,15 +20,12 @@ thread; :func:`run_controller` bridges the caller's ``stop`` / ``ready`` events 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import signal
-import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -35,8 +33,16 @@ from typing import Any
 import kopf
 import structlog
 
-from scheduler.client.api import ApiClient, resource_path
+from scheduler.client.api import (
+    ApiClient,
+    ApiConnectionError,
+    ApiError,
+    NotFound,
+    resource_path,
+)
 from scheduler.client.connection import ConfigurationError, ConnectionConfig, load_connection
+from scheduler.client.informer import MISSING_RESOURCE_POLL_SECONDS
+from scheduler.objects.validation import validate_object
 from scheduler.plugins.coscheduling.core import POD_GROUP_LABEL
 
 log = structlog.get_logger(__name__)
@@ -56,7 +62,6 @@ TERMINAL_PHASES = frozenset({PHASE_FINISHED, PHASE_FAILED})
 MERGE_PATCH = "application/merge-patch+json"
 PATCH_ATTEMPTS = 3
 THREAD_NAME = "podgroup-controller"
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 # --- the status computation (pure) -------------------------------------------------------
@@ -165,6 +170,8 @@ class StatusReconciler:
         # What we last wrote per group, and on top of which PodGroup resourceVersion: until
         # our own update comes back through the watch, the same answer is not re-sent.
         self._last: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        # (namespace, name) -> the problem last logged for a malformed PodGroup (logged once)
+        self._malformed: dict[tuple[str, str], str] = {}
         self.patches = 0
 
     def forget(self, namespace: str, name: str) -> None:
@@ -186,6 +193,15 @@ class StatusReconciler:
             pg = get_pod_group()
             if pg is None:
                 return False
+            problem = validate_object("PodGroup", pg)
+            if problem is not None:
+                # No status can be computed (nor written: the CRD schema refuses it).
+                if self._malformed.get(key) != str(problem):
+                    self._malformed[key] = str(problem)
+                    log.warning("PodGroup is malformed; its status is not maintained",
+                                error=str(problem))
+                return False
+            self._malformed.pop(key, None)
             current: Mapping[str, Any] = pg.get("status") or {}
             desired = compute_status(pg, get_members(), now=self._now)
             patch = status_patch(current, desired)
@@ -355,6 +371,8 @@ async def _operate(
     """The operator, on the controller thread's own loop."""
     async with ApiClient(conn, qps=20.0, burst=40,
                          user_agent="kube-py-scheduler/podgroup-controller") as client:
+        if not await _wait_until_served(client, namespace, stop_flag):
+            return
         reconciler = StatusReconciler(client)
         settings = kopf.OperatorSettings()
         configure_settings(settings)
@@ -367,6 +385,38 @@ async def _operate(
             stop_flag=stop_flag,
             ready_flag=ready_flag,
         )
+
+
+async def _wait_until_served(
+    client: ApiClient,
+    namespace: str | None,
+    stop_flag: concurrent.futures.Future[None],
+    *,
+    poll_seconds: float = MISSING_RESOURCE_POLL_SECONDS,
+) -> bool:
+    """Wait for the PodGroup resource to be served (its CRD may be installed after us).
+
+    kopf resolves its resources once, at start; with CRD scanning off (it would need
+    cluster-wide CRD permissions) a CRD installed later would never be watched. So the
+    operator starts only once the resource answers, polled as the scheduler's own informer
+    polls it. False when stopped first."""
+    path = resource_path(GROUP_VERSION, PLURAL, namespace=namespace)
+    logged = False
+    while not stop_flag.done():
+        try:
+            await client.list_page(path, limit=1)
+            if logged:
+                log.info("PodGroup resource is served now; starting the status controller")
+            return True
+        except NotFound:
+            if not logged:
+                log.info("PodGroup CRD not installed yet; the status controller waits for it",
+                         path=path)
+                logged = True
+        except (ApiConnectionError, ApiError) as exc:
+            log.warning("cannot reach the API server; retrying", error=str(exc))
+        await asyncio.wait([asyncio.wrap_future(stop_flag)], timeout=poll_seconds)
+    return False
 
 
 async def run_controller(
@@ -437,49 +487,3 @@ async def run_controller(
                 break
     if not stop.is_set() or finished.exception() is not None:
         finished.result()  # re-raise a failure of the operator
-
-
-# --- the standalone command --------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kube-py-scheduler podgroup-controller",
-        description="Keep PodGroup status (phase, running/succeeded/failed, "
-                    "scheduleStartTime, occupiedBy) in step with the group's pods.",
-    )
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig file (default: in-cluster, $KUBECONFIG, "
-                             "~/.kube/config)")
-    parser.add_argument("--namespace", default=None,
-                        help="watch only this namespace (default: all namespaces)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="let kopf log at INFO level")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    async def _main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        await run_controller(kubeconfig=args.kubeconfig, namespace=args.namespace, stop=stop,
-                             verbose=args.verbose)
-
-    try:
-        asyncio.run(_main())
-    except ConfigurationError as exc:
-        print(f"kube-py-scheduler podgroup-controller: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return EXIT_OK
-    except Exception as exc:
-        print(f"kube-py-scheduler podgroup-controller: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
-        return EXIT_FAILURE
-    return EXIT_OK

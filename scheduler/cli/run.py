@@ -1,0 +1,157 @@
+"""``kube-py-scheduler run``: the daemon, against a cluster or (``--sandbox``) a sandbox.
+
+The ``--sandbox`` wiring lives here, in the CLI layer, not in the daemon: it starts the
+embedded sandbox API server in a thread, writes its kubeconfig, creates the demo workload,
+and then runs the same ``App`` as against a cluster, pointed at the sandbox's kubeconfig.
+The daemon (``scheduler.app`` and below) never imports the sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from scheduler.cli.common import PROG, Command
+from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
+    from scheduler.app import App, AppOptions
+    from scheduler.config.types import KubeSchedulerConfiguration
+
+
+def add_arguments(run: argparse.ArgumentParser) -> None:
+    from scheduler.server import add_serving_flags
+
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then "
+                     "$KUBECONFIG, then ~/.kube/config)")
+    run.add_argument("--context", help="kubeconfig context to use")
+    run.add_argument("--config", help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1)"
+                     " YAML file")
+    run.add_argument("--sandbox", action="store_true",
+                     help="start the embedded sandbox API server in this process, create a "
+                     "small demo cluster and schedule against it")
+    run.add_argument("--nodes", type=int, default=4,
+                     help="with --sandbox: number of simulated nodes (default %(default)s)")
+    run.add_argument("--demo-pods", type=int, default=12,
+                     help="with --sandbox: demo pods to create (default %(default)s)")
+    run.add_argument("--sandbox-kubeconfig-out", default=None,
+                     help="with --sandbox: where to write the sandbox kubeconfig for kubectl "
+                     "(default: a file in the temp directory, printed at start)")
+    add_serving_flags(run)
+    run.add_argument("--leader-elect", choices=("true", "false"), default=None,
+                     help="override leaderElection.leaderElect from the config file")
+    run.add_argument("--stop-grace-seconds", type=float, default=10.0,
+                     help="on SIGTERM, how long in-flight bindings may finish "
+                     "(default %(default)s)")
+
+
+def load_config(path: str | None) -> tuple[KubeSchedulerConfiguration, str]:
+    """(--config's configuration or the built-in default, its source name); StartupError
+    (exit 2) when the file is broken."""
+    from scheduler.app import StartupError
+    from scheduler.config.defaults import shipped_config
+    from scheduler.config.errors import ConfigError
+    from scheduler.config.load import load_config_file
+
+    try:
+        config = load_config_file(path) if path else shipped_config()
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from exc
+    except OSError as exc:
+        raise StartupError(f"--config: cannot read {path!r}: {exc.strerror}") from exc
+    return config, path or "<built-in default>"
+
+
+def options_from_args(args: argparse.Namespace) -> AppOptions:
+    """The daemon's options from the flags; StartupError (exit 2) for anything wrong."""
+    from scheduler.app import AppOptions, StartupError
+    from scheduler.server import ServingError, serving_options_from_args
+
+    config, source = load_config(args.config)
+    if args.leader_elect is not None:
+        config.leader_election.leader_elect = args.leader_elect == "true"
+    try:
+        serving = serving_options_from_args(args, sandbox=args.sandbox)
+    except ServingError as exc:
+        raise StartupError(str(exc)) from exc
+    if args.sandbox and args.nodes < 0:
+        raise StartupError(f"--nodes: must be >= 0, got {args.nodes}")
+    if args.sandbox and args.demo_pods < 0:
+        raise StartupError(f"--demo-pods: must be >= 0, got {args.demo_pods}")
+    if args.stop_grace_seconds < 0:
+        raise StartupError("--stop-grace-seconds: must be >= 0")
+    return AppOptions(
+        config=config,
+        config_source=source,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        serving=serving,
+        stop_grace_seconds=args.stop_grace_seconds,
+    )
+
+
+def handle(args: argparse.Namespace) -> int:
+    from scheduler.app import App, StartupError
+    from scheduler.cli.common import setup_logging
+
+    setup_logging(args)
+    try:
+        options = options_from_args(args)
+        app = App(options)
+        app.prepare()
+    except StartupError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def _main() -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, app.request_stop)
+        if not args.sandbox:
+            return await app.run()
+        return await _run_on_sandbox(app, args)
+
+    try:
+        return asyncio.run(_main())
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
+    """Start the sandbox, create the demo workload, run the daemon against it, stop it."""
+    from scheduler.client.api import ApiClient
+    from scheduler.client.connection import load_connection
+    from scheduler.demo import create_demo_workload
+    from scheduler.sandbox import Sandbox
+
+    sandbox = Sandbox.start_in_thread(nodes=args.nodes, scheduler_prereqs=True)
+    try:
+        # One kubeconfig per sandbox (its own default path unless one is given), so a second
+        # sandbox never overwrites the first one's.
+        path = str(sandbox.write_kubeconfig(args.sandbox_kubeconfig_out))
+        print(f"sandbox API server at {sandbox.url}", flush=True)
+        print(f"  export KUBECONFIG={path}", flush=True)
+        print("  kubectl get pods -o wide -w", flush=True)
+        async with ApiClient(load_connection(kubeconfig=path), qps=0) as client:
+            await create_demo_workload(
+                client, pods=args.demo_pods,
+                scheduler_name=app.options.config.profiles[0].scheduler_name,
+            )
+        app.options.kubeconfig = path
+        app.options.context = None
+        return await app.run()
+    finally:
+        sandbox.stop()
+
+
+COMMAND = Command(
+    name="run",
+    help="run the scheduler against a cluster (or an embedded sandbox with --sandbox)",
+    description="Run kube-py-scheduler. Pods opt in with spec.schedulerName. Flags without a "
+    "subcommand mean `run`.",
+    add_arguments=add_arguments,
+    handle=handle,
+)

@@ -1,0 +1,355 @@
+"""InterPodAffinity's PreFilter and Filter: count the existing pods matching the incoming pod's
+required (anti-)affinity terms, and the existing pods whose required anti-affinity selects it,
+per topology pair once per cycle; Filter is then a few dict lookups per node.  Adding and
+removing pods (preemption, nominated pods) updates the counts in place.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
+from scheduler.framework.interfaces import (
+    FilterPlugin,
+    PreFilterPlugin,
+)
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import PreFilterResult
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.interpodaffinity.terms import (
+    AffinityTerm,
+)
+from scheduler.plugins.helper import PodDeltaExtensions
+from scheduler.plugins.interpodaffinity.common import (
+    NAME,
+    InterPodAffinityBase,
+    TopologyCounts,
+    _node_labels,
+    pod_matches_all_terms,
+)
+
+PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
+    "node(s) didn't satisfy existing pods anti-affinity rules"
+)
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+# PreFilter questions whose sums are kept (one per workload shape in flight).
+MAX_REMEMBERED_QUERIES = 64
+
+
+_Pairs = tuple[tuple[str, str, int], ...]
+
+
+def _pairs(counts: TopologyCounts) -> _Pairs:
+    return tuple((k, v, c) for k, values in counts.data.items() for v, c in values.items())
+
+
+class PairSums:
+    """Sums over nodes of per-node ``(key, value, count)`` pairs, kept across cycles.
+
+    Replicas of one workload ask the same PreFilter question cycle after cycle, and between
+    two cycles only the node the previous replica went to has changed.  Each node's answer is
+    kept with the NodeInfo generation it was computed from (every change to a NodeInfo takes
+    a fresh one), so a refresh recomputes and re-adds changed nodes only and subtracts nodes
+    that are gone.  ``width`` sums are kept side by side for one question.
+    """
+
+    __slots__ = ("totals", "_per_node")
+
+    def __init__(self, width: int) -> None:
+        self.totals = [TopologyCounts() for _ in range(width)]
+        self._per_node: dict[str, tuple[int, tuple[_Pairs, ...]]] = {}
+
+    def refresh(
+        self, node_infos: Sequence[NodeInfo], compute: Callable[[NodeInfo], tuple[_Pairs, ...]]
+    ) -> list[TopologyCounts]:
+        """The sums for exactly ``node_infos`` (read-only: clone before changing them)."""
+        per_node = self._per_node
+        for node_info in node_infos:
+            name = node_info.name
+            entry = per_node.get(name)
+            if entry is not None and entry[0] == node_info.generation:
+                continue
+            if entry is not None:
+                self._apply(entry[1], -1)
+            answer = compute(node_info)
+            per_node[name] = (node_info.generation, answer)
+            self._apply(answer, 1)
+        if len(per_node) != len(node_infos):  # some node left the set since last time
+            current = {node_info.name for node_info in node_infos}
+            for name in [n for n in per_node if n not in current]:
+                self._apply(per_node.pop(name)[1], -1)
+        return self.totals
+
+    def _apply(self, answer: tuple[_Pairs, ...], sign: int) -> None:
+        for total, pairs in zip(self.totals, answer):
+            for key, value, count in pairs:
+                total.add(key, value, sign * count)
+
+
+class PreFilterState:
+    """What Filter needs, computed once per cycle (and updated by add_pod/remove_pod)."""
+
+    __slots__ = (
+        "existing_anti_affinity_counts",
+        "affinity_counts",
+        "anti_affinity_counts",
+        "pod_info",
+        "required_affinity",
+        "required_anti_affinity",
+        "namespace_labels",
+    )
+
+    def __init__(
+        self,
+        *,
+        pod_info: PodInfo,
+        required_affinity: tuple[AffinityTerm, ...],
+        required_anti_affinity: tuple[AffinityTerm, ...],
+        namespace_labels: Mapping[str, str] | None,
+        existing_anti_affinity_counts: TopologyCounts,
+        affinity_counts: TopologyCounts,
+        anti_affinity_counts: TopologyCounts,
+    ) -> None:
+        self.pod_info = pod_info
+        # The incoming pod's terms, namespaceSelector already unrolled into namespaces.
+        self.required_affinity = required_affinity
+        self.required_anti_affinity = required_anti_affinity
+        self.namespace_labels = namespace_labels
+        # Existing pods whose required anti-affinity selects the incoming pod.
+        self.existing_anti_affinity_counts = existing_anti_affinity_counts
+        # Existing pods matching all of the incoming pod's required affinity terms.
+        self.affinity_counts = affinity_counts
+        # Existing pods matching one of the incoming pod's required anti-affinity terms.
+        self.anti_affinity_counts = anti_affinity_counts
+
+    def clone(self) -> PreFilterState:
+        return PreFilterState(
+            pod_info=self.pod_info,
+            required_affinity=self.required_affinity,
+            required_anti_affinity=self.required_anti_affinity,
+            namespace_labels=self.namespace_labels,
+            existing_anti_affinity_counts=self.existing_anti_affinity_counts.clone(),
+            affinity_counts=self.affinity_counts.clone(),
+            anti_affinity_counts=self.anti_affinity_counts.clone(),
+        )
+
+    def is_trivial(self) -> bool:
+        """Nothing for Filter to check: the plugin is skipped for this cycle."""
+        return (
+            not self.existing_anti_affinity_counts
+            and not self.required_affinity
+            and not self.required_anti_affinity
+        )
+
+
+class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
+    """PreFilter, the PreFilter extensions and Filter of InterPodAffinity."""
+
+    _sums_by_query: OrderedDict[Hashable, PairSums]
+
+    def pre_filter(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        terms = self.terms_of(pod_info.pod)
+        if terms.errors:
+            return None, Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"parsing pod: {'; '.join(terms.errors)}"
+            )
+        snapshot = self._handle.snapshot()
+        required_affinity = tuple(self._merge_namespaces(t) for t in terms.required_affinity)
+        required_anti = tuple(self._merge_namespaces(t) for t in terms.required_anti_affinity)
+        ns_labels = self._namespace_labels(pod_info.namespace)
+
+        existing = self._existing_anti_affinity_counts(
+            pod_info, ns_labels, snapshot.have_pods_with_required_anti_affinity()
+        )
+        if required_affinity or required_anti:
+            affinity_counts, anti_counts = self._incoming_counts(
+                required_affinity, required_anti, snapshot.list()
+            )
+        else:
+            affinity_counts, anti_counts = TopologyCounts(), TopologyCounts()
+        s = PreFilterState(
+            pod_info=pod_info,
+            required_affinity=required_affinity,
+            required_anti_affinity=required_anti,
+            namespace_labels=ns_labels,
+            existing_anti_affinity_counts=existing,
+            affinity_counts=affinity_counts,
+            anti_affinity_counts=anti_counts,
+        )
+        # Written even when skipping, so add_pod/remove_pod keep working for preemption.
+        state.write(PRE_FILTER_STATE_KEY, s)
+        if s.is_trivial():
+            return None, Status(Code.SKIP)
+        return None, None
+
+    def _sums(self, key: Hashable, width: int) -> PairSums:
+        sums = self._sums_by_query.get(key)
+        if sums is None:
+            sums = self._sums_by_query[key] = PairSums(width)
+            if len(self._sums_by_query) > MAX_REMEMBERED_QUERIES:
+                self._sums_by_query.popitem(last=False)
+        else:
+            self._sums_by_query.move_to_end(key)
+        return sums
+
+    def _existing_anti_affinity_counts(
+        self,
+        pod_info: PodInfo,
+        ns_labels: Mapping[str, str] | None,
+        node_infos: Sequence[NodeInfo],
+    ) -> TopologyCounts:
+        namespace, labels = pod_info.namespace, pod_info.labels
+
+        def compute(node_info: NodeInfo) -> tuple[_Pairs]:
+            if node_info.node is None:
+                return ((),)
+            local = TopologyCounts()
+            node_labels = _node_labels(node_info.node)
+            for existing in node_info.pods_with_required_anti_affinity:
+                anti = self._existing_terms(existing).required_anti_affinity
+                if anti:
+                    local.update_with_anti_affinity_terms(
+                        anti, namespace, labels, ns_labels, node_labels, 1
+                    )
+            return (_pairs(local),)
+
+        key = (
+            "existing-anti",
+            namespace,
+            frozenset(labels.items()),
+            None if ns_labels is None else frozenset(ns_labels.items()),
+        )
+        (total,) = self._sums(key, 1).refresh(node_infos, compute)
+        return total.clone()
+
+    def _incoming_counts(
+        self,
+        affinity: tuple[AffinityTerm, ...],
+        anti: tuple[AffinityTerm, ...],
+        node_infos: Sequence[NodeInfo],
+    ) -> tuple[TopologyCounts, TopologyCounts]:
+        """Existing pods matching all ``affinity`` terms and any ``anti`` term, per domain."""
+
+        def compute(node_info: NodeInfo) -> tuple[_Pairs, _Pairs]:
+            if node_info.node is None:
+                return (), ()
+            node_labels = _node_labels(node_info.node)
+            local_affinity, local_anti = TopologyCounts(), TopologyCounts()
+            for existing in node_info.pods:
+                namespace, labels = existing.namespace, existing.labels
+                if affinity:
+                    local_affinity.update_with_affinity_terms(
+                        affinity, namespace, labels, node_labels, 1
+                    )
+                if anti:
+                    # The incoming pod's terms have their namespaceSelector unrolled, so the
+                    # existing pod's namespace labels are not needed.
+                    local_anti.update_with_anti_affinity_terms(
+                        anti, namespace, labels, None, node_labels, 1
+                    )
+            return _pairs(local_affinity), _pairs(local_anti)
+
+        key = ("incoming", tuple(t.key for t in affinity), tuple(t.key for t in anti))
+        affinity_total, anti_total = self._sums(key, 2).refresh(node_infos, compute)
+        return affinity_total.clone(), anti_total.clone()
+
+    def update_with_pod(
+        self, state: CycleState, pod: PodInfo, node_info: NodeInfo, delta: int
+    ) -> Status | None:
+        s = read_state(state, PRE_FILTER_STATE_KEY, PreFilterState)
+        if isinstance(s, Status):
+            return s
+        node_labels = _node_labels(node_info.node)
+        incoming = s.pod_info
+        anti = self._existing_terms(pod).required_anti_affinity
+        if anti:
+            s.existing_anti_affinity_counts.update_with_anti_affinity_terms(
+                anti, incoming.namespace, incoming.labels, s.namespace_labels, node_labels, delta
+            )
+        if s.required_affinity:
+            s.affinity_counts.update_with_affinity_terms(
+                s.required_affinity, pod.namespace, pod.labels, node_labels, delta
+            )
+        if s.required_anti_affinity:
+            s.anti_affinity_counts.update_with_anti_affinity_terms(
+                s.required_anti_affinity, pod.namespace, pod.labels, None, node_labels, delta
+            )
+        return None
+
+    # --- Filter -------------------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return [
+                Status(Code.ERROR, "node not found") if n.node is None
+                else missing_state(PRE_FILTER_STATE_KEY)
+                for n in nodes
+            ]
+        affinity = bool(s.required_affinity)
+        # The anti-affinity checks as (topology key, {domain: count}) pairs, looked up once per
+        # cycle: a node fails one when its domain for that key has a count (zero counts are
+        # dropped from TopologyCounts, so presence with a count > 0 is the test).
+        anti_data = s.anti_affinity_counts.data
+        anti = [
+            (t.topology_key, anti_data[t.topology_key])
+            for t in s.required_anti_affinity if t.topology_key in anti_data
+        ] if anti_data else []
+        existing = list(s.existing_anti_affinity_counts.data.items())
+        out: list[Status | None] = []
+        for node_info in nodes:
+            node = node_info.node
+            if node is None:
+                out.append(Status(Code.ERROR, "node not found"))
+                continue
+            node_labels = _node_labels(node)
+            if affinity and not _satisfies_pod_affinity(s, node_labels):
+                out.append(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                  ERR_REASON_AFFINITY_RULES_NOT_MATCH))
+                continue
+            status: Status | None = None
+            for key, domains in anti:
+                value = node_labels.get(key)
+                if value is not None and domains.get(value, 0) > 0:
+                    status = Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+                    break
+            if status is None:
+                for key, domains in existing:
+                    value = node_labels.get(key)
+                    if value is not None and domains.get(value, 0) > 0:
+                        status = Status(Code.UNSCHEDULABLE,
+                                        ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+                        break
+            out.append(status)
+        return out
+
+
+def _satisfies_pod_affinity(s: PreFilterState, node_labels: Mapping[str, str]) -> bool:
+    pods_exist = True
+    counts = s.affinity_counts
+    for term in s.required_affinity:
+        value = node_labels.get(term.topology_key)
+        if value is None:
+            # Every topology key must be present on the node.
+            return False
+        if counts.get(term.topology_key, value) <= 0:
+            pods_exist = False
+    if pods_exist:
+        return True
+    # The first pod of a group whose affinity selects itself: allowed when no pod in the
+    # cluster matches the terms yet and the pod matches its own terms.
+    pod = s.pod_info
+    return not counts and pod_matches_all_terms(s.required_affinity, pod.namespace, pod.labels)

@@ -1,0 +1,187 @@
+"""InterPodAffinity's PreScore and Score: sum, per topology pair, the weights of preferred
+terms (the incoming pod's and the existing pods') plus ``hardPodAffinityWeight`` for existing
+pods' required affinity selecting the incoming pod; NormalizeScore scales linearly to [0, 100].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
+from scheduler.framework.interfaces import (
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.helper import normalize_with_values
+from scheduler.plugins.interpodaffinity.terms import (
+    AffinityTerm,
+    WeightedAffinityTerm,
+)
+from scheduler.plugins.interpodaffinity.common import (
+    NAME,
+    InterPodAffinityBase,
+    _node_labels,
+)
+
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+
+
+class PreScoreState:
+    __slots__ = ("topology_score",)
+
+    def __init__(self, topology_score: dict[str, dict[str, int]]) -> None:
+        self.topology_score = topology_score
+
+    def clone(self) -> PreScoreState:
+        return self  # not mutated after PreScore
+
+
+class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
+    """PreScore, Score and NormalizeScore of InterPodAffinity."""
+
+    _scoring_pods: dict[str, tuple[int, tuple[PodInfo, ...]]]
+
+    def pre_score(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> Status | None:
+        if not nodes:
+            return Status(Code.SKIP)
+        has_constraints = pod_info.has_preferred_affinity or pod_info.has_preferred_anti_affinity
+        if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return Status(Code.SKIP)
+        snapshot = self._handle.snapshot()
+        # Unless the incoming pod has preferences, only pods with affinity can contribute.
+        node_infos = snapshot.list() if has_constraints else snapshot.have_pods_with_affinity()
+
+        terms = self.terms_of(pod_info.pod)
+        if terms.errors:
+            return Status(Code.ERROR, f"parsing pod: {'; '.join(terms.errors)}")
+        preferred_affinity = tuple(
+            WeightedAffinityTerm(self._merge_namespaces(w.term), w.weight)
+            for w in terms.preferred_affinity
+        )
+        preferred_anti = tuple(
+            WeightedAffinityTerm(self._merge_namespaces(w.term), w.weight)
+            for w in terms.preferred_anti_affinity
+        )
+        ns_labels = self._namespace_labels(pod_info.namespace)
+        hard_weight = self.hard_pod_affinity_weight
+        namespace, labels = pod_info.namespace, pod_info.labels
+
+        score: dict[str, dict[str, int]] = {}
+
+        def process(term: AffinityTerm, weight: int, ns: str, lbls: Mapping[str, str],
+                    nsl: Mapping[str, str] | None, node_labels: Mapping[str, str]) -> None:
+            if term.matches(ns, lbls, nsl):
+                value = node_labels.get(term.topology_key)
+                if value is not None:
+                    values = score.get(term.topology_key)
+                    if values is None:
+                        values = score[term.topology_key] = {}
+                    values[value] = values.get(value, 0) + weight
+
+        # Without preferred terms of its own, the incoming pod is scored only by existing pods
+        # with scoring terms; a node's list of those is kept until the node changes.
+        own_terms = bool(preferred_affinity or preferred_anti)
+        if len(self._scoring_pods) > 2 * len(snapshot.list()) + 64:
+            self._scoring_pods.clear()  # nodes come and go; forget the departed
+        for node_info in node_infos:
+            if node_info.node is None:
+                continue
+            node_labels = _node_labels(node_info.node)
+            if not node_labels:
+                continue  # no topology key can match
+            pods: Sequence[PodInfo]
+            if own_terms:
+                pods = node_info.pods if has_constraints else node_info.pods_with_affinity
+            else:
+                pods = self._pods_with_scoring_terms(node_info)
+            for existing in pods:
+                # The incoming pod's preferred terms against the existing pod.
+                for w in preferred_affinity:
+                    process(w.term, w.weight, existing.namespace, existing.labels, None,
+                            node_labels)
+                for w in preferred_anti:
+                    process(w.term, -w.weight, existing.namespace, existing.labels, None,
+                            node_labels)
+                # The existing pod's scoring terms against the incoming pod; a pod with only
+                # required anti-affinity (the common replica-spreading case) has none, and
+                # skipping it here saves a terms lookup per existing pod per cycle.
+                if not self._has_scoring_terms(existing):
+                    continue
+                et = self._existing_terms(existing)
+                if hard_weight > 0:
+                    for term in et.required_affinity:
+                        process(term, hard_weight, namespace, labels, ns_labels, node_labels)
+                for w in et.preferred_affinity:
+                    process(w.term, w.weight, namespace, labels, ns_labels, node_labels)
+                for w in et.preferred_anti_affinity:
+                    process(w.term, -w.weight, namespace, labels, ns_labels, node_labels)
+
+        if not score:
+            return Status(Code.SKIP)
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(score))
+        return None
+
+    def _has_scoring_terms(self, pod: PodInfo) -> bool:
+        return (
+            (self.hard_pod_affinity_weight > 0 and pod.has_required_affinity)
+            or pod.has_preferred_affinity
+            or pod.has_preferred_anti_affinity
+        )
+
+    def _pods_with_scoring_terms(self, node_info: NodeInfo) -> tuple[PodInfo, ...]:
+        """The node's pods whose own terms score other pods, kept per NodeInfo generation."""
+        cache = self._scoring_pods
+        entry = cache.get(node_info.name)
+        if entry is None or entry[0] != node_info.generation:
+            entry = (node_info.generation,
+                     tuple(p for p in node_info.pods_with_affinity if self._has_scoring_terms(p)))
+            cache[node_info.name] = entry
+        return entry[1]
+
+    def score(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> tuple[int, Status | None]:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if not isinstance(s, PreScoreState):
+            return 0, missing_state(PRE_SCORE_STATE_KEY)  # per node: no helper call
+        node_labels = _node_labels(node_info.node)
+        total = 0
+        for key, values in s.topology_score.items():
+            value = node_labels.get(key)
+            if value is not None:
+                total += values.get(value, 0)
+        return total, None
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return self
+
+    def normalize_score(
+        self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]
+    ) -> Status | None:
+        return normalize_with_values(
+            lambda names, values: self.normalize_score_values(state, pod_info, names, values),
+            scores,
+        )
+
+    def normalize_score_values(
+        self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]
+    ) -> tuple[list[int], Status | None]:
+        s = read_state(state, PRE_SCORE_STATE_KEY, PreScoreState)
+        if isinstance(s, Status):
+            return values, s
+        if not s.topology_score or not values:
+            return values, None
+        lowest = min(values)
+        spread = max(values) - lowest
+        if spread <= 0:
+            return [0] * len(values), None
+        # Float math and truncation, as upstream computes it.
+        m = float(MAX_NODE_SCORE)
+        return [int(m * (float(v - lowest) / float(spread))) for v in values], None

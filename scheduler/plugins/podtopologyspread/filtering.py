@@ -1,0 +1,278 @@
+"""PodTopologySpread's PreFilter and Filter: count the pods matching each ``DoNotSchedule``
+constraint per domain once, keep per constraint the two smallest domains ("critical paths"),
+so Filter is O(constraints) per node; adding and removing pods (preemption, nominated pods)
+updates the counts in place.
+"""
+
+from __future__ import annotations
+
+
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
+from scheduler.framework.interfaces import (
+    FilterPlugin,
+    PreFilterPlugin,
+)
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import PreFilterResult
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.podtopologyspread.domains import DomainCounts
+from scheduler.plugins.podtopologyspread.common import (
+    DO_NOT_SCHEDULE,
+    HONOR,
+    Constraint,
+    NodeInclusion,
+    node_has_all_keys,
+    node_labels,
+)
+from scheduler.plugins.helper import PodDeltaExtensions
+from scheduler.plugins.podtopologyspread.common import NAME, PodTopologySpreadBase
+
+PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+
+ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
+
+_MAX_INT32 = 2**31 - 1
+
+
+class CriticalPaths:
+    """The two domains with the fewest matching pods, for one constraint.
+
+    ``paths[0]`` always holds the minimum; ``paths[1]`` is >= it but, after incremental
+    updates, not necessarily the second smallest.  That is enough because preemption only
+    updates one node (one domain per constraint) on each cloned state.
+    """
+
+    __slots__ = ("values", "nums")
+
+    def __init__(self) -> None:
+        self.values = ["", ""]
+        self.nums = [_MAX_INT32, _MAX_INT32]
+
+    def update(self, value: str, num: int) -> None:
+        values, nums = self.values, self.nums
+        if value == values[0]:
+            i = 0
+        elif value == values[1]:
+            i = 1
+        else:
+            i = -1
+        if i >= 0:
+            nums[i] = num
+            if nums[0] > nums[1]:
+                values.reverse()
+                nums.reverse()
+        elif num < nums[0]:
+            values[1], nums[1] = values[0], nums[0]
+            values[0], nums[0] = value, num
+        elif num < nums[1]:
+            values[1], nums[1] = value, num
+
+    def clone(self) -> CriticalPaths:
+        copy = CriticalPaths()
+        copy.values = list(self.values)
+        copy.nums = list(self.nums)
+        return copy
+
+    def __repr__(self) -> str:
+        return f"CriticalPaths({list(zip(self.values, self.nums))!r})"
+
+
+# Distinct (selector, namespace, topology key) tables kept at once; oldest dropped first.
+MAX_DOMAIN_TABLES = 64
+
+
+class PreFilterState:
+    """Per-constraint match counts by domain value, critical paths and domain counts."""
+
+    __slots__ = ("constraints", "counts", "critical_paths", "domains", "inclusion", "namespace")
+
+    def __init__(
+        self,
+        constraints: list[Constraint],
+        counts: list[dict[str, int]],
+        critical_paths: list[CriticalPaths],
+        domains: list[int],
+        inclusion: NodeInclusion | None,
+        namespace: str,
+    ) -> None:
+        self.constraints = constraints
+        self.counts = counts
+        self.critical_paths = critical_paths
+        # Number of eligible domains per constraint; add/remove_pod do not change it.
+        self.domains = domains
+        self.inclusion = inclusion
+        self.namespace = namespace
+
+    def min_match_num(self, i: int) -> int:
+        """The global minimum for constraint ``i``, 0 while there are fewer than minDomains."""
+        if self.domains[i] < self.constraints[i].min_domains:
+            return 0
+        return self.critical_paths[i].nums[0]
+
+    def clone(self) -> PreFilterState:
+        return PreFilterState(
+            self.constraints,
+            [dict(c) for c in self.counts],
+            [p.clone() for p in self.critical_paths],
+            self.domains,
+            self.inclusion,
+            self.namespace,
+        )
+
+
+class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
+    """PreFilter, the PreFilter extensions and Filter of PodTopologySpread."""
+
+    def pre_filter(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        try:
+            constraints = self.constraints_for(pod_info.pod, DO_NOT_SCHEDULE)
+        except ObjectError as exc:
+            return None, Status.from_error(exc, plugin=NAME)
+        if not constraints:
+            state.write(
+                PRE_FILTER_STATE_KEY, PreFilterState([], [], [], [], None, pod_info.namespace)
+            )
+            return None, Status(Code.SKIP)
+        inclusion = NodeInclusion(pod_info.required_node_affinity, pod_info.tolerations)
+        namespace = pod_info.namespace
+        if self._eligibility_is_pod_independent(constraints, pod_info):
+            counts = self._incremental_counts(constraints, namespace)
+        else:
+            counts = self._fresh_counts(constraints, namespace, inclusion)
+        paths: list[CriticalPaths] = []
+        for i in range(len(constraints)):
+            p = CriticalPaths()
+            for value, num in counts[i].items():
+                p.update(value, num)
+            paths.append(p)
+        state.write(
+            PRE_FILTER_STATE_KEY,
+            PreFilterState(
+                constraints, counts, paths, [len(c) for c in counts], inclusion, namespace
+            ),
+        )
+        return None, None
+
+    @staticmethod
+    def _eligibility_is_pod_independent(
+        constraints: list[Constraint], pod_info: PodInfo
+    ) -> bool:
+        """True when no constraint's node policies consult the incoming pod."""
+        affinity_free = pod_info.required_node_affinity.is_empty()
+        return all(
+            (c.node_affinity_policy != HONOR or affinity_free) and c.node_taints_policy != HONOR
+            for c in constraints
+        )
+
+    def _incremental_counts(
+        self, constraints: list[Constraint], namespace: str
+    ) -> list[dict[str, int]]:
+        nodes = self._handle.snapshot().list()
+        keys = tuple(c.topology_key for c in constraints)
+        counts: list[dict[str, int]] = []
+        for c in constraints:
+            domain_key = (c.selector, namespace, c.topology_key, keys)
+            domains = self._domains.get(domain_key)
+            if domains is None:
+                domains = self._domains[domain_key] = DomainCounts()
+                if len(self._domains) > MAX_DOMAIN_TABLES:
+                    self._domains.pop(next(iter(self._domains)))
+            current = domains.refresh(
+                nodes, topology_key=c.topology_key, required_keys=keys,
+                count=self._counter(c, namespace),
+            )
+            # A copy: preemption's add/remove extensions change the counts in the state.
+            counts.append(dict(current))
+        return counts
+
+    def _fresh_counts(
+        self, constraints: list[Constraint], namespace: str, inclusion: NodeInclusion
+    ) -> list[dict[str, int]]:
+        counts: list[dict[str, int]] = [{} for _ in constraints]
+        indexed = [(i, c, self._counter(c, namespace)) for i, c in enumerate(constraints)]
+        for node_info in self._handle.snapshot().list():
+            node = node_info.node
+            if node is None:
+                continue
+            labels = node_labels(node)
+            if not node_has_all_keys(labels, constraints):
+                continue
+            for i, c, count in indexed:
+                if not inclusion.matches(c, node):
+                    continue
+                value = labels[c.topology_key]
+                found = count(node_info)
+                domain_counts = counts[i]
+                domain_counts[value] = domain_counts.get(value, 0) + found
+        return counts
+
+    def update_with_pod(
+        self, state: CycleState, pod: PodInfo, node_info: NodeInfo, delta: int
+    ) -> Status | None:
+        s = read_state(state, PRE_FILTER_STATE_KEY, PreFilterState)
+        if isinstance(s, Status):
+            return s
+        node = node_info.node
+        if not s.constraints or node is None or pod.namespace != s.namespace:
+            return None
+        labels = node_labels(node)
+        if not node_has_all_keys(labels, s.constraints):
+            return None
+        for i, c in enumerate(s.constraints):
+            if not c.selector.matches(pod.labels):
+                continue
+            if s.inclusion is not None and not s.inclusion.matches(c, node):
+                continue
+            value = labels[c.topology_key]
+            num = s.counts[i].get(value, 0) + delta
+            s.counts[i][value] = num
+            s.critical_paths[i].update(value, num)
+        return None
+
+    # --- Filter -------------------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+        return self.filter_nodes(state, pod_info, [node_info])[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return [
+                Status(Code.ERROR, "node not found") if n.node is None
+                else missing_state(PRE_FILTER_STATE_KEY)
+                for n in nodes
+            ]
+        pod_labels = pod_info.labels
+        # Per constraint, everything but the node's own domain is the same for every node.
+        checks = [
+            (c.topology_key, s.counts[i],
+             (1 if c.selector.matches(pod_labels) else 0) - s.min_match_num(i), c.max_skew)
+            for i, c in enumerate(s.constraints)
+        ]
+        out: list[Status | None] = []
+        for node_info in nodes:
+            node = node_info.node
+            if node is None:
+                out.append(Status(Code.ERROR, "node not found"))
+                continue
+            status: Status | None = None
+            if checks:
+                labels = node_labels(node)
+                for key, counts, offset, max_skew in checks:
+                    value = labels.get(key)
+                    if value is None:
+                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        ERR_REASON_NODE_LABEL_NOT_MATCH)
+                        break
+                    if counts.get(value, 0) + offset > max_skew:
+                        status = Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH)
+                        break
+            out.append(status)
+        return out

@@ -1,0 +1,283 @@
+"""Deployment/ReplicaSet/Job controllers, garbage collection and namespace deletion, checked
+over HTTP as a client of kube-controller-manager's results would see them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sbhelpers import Http, binding, wait_for
+
+from scheduler.sandbox import Sandbox
+
+NS = "/api/v1/namespaces"
+PODS = "/api/v1/namespaces/default/pods"
+DEPLOY = "/apis/apps/v1/namespaces/default/deployments"
+RS = "/apis/apps/v1/namespaces/default/replicasets"
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+TEMPLATE = {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "pause"}]}}
+
+
+def deployment(name: str, replicas: int, image: str = "pause") -> dict[str, Any]:
+    tmpl = {"metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "c", "image": image}]}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": tmpl}}
+
+
+def job(name: str, **spec: Any) -> dict[str, Any]:
+    ann = spec.pop("annotations", None)
+    tmpl: dict[str, Any] = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "pause"}]}}
+    if ann:
+        tmpl["metadata"] = {"annotations": ann}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"template": tmpl, **spec}}
+
+
+async def items(http: Http, path: str, selector: str = "") -> list[dict[str, Any]]:
+    _, lst = await http.get(path, params={"labelSelector": selector} if selector else None)
+    return list(lst["items"])
+
+
+async def owned_by(http: Http, path: str, uid: str) -> list[dict[str, Any]]:
+    return [o for o in await items(http, path)
+            if any(r["uid"] == uid and r.get("controller") for r in o["metadata"].get("ownerReferences") or [])]
+
+
+async def test_deployment_creates_replicaset_and_pods(http: Http) -> None:
+    s, d = await http.post(DEPLOY, deployment("web", 3))
+    assert s == 201
+    uid = d["metadata"]["uid"]
+    [rs] = await wait_for(lambda: owned_by(http, RS, uid))
+    h = rs["metadata"]["labels"]["pod-template-hash"]
+    assert rs["metadata"]["name"] == f"web-{h}"
+    assert rs["spec"]["selector"]["matchLabels"] == {"app": "web", "pod-template-hash": h}
+    ref = rs["metadata"]["ownerReferences"][0]
+    assert (ref["kind"], ref["name"], ref["controller"], ref["blockOwnerDeletion"]) == ("Deployment", "web", True, True)
+    assert rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+    pods = await wait_for(lambda: _n(owned_by(http, PODS, rs["metadata"]["uid"]), 3))
+    for p in pods:
+        assert p["metadata"]["name"].startswith(f"web-{h}-")
+        assert p["metadata"]["generateName"] == f"web-{h}-"
+        assert p["metadata"]["labels"] == {"app": "web", "pod-template-hash": h}
+
+    async def status() -> dict[str, Any] | None:
+        _, o = await http.get(f"{DEPLOY}/web")
+        st: dict[str, Any] = o.get("status") or {}
+        return st if st.get("replicas") == 3 else None
+    st = await wait_for(status)
+    assert st["updatedReplicas"] == 3 and st["observedGeneration"] == 1
+    conds = {c["type"]: c["status"] for c in st["conditions"]}
+    assert conds == {"Available": "False", "Progressing": "True"}
+
+
+async def _n(coro: Any, n: int) -> list[dict[str, Any]] | None:
+    got: list[dict[str, Any]] = await coro
+    return got if len(got) == n else None
+
+
+@pytest.mark.sandbox(nodes=2)
+async def test_scale_subresource_scales_up_and_down_and_ready_counts(http: Http) -> None:
+    _, d = await http.post(DEPLOY, deployment("sc", 1))
+    [rs] = await wait_for(lambda: owned_by(http, RS, d["metadata"]["uid"]))
+    s, scale = await http.get(f"{DEPLOY}/sc/scale")
+    assert s == 200 and scale["kind"] == "Scale" and scale["apiVersion"] == "autoscaling/v1"
+    assert scale["spec"] == {"replicas": 1} and scale["status"]["selector"] == "app=sc"
+    s, scale = await http.patch(f"{DEPLOY}/sc/scale", {"spec": {"replicas": 4}})
+    assert s == 200 and scale["spec"]["replicas"] == 4
+    pods = await wait_for(lambda: _n(owned_by(http, PODS, rs["metadata"]["uid"]), 4))
+    # two get bound and become Running (simulated kubelet): they are kept when scaling down
+    for p in pods[:2]:
+        s, _ = await http.post(f"{PODS}/{p['metadata']['name']}/binding", binding(p["metadata"]["name"], "node-0000"))
+        assert s == 201
+
+    async def ready(n: int) -> bool:
+        _, o = await http.get(f"{DEPLOY}/sc")
+        return bool((o.get("status") or {}).get("readyReplicas") == n)
+    await wait_for(lambda: ready(2))
+    s, _ = await http.put(f"{DEPLOY}/sc/scale", {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                                                  "metadata": {"name": "sc"}, "spec": {"replicas": 2}})
+    assert s == 200
+
+    async def kept() -> bool:
+        live = [p for p in await owned_by(http, PODS, rs["metadata"]["uid"])
+                if not p["metadata"].get("deletionTimestamp")]
+        return {p["metadata"]["name"] for p in live} == {p["metadata"]["name"] for p in pods[:2]}
+    await wait_for(kept)
+    s, st = await http.patch(f"{DEPLOY}/sc/scale", {"spec": {"replicas": -1}})
+    assert s == 422 and st["reason"] == "Invalid"
+
+
+async def test_template_change_rolls_to_a_new_replicaset(http: Http) -> None:
+    _, d = await http.post(DEPLOY, deployment("roll", 2))
+    [old] = await wait_for(lambda: owned_by(http, RS, d["metadata"]["uid"]))
+    s, _ = await http.patch(f"{DEPLOY}/roll", {"spec": {"template": {"spec": {"containers": [
+        {"name": "c", "image": "pause:2"}]}}}}, ct="application/strategic-merge-patch+json")
+    assert s == 200
+    both = await wait_for(lambda: _n(owned_by(http, RS, d["metadata"]["uid"]), 2))
+    new = next(r for r in both if r["metadata"]["uid"] != old["metadata"]["uid"])
+    assert new["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+
+    async def rolled() -> bool:
+        _, o = await http.get(f"{RS}/{old['metadata']['name']}")
+        pods = await owned_by(http, PODS, new["metadata"]["uid"])
+        return o["spec"]["replicas"] == 0 and len(pods) == 2
+    await wait_for(rolled)
+
+
+@pytest.mark.parametrize(("policy", "pods_left", "orphaned"), [
+    ("Background", 0, False), ("Foreground", 0, False), ("Orphan", 2, True), (None, 0, False)])
+async def test_deleting_a_deployment_collects_its_replicasets_and_pods(
+    http: Http, policy: str | None, pods_left: int, orphaned: bool,
+) -> None:
+    _, d = await http.post(DEPLOY, deployment("gc", 2))
+    [rs] = await wait_for(lambda: owned_by(http, RS, d["metadata"]["uid"]))
+    await wait_for(lambda: _n(owned_by(http, PODS, rs["metadata"]["uid"]), 2))
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", **({"propagationPolicy": policy} if policy else {})}
+    s, o = await http.delete(f"{DEPLOY}/gc", body)
+    assert s == 200
+    if policy in ("Foreground", "Orphan"):
+        assert o["metadata"]["deletionTimestamp"]
+        assert o["metadata"]["finalizers"] == ["foregroundDeletion" if policy == "Foreground" else "orphan"]
+
+    async def settled() -> bool:
+        s1, _ = await http.get(f"{DEPLOY}/gc")
+        s2, _ = await http.get(f"{RS}/{rs['metadata']['name']}")
+        pods = await items(http, PODS, "app=gc")
+        return s1 == 404 and (s2 == 200) == orphaned and len(pods) == pods_left
+    await wait_for(settled)
+    if orphaned:
+        _, r = await http.get(f"{RS}/{rs['metadata']['name']}")
+        assert "ownerReferences" not in r["metadata"]
+
+
+@pytest.mark.sandbox(nodes=1)
+async def test_job_runs_parallelism_pods_to_completions(http: Http) -> None:
+    s, j = await http.post(JOBS, job("batch", parallelism=2, completions=3,
+                                     annotations={"sandbox.kube-py-scheduler.io/run-seconds": "0"}))
+    assert s == 201
+    uid = j["metadata"]["uid"]
+    assert j["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    labels = j["spec"]["template"]["metadata"]["labels"]
+    assert labels == {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": "batch",
+                      "controller-uid": uid, "job-name": "batch"}
+    first = await wait_for(lambda: _n(owned_by(http, PODS, uid), 2))
+    assert all(p["metadata"]["generateName"] == "batch-" and p["metadata"]["labels"] == labels for p in first)
+    bound: set[str] = set()
+
+    async def bind_new_and_check_done() -> bool:
+        for p in await owned_by(http, PODS, uid):
+            name = p["metadata"]["name"]
+            if name not in bound:
+                bound.add(name)
+                await http.post(f"{PODS}/{name}/binding", binding(name, "node-0000"))
+        _, o = await http.get(f"{JOBS}/batch")
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in (o.get("status") or {}).get("conditions") or [])
+    await wait_for(bind_new_and_check_done, timeout=10)
+    _, o = await http.get(f"{JOBS}/batch")
+    assert o["status"]["succeeded"] == 3 and o["status"].get("active", 0) == 0
+    assert {c["type"] for c in o["status"]["conditions"]} == {"SuccessCriteriaMet", "Complete"}
+    assert o["status"]["startTime"] and o["status"]["completionTime"]
+    assert len(bound) == 3
+
+
+@pytest.mark.sandbox(nodes=1)
+async def test_job_fails_after_backoff_limit(http: Http) -> None:
+    _, j = await http.post(JOBS, job("bad", backoffLimit=1, annotations={
+        "sandbox.kube-py-scheduler.io/run-seconds": "0", "sandbox.kube-py-scheduler.io/exit-code": "1"}))
+    uid = j["metadata"]["uid"]
+
+    async def failed() -> bool:
+        for p in await owned_by(http, PODS, uid):
+            if not (p.get("spec") or {}).get("nodeName"):
+                await http.post(f"{PODS}/{p['metadata']['name']}/binding", binding(p["metadata"]["name"], "node-0000"))
+        _, o = await http.get(f"{JOBS}/bad")
+        return any(c["type"] == "Failed" for c in (o.get("status") or {}).get("conditions") or [])
+    await wait_for(failed, timeout=10)
+    _, o = await http.get(f"{JOBS}/bad")
+    assert o["status"]["failed"] == 2
+    cond = next(c for c in o["status"]["conditions"] if c["type"] == "Failed")
+    assert cond["reason"] == "BackoffLimitExceeded"
+
+
+async def test_indexed_job_pods_carry_their_index(http: Http) -> None:
+    _, j = await http.post(JOBS, job("idx", parallelism=3, completions=3, completionMode="Indexed"))
+    pods = await wait_for(lambda: _n(owned_by(http, PODS, j["metadata"]["uid"]), 3))
+    idx = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods)
+    assert idx == ["0", "1", "2"]
+
+
+async def test_job_deleted_without_policy_orphans_its_pods(http: Http) -> None:
+    _, j = await http.post(JOBS, job("orph"))
+    [p] = await wait_for(lambda: owned_by(http, PODS, j["metadata"]["uid"]))
+    s, _ = await http.delete(f"{JOBS}/orph")
+    assert s == 200
+
+    async def released() -> bool:
+        s, pod = await http.get(f"{PODS}/{p['metadata']['name']}")
+        gone, _ = await http.get(f"{JOBS}/orph")
+        return s == 200 and "ownerReferences" not in pod["metadata"] and gone == 404
+    await wait_for(released)
+
+
+@pytest.mark.sandbox(simulate_controllers=False)
+async def test_controllers_can_be_turned_off(http: Http, sandbox: Sandbox) -> None:
+    _, d = await http.post(DEPLOY, deployment("still", 2))
+    assert sandbox.controllers is None
+    assert await items(http, RS) == []
+
+
+# ------------------------------------------------------------------ namespaces
+
+
+@pytest.mark.sandbox(nodes=1)
+async def test_namespace_deletion_goes_through_terminating(http: Http) -> None:
+    s, ns = await http.post(NS, {"metadata": {"name": "team"}})
+    assert s == 201 and ns["spec"] == {"finalizers": ["kubernetes"]} and ns["status"] == {"phase": "Active"}
+    await http.post(f"{NS}/team/configmaps", {"metadata": {"name": "c"}})
+    await http.post("/apis/apps/v1/namespaces/team/deployments", deployment("w", 2))
+    _, p = await http.post(f"{NS}/team/pods", {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "pause"}], "terminationGracePeriodSeconds": 1}})
+    await http.post(f"{NS}/team/pods/p/binding", binding("p", "node-0000"))
+
+    async def running() -> bool:
+        _, o = await http.get(f"{NS}/team/pods/p")
+        return bool(o["status"]["phase"] == "Running")
+    await wait_for(running)
+    s, o = await http.delete(f"{NS}/team")
+    assert s == 200 and o["status"]["phase"] == "Terminating" and o["metadata"]["deletionTimestamp"]
+    assert o["spec"]["finalizers"] == ["kubernetes"]
+    # the running pod terminates gracefully, so the namespace is still there, Terminating
+    s, o = await http.get(f"{NS}/team")
+    assert s == 200 and o["status"]["phase"] == "Terminating"
+    s, st = await http.post(f"{NS}/team/configmaps", {"metadata": {"name": "late"}})
+    assert s == 403 and st["reason"] == "Forbidden"
+    assert st["message"] == ('configmaps "late" is forbidden: unable to create new content in namespace team '
+                             "because it is being terminated")
+
+    async def gone() -> bool:
+        s, _ = await http.get(f"{NS}/team")
+        return s == 404
+    await wait_for(gone)
+    for path in (f"{NS}/team/configmaps/c", f"{NS}/team/pods/p", "/apis/apps/v1/namespaces/team/deployments/w"):
+        s, _ = await http.get(path)
+        assert s == 404
+
+
+async def test_namespace_waits_for_other_spec_finalizers_until_finalize(http: Http) -> None:
+    await http.post(NS, {"metadata": {"name": "held"}})
+    _, ns = await http.get(f"{NS}/held")
+    s, ns = await http.put(f"{NS}/held/finalize", {**ns, "spec": {"finalizers": ["kubernetes", "example.com/x"]}})
+    assert s == 200 and ns["spec"]["finalizers"] == ["kubernetes", "example.com/x"]
+    await http.delete(f"{NS}/held")
+
+    async def only_ours_left() -> dict[str, Any] | None:
+        _, o = await http.get(f"{NS}/held")
+        return o if o["spec"].get("finalizers") == ["example.com/x"] else None
+    ns = await wait_for(only_ours_left)
+    assert ns["status"]["phase"] == "Terminating"
+    s, _ = await http.put(f"{NS}/held/finalize", {**ns, "spec": {"finalizers": []}})
+    assert s == 200
+    s, _ = await http.get(f"{NS}/held")
+    assert s == 404

@@ -1,0 +1,146 @@
+"""The one CLI parser: common flags on every subcommand, the default subcommand, bench's
+help, and shell completion that really completes in bash and zsh."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler import __version__
+from scheduler.cli import build_parser, main
+from scheduler.cli.main import COMMANDS
+from scheduler.exit_codes import EXIT_USAGE
+
+NAMES = [command.name for command in COMMANDS]
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parser: argparse.ArgumentParser = action.choices[name]
+            return parser
+    raise AssertionError("no subparsers")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_subcommand_has_version(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"kube-py-scheduler {__version__}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("given", "parsed"), [("debug", "debug"), ("DEBUG", "debug"),
+                                               ("Warning", "warning")])
+def test_every_subcommand_takes_log_level_in_any_case(name: str, given: str, parsed: str) -> None:
+    extra = ["bash"] if name == "completion" else []
+    args = build_parser().parse_args([name, *extra, "--log-level", given])
+    assert args.log_level == parsed
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_log_level_rejects_unknown_levels(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = ["bash"] if name == "completion" else []
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([name, *extra, "--log-level", "loud"])
+    assert exc.value.code == EXIT_USAGE
+    assert "debug" in capsys.readouterr().err
+
+
+def test_flags_without_a_subcommand_mean_run() -> None:
+    # run's own validation answers: the flags reached `run`, which refused the address.
+    # (A process of its own: `run` configures logging for the whole process.)
+    done = subprocess.run([sys.executable, "-m", "scheduler", "--metrics-bind-address",
+                           "nonsense"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == EXIT_USAGE
+    assert "--metrics-bind-address: expected host:port" in done.stderr
+
+
+def test_root_help_and_version_stay_the_root_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for name in NAMES:
+        assert name in out
+
+
+def test_bench_help_gives_every_flag_a_help_text_and_its_default() -> None:
+    bench = _subparser("bench")
+    for action in bench._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        assert action.help, action.dest
+        assert "default" in action.help, action.dest
+    text = " ".join(bench.format_help().split())  # argparse wraps lines
+    assert "(default 1000)" in text and "(default SchedulingBasic)" in text
+
+
+def _script(shell: str, tmp_path: Path) -> Path:
+    out = subprocess.run([sys.executable, "-m", "scheduler", "completion", shell],
+                         capture_output=True, text=True, check=True)
+    path = tmp_path / f"completion.{shell}"
+    path.write_text(out.stdout)
+    return path
+
+
+def _bash_complete(script: Path, words: list[str]) -> list[str]:
+    array = " ".join(f"'{w}'" for w in words)
+    code = (f"source {script}; COMP_WORDS=({array}); COMP_CWORD={len(words) - 1}; "
+            '_kube_py_scheduler; printf "%s\\n" "${COMPREPLY[@]}"; complete -p kube-py-scheduler')
+    out = subprocess.run(["bash", "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["kube-py-scheduler", "ru"], ["run"]),
+        (["kube-py-scheduler", "p"], ["podgroup-controller", "plugins"]),
+        (["kube-py-scheduler", "bench", "--work"], ["--workload"]),
+        (["kube-py-scheduler", "bench", "--workload", "Sc"],
+         ["SchedulingBasic", "SchedulingPodAntiAffinity", "SchedulingWhileGated"]),
+        (["kube-py-scheduler", "sandbox", "--log-level", "w"], ["warning"]),
+        (["kube-py-scheduler", "completion", "z"], ["zsh"]),
+        (["kube-py-scheduler", "run", "--nodes", ""], []),
+    ],
+)
+def test_bash_completion_completes_commands_flags_and_choices(
+    tmp_path: Path, words: list[str], expected: list[str]
+) -> None:
+    out = _bash_complete(_script("bash", tmp_path), words)
+    # The last words are `complete -F _kube_py_scheduler kube-py-scheduler`.
+    assert out[-4:] == ["complete", "-F", "_kube_py_scheduler", "kube-py-scheduler"]
+    assert out[:-4] == expected
+
+
+def test_bash_completion_offers_files_for_path_flags(tmp_path: Path) -> None:
+    (tmp_path / "sched.yaml").write_text("")
+    script = _script("bash", tmp_path)
+    code = (f"cd {tmp_path}; source {script}; "
+            "COMP_WORDS=(kube-py-scheduler run --config sch); COMP_CWORD=3; "
+            '_kube_py_scheduler; printf "%s\\n" "${COMPREPLY[@]}"')
+    out = subprocess.run(["bash", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["sched.yaml"]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_completion_registers_and_completes(tmp_path: Path) -> None:
+    script = _script("zsh", tmp_path)
+    # What zsh's bashcompinit does on <TAB>: call the function through its compgen.
+    code = (
+        "autoload -U compinit && compinit -u -D; "
+        f"source {script}; print -r -- $_comps[kube-py-scheduler]; "
+        "COMP_WORDS=(kube-py-scheduler bench --workload sp); COMP_CWORD=3; "
+        'print -l -- ${(f)"$(compgen -F _kube_py_scheduler -- sp)"}'
+    )
+    out = subprocess.run(["zsh", "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.split("\n")
+    assert lines[0] == "_bash_complete -F _kube_py_scheduler"
+    # zsh narrows the candidates to the typed prefix itself (compadd).
+    assert "spread" in lines[1:] and "run" not in lines[1:]

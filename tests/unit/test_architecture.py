@@ -1,0 +1,38 @@
+"""The layers (CONTRIBUTING.md "Architecture") hold: import-linter's contracts from
+pyproject.toml, checked on the whole ``scheduler`` package (indirect imports included)."""
+
+from __future__ import annotations
+
+import pkgutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import scheduler.plugins
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _contracts() -> list[dict[str, object]]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts: list[dict[str, object]] = data["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def test_import_contracts_are_kept(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlinter.cli import lint_imports
+
+    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"Contracts: {len(_contracts())} kept, 0 broken." in out
+
+
+def test_every_in_tree_plugin_is_in_the_plugin_layers() -> None:
+    """A new plugin module must join the contract (else nothing stops helpers importing it)."""
+    (layers,) = [c["layers"] for c in _contracts() if c["id"] == "plugin-layers"]
+    assert isinstance(layers, list)
+    listed = {m.strip() for layer in layers for m in str(layer).replace("|", ":").split(":")}
+    modules = {f"scheduler.plugins.{m.name}" for m in pkgutil.iter_modules(scheduler.plugins.__path__)}
+    assert modules - listed == set()
