@@ -297,8 +297,12 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                            "measured pods")
             during = None
             if workload.churn is not None:
+                # Objects that stay ("create") are capped at one per ten nodes: on a tiny
+                # cluster, unbounded 3-CPU pods would take every node from the measured pods.
+                cap = max(1, nodes // 10) if workload.churn.mode == "create" else None
                 during = churn_loop(user, workload, scheduler_name=scheduler_name,
-                                    node_cpu=node_cpu, node_memory=node_memory)
+                                    node_cpu=node_cpu, node_memory=node_memory,
+                                    iterations=cap)
             run = await run_scheduler(config, connection, namespace=MEASURED_NAMESPACE,
                                       expected=len(pods), timeout=args.timeout,
                                       progress=progress, label=f"{workload.name}: scheduling",
