@@ -18,6 +18,7 @@ since the previous snapshot.  Everything runs on one event loop: no locks.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -457,7 +458,7 @@ class Cache:
 
         seen = snapshot.generation
         update_all = False
-        update_affinity = False
+        affinity_changed: list[NodeInfo] = []
         pvc = snapshot.used_pvc_ref_counts
         node_map = snapshot.node_info_map
         for info in reversed(self._nodes.values()):
@@ -476,7 +477,7 @@ class Cache:
             if bool(existing.pods_with_affinity) != bool(clone.pods_with_affinity) or bool(
                 existing.pods_with_required_anti_affinity
             ) != bool(clone.pods_with_required_anti_affinity):
-                update_affinity = True
+                affinity_changed.append(existing)
             if existing.pvc_ref_counts or clone.pvc_ref_counts:
                 _apply_pvc(pvc, existing.pvc_ref_counts, -1)
                 _apply_pvc(pvc, clone.pvc_ref_counts, 1)
@@ -491,8 +492,10 @@ class Cache:
                 del node_map[name]
             update_all = True
 
-        if update_all or update_affinity:
-            self._rebuild_snapshot_lists(snapshot, update_all=update_all)
+        if update_all:
+            self._rebuild_snapshot_lists(snapshot, update_all=True)
+        elif affinity_changed:
+            _update_affinity_lists(snapshot, affinity_changed)
         if len(snapshot.node_info_list) != self._tree.num_nodes:
             log.error(
                 "snapshot inconsistent with the node tree; rebuilding it",
@@ -520,6 +523,7 @@ class Cache:
                     continue
                 ordered.append(info)
             snapshot.node_info_list = ordered
+            snapshot.positions = {info.name: i for i, info in enumerate(ordered)}
             pvc: dict[str, int] = {}
             for info in ordered:
                 if info.pvc_ref_counts:
@@ -574,6 +578,29 @@ class Cache:
             self.update_metrics()
             done += 1
             await sleep(interval)
+
+
+def _update_affinity_lists(snapshot: Snapshot, changed: list[NodeInfo]) -> None:
+    """Add or drop the nodes whose (anti-)affinity pods came or went, keeping node-list
+    order: a scan of every node per change made a cycle cost O(cluster) whenever a pod with
+    affinity landed on a node that had none (every cycle, for a spread-out workload)."""
+    positions = snapshot.positions
+    for attr, flag in (("_have_pods_with_affinity", "pods_with_affinity"),
+                       ("_have_pods_with_required_anti_affinity",
+                        "pods_with_required_anti_affinity")):
+        current: list[NodeInfo] = getattr(snapshot, attr)
+        updated = current
+        for info in changed:
+            listed = any(i is info for i in updated)
+            if bool(getattr(info, flag)) == listed:
+                continue
+            if updated is current:
+                updated = list(current)  # a new list: a plugin may hold the old one
+            if listed:
+                updated.remove(info)
+            else:
+                bisect.insort(updated, info, key=lambda i: positions[i.name])
+        setattr(snapshot, attr, updated)
 
 
 def _apply_pvc(counts: dict[str, int], delta: dict[str, int], sign: int) -> None:

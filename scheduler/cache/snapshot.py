@@ -28,6 +28,7 @@ class Snapshot:
         "image_states",
         "node_info_list",
         "node_info_map",
+        "positions",
         "used_pvc_ref_counts",
     )
 
@@ -36,6 +37,8 @@ class Snapshot:
         self.node_info_map: dict[str, NodeInfo] = {}
         # Zone-interleaved order (see NodeTree); the sampling in findNodesThatFit walks it.
         self.node_info_list: list[NodeInfo] = []
+        # Node name -> index in node_info_list (keeps the affinity lists in list order).
+        self.positions: dict[str, int] = {}
         self._have_pods_with_affinity: list[NodeInfo] = []
         self._have_pods_with_required_anti_affinity: list[NodeInfo] = []
         # namespace/claim -> number of pods (on snapshot nodes) using it; VolumeRestrictions.
