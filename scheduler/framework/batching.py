@@ -21,11 +21,10 @@ further safely.
 from __future__ import annotations
 
 from collections import OrderedDict
-from itertools import compress
-from operator import attrgetter, ne
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from scheduler.framework.node_info import changed_nodes
 from scheduler.framework.status import Code, Status
 
 if TYPE_CHECKING:
@@ -77,10 +76,6 @@ def _sign_all(plugins: Sequence[tuple[str, object]], skip: set[str],
     return tuple(parts)
 
 
-_NAME = attrgetter("name")
-_GENERATION = attrgetter("generation")
-
-
 class _Results:
     """Per-node results for one signature (and skip set) on one profile.
 
@@ -104,14 +99,6 @@ class _Results:
         self.score_columns: list[dict[str, int]] = []
 
 
-def _stale(names: list[str], generations: list[int], known: dict[str, int]) -> list[int]:
-    """Indexes of the nodes whose kept result is missing or from another generation."""
-    kept = list(map(known.get, names))
-    if kept == generations:
-        return []
-    return list(compress(range(len(kept)), map(ne, kept, generations)))
-
-
 class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
@@ -129,9 +116,7 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> list[Status | None]:
         results = self._results
-        names = list(map(_NAME, nodes))
-        generations = list(map(_GENERATION, nodes))
-        stale = _stale(names, generations, results.filter_gen)
+        names, stale = changed_nodes(nodes, results.filter_gen)
         if stale:
             self.evaluated += len(stale)
             subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
@@ -175,8 +160,7 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[RawScores, Status | None]:
         results = self._results
-        names = list(map(_NAME, nodes))
-        stale = _stale(names, list(map(_GENERATION, nodes)), results.score_gen)
+        names, stale = changed_nodes(nodes, results.score_gen)
         if stale:
             subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
             raw, status = self._fwk.raw_scores(state, pod_info, subset)

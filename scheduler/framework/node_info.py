@@ -9,7 +9,10 @@ snapshot and must treat it as read-only (preemption works on clones).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter, ne
 from typing import Any
 
 from scheduler.objects.pod import PodInfo
@@ -208,3 +211,25 @@ class NodeInfo:
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"
+
+
+_NAME = attrgetter("name")
+_GENERATION = attrgetter("generation")
+
+
+def changed_nodes(
+    node_infos: Sequence[NodeInfo], known: Mapping[str, int]
+) -> tuple[list[str], list[int]]:
+    """The names of ``node_infos`` and the indexes of those whose generation is not the one
+    ``known`` maps their name to (new or changed nodes).
+
+    Found with ``map`` and one list comparison (C loops): results kept per node across
+    cycles are checked every cycle, and a Python loop over every node would make each
+    cycle cost O(cluster) before anything changed.
+    """
+    names = list(map(_NAME, node_infos))
+    generations = list(map(_GENERATION, node_infos))
+    kept = list(map(known.get, names))
+    if kept == generations:
+        return names, []
+    return names, list(compress(range(len(kept)), map(ne, kept, generations)))

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from itertools import compress
-from operator import attrgetter, ne
 
 from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.interfaces import (
     FilterPlugin,
     PreFilterPlugin,
 )
-from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.node_info import NodeInfo, changed_nodes
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
@@ -45,8 +43,6 @@ MAX_REMEMBERED_QUERIES = 64
 
 
 _Pairs = tuple[tuple[str, str, int], ...]
-_NAME = attrgetter("name")
-_GENERATION = attrgetter("generation")
 
 
 def _pairs(counts: TopologyCounts) -> _Pairs:
@@ -75,23 +71,17 @@ class PairSums:
     ) -> list[TopologyCounts]:
         """The sums for exactly ``node_infos`` (read-only: clone before changing them)."""
         per_node = self._per_node
-        # Changed nodes found with map and one list comparison (C loops): a Python loop
-        # over every node made each cycle cost O(cluster) before any sum moved.
-        names = list(map(_NAME, node_infos))
-        generations = list(map(_GENERATION, node_infos))
         known = self._generations
-        kept = list(map(known.get, names))
-        if kept != generations:
-            for i in compress(range(len(kept)), map(ne, kept, generations)):
-                node_info = node_infos[i]
-                name = names[i]
-                entry = per_node.get(name)
-                if entry is not None:
-                    self._apply(entry[1], -1)
-                answer = compute(node_info)
-                per_node[name] = (node_info.generation, answer)
-                known[name] = node_info.generation
-                self._apply(answer, 1)
+        names, changed = changed_nodes(node_infos, known)
+        for name, node_info in zip(map(names.__getitem__, changed),
+                                   map(node_infos.__getitem__, changed)):
+            previous = per_node.pop(name, None)
+            if previous is not None:
+                self._apply(previous[1], -1)
+            answer = compute(node_info)
+            per_node[name] = (node_info.generation, answer)
+            known[name] = node_info.generation
+            self._apply(answer, 1)
         if len(per_node) != len(node_infos):  # some node left the set since last time
             current = set(names)
             for name in [n for n in per_node if n not in current]:

@@ -13,14 +13,10 @@ would consult the pod's node affinity or tolerations); otherwise PreFilter count
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import compress
-from operator import attrgetter, ne
 
-from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.node_info import NodeInfo, changed_nodes
 from scheduler.plugins.podtopologyspread.common import node_labels
 
-_NAME = attrgetter("name")
-_GENERATION = attrgetter("generation")
 # (generation, domain value or None when the node is not eligible, matching pods)
 _Entry = tuple[int, str | None, int]
 
@@ -45,37 +41,34 @@ class DomainCounts:
     ) -> dict[str, int]:
         """Bring the sums up to date with ``node_infos`` and return them (do not mutate)."""
         per_node = self._per_node
-        # Which nodes changed, found with map and one list comparison (C loops): a Python
-        # loop over every node made each cycle cost O(cluster) before any domain moved.
-        names = list(map(_NAME, node_infos))
-        generations = list(map(_GENERATION, node_infos))
         known = self._generations
-        kept = list(map(known.get, names))
-        if kept != generations:
-            for i in compress(range(len(kept)), map(ne, kept, generations)):
-                node_info = node_infos[i]
-                name = names[i]
-                entry = per_node.get(name)
-                if entry is not None:
-                    self._apply(entry, -1)
-                value: str | None = None
-                found = 0
-                node = node_info.node
-                if node is not None:
-                    labels = node_labels(node)
-                    if all(key in labels for key in required_keys):
-                        value = labels[topology_key]
-                        found = count(node_info)
-                entry = (node_info.generation, value, found)
-                per_node[name] = entry
-                known[name] = node_info.generation
-                self._apply(entry, 1)
+        names, changed = changed_nodes(node_infos, known)
+        for i in changed:
+            self._recount(names[i], node_infos[i], topology_key, required_keys, count)
         if len(per_node) != len(names):
             seen = set(names)
             for name in [n for n in per_node if n not in seen]:
                 self._apply(per_node.pop(name), -1)
                 del known[name]
         return self.counts
+
+    def _recount(self, name: str, node_info: NodeInfo, topology_key: str,
+                 required_keys: Sequence[str], count: Callable[[NodeInfo], int]) -> None:
+        entry = self._per_node.get(name)
+        if entry is not None:
+            self._apply(entry, -1)
+        value: str | None = None
+        found = 0
+        node = node_info.node
+        if node is not None:
+            labels = node_labels(node)
+            if all(key in labels for key in required_keys):
+                value = labels[topology_key]
+                found = count(node_info)
+        entry = (node_info.generation, value, found)
+        self._per_node[name] = entry
+        self._generations[name] = node_info.generation
+        self._apply(entry, 1)
 
     def _apply(self, entry: _Entry, sign: int) -> None:
         _, value, found = entry
