@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Collection, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -146,19 +146,22 @@ def filter_nodes_from(
     num_all = len(nodes)
     feasible: list[NodeInfo] = []
     processed = 0
+    nominated: Collection[str] | None = ()
     if with_nominated_pods:
-        # Each node may need its own two-pass run with nominated pods added: node by node.
-        for i in range(num_all):
-            node_info = nodes[(start + i) % num_all]
-            processed += 1
-            status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
-            if status is None or status.code == Code.SUCCESS:
-                feasible.append(node_info)
-                if len(feasible) >= to_find:
-                    break
-                continue
-            _record_rejection(diagnosis, node_info, status)
-        return feasible, processed
+        nominated = fwk.nodes_with_nominated_pods()
+        if nominated is None:
+            # The nominator cannot say which nodes: every node takes the two-pass run.
+            for i in range(num_all):
+                node_info = nodes[(start + i) % num_all]
+                processed += 1
+                status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+                if status is None or status.code == Code.SUCCESS:
+                    feasible.append(node_info)
+                    if len(feasible) >= to_find:
+                        break
+                    continue
+                _record_rejection(diagnosis, node_info, status)
+            return feasible, processed
 
     # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
     # their statuses and the next start index are those of the node-by-node walk; only a
@@ -166,7 +169,10 @@ def filter_nodes_from(
     while processed < num_all:
         size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
         chunk = wrapped_slice(nodes, start + processed, size)
-        statuses = (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
+        if nominated:
+            statuses = _filter_with_nominated(fwk, state, pod_info, chunk, nominated, batch)
+        else:
+            statuses = (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
         if statuses.count(None) == len(statuses):
             # Every node passed (the common case): no per-node bookkeeping.
             wanted = to_find - len(feasible)
@@ -185,6 +191,29 @@ def filter_nodes_from(
                 continue
             _record_rejection(diagnosis, node_info, status)
     return feasible, processed
+
+
+def _filter_with_nominated(
+    fwk: Framework, state: CycleState, pod_info: PodInfo, chunk: list[NodeInfo],
+    nominated: Collection[str], batch: Batch | None,
+) -> list[Status | None]:
+    """Nodes holding nominated pods take upstream's two-pass Filter one by one; the others
+    (whose two-pass run is the plain run) are filtered as a batch, as without nominations."""
+    two_pass = [i for i, node_info in enumerate(chunk) if node_info.name in nominated]
+    if not two_pass:
+        return (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
+    statuses: list[Status | None] = [None] * len(chunk)
+    marked = set(two_pass)
+    plain = [i for i in range(len(chunk)) if i not in marked]
+    if plain:
+        results = (batch or fwk).run_filter_plugins_on_nodes(
+            state, pod_info, [chunk[i] for i in plain])
+        for i, status in zip(plain, results):
+            statuses[i] = status
+    for i in two_pass:
+        status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, chunk[i])
+        statuses[i] = None if status is None or status.code == Code.SUCCESS else status
+    return statuses
 
 
 def wrapped_slice(nodes: list[NodeInfo], first: int, size: int) -> list[NodeInfo]:
@@ -619,7 +648,7 @@ class SchedulingCycle:
 
         start = self.next_start_node_index % num_all
         with_nominated_pods = self.sched.has_nominated_pods()
-        if self.batches is not None and not with_nominated_pods:
+        if self.batches is not None:
             snapshot = self.sched.snapshot
             self._batch = self.batches.begin(
                 fwk, state, pod_info, num_nodes=len(snapshot.list()),

@@ -17,7 +17,7 @@ import functools
 import operator
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, cast
 
 import structlog
@@ -475,6 +475,12 @@ class Framework:
             if status is not None and status.code != Code.SUCCESS and not status.is_rejected():
                 return status
         return status
+
+    def nodes_with_nominated_pods(self) -> Collection[str] | None:
+        """Names of the nodes holding nominated pods, or None when the nominator cannot
+        tell (then every node takes the two-pass filter)."""
+        names = getattr(self._nominator, "nominated_node_names", None)
+        return None if names is None else cast("Collection[str]", names())
 
     def _add_nominated_pods(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

@@ -8,7 +8,7 @@ pod would take the room just freed.  The nominator keeps node -> nominated pods 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from scheduler.objects.pod import PodInfo
@@ -78,6 +78,10 @@ class Nominator:
     def has_nominated_pods(self) -> bool:
         """Cheap check for the scheduling cycle's fast path (no nominated pods → plain Filter)."""
         return bool(self._node_of)
+
+    def nominated_node_names(self) -> Collection[str]:
+        """The nodes some pod is nominated to (lets the cycle batch-filter all others)."""
+        return self._by_node.keys()
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         pods = self._by_node.get(node_name)
