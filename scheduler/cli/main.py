@@ -7,7 +7,15 @@ import sys
 from collections.abc import Sequence
 
 from scheduler import __version__
-from scheduler.cli import bench, completion, plugins, podgroup_controller, run, sandbox
+from scheduler.cli import (
+    bench,
+    completion,
+    explain,
+    plugins,
+    podgroup_controller,
+    run,
+    sandbox,
+)
 from scheduler.cli.common import PROG, Command, add_common_options
 
 COMMANDS: tuple[Command, ...] = (
@@ -16,6 +24,7 @@ COMMANDS: tuple[Command, ...] = (
     bench.COMMAND,
     podgroup_controller.COMMAND,
     plugins.COMMAND,
+    explain.COMMAND,
     completion.COMMAND,
 )
 DEFAULT_COMMAND = run.COMMAND.name

@@ -45,9 +45,9 @@ def manifest_files() -> list[Path]:
                   and p.name != "kustomization.yaml")
 
 
-# Folders of manifests/ that `kubectl apply -k manifests/` does not install: examples, and the
-# Prometheus Operator objects (they need its CRDs).
-OPTIONAL = ("examples/", "prometheus/")
+# Folders of manifests/ that `kubectl apply -k manifests/` does not install: examples, the
+# Prometheus Operator objects (they need its CRDs), and explain's read-only role (for users).
+OPTIONAL = ("examples/", "prometheus/", "explain/")
 
 
 def manifest_objects(*, examples: bool = True) -> list[tuple[str, Obj]]:

@@ -36,6 +36,17 @@ RUN = [sys.executable, "-m", "scheduler", "run", "--metrics-bind-address", "127.
         pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                      "percentageOfNodesToScore: 150\n", "percentageOfNodesToScore",
                      id="out-of-range"),
+        # pluginConfig of a plugin the profile does not enable is validated too (a typo there
+        # used to be silent).
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeResourcesFitt\n"
+                     "    args: {}\n", "'NodeResourcesFitt' is not registered",
+                     id="plugin-config-name-typo"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n"
+                     "      - name: InterPodAffinity\n  pluginConfig:\n  - name: InterPodAffinity\n"
+                     "    args: {hardPodAffinityWeight: 1000}\n", "hardPodAffinityWeight",
+                     id="disabled-plugin-bad-args"),
     ],
 )
 def test_bad_config_exits_2_naming_the_field(tmp_path: Path, config_text: str, expected: str) -> None:
