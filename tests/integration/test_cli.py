@@ -139,7 +139,7 @@ def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: 
     kubeconfig = tmp_path / "kc"
     proc = subprocess.Popen(
         [*RUN, "--sandbox", "--nodes", "2", "--demo-pods", "3",
-         "--sandbox-kubeconfig-out", str(kubeconfig)],
+         "--sandbox-kubeconfig-out", str(kubeconfig), "--log-level", "debug"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -165,4 +165,13 @@ def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: 
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert code == 0, proc.stderr.read() if proc.stderr else ""
+    err = proc.stderr.read() if proc.stderr else ""
+    assert code == 0, err
+    # Every log line is JSON (kopf's and aiohttp's too), and debug shows what the README
+    # promises: queue moves and each successful binding.
+    records = [json.loads(line) for line in err.splitlines() if line.strip()]
+    events = {(r.get("event"), r.get("pod")) for r in records}
+    for i in range(3):
+        assert ("successfully bound pod to node", f"default/demo-web-{i}") in events
+        assert ("pod moved to activeQ", f"default/demo-web-{i}") in events
+    assert ("pod moved to the unschedulable pool", "default/demo-too-big") in events
