@@ -504,6 +504,7 @@ class SchedulingQueue:
             qpi.initial_attempt_timestamp = self._clock()
         self._active.push(qpi)
         self._incoming(ACTIVE, label)
+        log.debug("pod moved to activeQ", pod=key, trigger=label)
         if label in (POD_ADD_LABEL, _UPDATE_LABEL):
             # A pod arriving with status.nominatedNodeName keeps its claim on that node.
             self.nominator.add_nominated_pod(qpi.pod_info)
@@ -521,12 +522,16 @@ class SchedulingQueue:
         self._pool.remove(qpi.key)
         self._backoff.add(qpi)
         self._incoming(BACKOFF, label)
+        log.debug("pod moved to backoffQ", pod=qpi.key, trigger=label)
         self._wakeup.set()  # an idle popper may take it now
 
     def _pool_put(self, qpi: QueuedPodInfo, label: str) -> None:
         """Into the unschedulable pool, or the gated set for a gated pod."""
         if self._pool.put(qpi):
             self._incoming(UNSCHEDULABLE, label)
+            log.debug("pod moved to the unschedulable pool" if not qpi.gated
+                      else "pod gated by PreEnqueue", pod=qpi.key, trigger=label,
+                      plugins=sorted(qpi.unschedulable_plugins))
 
     def _requeue(self, qpi: QueuedPodInfo, strategy: _Strategy, label: str) -> str:
         if strategy is _Strategy.AFTER_BACKOFF and self._backoff.is_backing_off(qpi):

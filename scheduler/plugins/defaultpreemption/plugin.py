@@ -239,7 +239,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._rng = rng if rng is not None else random.Random()
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         # The scheduler's metrics, handed to plugins through the handle.
-        self.metrics: PreemptionMetrics | None = handle.metrics
+        self.metrics: PreemptionMetrics = handle.metrics
         # PostFilter calls so far, and the victims of the last chosen node (for the metrics).
         self.attempts = 0
         self.last_victims: int | None = None
@@ -292,8 +292,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         node_to_status: Mapping[str, Status],
     ) -> tuple[PostFilterResult | None, Status | None]:
         self.attempts += 1
-        if self.metrics is not None:
-            self.metrics.preemption_attempts.inc()
+        self.metrics.preemption_attempts.inc()
         self._forget_expired()
         result, status = self._preempt(state, pod_info, node_to_status)
         if status is not None and status.reasons and status.message():
@@ -513,8 +512,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     def _prepare_candidate_async(self, candidate: Candidate, preemptor: PodInfo) -> Status | None:
         """Start the task that evicts the victims; None when started (or nothing to do)."""
         self.last_victims = len(candidate.victims)
-        if self.metrics is not None:
-            self.metrics.preemption_victims.observe(len(candidate.victims))
+        self.metrics.preemption_victims.observe(len(candidate.victims))
         to_preempt = [
             v for v in candidate.victims
             if not is_being_deleted(v.pod) and v.uid not in self._marked_victims
