@@ -1,7 +1,7 @@
 """``python -m scheduler.sandbox`` / ``kube-py-scheduler sandbox``: run a sandbox until signalled.
 
 Prints exactly one ``sandbox ready at <url>`` line on stdout once it accepts requests (tests
-and scripts wait for it), exits 0 on SIGTERM/SIGINT and 2 on bad flags.
+and scripts wait for it), exits 0 on SIGTERM/SIGINT and 2 on bad flags or a port it cannot listen on.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import asyncio
 import logging
 import signal
 import sys
+
+from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
 from .auth import parse_allow, parse_user
 from .server import Sandbox
@@ -112,6 +114,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between watch BOOKMARK events")
 
 
+class _ListenError(Exception):
+    pass
+
+
 async def _serve(args: argparse.Namespace) -> None:
     sb = Sandbox(
         host=args.host, port=args.port, token=args.token, tls=args.tls, nodes=args.nodes,
@@ -125,7 +131,10 @@ async def _serve(args: argparse.Namespace) -> None:
         scheduler_prereqs=args.scheduler_prereqs,
         auth_users=dict(args.auth_user), auth_allow=list(args.auth_allow),
     )
-    await sb.start()
+    try:
+        await sb.start()
+    except OSError as e:
+        raise _ListenError(e.strerror or str(e)) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -158,12 +167,12 @@ def run(args: argparse.Namespace) -> int:
     """Serve until signalled, with parsed arguments (logging is the caller's)."""
     if args.bookmark_interval <= 0:
         print("error: --bookmark-interval must be > 0", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         asyncio.run(_serve(args))
-    except OSError as e:
+    except _ListenError as e:  # e.g. the port is in use: one line, nothing else touched
         print(f"sandbox: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     except KeyboardInterrupt:
         pass
-    return 0
+    return EXIT_OK

@@ -198,6 +198,9 @@ class Registry:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
+        elif sub == "finalize":  # namespaces/finalize: only spec.finalizers changes
+            fins = (body.get("spec") or {}).get("finalizers") if isinstance(body.get("spec"), dict) else None
+            new = {**cur, "metadata": dict(cmd), "spec": {**(cur.get("spec") or {}), "finalizers": list(fins or [])}}
         else:
             md = dict(bmd)
             for k in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
@@ -244,6 +247,8 @@ class Registry:
             return Entry(new, orjson.dumps(new))
         if cmd.get("deletionTimestamp") and not new["metadata"].get("finalizers") and self._may_finalize(rt, new):
             # the last finalizer is gone: the update completes the deletion (DELETED event)
+            if rt.group == "" and rt.plural == "namespaces":
+                self.terminating_ns.discard(name)
             return self._remove(rt, ts, Entry(new, b""))
         entry = self.store.write(ts, new, cur)
         self._after_write(rt, entry.obj, cur)
@@ -255,7 +260,7 @@ class Registry:
         if rt.group == "" and rt.plural == "pods" and self.kubelet is not None:
             return self.kubelet.may_remove(obj)
         if rt.group == "" and rt.plural == "namespaces":
-            return False
+            return not (obj.get("spec") or {}).get("finalizers")  # spec finalizers hold it too
         return True
 
     def patch(

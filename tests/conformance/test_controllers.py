@@ -263,3 +263,21 @@ async def test_namespace_deletion_goes_through_terminating(http: Http) -> None:
     for path in (f"{NS}/team/configmaps/c", f"{NS}/team/pods/p", "/apis/apps/v1/namespaces/team/deployments/w"):
         s, _ = await http.get(path)
         assert s == 404
+
+
+async def test_namespace_waits_for_other_spec_finalizers_until_finalize(http: Http) -> None:
+    await http.post(NS, {"metadata": {"name": "held"}})
+    _, ns = await http.get(f"{NS}/held")
+    s, ns = await http.put(f"{NS}/held/finalize", {**ns, "spec": {"finalizers": ["kubernetes", "example.com/x"]}})
+    assert s == 200 and ns["spec"]["finalizers"] == ["kubernetes", "example.com/x"]
+    await http.delete(f"{NS}/held")
+
+    async def only_ours_left() -> dict[str, Any] | None:
+        _, o = await http.get(f"{NS}/held")
+        return o if o["spec"].get("finalizers") == ["example.com/x"] else None
+    ns = await wait_for(only_ours_left)
+    assert ns["status"]["phase"] == "Terminating"
+    s, _ = await http.put(f"{NS}/held/finalize", {**ns, "spec": {"finalizers": []}})
+    assert s == 200
+    s, _ = await http.get(f"{NS}/held")
+    assert s == 404

@@ -127,3 +127,18 @@ def test_readme_sandbox_block_runs(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
+
+
+def test_cli_port_in_use_is_one_line_and_exit_2() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "scheduler.sandbox", "--port", str(port)],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    [line] = r.stderr.strip().splitlines()
+    assert line.startswith(f"sandbox: cannot listen on 127.0.0.1:{port}:") and "in use" in line
