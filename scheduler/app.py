@@ -32,10 +32,11 @@ from scheduler.client.leader_election import (
     default_identity,
 )
 from scheduler.client.pod_status import update_pod_condition
-from scheduler.config.types import KubeSchedulerConfiguration
+from scheduler.config.types import KubeSchedulerConfiguration, Profile
 from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
-from scheduler.explain.debug import cache_debugger
+from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
 from scheduler.extenders import build_ssl_context
+from scheduler.framework.builder import ProfileBuilder
 from scheduler.framework.registry import Registry, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
@@ -107,11 +108,34 @@ def validate_profiles(
                 raise StartupError(
                     f"{source}: profiles[{index}]: plugin {name!r} implements no extension "
                     f"point{_out_of_tree(registry, name)}")
+        _validate_unused_plugin_config(profile, registry, fwk, where=f"{source}: profiles[{index}]")
     for index, extender in enumerate(config.extenders):
         try:
             build_ssl_context(extender)
         except (OSError, ssl.SSLError, ValueError) as exc:
             raise StartupError(f"{source}: extenders[{index}].tlsConfig: {exc}") from exc
+
+
+def _validate_unused_plugin_config(
+    profile: Profile, registry: Registry, fwk: Framework, *, where: str
+) -> None:
+    """pluginConfig of a plugin the profile does not enable is still checked: a typo in a
+    plugin's name or args would otherwise be silently ignored (kube-scheduler ignores it;
+    we would rather tell). The plugin is built offline with those args and dropped."""
+    for name, args in profile.plugin_config.items():
+        if name in fwk.plugins:
+            continue
+        if name not in registry:
+            raise StartupError(
+                f"{where}: pluginConfig: plugin {name!r} is not registered (not an in-tree "
+                "plugin nor an installed out-of-tree one; check the name)")
+        probe = Profile(scheduler_name=profile.scheduler_name, plugin_config={name: args})
+        try:
+            ProfileBuilder(probe, registry, fwk.handle).instantiate(name)
+        except PluginConfigError as exc:
+            raise StartupError(
+                f"{where}: pluginConfig: {exc} (the plugin is not enabled in this profile, "
+                f"but its args must be valid){_out_of_tree(registry, name)}") from exc
 
 
 def _out_of_tree(registry: Registry, plugin: str) -> str:
@@ -256,6 +280,8 @@ class App:
             self._serving, registry=self.metrics.registry, health=self.health,
             guard=self._request_guard(parts.client),
         )
+        # /debug/pods/{namespace}/{name} and /debug/queue: the scheduler's own diagnoses.
+        SchedulerIntrospection(parts.scheduler).register(server)
         server_started = False
         try:
             await server.start()

@@ -174,7 +174,7 @@ class EventHandlers:
 
     def delete_pod_from_queue(self, pod: dict[str, Any], *, bound: bool) -> None:
         sched = self.sched
-        sched.queue.delete(pod)
+        sched.queue.delete(pod, bound=bound)
         self._once.clear(f"Pod:{_uid_or_key(pod)}")
         uid = _uid_or_key(pod)
         if sched.reject_waiting_pod(uid):

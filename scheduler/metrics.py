@@ -7,34 +7,87 @@ so tests (and several schedulers in one process) do not collide.
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+# The le label as prometheus_client's Histogram writes it (Go's float formatting, +Inf).
+_le: Callable[[float], str] = floatToGoString  # type: ignore[no-untyped-call,unused-ignore]
 
 
-def observe_many(child: Any, value: float, count: int) -> None:
-    """``count`` observations of ``value`` on a histogram child, in one step.
+class BulkHistogram:
+    """A labelled histogram that can record many equal observations in one step, exported
+    through a custom collector on prometheus_client's public API.
 
-    Batch Filter times one call per plugin over many nodes; the per-node mean is observed
-    once per node, as node-by-node filtering would.  prometheus_client has no public bulk
-    observe, so this adds to the child's bucket, sum and count directly, falling back to
-    ``observe`` in a loop if those internals ever change.
+    Batch Filter times one call per plugin over many nodes and records the per-node mean once
+    per node, as node-by-node filtering would; prometheus_client has no bulk observe.  The
+    exposition is prometheus_client's ``Histogram``'s: ``<name>_bucket{le=...}``,
+    ``<name>_count``, ``<name>_sum``, same labels and buckets (no ``_created``).
+    Observations and scrapes both run on the event loop's thread.
     """
-    if count <= 0:
-        return
-    try:
-        bounds = child._upper_bounds
-        buckets = child._buckets
-        total = child._sum
-    except AttributeError:
-        for _ in range(count):
-            child.observe(value)
-        return
-    total.inc(value * count)
-    for i, bound in enumerate(bounds):
-        if value <= bound:
-            buckets[i].inc(count)
-            break
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        *,
+        buckets: Sequence[float],
+        registry: CollectorRegistry,
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labelnames = tuple(labelnames)
+        self._upper = [*sorted(buckets), math.inf]
+        self._children: dict[tuple[str, ...], BulkHistogramChild] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> BulkHistogramChild:
+        if len(values) != len(self._labelnames):
+            raise ValueError(f"{self._name}: expected labels {self._labelnames}, got {values}")
+        key = tuple(str(v) for v in values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = BulkHistogramChild(self._upper)
+        return child
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        les = [_le(bound) for bound in self._upper]
+        for key, child in self._children.items():
+            cumulative = list(itertools.accumulate(child.counts))
+            family.add_metric(
+                list(key), buckets=list(zip(les, cumulative)), sum_value=child.sum
+            )
+        yield family
+
+
+class BulkHistogramChild:
+    __slots__ = ("_upper", "counts", "sum")
+
+    def __init__(self, upper: list[float]) -> None:
+        self._upper = upper
+        self.counts = [0] * len(upper)  # per bucket, not cumulative
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.observe_many(value, 1)
+
+    def observe_many(self, value: float, count: int) -> None:
+        """``count`` observations of ``value``, as that many ``observe`` calls would."""
+        if count <= 0:
+            return
+        # A value equal to a bound falls in that bound's bucket (le is inclusive).
+        self.counts[bisect.bisect_left(self._upper, value)] += count
+        self.sum += value * count
 
 
 def _exponential(start: float, factor: float, count: int) -> list[float]:
@@ -43,6 +96,9 @@ def _exponential(start: float, factor: float, count: int) -> list[float]:
 
 class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # kube-scheduler exposes no ``*_created`` series; prometheus_client's switch for
+        # them is process-wide, and this process exposes only scheduler metrics.
+        disable_created_metrics()  # type: ignore[no-untyped-call,unused-ignore]
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.schedule_attempts = Counter(
@@ -82,7 +138,7 @@ class SchedulerMetrics:
             buckets=_exponential(0.0001, 2, 12),
             registry=r,
         )
-        self.plugin_execution_duration = Histogram(
+        self.plugin_execution_duration = BulkHistogram(
             "scheduler_plugin_execution_duration_seconds",
             "Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"],

@@ -48,7 +48,6 @@ log = structlog.get_logger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-MAX_EVENT_MESSAGE = 1024
 # Smallest batch of nodes filtered at once when few feasible nodes are still wanted: a
 # batch call costs a little more than one node, and the surplus is only wasted work.
 MIN_FILTER_CHUNK = 16
@@ -64,9 +63,28 @@ class NoNodesAvailableError(Exception):
 
 @dataclass(slots=True)
 class ScheduleResult:
-    suggested_host: str
-    evaluated_nodes: int
-    feasible_nodes: int
+    """Where the pod goes, and what a failure does to its nomination (upstream
+    ScheduleResult with its nominatingInfo): None leaves ``status.nominatedNodeName`` and the
+    nominator alone, a node name nominates the pod there, "" clears the nomination."""
+
+    suggested_host: str = ""
+    evaluated_nodes: int = 0
+    feasible_nodes: int = 0
+    nominating: str | None = None
+
+
+# ScheduleResult.nominating for failures that must drop the pod's nomination (upstream
+# clearNominatedNode).
+CLEAR_NOMINATION = ""
+
+
+@dataclass(slots=True, frozen=True)
+class Attempt:
+    """One scheduling attempt's bookkeeping, handed from the cycle to the failure handler."""
+
+    started: float  # time.perf_counter() at the start, for the attempt duration metric
+    pod_scheduling_cycle: int  # the queue's cycle when the pod was popped (moveRequestCycle)
+
 
 
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
@@ -94,12 +112,6 @@ def select_host(scores: Sequence[tuple[str, int]], rng: random.Random) -> str:
     best = max(score for _, score in scores)
     ties = [name for name, score in scores if score == best]
     return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
-
-
-def truncate_message(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
-    if len(message) <= limit:
-        return message
-    return message[: limit - 3] + "..."
 
 
 def filter_nodes_from(
@@ -186,8 +198,9 @@ class SchedulingCycle:
     # --- scheduling cycle ------------------------------------------------------------------
 
     def schedule_one(self, qpi: QueuedPodInfo) -> Coroutine[Any, Any, None] | None:
-        """Run one pod's scheduling cycle.  Synchronous unless an extender is interested in
-        the pod: then the rest of the cycle is returned as a coroutine for the loop to await
+        """One pod: the scheduling cycle, then either the one failure handler or a binding
+        task (upstream ScheduleOne).  Synchronous unless an extender is interested in the
+        pod: then the rest of the cycle is returned as a coroutine for the loop to await
         (extender calls are I/O; nothing else schedules meanwhile, other tasks run)."""
         sched = self.sched
         pod_info = qpi.pod_info
@@ -199,21 +212,19 @@ class SchedulingCycle:
         if self._skip_pod_schedule(pod_info):
             sched.queue.done(pod_info.uid)
             return None
-        started = time.perf_counter()
+        attempt = Attempt(
+            started=time.perf_counter(), pod_scheduling_cycle=sched.queue.scheduling_cycle()
+        )
         state = fwk.new_cycle_state()  # samples ~10% of cycles for per-plugin metrics
-        pod_scheduling_cycle = sched.queue.scheduling_cycle()
         extenders = sched.extenders
         # A plain list check: the path without extenders pays nothing more per cycle.
         if extenders.all and (extenders.in_cycle_for(pod) or extenders.preempts_for(pod)):
-            return self._schedule_one_with_extenders(
-                fwk, state, qpi, pod_scheduling_cycle, started, extenders
-            )
-        try:
-            result = self.schedule_pod(fwk, state, pod_info)
-        except Exception as exc:
-            self._schedule_failed(fwk, state, qpi, exc, pod_scheduling_cycle, started)
-            return None
-        self._assume_reserve_permit(fwk, state, qpi, result, pod_scheduling_cycle, started)
+            return self._schedule_one_with_extenders(fwk, state, qpi, attempt, extenders)
+        result, assumed_info, status = self.scheduling_cycle(fwk, state, qpi)
+        self._finish_scheduling_cycle(
+            fwk, state, qpi, result=result, assumed_info=assumed_info, status=status,
+            attempt=attempt,
+        )
         return None
 
     async def _schedule_one_with_extenders(
@@ -221,18 +232,68 @@ class SchedulingCycle:
         fwk: Framework,
         state: CycleState,
         qpi: QueuedPodInfo,
-        pod_scheduling_cycle: int,
-        started: float,
+        attempt: Attempt,
         extenders: Extenders,
     ) -> None:
+        result, assumed_info, status = await self.scheduling_cycle_with_extenders(
+            fwk, state, qpi, extenders
+        )
+        self._finish_scheduling_cycle(
+            fwk, state, qpi, result=result, assumed_info=assumed_info, status=status,
+            attempt=attempt,
+        )
+
+    def _finish_scheduling_cycle(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        *,
+        result: ScheduleResult,
+        assumed_info: PodInfo | None,
+        status: Status,
+        attempt: Attempt,
+    ) -> None:
+        """The failure handler, or the binding task."""
+        if not status.is_success() or assumed_info is None:
+            self.handle_scheduling_failure(
+                fwk, qpi, status, nominating=result.nominating, attempt=attempt
+            )
+            return
+        self.sched.start_binding(
+            self.binding_cycle(
+                fwk, state, qpi, assumed_info=assumed_info, result=result, attempt=attempt
+            ),
+            uid=qpi.pod_info.uid,
+            name=f"bind:{qpi.pod_info.key}",
+        )
+
+    def scheduling_cycle(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo
+    ) -> tuple[ScheduleResult, PodInfo | None, Status]:
+        """Find a node, assume the pod there, Reserve and Permit (upstream schedulingCycle).
+
+        Returns the result (its ``nominating`` says what to do with the pod's nomination on
+        failure), the assumed pod's info (None until assumed) and a Status: Success, a
+        rejection carrying a FitError, or an Error.
+        """
+        try:
+            result = self.schedule_pod(fwk, state, qpi.pod_info)
+        except Exception as exc:
+            return self._schedule_failed(fwk, state, qpi.pod_info, exc)
+        return self._assume_reserve_permit(fwk, state, qpi.pod_info, result)
+
+    async def scheduling_cycle_with_extenders(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, extenders: Extenders
+    ) -> tuple[ScheduleResult, PodInfo | None, Status]:
+        """scheduling_cycle with the extenders' Filter, Prioritize and Preempt verbs."""
         try:
             result = await self.schedule_pod_with_extenders(fwk, state, qpi.pod_info, extenders)
         except Exception as exc:
             if isinstance(exc, FitError) and fwk.has_post_filter_plugins():
                 await self._preempt_with_extenders(fwk, state, qpi.pod_info, exc, extenders)
-            self._schedule_failed(fwk, state, qpi, exc, pod_scheduling_cycle, started)
-            return
-        self._assume_reserve_permit(fwk, state, qpi, result, pod_scheduling_cycle, started)
+            return self._schedule_failed(fwk, state, qpi.pod_info, exc)
+        return self._assume_reserve_permit(fwk, state, qpi.pod_info, result)
 
     async def _preempt_with_extenders(
         self,
@@ -273,101 +334,83 @@ class SchedulingCycle:
         state.write(EXTENDER_CANDIDATES_KEY, outcome)
 
     def _schedule_failed(
-        self,
-        fwk: Framework,
-        state: CycleState,
-        qpi: QueuedPodInfo,
-        exc: Exception,
-        pod_scheduling_cycle: int,
-        started: float,
-    ) -> None:
-        """Report and requeue a pod whose scheduling cycle ended without a host."""
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, exc: Exception
+    ) -> tuple[ScheduleResult, None, Status]:
+        """No host: a FitError goes to PostFilter; anything else clears the nomination
+        (upstream clearNominatedNode)."""
         if isinstance(exc, FitError):
-            self._handle_fit_error(fwk, state, qpi, exc, pod_scheduling_cycle, started)
-            return
+            return self._post_filter(fwk, state, pod_info, exc)
         if isinstance(exc, NoNodesAvailableError):
-            self.handle_failure(
-                fwk, qpi, Status(Code.UNSCHEDULABLE, str(exc)), diagnosis=Diagnosis(),
-                nominated_node="", pod_scheduling_cycle=pod_scheduling_cycle,
-                started=started, reason=REASON_UNSCHEDULABLE,
-            )
-            return
-        if isinstance(exc, _StatusError):
+            status = Status(Code.UNSCHEDULABLE, str(exc), error=exc)
+        elif isinstance(exc, _StatusError):
             status = exc.status
         elif isinstance(exc, ExtenderError):
             # Already logged with its URL and cause by the extender client.
             status = Status(Code.ERROR, str(exc), error=exc)
         else:  # a bug in our code: report it on the pod, keep going
-            log.exception("scheduling cycle failed", pod=qpi.key, profile=fwk.profile_name)
+            log.exception("scheduling cycle failed", pod=pod_info.key, profile=fwk.profile_name)
             status = Status.from_error(exc)
-        self.handle_failure(
-            fwk, qpi, status, diagnosis=None, nominated_node="",
-            pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-            reason=REASON_SCHEDULER_ERROR,
-        )
+        return ScheduleResult(nominating=CLEAR_NOMINATION), None, status
 
     def _assume_reserve_permit(
-        self,
-        fwk: Framework,
-        state: CycleState,
-        qpi: QueuedPodInfo,
-        result: ScheduleResult,
-        pod_scheduling_cycle: int,
-        started: float,
-    ) -> None:
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, result: ScheduleResult
+    ) -> tuple[ScheduleResult, PodInfo | None, Status]:
         sched = self.sched
-        pod_info = qpi.pod_info
-        pod = pod_info.pod
-        logger = log.bind(pod=pod_info.key, profile=fwk.profile_name)
         # Assume: the cache counts the pod on its node before binding, so the next cycle does
         # not hand out the same resources.
-        assumed_pod = _with_node_name(pod, result.suggested_host)
-        # Parsed and validated when queued: only nodeName differs (never parsed twice).
-        assumed_info = qpi.pod_info.with_node_name(assumed_pod)
+        host = result.suggested_host
+        assumed_info = assumed_pod_info(pod_info, host)
         try:
             sched.cache.assume_pod(assumed_info)
         except Exception as exc:
-            logger.exception("assume failed")
-            self.handle_failure(
-                fwk, qpi, Status.from_error(exc), diagnosis=None, nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR,
-            )
-            return
+            log.exception("assume failed", pod=pod_info.key)
+            return ScheduleResult(nominating=CLEAR_NOMINATION), None, Status.from_error(exc)
 
-        status = fwk.run_reserve_plugins_reserve(state, assumed_info, result.suggested_host)
+        status = fwk.run_reserve_plugins_reserve(state, assumed_info, host)
         if status is not None and not status.is_success():
-            fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
-            self._forget(assumed_pod)
-            self.handle_failure(
-                fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR if status.code == Code.ERROR
-                else REASON_UNSCHEDULABLE,
+            fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
+            self._forget(assumed_info.pod)
+            return ScheduleResult(nominating=CLEAR_NOMINATION), assumed_info, rejected_on_node(
+                status, pod_key=pod_info.key, node_name=host
             )
-            return
 
-        status = fwk.run_permit_plugins(state, assumed_info, result.suggested_host)
+        status = fwk.run_permit_plugins(state, assumed_info, host)
         if status is not None and not status.is_success() and not status.is_wait():
-            fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
-            self._forget(assumed_pod)
-            self.handle_failure(
-                fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
-                pod_scheduling_cycle=pod_scheduling_cycle, started=started,
-                reason=REASON_SCHEDULER_ERROR if status.code == Code.ERROR
-                else REASON_UNSCHEDULABLE,
+            fwk.run_reserve_plugins_unreserve(state, assumed_info, host)
+            self._forget(assumed_info.pod)
+            return ScheduleResult(nominating=CLEAR_NOMINATION), assumed_info, rejected_on_node(
+                status, pod_key=pod_info.key, node_name=host
             )
-            return
 
         # A pod that was nominated elsewhere now has a real place.
-        sched.nominator.delete_nominated_pod_if_exists(pod)
-        sched.start_binding(
-            self.binding_cycle(
-                fwk, state, qpi, assumed_info, result.suggested_host, started,
-                pod_scheduling_cycle,
-            ),
-            uid=pod_info.uid,
-            name=f"bind:{pod_info.key}",
+        sched.nominator.delete_nominated_pod_if_exists(pod_info.pod)
+        return result, assumed_info, Status(Code.SUCCESS)
+
+    def _post_filter(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, fit_error: FitError
+    ) -> tuple[ScheduleResult, None, Status]:
+        """No node fits: run PostFilter (preemption) so a later cycle may fit.  Without
+        PostFilter plugins the nomination is cleared; with them, a PostFilter result decides
+        (a node, or "" to clear) and no result leaves it alone."""
+        nominating: str | None = CLEAR_NOMINATION
+        diagnosis = fit_error.diagnosis
+        if fwk.has_post_filter_plugins():
+            nominating = None
+            result, status = fwk.run_post_filter_plugins(
+                state, pod_info, diagnosis.node_to_status
+            )
+            if status is not None and status.code == Code.ERROR:
+                log.error("post filter failed", pod=pod_info.key, error=status.message())
+            elif status is not None and not status.is_success():
+                diagnosis.post_filter_msg = status.message()
+                if status.plugin:
+                    diagnosis.unschedulable_plugins.add(status.plugin)
+            if result is not None:
+                nominating = result.nominated_node_name
+        return (
+            ScheduleResult(nominating=nominating),
+            None,
+            Status(Code.UNSCHEDULABLE, str(fit_error), error=fit_error),
         )
 
     def _skip_pod_schedule(self, pod_info: PodInfo) -> bool:
@@ -509,6 +552,14 @@ class SchedulingCycle:
             return fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
         return fwk.run_filter_plugins(state, pod_info, node_info)
 
+    def ranks_feasible_nodes(self, fwk: Framework) -> bool:
+        """Whether more than one feasible node is worth finding: a Score plugin, or an
+        extender that prioritizes or filters them (upstream hasScoring /
+        hasExtenderFilters)."""
+        return fwk.has_score_plugins() or any(
+            e.is_filter() or e.is_prioritizer() for e in self.sched.extenders.all
+        )
+
     def _find_nodes_that_pass_filters(
         self,
         fwk: Framework,
@@ -526,6 +577,11 @@ class SchedulingCycle:
             ),
             num_all,
         )
+        if not self.ranks_feasible_nodes(fwk):
+            # Nothing would choose between feasible nodes: the first one found is as good as
+            # any (upstream findNodesThatPassFilters with neither hasScoring nor an extender
+            # filter).
+            to_find = 1
         if not fwk.has_filter_plugins():
             start = self.next_start_node_index % num_all
             picked = wrapped_slice(nodes, start, min(to_find, num_all))
@@ -540,75 +596,52 @@ class SchedulingCycle:
         self.next_start_node_index = (start + processed) % num_all
         return feasible
 
-    def _handle_fit_error(
-        self,
-        fwk: Framework,
-        state: CycleState,
-        qpi: QueuedPodInfo,
-        fit_error: FitError,
-        pod_scheduling_cycle: int,
-        started: float,
-    ) -> None:
-        nominated_node = ""
-        diagnosis = fit_error.diagnosis
-        if fwk.has_post_filter_plugins():
-            result, status = fwk.run_post_filter_plugins(
-                state, qpi.pod_info, diagnosis.node_to_status
-            )
-            if status is not None and status.code == Code.ERROR:
-                log.error("post filter failed", pod=qpi.key, error=status.message())
-            elif status is not None and not status.is_success():
-                diagnosis.post_filter_msg = status.message()
-                if status.plugin:
-                    diagnosis.unschedulable_plugins.add(status.plugin)
-            if result is not None and result.nominated_node_name:
-                nominated_node = result.nominated_node_name
-        self.handle_failure(
-            fwk, qpi, Status(Code.UNSCHEDULABLE, str(fit_error)), diagnosis=diagnosis,
-            nominated_node=nominated_node, pod_scheduling_cycle=pod_scheduling_cycle,
-            started=started, reason=REASON_UNSCHEDULABLE,
-        )
-
     # --- failure ---------------------------------------------------------------------------
 
-    def handle_failure(
+    def handle_scheduling_failure(
         self,
         fwk: Framework,
         qpi: QueuedPodInfo,
         status: Status,
         *,
-        diagnosis: Diagnosis | None,
-        nominated_node: str,
-        pod_scheduling_cycle: int,
-        started: float,
-        reason: str,
+        nominating: str | None,
+        attempt: Attempt,
     ) -> None:
-        """Requeue the pod and tell the user why (event + PodScheduled=False condition)."""
+        """The one failure handler (upstream handleSchedulingFailure): requeue the pod, update
+        its nomination, and tell the user why (event + PodScheduled=False condition).
+
+        ``nominating``: None leaves the nomination alone; a node name nominates the pod there;
+        "" clears it.
+        """
         sched = self.sched
-        pod = qpi.pod_info.pod
-        message = status.message()
-        result = "error" if reason == REASON_SCHEDULER_ERROR else "unschedulable"
-        sched.record_attempt(fwk.profile_name, result, started)
-        if diagnosis is not None:
-            qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
-            qpi.pending_plugins = set(diagnosis.pending_plugins)
+        rejected = status.is_rejected()
+        reason = REASON_UNSCHEDULABLE if rejected else REASON_SCHEDULER_ERROR
+        message = failure_message(status)
+        sched.record_attempt(
+            fwk.profile_name, "unschedulable" if rejected else "error", attempt.started
+        )
+        fit_error = status.error if isinstance(status.error, FitError) else None
+        if fit_error is not None:
+            qpi.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(fit_error.diagnosis.pending_plugins)
+        elif rejected and status.plugin:
+            qpi.unschedulable_plugins = {status.plugin}
+            qpi.pending_plugins = set()
         else:
             qpi.unschedulable_plugins = set()
             qpi.pending_plugins = set()
-        if reason == REASON_SCHEDULER_ERROR:
-            qpi.consecutive_errors += 1
-            log.warning("error scheduling pod; retrying", pod=qpi.key, error=message)
-        else:
+        if rejected:
             qpi.consecutive_errors = 0
             log.info("unable to schedule pod; waiting", pod=qpi.key, reason=message)
+        else:
+            qpi.consecutive_errors += 1
+            log.warning("error scheduling pod; retrying", pod=qpi.key, error=message)
 
         # The pod may have been deleted or bound by someone else meanwhile: then there is
         # nothing to requeue (the informer already told the queue).
+        pod = qpi.pod_info.pod
         current = sched.current_pod(pod)
-        if current is None:
-            sched.queue.done(qpi.pod_info.uid)
-            return
-        if (current.get("spec") or {}).get("nodeName"):
+        if current is None or (current.get("spec") or {}).get("nodeName"):
             sched.queue.done(qpi.pod_info.uid)
             return
         if current is not pod and current["metadata"].get("resourceVersion") != pod[
@@ -620,19 +653,24 @@ class SchedulingCycle:
             except Exception as exc:
                 log.warning("pod became malformed", pod=qpi.key, error=str(exc))
         try:
-            sched.queue.add_unschedulable_if_not_present(qpi, pod_scheduling_cycle)
+            sched.queue.add_unschedulable_if_not_present(qpi, attempt.pod_scheduling_cycle)
         except Exception:
             log.exception("requeue failed", pod=qpi.key)
         sched.queue.done(qpi.pod_info.uid)
-        if nominated_node:
-            sched.nominator.add_nominated_pod(qpi.pod_info, nominated_node)
+        # Before the next cycle, not when the status update comes back: a stale nomination
+        # would keep the pod's requests reserved on that node against pods of equal or lower
+        # priority meanwhile (None: from the pod's status, as upstream's ModeNoop).
+        sched.nominator.add_nominated_pod(qpi.pod_info, nominating)
         sched.diagnoses.record(
-            qpi, status, profile=fwk.profile_name, message=message, diagnosis=diagnosis,
-            nominated_node=nominated_node,
+            qpi, status, profile=fwk.profile_name, message=message,
+            nominated_node=nominating or "",
         )
+        # The full message: the event recorder cuts the event's note to upstream's 1024 bytes
+        # (1020 + " ..."); the condition's message is never cut (upstream
+        # handleSchedulingFailure / truncateMessage).
         sched.report_unschedulable(
-            fwk, qpi.pod_info, reason=reason, message=truncate_message(message),
-            nominated_node=nominated_node,
+            fwk, qpi.pod_info, reason=reason, message=message,
+            nominated_node=nominating,
             plugins=sorted(qpi.unschedulable_plugins),
         )
 
@@ -649,16 +687,19 @@ class SchedulingCycle:
         fwk: Framework,
         state: CycleState,
         qpi: QueuedPodInfo,
+        *,
         assumed_info: PodInfo,
-        node_name: str,
-        started: float,
-        pod_scheduling_cycle: int,
+        result: ScheduleResult,
+        attempt: Attempt,
     ) -> None:
+        """WaitOnPermit, PreBind, Bind, PostBind; any failure goes through
+        ``handle_binding_cycle_error`` (upstream bindingCycle)."""
         sched = self.sched
-        assumed_pod = assumed_info.pod
-        logger = log.bind(pod=assumed_info.key, node=node_name)
+        node_name = result.suggested_host
         try:
             status = await fwk.wait_on_permit(assumed_info)
+            if status is not None and status.is_rejected():
+                status = rejected_on_node(status, pod_key=assumed_info.key, node_name=node_name)
             if status is None or status.is_success():
                 sched.check_still_leading()
                 status = await fwk.run_pre_bind_plugins(state, assumed_info, node_name)
@@ -668,62 +709,72 @@ class SchedulingCycle:
         except asyncio.CancelledError:
             # Shutdown or lost leadership: give the resources back and stop.
             fwk.run_reserve_plugins_unreserve(state, assumed_info, node_name)
-            self._forget(assumed_pod)
+            self._forget(assumed_info.pod)
             sched.queue.done(assumed_info.uid)
             raise
         except Exception as exc:
-            logger.exception("binding cycle failed")
+            log.exception("binding cycle failed", pod=assumed_info.key, node=node_name)
             status = Status.from_error(exc)
 
         if status is None or status.is_success():
             try:
-                sched.cache.finish_binding(assumed_pod)
+                sched.cache.finish_binding(assumed_info.pod)
             except Exception:
-                logger.exception("finish binding failed")
-            sched.record_attempt(fwk.profile_name, "scheduled", started)
+                log.exception("finish binding failed", pod=assumed_info.key)
+            sched.record_attempt(fwk.profile_name, "scheduled", attempt.started)
             sched.record_scheduled(qpi)
+            log.debug("successfully bound pod to node", pod=assumed_info.key, node=node_name,
+                      evaluated_nodes=result.evaluated_nodes,
+                      feasible_nodes=result.feasible_nodes)
             fwk.run_post_bind_plugins(state, assumed_info, node_name)
             sched.queue.done(assumed_info.uid)
             sched.report_scheduled(assumed_info, node_name)
             return
+        self.handle_binding_cycle_error(
+            fwk, state, qpi, assumed_info=assumed_info, result=result, status=status,
+            attempt=attempt,
+        )
 
-        # Failure after assume: undo, give the resources back, requeue.
-        fwk.run_reserve_plugins_unreserve(state, assumed_info, node_name)
+    def handle_binding_cycle_error(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        *,
+        assumed_info: PodInfo,
+        result: ScheduleResult,
+        status: Status,
+        attempt: Attempt,
+    ) -> None:
+        """Failure after assume: undo, give the resources back, requeue."""
+        sched = self.sched
+        assumed_pod = assumed_info.pod
+        fwk.run_reserve_plugins_unreserve(state, assumed_info, result.suggested_host)
         self._forget(assumed_pod)
-        if isinstance(status.error, AlreadyBoundError):
-            # Another scheduler bound it first: not ours to retry; the informer brings it
-            # back as an assigned pod.
-            logger.info("pod already bound by someone else; not retrying", detail=str(status.error))
-            sched.queue.done(assumed_info.uid)
-            sched.queue.move_all_to_active_or_backoff_queue(
-                ASSIGNED_POD_DELETE, assumed_pod, None,
-                precheck=lambda other: other.pod_info.uid != assumed_info.uid,
-            )
-            return
-        if isinstance(status.error, PodGoneError):
-            logger.info("pod deleted while binding", detail=str(status.error))
-            sched.queue.done(assumed_info.uid)
-            sched.queue.move_all_to_active_or_backoff_queue(
-                ASSIGNED_POD_DELETE, assumed_pod, None,
-                precheck=lambda other: other.pod_info.uid != assumed_info.uid,
-            )
-            return
+
         # Forgetting the assumed pod gives its resources back: an AssignedPodDelete for the
-        # others.  For a rejection (Permit timeout, a gang rejected) the move happens after
-        # the pod itself is requeued, as upstream defers it, so the move does not count as a
-        # move request during the pod's own cycle and send it straight back to backoffQ.
+        # others.
         def move_others() -> None:
             sched.queue.move_all_to_active_or_backoff_queue(
                 ASSIGNED_POD_DELETE, assumed_pod, None,
                 precheck=lambda other: other.pod_info.uid != assumed_info.uid,
             )
 
+        if isinstance(status.error, (AlreadyBoundError, PodGoneError)):
+            # Bound by someone else first (not ours to retry; the informer brings it back as
+            # an assigned pod), or deleted meanwhile.
+            log.info("pod bound elsewhere or deleted while binding; not retrying",
+                     pod=assumed_info.key, detail=str(status.error))
+            sched.queue.done(assumed_info.uid)
+            move_others()
+            return
+        # For a rejection (Permit timeout, a gang rejected) the move happens after the pod
+        # itself is requeued, as upstream defers it, so the move does not count as a move
+        # request during the pod's own cycle and send it straight back to backoffQ.
         if not status.is_rejected():
             move_others()
-        reason = REASON_SCHEDULER_ERROR if status.code == Code.ERROR else REASON_UNSCHEDULABLE
-        self.handle_failure(
-            fwk, qpi, status, diagnosis=_diagnosis_for(status), nominated_node="",
-            pod_scheduling_cycle=pod_scheduling_cycle, started=started, reason=reason,
+        self.handle_scheduling_failure(
+            fwk, qpi, status, nominating=CLEAR_NOMINATION, attempt=attempt
         )
         if status.is_rejected():
             move_others()
@@ -737,19 +788,37 @@ class _StatusError(Exception):
         self.status = status
 
 
-def _diagnosis_for(status: Status) -> Diagnosis:
-    diagnosis = Diagnosis()
-    if status.plugin and status.is_rejected():
+def rejected_on_node(status: Status, *, pod_key: str, node_name: str) -> Status:
+    """A Reserve, Permit or WaitOnPermit rejection as upstream reports it: a FitError over the
+    one node the pod was assumed on ("0/1 nodes are available: 1 <reason>."), so the user
+    reads the same sentence as for a Filter rejection.  Errors pass through unchanged."""
+    if not status.is_rejected():
+        return status
+    diagnosis = Diagnosis(node_to_status={node_name: status})
+    if status.plugin:
         diagnosis.unschedulable_plugins.add(status.plugin)
-    return diagnosis
+        if status.code == Code.PENDING:
+            diagnosis.pending_plugins.add(status.plugin)
+    fit_error = FitError(pod_key=pod_key, num_all_nodes=1, diagnosis=diagnosis)
+    return Status(status.code, str(fit_error), plugin=status.plugin, error=fit_error)
 
 
-def _with_node_name(pod: dict[str, Any], node_name: str) -> dict[str, Any]:
-    """A shallow copy of the pod with spec.nodeName set (objects from the informer are shared)."""
-    copy = dict(pod)
-    copy["spec"] = dict(pod.get("spec") or {})
-    copy["spec"]["nodeName"] = node_name
-    return copy
+def failure_message(status: Status) -> str:
+    """What the user is told: the status' reasons, or its error (a FitError's histogram)."""
+    if status.error is not None and not status.reasons:
+        return str(status.error)
+    return status.message()
+
+
+def assumed_pod_info(pod_info: PodInfo, node_name: str) -> PodInfo:
+    """The pod as assumed on ``node_name``: its PodInfo, parsed and validated when queued,
+    for a copy of the pod with spec.nodeName set (never parsed twice; upstream copies the
+    QueuedPodInfo).  The pod dict is a shallow copy with a new spec, as objects from the
+    informer are shared."""
+    pod = dict(pod_info.pod)
+    pod["spec"] = dict(pod_info.pod.get("spec") or {})
+    pod["spec"]["nodeName"] = node_name
+    return pod_info.with_node_name(pod)
 
 
 def _nominated_node_name(pod: dict[str, Any]) -> str:

@@ -77,7 +77,8 @@ class Scheduler:
         self.config = config
         self.client = client
         self.informers = informers
-        self.metrics = metrics
+        # Always real metrics (a private registry when the caller has none): no None guards.
+        self.metrics = metrics = metrics if metrics is not None else SchedulerMetrics()
         self.clock = clock
         self.rng = rng or random.Random()
         self.health = health or HealthState()
@@ -230,24 +231,19 @@ class Scheduler:
             status = await self.extenders.bind(pod_info, node_name) if self.extenders.all else None
             if status is None:
                 status = await fwk.run_bind_plugins(state, pod_info, node_name)
-        if self.metrics is not None:
-            result = "success" if status is None or status.is_success() else "error"
-            self.metrics.bind_requests.labels(result).inc()
+        result = "success" if status is None or status.is_success() else "error"
+        self.metrics.bind_requests.labels(result).inc()
         return status
 
     # --- reporting ---------------------------------------------------------------------------
 
     def record_attempt(self, profile: str, result: str, started: float) -> None:
-        if self.metrics is None:
-            return
         self.metrics.schedule_attempts.labels(result, profile).inc()
         self.metrics.scheduling_attempt_duration.labels(result, profile).observe(
             time.perf_counter() - started
         )
 
     def record_scheduled(self, qpi: QueuedPodInfo) -> None:
-        if self.metrics is None:
-            return
         attempts = max(qpi.attempts, 1)
         self.metrics.pod_scheduling_attempts.observe(attempts)
         if qpi.initial_attempt_timestamp is not None:
@@ -270,7 +266,7 @@ class Scheduler:
         *,
         reason: str,
         message: str,
-        nominated_node: str,
+        nominated_node: str | None,
         plugins: list[str],
     ) -> None:
         recorder = self.recorders.get(fwk.profile_name)
@@ -288,7 +284,8 @@ class Scheduler:
         self._spawn_side_task(
             self._update_pod_condition(
                 self.client, pod_info.pod, condition=condition,
-                nominated_node_name=nominated_node or None,
+                # None leaves status.nominatedNodeName alone, "" clears it.
+                nominated_node_name=nominated_node,
             ),
             name=f"pod-condition:{pod_info.key}",
         )
@@ -303,13 +300,13 @@ class Scheduler:
         if recorder is not None:
             recorder.event(
                 pod, type="Warning", reason=FAILED_SCHEDULING_REASON, action="Scheduling",
-                message=message[:1024],
+                message=message,
             )
         condition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": "SchedulerError",
-            "message": message[:1024],
+            "message": message,
         }
         self._spawn_side_task(
             self._update_pod_condition(self.client, pod, condition=condition),

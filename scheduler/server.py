@@ -338,13 +338,18 @@ class HealthServer:
     ) -> web.StreamResponse:
         # Before routing, as the API server's filters run: an unknown path is 401/403 to a
         # stranger, not a 404 that tells which paths exist.
-        if self._guard is not None and request.path not in self._always_allow:
+        if self._guard is not None and not self._always_allowed(request.path):
             token = bearer_token(request.headers.get("Authorization", ""))
             refusal = await self._guard(token, request.method.lower(), request.path)
             if refusal is not None:
                 status, message = refusal
                 return web.Response(status=status, text=message + "\n")
         return await handler(request)
+
+    def _always_allowed(self, path: str) -> bool:
+        # As --authorization-always-allow-paths: exact paths, or a prefix ending in "*".
+        return path in self._always_allow or any(
+            p.endswith("*") and path.startswith(p[:-1]) for p in self._always_allow)
 
     async def start(self) -> None:
         self._runner = web.AppRunner(self._app(), access_log=None)

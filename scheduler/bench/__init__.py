@@ -31,6 +31,7 @@ from typing import Any
 
 from scheduler.bench.report import curve_table, format_result, plot_curve
 from scheduler.bench.workloads import WORKLOADS
+from scheduler.exit_codes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
 __all__ = ["WORKLOADS", "add_arguments", "build_parser", "main", "run"]
 
@@ -127,7 +128,7 @@ def _run_curve(args: argparse.Namespace) -> int:
         if done.returncode != 0 or not done.stdout.strip():
             print(f"kube-py-scheduler bench: the {nodes}-node run failed "
                   f"(exit {done.returncode})", file=sys.stderr)
-            return 1
+            return EXIT_FAILURE
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     if args.plot:
         plot_curve(results, args.plot,
@@ -136,7 +137,7 @@ def _run_curve(args: argparse.Namespace) -> int:
         print(json.dumps({"curve": results}))
     else:
         print(curve_table(results))
-    return 0 if all(r["bound"] == r["pods"] for r in results) else 1
+    return EXIT_OK if all(r["bound"] == r["pods"] for r in results) else EXIT_FAILURE
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,17 +146,17 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes < 1 or args.pods < 0 or (args.existing is not None and args.existing < 0):
         print("kube-py-scheduler bench: --nodes must be positive, --pods and --existing "
               "not negative", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.plot and not args.curve:
         print("kube-py-scheduler bench: --plot needs --curve", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.curve:
         return _run_curve(args)
     from scheduler.bench.run import run_point
 
     result = asyncio.run(run_point(args, WORKLOADS[args.workload]))
     print(json.dumps(result) if args.json else format_result(result))
-    return 0 if result["bound"] == result["pods"] else 1
+    return EXIT_OK if result["bound"] == result["pods"] else EXIT_FAILURE
 
 
 def main(argv: Sequence[str] | None = None) -> int:

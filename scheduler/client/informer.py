@@ -1,8 +1,21 @@
 """Reflector + store + handlers: a local, event-driven mirror of one API resource.
 
-The official client's ``kubernetes.informer`` swaps its cache on relist without emitting deletes
-and has no tombstones, which a scheduler cannot live with (a pod deleted during a watch outage
-would hold its node's resources forever).  This is client-go's reflector, reduced to asyncio:
+Why not the official client's ``kubernetes.informer.SharedInformer`` (kubernetes 37)?  It does
+diff a relist against its cache and fires DELETED for vanished objects, but:
+
+* it is thread-based on the synchronous client: each informer runs its own thread and calls
+  handlers there, while our cache, queue and scheduling loop live on one asyncio event loop
+  (every event would have to cross threads, and every structure would need locks);
+* it deserializes every object into the generated models (slow to build for pods, and we keep
+  objects as plain dicts from the wire);
+* a delete found by a relist looks like a watched delete: no ``DeletedFinalStateUnknown``
+  tombstone, which our cache needs to tell "gone, last state unknown" from a real delete;
+* a relist fires MODIFIED for every object still present, changed or not (no resourceVersion
+  comparison), which would requeue every pending pod after each 410;
+* no paged LIST, no watch bookmarks, a fixed 5 s retry instead of jittered backoff, and no
+  "CRD not installed yet" state.
+
+So this is client-go's reflector, reduced to asyncio:
 
 * LIST (paged) then WATCH from the list's resourceVersion with bookmarks and a randomized
   server timeout; when a watch ends, re-watch from the last seen resourceVersion.

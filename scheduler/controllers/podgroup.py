@@ -33,8 +33,15 @@ from typing import Any
 import kopf
 import structlog
 
-from scheduler.client.api import ApiClient, resource_path
+from scheduler.client.api import (
+    ApiClient,
+    ApiConnectionError,
+    ApiError,
+    NotFound,
+    resource_path,
+)
 from scheduler.client.connection import ConfigurationError, ConnectionConfig, load_connection
+from scheduler.client.informer import MISSING_RESOURCE_POLL_SECONDS
 from scheduler.objects.validation import validate_object
 from scheduler.plugins.coscheduling.core import POD_GROUP_LABEL
 
@@ -364,6 +371,8 @@ async def _operate(
     """The operator, on the controller thread's own loop."""
     async with ApiClient(conn, qps=20.0, burst=40,
                          user_agent="kube-py-scheduler/podgroup-controller") as client:
+        if not await _wait_until_served(client, namespace, stop_flag):
+            return
         reconciler = StatusReconciler(client)
         settings = kopf.OperatorSettings()
         configure_settings(settings)
@@ -376,6 +385,38 @@ async def _operate(
             stop_flag=stop_flag,
             ready_flag=ready_flag,
         )
+
+
+async def _wait_until_served(
+    client: ApiClient,
+    namespace: str | None,
+    stop_flag: concurrent.futures.Future[None],
+    *,
+    poll_seconds: float = MISSING_RESOURCE_POLL_SECONDS,
+) -> bool:
+    """Wait for the PodGroup resource to be served (its CRD may be installed after us).
+
+    kopf resolves its resources once, at start; with CRD scanning off (it would need
+    cluster-wide CRD permissions) a CRD installed later would never be watched. So the
+    operator starts only once the resource answers, polled as the scheduler's own informer
+    polls it. False when stopped first."""
+    path = resource_path(GROUP_VERSION, PLURAL, namespace=namespace)
+    logged = False
+    while not stop_flag.done():
+        try:
+            await client.list_page(path, limit=1)
+            if logged:
+                log.info("PodGroup resource is served now; starting the status controller")
+            return True
+        except NotFound:
+            if not logged:
+                log.info("PodGroup CRD not installed yet; the status controller waits for it",
+                         path=path)
+                logged = True
+        except (ApiConnectionError, ApiError) as exc:
+            log.warning("cannot reach the API server; retrying", error=str(exc))
+        await asyncio.wait([asyncio.wrap_future(stop_flag)], timeout=poll_seconds)
+    return False
 
 
 async def run_controller(

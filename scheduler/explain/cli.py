@@ -85,12 +85,11 @@ async def amain(
 
 async def run(args: argparse.Namespace) -> str:
     """Everything but printing; raises ExplainError for bad input."""
-    from scheduler.app import StartupError, validate_profiles
+    from scheduler.app import StartupError, installed_registry, validate_profiles
     from scheduler.client.connection import ConfigurationError, load_connection
     from scheduler.config.defaults import shipped_config
     from scheduler.config.errors import ConfigError
     from scheduler.config.load import load_config_file
-    from scheduler.plugins.registry import in_tree_registry
 
     if not args.pod and not args.pod_file:
         raise ExplainError("name a pod, or give --pod-file")
@@ -102,8 +101,9 @@ async def run(args: argparse.Namespace) -> str:
         raise ExplainError(str(exc)) from exc
     except OSError as exc:
         raise ExplainError(f"--config: cannot read {args.config!r}: {exc.strerror}") from exc
-    registry = in_tree_registry()
     try:
+        # The daemon's registry: in-tree plus installed out-of-tree plugins.
+        registry = installed_registry()
         validate_profiles(config, registry, source=args.config or "<shipped config>")
     except StartupError as exc:
         raise ExplainError(str(exc)) from exc
@@ -150,7 +150,7 @@ async def _explain(
             if node:
                 raise ExplainError(f"{where} is already bound to node {node}: nothing to explain")
             try:
-                explanation = explain_pod(sched, fwk, pod)
+                explanation = await explain_pod(sched, fwk, pod)
             except ObjectError as exc:
                 raise ExplainError(f"{where} is malformed: {exc}") from exc
             daemon = None

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.app import POD_FIELD_SELECTOR  # the daemon's pod informer: non-terminal pods
 from scheduler.client.api import ApiClient, ApiResponse, NotFound
 from scheduler.client.connection import ConnectionConfig
 from scheduler.client.informer import InformerFactory
@@ -21,8 +22,6 @@ from scheduler.framework.registry import Registry
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.scheduler import Scheduler
 
-# The daemon's pod informer sees only non-terminal pods (scheduler.app.POD_FIELD_SELECTOR).
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 DEFAULT_SYNC_TIMEOUT = 60.0
 
 
@@ -98,7 +97,10 @@ async def load_cluster(
             raise ClusterUnavailable(
                 f"could not list the cluster's objects within {sync_timeout:g}s"
             )
-        yield LoadedCluster(client=client, scheduler=sched)
+        try:
+            yield LoadedCluster(client=client, scheduler=sched)
+        finally:
+            await sched.extenders.close()
     finally:
         await client.close()
 

@@ -13,7 +13,8 @@ on failure, so a pod that schedules at the first attempt costs one dict lookup.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+import itertools
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -109,22 +110,28 @@ class DiagnosisStore:
         num_nodes = status.error.num_all_nodes if isinstance(status.error, FitError) else 0
         nodes: dict[str, str] = {}
         omitted = 0
-        reasons: Counter[str] = Counter()
+        reasons: dict[str, int] = {}
         unschedulable = set(qpi.unschedulable_plugins)
         pending = set(qpi.pending_plugins)
         if diagnosis is not None:
             unschedulable |= diagnosis.unschedulable_plugins
             pending |= diagnosis.pending_plugins
-            for node, node_status in diagnosis.node_to_status.items():
-                reasons.update(node_status.reasons)
-                if len(nodes) < self._max_nodes:
-                    plugin = node_status.plugin or "PreFilter"
-                    nodes[node] = f"{plugin}: {node_status.message()}"
-                else:
-                    omitted += 1
-            num_nodes = num_nodes or len(diagnosis.node_to_status)
+            statuses = diagnosis.node_to_status
+            # Many nodes share one Status object (a PreFilter rejection): count per object.
+            per_status: dict[int, tuple[Status, int]] = {}
+            for node_status in statuses.values():
+                seen = per_status.get(id(node_status))
+                per_status[id(node_status)] = (node_status, 1 if seen is None else seen[1] + 1)
+            for node_status, count in per_status.values():
+                for reason in node_status.reasons:
+                    reasons[reason] = reasons.get(reason, 0) + count
+            for node, node_status in itertools.islice(statuses.items(), self._max_nodes):
+                nodes[node] = f"{node_status.plugin or 'PreFilter'}: {node_status.message()}"
+            omitted = len(statuses) - len(nodes)
+            num_nodes = num_nodes or len(statuses)
         elif status.plugin and status.reasons:
-            reasons.update(status.reasons)
+            for reason in status.reasons:
+                reasons[reason] = reasons.get(reason, 0) + 1
         entry = PodDiagnosis(
             pod=qpi.pod_info.key,
             uid=qpi.pod_info.uid,
@@ -138,7 +145,7 @@ class DiagnosisStore:
             pending_plugins=sorted(pending),
             nodes=nodes,
             nodes_omitted=omitted,
-            reasons=dict(reasons),
+            reasons=reasons,
             nominated_node=nominated_node,
         )
         key = entry.pod

@@ -4,7 +4,8 @@ The daemon's cycle stops filtering once it has enough feasible nodes and keeps o
 needs to pick one; ``explain`` must answer "why not that node?" for every node.  So this
 module runs the daemon's own pieces (its ``SchedulingCycle.find_nodes_that_fit`` with
 ``percentageOfNodesToScore`` at 100, the framework's PreScore/Score, its PostFilter with
-DefaultPreemption in dry-run mode, ``FitError`` for the FailedScheduling line) on a
+DefaultPreemption in dry-run mode, ``FitError`` for the FailedScheduling line, and the
+configured extenders' Filter and Prioritize; not their preempt verb) on a
 Scheduler whose cache was filled by its own informers and event handlers, and records each
 step.  Nothing here writes to the API server: Reserve, Permit and binding are not run.
 """
@@ -16,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scheduler.extenders import EXTENDER_NAME
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
@@ -126,6 +128,10 @@ class Explanation:
     error: str = ""
     preemption: PreemptionPlan | None = None
     gang: GangState | None = None
+    # Set when a PreEnqueue plugin keeps the pod out of the active queue (scheduling gates,
+    # a missing PodGroup ...): the daemon does not even try it.
+    gated_by: str = ""
+    gated_message: str = ""
     elapsed_seconds: float = 0.0
 
     @property
@@ -147,8 +153,8 @@ class Explanation:
     def nodes_sampled_note(self) -> str:
         if self.daemon_nodes_to_find >= self.num_nodes:
             return ""
-        return (f"(the daemon stops filtering after {self.daemon_nodes_to_find} feasible nodes "
-                "and scores only those: percentageOfNodesToScore)")
+        return (f"(the daemon stops at {self.daemon_nodes_to_find} feasible nodes and scores only "
+                "those: percentageOfNodesToScore)")
 
     def reason_counts(self) -> Counter[str]:
         """Nodes per rejection reason, counted as the FailedScheduling message counts them."""
@@ -158,26 +164,14 @@ class Explanation:
         return counts
 
 
-def _without_nomination(pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod without status.nominatedNodeName, so the walk covers every node instead of
-    stopping at the nominated one (whether that one passes is read from the walk)."""
-    status = dict(pod.get("status") or {})
-    if not status.get("nominatedNodeName"):
-        return pod
-    status.pop("nominatedNodeName", None)
-    copy = dict(pod)
-    copy["status"] = status
-    return copy
-
-
-def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> Explanation:
-    """Run ``pod``'s scheduling cycle over every node of ``sched``'s cache with ``fwk``.
+async def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> Explanation:
+    """Run ``pod``'s scheduling cycle over every node of ``sched``'s cache with ``fwk``, with
+    the configured extenders' Filter and Prioritize when they are interested in the pod.
 
     ``sched`` must be a Scheduler used only for this (its percentages are raised to 100)."""
     started = time.perf_counter()
     pod_info = PodInfo.from_pod(pod)
     nominated = str((pod.get("status") or {}).get("nominatedNodeName") or "")
-    walk_info = PodInfo.from_pod(_without_nomination(pod)) if nominated else pod_info
 
     sched.cache.update_snapshot(sched.snapshot)
     all_nodes = sched.snapshot.list()
@@ -194,6 +188,9 @@ def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> Explan
         prefilter_result={}, verdicts=[], nominated_node=nominated,
     )
     result.gang = gang_state(fwk, pod_info)
+    gate = fwk.run_pre_enqueue_plugins(pod_info)
+    if gate is not None and not gate.is_success():
+        result.gated_by, result.gated_message = gate.plugin, gate.message()
     if not all_nodes:
         result.message = NO_NODES_AVAILABLE
         return _done(result, started)
@@ -203,16 +200,29 @@ def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> Explan
     sched.config.percentage_of_nodes_to_score = ALL_PERCENT
     sched.cycle.next_start_node_index = 0
     state = fwk.new_cycle_state()
+    extenders = sched.extenders
+    with_extenders = bool(extenders.all) and extenders.in_cycle_for(pod)
+    by_extenders: set[str] = set()
     try:
-        feasible, diagnosis = sched.cycle.find_nodes_that_fit(fwk, state, walk_info, all_nodes)
+        # Not the nominated-node shortcut: every node is walked (whether the nominated one
+        # passes is read from the walk).
+        feasible, diagnosis = sched.cycle.find_nodes_that_fit(
+            fwk, state, pod_info, all_nodes, try_nominated=False
+        )
+        if with_extenders and feasible:
+            before = {n.name for n in feasible}
+            feasible = await extenders.filter(pod_info, feasible, diagnosis)
+            by_extenders = before - {n.name for n in feasible}
     except Exception as exc:
         status = getattr(exc, "status", None)
-        result.error = status.message() if isinstance(status, Status) else repr(exc)
+        result.error = status.message() if isinstance(status, Status) else str(exc) or repr(exc)
         return _done(result, started)
 
-    _record_filter(result, fwk, plugins, state, all_nodes, feasible, diagnosis)
+    _record_filter(result, fwk, plugins, state, all_nodes, feasible, diagnosis,
+                   by_extenders=by_extenders)
     if feasible:
-        _score(result, fwk, state, walk_info, feasible, plugins)
+        added = await extenders.prioritize(pod_info, feasible) if with_extenders else None
+        _score(result, fwk, state, pod_info, feasible, plugins, extender_scores=added)
         if nominated and nominated in {n.name for n in feasible}:
             # The daemon tries the nominated node first and takes it when it passes.
             result.selected, result.ties = nominated, [nominated]
@@ -235,6 +245,8 @@ def _record_filter(
     all_nodes: list[NodeInfo],
     feasible: list[NodeInfo],
     diagnosis: Diagnosis,
+    *,
+    by_extenders: set[str],
 ) -> None:
     skipped = state.skip_filter_plugins
     result.filter_plugins = [p for p in plugins.get("filter", []) if p not in skipped]
@@ -263,7 +275,7 @@ def _record_filter(
                 ["node(s) not in the PreFilter result"],
             ))
             continue
-        plugin = status.plugin or PRE_FILTER_RESULT
+        plugin = status.plugin or (EXTENDER_NAME if name in by_extenders else PRE_FILTER_RESULT)
         if plugin == PRE_FILTER_RESULT:
             excluded.append(name)
         result.verdicts.append(NodeVerdict(name, plugin, status.code.label, list(status.reasons)))
@@ -281,6 +293,8 @@ def _score(
     pod_info: PodInfo,
     feasible: list[NodeInfo],
     plugins: dict[str, list[str]],
+    *,
+    extender_scores: list[int] | None = None,
 ) -> None:
     status = fwk.run_pre_score_plugins(state, pod_info, feasible)
     for name in plugins.get("preScore", []):
@@ -298,6 +312,11 @@ def _score(
         result.error = status.message()
         return
     breakdown = score_breakdown(fwk, state, pod_info, feasible)
+    if extender_scores is not None:
+        # The extenders' weighted priorities, added to the totals as the daemon adds them.
+        table.by_plugin[EXTENDER_NAME] = list(extender_scores)
+        breakdown[EXTENDER_NAME] = (list(extender_scores), list(extender_scores))
+        table.totals = [t + a for t, a in zip(table.totals, extender_scores)]
     result.score_plugins = list(table.by_plugin)
     order = sorted(range(len(table.names)), key=lambda i: (-table.totals[i], table.names[i]))
     result.scored_nodes = [table.names[i] for i in order]

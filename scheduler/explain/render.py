@@ -55,6 +55,9 @@ def filter_result(explanation: Explanation) -> dict[str, dict[str, str]]:
                     row[plugin] = verdict.reason
                     break
                 row[plugin] = PASSED
+            else:
+                if verdict.plugin:  # an extender, after every Filter plugin passed
+                    row[verdict.plugin] = verdict.reason
         out[verdict.node] = row
     return out
 
@@ -85,6 +88,7 @@ def to_simulator(explanation: Explanation, *, daemon: dict[str, Any] | None = No
         "selected-node": e.selected,
         "ties": list(e.ties),
         "nominated-node": e.nominated_node,
+        "preenqueue-result": {e.gated_by: e.gated_message} if e.gated_by else {},
         "failed-scheduling-message": e.message,
         "error": e.error,
         "daemon-nodes-to-find": e.daemon_nodes_to_find,
@@ -160,7 +164,11 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
         f"(cycle {e.elapsed_seconds * 1000:.0f} ms)"
     )
     if e.nodes_sampled_note():
-        lines.append(e.nodes_sampled_note())
+        lines.append(_clip(e.nodes_sampled_note(), WIDTH))
+    if e.gated_by:
+        lines.extend(_wrap(f"Not attempted: PreEnqueue {e.gated_by} keeps the pod out of the "
+                           f"active queue: {e.gated_message}", WIDTH, indent=""))
+        lines.append("(below: what would happen once it is let in)")
     rejected_pre = {p: s for p, s in e.prefilter_status.items() if s not in ("success", "skip")}
     for plugin, status in rejected_pre.items():
         lines.append(_clip(f"PreFilter {plugin}: {status}", WIDTH))
@@ -247,6 +255,8 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
     if daemon is not None:
         lines.append("")
         lines.extend(daemon_lines(daemon))
+    if not wide:  # whatever the names' lengths, the table fits the terminal
+        lines = [_clip(line, WIDTH) for line in lines]
     return "\n".join(lines) + "\n"
 
 

@@ -9,8 +9,8 @@ A plugin (in-tree or from an installed package) imports from ``scheduler.framewo
 - the extension-point interfaces (``PreEnqueuePlugin`` ... ``PostBindPlugin``), their base
   ``Plugin``, ``EnqueueExtensions`` and the optional ``PreFilterExtensions`` /
   ``ScoreExtensions`` / ``ScoreValuesNormalizer`` protocols;
-- ``Status`` and ``Code`` (unschedulable is a Status, never an exception), ``CycleState``
-  and ``read_state`` (a PreFilter's data read back in Filter/Score with the upstream error);
+- ``Status`` and ``Code`` (unschedulable is a Status, never an exception), ``CycleState``,
+  ``read_state``/``missing_state`` (a Pre* step's data read back, with upstream's error);
 - the views plugins receive: ``NodeInfo``, ``PodInfo``, ``QueuedPodInfo``, ``NodeScore``,
   ``PreFilterResult``, ``PostFilterResult``, ``MIN_NODE_SCORE``/``MAX_NODE_SCORE``;
 - cluster events for requeueing: ``ClusterEvent``, ``ClusterEventWithHint``, ``ActionType``,
@@ -28,7 +28,7 @@ Importing this package stays cheap: it loads the vocabulary, never the runtime, 
 or prometheus_client.
 """
 
-from scheduler.framework.cycle_state import CycleState, read_state
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.events import (
     ActionType,
     ClusterEvent,
@@ -127,5 +127,6 @@ __all__ = [
     "Status",
     "WaitingPod",
     "extension_points_of",
+    "missing_state",
     "read_state",
 ]

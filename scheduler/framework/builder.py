@@ -58,7 +58,7 @@ class ProfileBuilder:
             for ref in ps.enabled:
                 needed.setdefault(ref.name, None)
         for name in needed:
-            built.plugins[name] = self._instantiate(name)
+            built.plugins[name] = self.instantiate(name)
 
         # Plugins configured at specific points (upstream updatePluginList).
         for point, ps in sets.items():
@@ -97,7 +97,9 @@ class ProfileBuilder:
         self._set_score_weights([*sets["score"].enabled, *multi.enabled])
         return built
 
-    def _instantiate(self, name: str) -> Plugin:
+    def instantiate(self, name: str) -> Plugin:
+        """The plugin ``name`` built with the profile's args for it; PluginConfigError names
+        the profile, the plugin and the field."""
         try:
             factory = self._registry.get(name)
         except UnknownPluginError:

@@ -54,11 +54,16 @@ class CycleState:
 T = TypeVar("T")
 
 
+def missing_state(key: str) -> Status:
+    """The Error status upstream answers when a Pre* step's data is missing from the cycle
+    state (the point ran without it: a bug).  A new Status each call (batches use it per
+    node)."""
+    return Status(Code.ERROR, f'error reading "{key}" from cycleState: not found')
+
+
 def read_state(state: CycleState, key: str, kind: type[T]) -> T | Status:
-    """What a PreFilter/PreScore stored under ``key``, or the Error status upstream answers
-    when it is missing (the point ran without its Pre* step, which is a bug).  Each call
-    builds a new Status, so batch callers may use it per node."""
+    """What a PreFilter/PreScore stored under ``key``, or ``missing_state(key)``."""
     value = state.get(key)
     if isinstance(value, kind):
         return value
-    return Status(Code.ERROR, f"reading {key!r} from cycleState: not found")
+    return missing_state(key)

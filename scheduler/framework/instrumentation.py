@@ -21,7 +21,7 @@ import structlog
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
-from scheduler.metrics import SchedulerMetrics, observe_many
+from scheduler.metrics import BulkHistogramChild, SchedulerMetrics
 from scheduler.objects.pod import PodInfo
 
 log = structlog.get_logger("scheduler.framework.runtime")
@@ -56,7 +56,7 @@ class Instrumentation:
         self.metrics = metrics
         self.profile_name = profile_name
         self._ep_children: dict[tuple[str, Code], Any] = {}
-        self._plugin_children: dict[tuple[str, str, Code], Any] = {}
+        self._plugin_children: dict[tuple[str, str, Code], BulkHistogramChild] = {}
 
     # --- recording -------------------------------------------------------------------------
 
@@ -70,7 +70,7 @@ class Instrumentation:
             self._ep_children[(point, code)] = child
         child.observe(time.perf_counter() - start)
 
-    def _plugin_child(self, plugin: str, point: str, code: Code) -> Any:
+    def _plugin_child(self, plugin: str, point: str, code: Code) -> BulkHistogramChild:
         key = (plugin, point, code)
         child = self._plugin_children.get(key)
         if child is None:
@@ -94,7 +94,7 @@ class Instrumentation:
             code = Code.SUCCESS if status is None else status.code
             counts[code] = counts.get(code, 0) + 1
         for code, count in counts.items():
-            observe_many(self._plugin_child(plugin, FILTER, code), per_node, count)
+            self._plugin_child(plugin, FILTER, code).observe_many(per_node, count)
 
     def count_evaluation(self, point: str, plugin: str, count: int = 1) -> None:
         if count:

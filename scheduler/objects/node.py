@@ -61,8 +61,13 @@ def node_is_unschedulable(node: Mapping[str, Any]) -> bool:
 def node_images(node: Mapping[str, Any]) -> list[tuple[list[str], int]]:
     """``status.images`` as (names, sizeBytes) pairs; entries without names are skipped."""
     status = node.get("status") or _EMPTY
+    raw = status.get("images") if isinstance(status, Mapping) else None
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ObjectError.for_object(node, "status.images", "must be a list", kind="Node")
     out: list[tuple[list[str], int]] = []
-    for i, img in enumerate(status.get("images") or ()):
+    for i, img in enumerate(raw):
         if not isinstance(img, Mapping):
             raise ObjectError.for_object(node, f"status.images[{i}]", "must be an object",
                                          kind="Node")

@@ -646,18 +646,20 @@ class PodInfo:
         copy is what the returned PodInfo holds, so plugins reading existing pods never see
         the garbage): an unparseable or negative request counts 0, or its limit when it has
         one; a request above its limit counts the limit; a bad volume, affinity term or
-        port is ignored.  Raises ObjectError when even the identity (metadata) is unusable.
+        port is ignored.  Raises ObjectError when the identity (name, namespace) is unusable.
         """
         problems: list[ObjectError] = []
         current: Any = pod
         node_name = _spec(pod).get("nodeName") if isinstance(pod, Mapping) else None
+        if not isinstance(node_name, str):
+            node_name = None  # unreadable: the pod is not bound anywhere we can name
         dropped: set[str] = set()
         for _ in range(_MAX_REPAIRS):
             try:
                 return cls.from_pod(current), problems
             except ObjectError as exc:
                 problems.append(exc)
-                if exc.field.startswith("metadata.name"):
+                if exc.field.startswith(_IDENTITY):
                     raise problems[0] from None
                 # Drop the field; if that is not enough (a required key), its parent.
                 field, repaired = _repair_target(exc.field), None
@@ -682,6 +684,8 @@ class PodInfo:
 
 
 _MAX_REPAIRS = 64
+# Without these the pod cannot be keyed: it is not accounted anywhere.
+_IDENTITY = ("metadata.name", "metadata.namespace")
 _INDEX = re.compile(r"\[(\d+)\]\.?")
 
 

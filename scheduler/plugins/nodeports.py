@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, read_state
 from scheduler.framework.events import (
     ActionType,
     ClusterEvent,
@@ -122,12 +122,9 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         return None, None
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
-        s = state.get(PRE_FILTER_STATE_KEY)
-        if not isinstance(s, _PreFilterState):
-            return Status(
-                Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: not found",
-                plugin=NAME,
-            )
+        s = read_state(state, PRE_FILTER_STATE_KEY, _PreFilterState)
+        if isinstance(s, Status):
+            return s
         if not fits_ports(s.ports, node_info.used_ports):
             return Status(Code.UNSCHEDULABLE, ERR_REASON)
         return None

@@ -37,6 +37,7 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
+from scheduler.objects.validation import validate_object
 from scheduler.plugins import names
 from scheduler.plugins.helper import validate_no_args
 from scheduler.plugins.volumebinding.matching import (
@@ -154,6 +155,8 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return None
         node_name = node_info.name
         csi_node = self._handle.listers.get("csinodes", "", node_name)
+        if csi_node is not None and validate_object("CSINode", csi_node) is not None:
+            csi_node = None  # malformed (logged once by the event handlers): no limits known
         new_volumes: dict[str, str] = {}
         try:
             self._attachable_volumes(pod, csi_node, True, new_volumes)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, read_state
 from scheduler.framework.events import (
     ActionType,
     ClusterEvent,
@@ -34,7 +34,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
+from scheduler.framework.status import Code, Status, unresolvable, unschedulable
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
@@ -201,26 +201,26 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     def add_pod(self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo,
                 node_info: NodeInfo) -> Status | None:
-        s = state.get(PRE_FILTER_STATE_KEY)
-        if not isinstance(s, _PreFilterState):
-            return error(f'cannot read "{PRE_FILTER_STATE_KEY}" from cycleState')
+        s = read_state(state, PRE_FILTER_STATE_KEY, _PreFilterState)
+        if isinstance(s, Status):
+            return s
         s.conflicting_refs += s.refs_of(pod_to_add.pod)
         return None
 
     def remove_pod(self, state: CycleState, pod_to_schedule: PodInfo, pod_to_remove: PodInfo,
                    node_info: NodeInfo) -> Status | None:
-        s = state.get(PRE_FILTER_STATE_KEY)
-        if not isinstance(s, _PreFilterState):
-            return error(f'cannot read "{PRE_FILTER_STATE_KEY}" from cycleState')
+        s = read_state(state, PRE_FILTER_STATE_KEY, _PreFilterState)
+        if isinstance(s, Status):
+            return s
         s.conflicting_refs -= s.refs_of(pod_to_remove.pod)
         return None
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         if not _satisfies_volume_conflicts(pod_info.pod, node_info):
             return unschedulable(ERR_REASON_DISK_CONFLICT)
-        s = state.get(PRE_FILTER_STATE_KEY)
-        if not isinstance(s, _PreFilterState):
-            return error(f'cannot read "{PRE_FILTER_STATE_KEY}" from cycleState')
+        s = read_state(state, PRE_FILTER_STATE_KEY, _PreFilterState)
+        if isinstance(s, Status):
+            return s
         if s.conflicting_refs > 0:
             return unschedulable(ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT)
         return None

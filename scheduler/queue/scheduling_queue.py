@@ -16,15 +16,16 @@ that arrives while a pod is in flight may be the one that makes it schedulable: 
 moveRequestCycle rule sends such a pod to backoffQ rather than to the pool, so it is not stuck
 waiting for an event that already happened.
 
-Single event loop, no locks; ``pop`` is the only coroutine that waits.
+Single event loop, no locks; ``pop`` is the only coroutine that waits.  The three holding
+places are their own modules (upstream's ``active_queue.go``, ``backoff_queue.go``,
+``unschedulable_pods.go``); this one composes them and decides, per cluster event, which pods
+move where.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import heapq
-import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ import structlog
 
 from scheduler.framework.events import (
     ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
     ASSIGNED_POD_UPDATE,
     BACKOFF_COMPLETE,
     FORCE_ACTIVATE,
@@ -51,8 +53,11 @@ from scheduler.framework.status import Status
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
-from scheduler.objects.pod import PodInfo, pod_key
-from scheduler.queue.nominator import Nominator
+from scheduler.objects.pod import PodInfo, pod_key, pod_priority
+from scheduler.queue.active_queue import ActiveQueue, Less
+from scheduler.queue.backoff_queue import BackoffQueue
+from scheduler.queue.nominator import Nominator, nominated_node_name
+from scheduler.queue.unschedulable_pods import UnschedulablePods
 
 log = structlog.get_logger(__name__)
 
@@ -91,41 +96,6 @@ class _Strategy(enum.IntEnum):
     IMMEDIATELY = 2  # activeQ, ignoring backoff (a Pending plugin said Queue)
 
 
-class _ActiveEntry:
-    __slots__ = ("alive", "less", "qpi", "seq")
-
-    def __init__(
-        self,
-        qpi: QueuedPodInfo,
-        seq: int,
-        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
-    ) -> None:
-        self.qpi = qpi
-        self.seq = seq
-        self.alive = True
-        self.less = less
-
-    def __lt__(self, other: _ActiveEntry) -> bool:
-        if self.less(self.qpi, other.qpi):
-            return True
-        if self.less(other.qpi, self.qpi):
-            return False
-        return self.seq < other.seq  # stable: first in, first out among equals
-
-
-class _BackoffEntry:
-    __slots__ = ("alive", "expiry", "qpi", "seq")
-
-    def __init__(self, expiry: float, seq: int, qpi: QueuedPodInfo) -> None:
-        self.expiry = expiry
-        self.seq = seq
-        self.qpi = qpi
-        self.alive = True
-
-    def __lt__(self, other: _BackoffEntry) -> bool:
-        return (self.expiry, self.seq) < (other.expiry, other.seq)
-
-
 @dataclass(slots=True)
 class _InFlight:
     """What happened to a popped pod while it was being scheduled."""
@@ -148,7 +118,7 @@ class SchedulingQueue:
     def __init__(
         self,
         *,
-        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
+        less: Less,
         pre_enqueue: Callable[[PodInfo], Status | None],
         hints: Mapping[str, Sequence[HintEntry]],
         profile_of: Callable[[dict[str, Any]], str],
@@ -159,17 +129,10 @@ class SchedulingQueue:
         metrics: SchedulerMetrics | None = None,
         nominator: Nominator | None = None,
     ) -> None:
-        if pod_initial_backoff <= 0 or pod_max_backoff < pod_initial_backoff:
-            raise ValueError(
-                "pod backoff: need 0 < initial <= max, got "
-                f"initial={pod_initial_backoff} max={pod_max_backoff}"
-            )
         self._less = less
         self._pre_enqueue = pre_enqueue
         self._hints: dict[str, list[HintEntry]] = {p: list(h) for p, h in hints.items()}
         self._profile_of = profile_of
-        self._initial_backoff = pod_initial_backoff
-        self._max_backoff = pod_max_backoff
         self._max_in_unschedulable = max_in_unschedulable
         self._clock = clock
         self._metrics = metrics
@@ -186,16 +149,11 @@ class SchedulingQueue:
                     registered.append(event)
         self._registered_events = registered
 
-        self._seq = itertools.count()
-        self._active_heap: list[_ActiveEntry] = []
-        self._active: dict[str, _ActiveEntry] = {}
-        self._active_dead = 0
-        self._backoff_heap: list[_BackoffEntry] = []
-        self._backoff: dict[str, _BackoffEntry] = {}
-        self._unschedulable: dict[str, QueuedPodInfo] = {}
-        self._gated: dict[str, QueuedPodInfo] = {}
-        # key -> (profile, plugins) counted in scheduler_unschedulable_pods
-        self._counted: dict[str, tuple[str, frozenset[str]]] = {}
+        self._active = ActiveQueue(less)
+        self._backoff = BackoffQueue(
+            initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock, less=less
+        )
+        self._pool = UnschedulablePods(profile_of=profile_of, metrics=metrics)
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
 
         self._cycle = 0
@@ -224,7 +182,20 @@ class SchedulingQueue:
         """A pending pod changed.  Raises ObjectError if the new version is malformed."""
         info = PodInfo.from_pod(new)
         self._update(old, new, info)
+        old_node = nominated_node_name(old)
+        if old_node and old_node != nominated_node_name(new):
+            self._nomination_released(old)
         self._sync_gauges()
+
+    def _nomination_released(self, pod: dict[str, Any]) -> None:
+        """The pod no longer holds its nominated node: pods of equal or lower priority, which
+        counted it there as if assigned, may fit now (upstream updatePodInSchedulingQueue /
+        deletePodFromSchedulingQueue with getLEPriorityPreCheck)."""
+        priority = pod_priority(pod)
+        self.move_all_to_active_or_backoff_queue(
+            ASSIGNED_POD_DELETE, pod, None,
+            precheck=lambda other: other.pod_info.priority <= priority,
+        )
 
     def _update(self, old: dict[str, Any], new: dict[str, Any], info: PodInfo) -> None:
         flight = self._in_flight.get(_uid(new))
@@ -234,26 +205,25 @@ class SchedulingQueue:
             flight.updates.append((self._pod_update_event(old, new), old, new))
             return
         key = info.key
-        entry = self._active.get(key)
-        if entry is not None:
-            entry.qpi.pod_info = info
-            # Its priority may have changed: re-insert under the same sequence number.
-            self._kill_active(entry)
-            self._push_active(entry.qpi, seq=entry.seq)
+        qpi = self._active.get(key)
+        if qpi is not None:
+            qpi.pod_info = info
+            # Its priority may have changed: re-insert, keeping its place among equals.
+            self._active.update(qpi)
             self.nominator.update_nominated_pod(old, info)
             return
-        backoff = self._backoff.get(key)
-        if backoff is not None:
-            backoff.qpi.pod_info = info  # the expiry depends only on attempts and timestamp
+        qpi = self._backoff.get(key)
+        if qpi is not None:
+            qpi.pod_info = info  # the expiry depends only on attempts and timestamp
             self.nominator.update_nominated_pod(old, info)
             return
-        qpi = self._gated.get(key)
+        qpi = self._pool.gated.get(key)
         if qpi is not None:
             qpi.pod_info = info
             self.nominator.update_nominated_pod(old, info)
             self._move_to_active(qpi, _UPDATE_LABEL)  # re-runs PreEnqueue
             return
-        qpi = self._unschedulable.get(key)
+        qpi = self._pool.unschedulable.get(key)
         if qpi is not None:
             qpi.pod_info = info
             self.nominator.update_nominated_pod(old, info)
@@ -269,32 +239,26 @@ class SchedulingQueue:
         action = pod_update_action(old, new)
         return ClusterEvent(EventResource.UNSCHEDULED_POD, action, _UPDATE_LABEL)
 
-    def delete(self, pod: dict[str, Any]) -> None:
-        """A pending pod was deleted (or got bound by someone else)."""
+    def delete(self, pod: dict[str, Any], *, bound: bool = False) -> None:
+        """A pending pod was deleted, or got ``bound`` (then the binding, not the deletion,
+        says what changed)."""
         self.nominator.delete_nominated_pod_if_exists(pod)
         key = pod_key(pod)
-        entry = self._active.pop(key, None)
-        if entry is not None:
-            self._kill_active(entry, popped=True)
-        backoff = self._backoff.pop(key, None)
-        if backoff is not None:
-            backoff.alive = False
-        self._pool_remove(key)
+        self._active.remove(key)
+        self._backoff.remove(key)
+        self._pool.remove(key)
         flight = self._in_flight.get(_uid(pod))
         if flight is not None:
             flight.deleted = True
+        if not bound and nominated_node_name(pod):
+            self._nomination_released(pod)
         self._sync_gauges()
 
     def activate(self, pods: Iterable[dict[str, Any]]) -> None:
         """Move these pods to activeQ now (if unschedulable, gated or backing off)."""
         for pod in pods:
             key = pod_key(pod)
-            qpi: QueuedPodInfo | None = self._unschedulable.get(key) or self._gated.get(key)
-            if qpi is None:
-                backoff = self._backoff.pop(key, None)
-                if backoff is not None:
-                    backoff.alive = False
-                    qpi = backoff.qpi
+            qpi = self._pool.get(key) or self._backoff.remove(key)
             if qpi is not None:
                 self._move_to_active(qpi, FORCE_ACTIVATE.label)
                 continue
@@ -316,12 +280,7 @@ class SchedulingQueue:
         """A cluster event happened: requeue the pods it may help (by their rejectors' hints)."""
         if not self._is_event_of_interest(event):
             return
-        candidates = [
-            qpi
-            for pool in (self._unschedulable, self._gated)
-            for qpi in pool.values()
-            if precheck is None or precheck(qpi)
-        ]
+        candidates = [qpi for qpi in self._pool if precheck is None or precheck(qpi)]
         self._move_pods(candidates, event, old, new)
         self._sync_gauges()
 
@@ -342,7 +301,7 @@ class SchedulingQueue:
         while True:
             if self._closed:
                 return None
-            qpi = self._pop_active()
+            qpi = self._pop()
             if qpi is not None:
                 return qpi
             self._wakeup.clear()
@@ -351,7 +310,7 @@ class SchedulingQueue:
     def pop_nowait(self) -> QueuedPodInfo | None:
         if self._closed:
             return None
-        return self._pop_active()
+        return self._pop()
 
     def scheduling_cycle(self) -> int:
         """Incremented by every pop; read it right after ``pop`` to get the pod's cycle."""
@@ -411,24 +370,13 @@ class SchedulingQueue:
 
     def flush_backoff_completed(self) -> None:
         """Move pods whose backoff expired to activeQ."""
-        now = self._clock()
-        heap = self._backoff_heap
-        while heap and heap[0].expiry <= now:
-            entry = heapq.heappop(heap)
-            if not entry.alive:
-                continue
-            del self._backoff[entry.qpi.key]
-            self._move_to_active(entry.qpi, BACKOFF_COMPLETE.label)
+        for qpi in list(self._backoff.pop_completed()):
+            self._move_to_active(qpi, BACKOFF_COMPLETE.label)
         self._sync_gauges()
 
     def flush_unschedulable_left_over(self) -> None:
         """Pods unschedulable for longer than ``max_in_unschedulable`` get another try."""
-        now = self._clock()
-        stale = [
-            qpi
-            for qpi in self._unschedulable.values()
-            if now - qpi.timestamp > self._max_in_unschedulable
-        ]
+        stale = self._pool.stale(self._clock(), self._max_in_unschedulable)
         if stale:
             self._move_pods(stale, UNSCHEDULABLE_TIMEOUT, None, None)
         self._sync_gauges()
@@ -466,13 +414,11 @@ class SchedulingQueue:
     # --- inspection --------------------------------------------------------------------------
 
     def pending_pods(self) -> dict[str, list[dict[str, Any]]]:
-        active = sorted(e for e in self._active.values())
-        backoff = sorted(self._backoff.values())
         return {
-            ACTIVE: [e.qpi.pod_info.pod for e in active],
-            BACKOFF: [e.qpi.pod_info.pod for e in backoff],
-            UNSCHEDULABLE: [q.pod_info.pod for q in self._unschedulable.values()],
-            GATED: [q.pod_info.pod for q in self._gated.values()],
+            ACTIVE: [q.pod_info.pod for q in self._active.pods_in_order()],
+            BACKOFF: [q.pod_info.pod for q in self._backoff.pods_in_order()],
+            UNSCHEDULABLE: [q.pod_info.pod for q in self._pool.unschedulable.values()],
+            GATED: [q.pod_info.pod for q in self._pool.gated.values()],
         }
 
     def get(self, pod: dict[str, Any]) -> QueuedPodInfo | None:
@@ -491,70 +437,44 @@ class SchedulingQueue:
 
     def backoff_duration(self, qpi: QueuedPodInfo) -> float:
         """initial x 2^(attempts-1), capped at max (attempts <= 1: initial)."""
-        duration = self._initial_backoff
-        for _ in range(1, qpi.attempts):
-            if duration > self._max_backoff - duration:
-                return self._max_backoff
-            duration += duration
-        return min(duration, self._max_backoff)
+        return self._backoff.backoff_duration(qpi)
 
     def __len__(self) -> int:
-        return len(self._active) + len(self._backoff) + len(self._unschedulable) + len(self._gated)
+        return len(self._active) + len(self._backoff) + len(self._pool)
 
     # --- internals ---------------------------------------------------------------------------
 
     def _find(self, key: str) -> tuple[str, QueuedPodInfo] | None:
-        entry = self._active.get(key)
-        if entry is not None:
-            return ACTIVE, entry.qpi
-        backoff = self._backoff.get(key)
-        if backoff is not None:
-            return BACKOFF, backoff.qpi
-        qpi = self._unschedulable.get(key)
+        qpi = self._active.get(key)
+        if qpi is not None:
+            return ACTIVE, qpi
+        qpi = self._backoff.get(key)
+        if qpi is not None:
+            return BACKOFF, qpi
+        qpi = self._pool.unschedulable.get(key)
         if qpi is not None:
             return UNSCHEDULABLE, qpi
-        qpi = self._gated.get(key)
+        qpi = self._pool.gated.get(key)
         if qpi is not None:
             return GATED, qpi
         return None
 
-    def _push_active(self, qpi: QueuedPodInfo, *, seq: int | None = None) -> None:
-        entry = _ActiveEntry(qpi, next(self._seq) if seq is None else seq, self._less)
-        heapq.heappush(self._active_heap, entry)
-        self._active[qpi.key] = entry
-
-    def _kill_active(self, entry: _ActiveEntry, *, popped: bool = False) -> None:
-        """Lazy deletion; the heap is compacted when dead entries dominate."""
-        entry.alive = False
-        if not popped:
-            self._active.pop(entry.qpi.key, None)
-        self._active_dead += 1
-        if self._active_dead > 64 and self._active_dead > len(self._active):
-            self._active_heap = [e for e in self._active_heap if e.alive]
-            heapq.heapify(self._active_heap)
-            self._active_dead = 0
-
-    def _pop_active(self) -> QueuedPodInfo | None:
-        heap = self._active_heap
-        while heap:
-            entry = heapq.heappop(heap)
-            if not entry.alive:
-                self._active_dead -= 1
-                continue
-            qpi = entry.qpi
-            del self._active[qpi.key]
-            self._cycle += 1
-            qpi.attempts += 1
-            # A new attempt: the rejectors of the previous one no longer apply.
-            qpi.unschedulable_plugins.clear()
-            qpi.pending_plugins.clear()
-            qpi.gated = False
-            qpi.gating_plugin = ""
-            self._in_flight[qpi.pod_info.uid or qpi.key] = _InFlight(qpi)
-            self._sync_gauges()
-            return qpi
-        self._active_dead = 0
-        return None
+    def _pop(self) -> QueuedPodInfo | None:
+        # With activeQ empty the best pod to try is backoffQ's head rather than none
+        # (upstream SchedulerPopFromBackoffQ).
+        qpi = self._active.pop() or self._backoff.pop_rejected()
+        if qpi is None:
+            return None
+        self._cycle += 1
+        qpi.attempts += 1
+        # A new attempt: the rejectors of the previous one no longer apply.
+        qpi.unschedulable_plugins.clear()
+        qpi.pending_plugins.clear()
+        qpi.gated = False
+        qpi.gating_plugin = ""
+        self._in_flight[qpi.pod_info.uid or qpi.key] = _InFlight(qpi)
+        self._sync_gauges()
+        return qpi
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
         try:
@@ -575,20 +495,16 @@ class SchedulingQueue:
         """activeQ if PreEnqueue passes (True), else the gated set (False)."""
         key = qpi.key
         self._run_pre_enqueue(qpi)
-        backoff = self._backoff.pop(key, None)
-        if backoff is not None:
-            backoff.alive = False
+        self._backoff.remove(key)
         if qpi.gated:
             self._pool_put(qpi, label)
             return False
-        self._pool_remove(key)
+        self._pool.remove(key)
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self._clock()
-        old = self._active.get(key)
-        if old is not None:
-            self._kill_active(old)
-        self._push_active(qpi)
+        self._active.push(qpi)
         self._incoming(ACTIVE, label)
+        log.debug("pod moved to activeQ", pod=key, trigger=label)
         if label in (POD_ADD_LABEL, _UPDATE_LABEL):
             # A pod arriving with status.nominatedNodeName keeps its claim on that node.
             self.nominator.add_nominated_pod(qpi.pod_info)
@@ -596,40 +512,29 @@ class SchedulingQueue:
         return True
 
     def _move_to_backoff(self, qpi: QueuedPodInfo, label: str) -> None:
-        key = qpi.key
-        self._pool_remove(key)
-        old = self._backoff.get(key)
-        if old is not None:
-            old.alive = False
-        entry = _BackoffEntry(qpi.timestamp + self.backoff_duration(qpi), next(self._seq), qpi)
-        heapq.heappush(self._backoff_heap, entry)
-        self._backoff[key] = entry
+        # A pod in backoffQ may be popped at any time: it must pass PreEnqueue first, as
+        # for activeQ (upstream moveToBackoffQ).
+        self._run_pre_enqueue(qpi)
+        if qpi.gated:
+            self._backoff.remove(qpi.key)
+            self._pool_put(qpi, label)
+            return
+        self._pool.remove(qpi.key)
+        self._backoff.add(qpi)
         self._incoming(BACKOFF, label)
+        log.debug("pod moved to backoffQ", pod=qpi.key, trigger=label)
+        self._wakeup.set()  # an idle popper may take it now
 
     def _pool_put(self, qpi: QueuedPodInfo, label: str) -> None:
         """Into the unschedulable pool, or the gated set for a gated pod."""
-        key = qpi.key
-        target, other = (self._gated, self._unschedulable) if qpi.gated else (
-            self._unschedulable,
-            self._gated,
-        )
-        other.pop(key, None)
-        if key not in target:
+        if self._pool.put(qpi):
             self._incoming(UNSCHEDULABLE, label)
-        target[key] = qpi
-        self._count_unschedulable(key, qpi)
-
-    def _pool_remove(self, key: str) -> None:
-        if self._unschedulable.pop(key, None) is not None or self._gated.pop(key, None) is not None:
-            self._uncount_unschedulable(key)
-
-    def _is_backing_off(self, qpi: QueuedPodInfo) -> bool:
-        if qpi.gated or qpi.attempts == 0:
-            return False  # never tried: nothing to back off from
-        return qpi.timestamp + self.backoff_duration(qpi) > self._clock()
+            log.debug("pod moved to the unschedulable pool" if not qpi.gated
+                      else "pod gated by PreEnqueue", pod=qpi.key, trigger=label,
+                      plugins=sorted(qpi.unschedulable_plugins))
 
     def _requeue(self, qpi: QueuedPodInfo, strategy: _Strategy, label: str) -> str:
-        if strategy is _Strategy.AFTER_BACKOFF and self._is_backing_off(qpi):
+        if strategy is _Strategy.AFTER_BACKOFF and self._backoff.is_backing_off(qpi):
             self._move_to_backoff(qpi, label)
             return BACKOFF
         return ACTIVE if self._move_to_active(qpi, label) else GATED
@@ -703,30 +608,11 @@ class SchedulingQueue:
         if self._metrics is not None:
             self._metrics.queue_incoming_pods.labels(queue=queue, event=label).inc()
 
-    def _count_unschedulable(self, key: str, qpi: QueuedPodInfo) -> None:
-        if self._metrics is None:
-            return
-        self._uncount_unschedulable(key)
-        plugins = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
-        profile = self._profile_of(qpi.pod_info.pod)
-        gauge = self._metrics.unschedulable_pods
-        for plugin in plugins:
-            gauge.labels(plugin=plugin, profile=profile).inc()
-        self._counted[key] = (profile, plugins)
-
-    def _uncount_unschedulable(self, key: str) -> None:
-        counted = self._counted.pop(key, None)
-        if counted is None or self._metrics is None:
-            return
-        profile, plugins = counted
-        for plugin in plugins:
-            self._metrics.unschedulable_pods.labels(plugin=plugin, profile=profile).dec()
-
     def _sync_gauges(self) -> None:
         if self._metrics is None:
             return
         gauge = self._metrics.pending_pods
         gauge.labels(queue=ACTIVE).set(len(self._active))
         gauge.labels(queue=BACKOFF).set(len(self._backoff))
-        gauge.labels(queue=UNSCHEDULABLE).set(len(self._unschedulable))
-        gauge.labels(queue=GATED).set(len(self._gated))
+        gauge.labels(queue=UNSCHEDULABLE).set(len(self._pool.unschedulable))
+        gauge.labels(queue=GATED).set(len(self._pool.gated))

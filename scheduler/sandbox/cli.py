@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until signalled, with parsed arguments (logging is the caller's)."""
     if args.bookmark_interval <= 0:
         print("error: --bookmark-interval must be > 0", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         asyncio.run(_serve(args))
     except _ListenError as e:  # e.g. the port is in use: one line, nothing else touched

@@ -34,6 +34,25 @@ def test_configuration_example_is_accepted_by_the_daemon() -> None:
     assert [p.scheduler_name for p in config.profiles] == ["py-scheduler", "py-binpack"]
 
 
+def test_shell_completion_command_installs_the_completion() -> None:
+    """The README's completion line, run in bash with the installed command on PATH."""
+    import os
+    import subprocess
+    import sys
+
+    (block,) = [b for b in section_blocks("Command line", lang="bash")]
+    (command,) = block.commands()
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        ["bash", "-c", f"{command}\ncomplete -p kube-py-scheduler\n"
+         "COMP_WORDS=(kube-py-scheduler compl); COMP_CWORD=1; _kube_py_scheduler; "
+         'echo "${COMPREPLY[@]}"'],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    assert out.stdout.splitlines() == [
+        "complete -F _kube_py_scheduler kube-py-scheduler", "completion"]
+
+
 def test_reliability_section_describes_the_fuzz_suite_as_it_is() -> None:
     """The counts the README gives for the malformed-object fuzz suite are the suite's."""
     import random
@@ -53,5 +72,6 @@ def test_reliability_section_describes_the_fuzz_suite_as_it_is() -> None:
         f"{len(fuzz.PV_CORRUPTIONS)} malformed PVs, {len(fuzz.PVC_CORRUPTIONS)} PVCs, "
         f"{len(fuzz.POD_GROUP_CORRUPTIONS)} PodGroups",
         f"among {len(plan.well_formed) + len(plan.gang)} well-formed pods",
+        f"and {len(plan.dependents)} that depend on a malformed PVC or PodGroup",
     ):
         assert phrase in text, phrase

@@ -36,6 +36,17 @@ RUN = [sys.executable, "-m", "scheduler", "run", "--metrics-bind-address", "127.
         pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                      "percentageOfNodesToScore: 150\n", "percentageOfNodesToScore",
                      id="out-of-range"),
+        # pluginConfig of a plugin the profile does not enable is validated too (a typo there
+        # used to be silent).
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeResourcesFitt\n"
+                     "    args: {}\n", "'NodeResourcesFitt' is not registered",
+                     id="plugin-config-name-typo"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n"
+                     "      - name: InterPodAffinity\n  pluginConfig:\n  - name: InterPodAffinity\n"
+                     "    args: {hardPodAffinityWeight: 1000}\n", "hardPodAffinityWeight",
+                     id="disabled-plugin-bad-args"),
     ],
 )
 def test_bad_config_exits_2_naming_the_field(tmp_path: Path, config_text: str, expected: str) -> None:
@@ -128,7 +139,7 @@ def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: 
     kubeconfig = tmp_path / "kc"
     proc = subprocess.Popen(
         [*RUN, "--sandbox", "--nodes", "2", "--demo-pods", "3",
-         "--sandbox-kubeconfig-out", str(kubeconfig)],
+         "--sandbox-kubeconfig-out", str(kubeconfig), "--log-level", "debug"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -154,4 +165,13 @@ def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: 
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert code == 0, proc.stderr.read() if proc.stderr else ""
+    err = proc.stderr.read() if proc.stderr else ""
+    assert code == 0, err
+    # Every log line is JSON (kopf's and aiohttp's too), and debug shows what the README
+    # promises: queue moves and each successful binding.
+    records = [json.loads(line) for line in err.splitlines() if line.strip()]
+    events = {(r.get("event"), r.get("pod")) for r in records}
+    for i in range(3):
+        assert ("successfully bound pod to node", f"default/demo-web-{i}") in events
+        assert ("pod moved to activeQ", f"default/demo-web-{i}") in events
+    assert ("pod moved to the unschedulable pool", "default/demo-too-big") in events

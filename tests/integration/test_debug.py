@@ -92,3 +92,84 @@ async def test_sigusr2_logs_the_cache_and_the_queue(
         assert "default/waits" in queue["unschedulable"] + queue["backoff"] + queue["active"]
         # The handler is gone with the context: SIGUSR2 is back to its default.
         assert signal.getsignal(signal.SIGUSR2) in (signal.SIG_DFL, None)
+
+
+# The daemon's serving path with delegated authentication and authorization: /debug/* is
+# authorized on its own path, like /metrics.
+SRE, SCRAPER = "sre-token", "scraper-token"
+USERS = {SCRAPER: ("prometheus", ["system:serviceaccounts"]), SRE: ("alice", ["sre"])}
+ALLOW = [("prometheus", "get", "/metrics"), ("alice", "get", "/debug/*")]
+
+
+async def test_debug_endpoints_answer_authorized_users_only_and_feed_explain(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    import json
+
+    from prometheus_client import CollectorRegistry
+
+    from scheduler.client.api import ApiClient
+    from scheduler.client.connection import load_connection
+    from scheduler.client.delegated_auth import DelegatedAuth
+    from scheduler.server import HealthServer, HealthState, ServingOptions, prepare_serving
+    from tests.integration.test_secure_serving import get
+
+    sb = await sandbox_factory(nodes=0, simulate_kubelet=False, auth_users=USERS,
+                               auth_allow=ALLOW)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        await cluster.create_node(make_node("a", cpu="1"))
+    options = ServingOptions(host="127.0.0.1", port=0, secure=True, authentication=True,
+                             authorization=True)
+    auth_client = ApiClient(load_connection(kubeconfig=str(kc)), qps=0)
+    server = HealthServer.serving(
+        prepare_serving(options), registry=CollectorRegistry(), health=HealthState(synced=True),
+        guard=DelegatedAuth(auth_client, authentication=True, authorization=True),
+    )
+    try:
+        async with user_client(kc) as cluster, \
+                running_scheduler(kc, config=daemon_config()) as parts:
+            SchedulerIntrospection(parts.scheduler).register(server)
+            await server.start()
+            url = f"https://127.0.0.1:{server.bound_port}"
+            await cluster.create_pod(pod("big", cpu="2"))
+            await wait_until(lambda: parts.scheduler.diagnoses.get("default", "big") is not None,
+                             timeout=15, message="a diagnosis")
+
+            pod_url = url + "/debug/pods/default/big"
+            assert (await get(pod_url))[0] == 401
+            assert (await get(pod_url, SCRAPER))[0] == 403
+            assert (await get(url + "/debug/queue", SCRAPER))[0] == 403
+            status, body = await get(pod_url, SRE)
+            assert status == 200
+            answer = json.loads(body)
+            assert answer["pod"] == "default/big"
+            assert answer["lastAttempt"]["reasons"] == {"Insufficient cpu": 1}
+            assert answer["lastAttempt"]["message"].startswith(
+                "0/1 nodes are available: 1 Insufficient cpu.")
+            status, body = await get(url + "/debug/queue", SRE)
+            assert status == 200
+            queue = json.loads(body)
+            assert sum(q["count"] for q in (queue["active"], queue["backoff"],
+                                            queue["unschedulable"])) == 1
+            assert (await get(url + "/debug/pods/default/nobody", SRE))[0] == 404
+            assert (await get(url + "/debug/queue?limit=x", SRE))[0] == 400
+
+            code, out, err = await explain(
+                "big", "--kubeconfig", str(kc), "--from-scheduler", url, "--token", SRE,
+                "--insecure-skip-tls-verify")
+            assert code == 0, err
+            assert "The scheduler's view: queue " in out
+            assert "0/1 nodes are available: 1 Insufficient cpu." in out
+            code, out, _ = await explain(
+                "big", "--kubeconfig", str(kc), "--from-scheduler", url, "--token", SCRAPER,
+                "--insecure-skip-tls-verify", "-o", "json")
+            daemon = json.loads(out)["daemon"]
+            assert daemon["found"] is False and "HTTP 403" in daemon["message"]
+            # Without --insecure-skip-tls-verify the self-signed certificate is refused.
+            code, out, _ = await explain(
+                "big", "--kubeconfig", str(kc), "--from-scheduler", url, "--token", SRE)
+            assert "The scheduler's view: cannot reach" in out
+    finally:
+        await server.stop()
+        await auth_client.close()

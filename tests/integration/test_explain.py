@@ -264,3 +264,55 @@ async def test_a_pod_of_another_scheduler_is_explained_with_the_named_profile(
     assert code == 0, err
     assert f"profile {SCHEDULER}" in out
     assert "Result: the scheduler would pick a" in out
+
+
+async def test_extenders_filter_and_prioritize_as_in_the_daemon(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    from tests.integration.extender_server import FakeExtender
+
+    fake = FakeExtender(reject={"n-a": "widget slots full"}, scores={"n-c": 10})
+    await fake.start()
+    try:
+        kc = await _cluster(sandbox_factory, tmp_path, [make_node(f"n-{x}") for x in "abc"])
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n"
+            "kind: KubeSchedulerConfiguration\n"
+            "profiles: [{schedulerName: py-scheduler}]\n"
+            "extenders:\n"
+            f"  - urlPrefix: {fake.url}\n"
+            "    filterVerb: filter\n    prioritizeVerb: prioritize\n    weight: 2\n"
+            "    nodeCacheCapable: true\n"
+        )
+        async with user_client(kc) as cluster:
+            await cluster.create_pod(pod("web"))
+        code, raw, err = await explain("web", "--kubeconfig", str(kc), "--config", str(config),
+                                       "-o", "json")
+        assert code == 0, err
+        result = json.loads(raw)
+        assert result["filter-result"]["n-a"] == {
+            "NodeUnschedulable": "passed", "NodeName": "passed", "TaintToleration": "passed",
+            "NodeResourcesFit": "passed", "Extender": "widget slots full"}
+        assert result["finalscore-result"]["n-c"]["Extender"] == "200"
+        assert result["finalscore-result"]["n-b"]["Extender"] == "0"
+        assert result["selected-node"] == "n-c"
+        assert len(fake.calls("filter")) == 1 and len(fake.calls("prioritize")) == 1
+    finally:
+        await fake.stop()
+
+
+async def test_a_gated_pod_is_said_not_to_be_attempted(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    kc = await _cluster(sandbox_factory, tmp_path, [make_node("a")])
+    gated = PodBuilder("gated").scheduler_name(SCHEDULER).req(cpu="100m", memory="64Mi").obj()
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    async with user_client(kc) as cluster:
+        await cluster.create_pod(for_api(gated))
+    code, out, err = await explain("gated", "--kubeconfig", str(kc))
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "Not attempted: PreEnqueue SchedulingGates keeps the pod out of the active queue: " \
+        "waiting for scheduling gates: [example.com/quota]" in flat
+    assert "Result: the scheduler would pick a" in out

@@ -496,3 +496,32 @@ async def test_tas_shaped_config_over_mutual_tls(sandbox_factory: Any, tmp_path:
                                                                                  "node-c"}
     finally:
         await tas.stop()
+
+
+@pytest.mark.parametrize(
+    ("extender", "message"),
+    [
+        ("{urlPrefix: 'http://127.0.0.1:1', prioritizeVerb: p}",
+         "extenders[0].weight: must have a positive weight applied to it, got 0"),
+        ("{urlPrefix: 'https://127.0.0.1:1', filterVerb: f, tlsConfig: {certData: eA==, "
+         "keyData: eA==}}",
+         "extenders[0].tlsConfig: "),
+    ],
+    ids=["config-error", "unusable-client-certificate"],
+)
+def test_bad_extender_config_exits_2_before_touching_the_cluster(
+    tmp_path: Path, extender: str, message: str
+) -> None:
+    import subprocess
+
+    path = tmp_path / "config.yaml"
+    path.write_text("apiVersion: kubescheduler.config.k8s.io/v1\n"
+                    "kind: KubeSchedulerConfiguration\n"
+                    f"extenders: [{extender}]\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler", "run", "--config", str(path), "--kubeconfig",
+         str(tmp_path / "never-read"), "--metrics-bind-address", "127.0.0.1:0"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"{path}: {message}" in done.stderr

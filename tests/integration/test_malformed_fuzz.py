@@ -9,7 +9,8 @@ run``) over HTTP, its JSON logs captured.  Issue 12's invariants:
 * no phantom usage: afterwards a pod asking for exactly what is left on a node fits there;
 * every malformed pending pod is told why: a FailedScheduling event and a PodScheduled=False
   ``SchedulerError`` condition naming the field, and it is never bound;
-* every well-formed pod is bound (plain, extended-resource, gang and PVC-mounting pods);
+* every well-formed pod is bound (plain, extended-resource, gang, PVC- and EBS-mounting
+  pods), and a preemptor evicts its way onto a full node (reading a malformed PDB);
 * no traceback in the daemon's log, and each malformed node is logged once.
 
 The corruptions are drawn by a seeded generator (``SEED``), so a failure reproduces; the
@@ -189,7 +190,18 @@ class Plan:
         pvc_pod = PodBuilder("pvc-user").scheduler_name(SCHEDULER).req(cpu="100m").pvc(
             "claim-good").obj()
         self.well_formed.append(for_api(pvc_pod))
+        ebs_pod = PodBuilder("ebs-user").scheduler_name(SCHEDULER).req(cpu="100m").volume(
+            {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}).obj()
+        self.well_formed.append(for_api(ebs_pod))
         self.gang = [gang_pod(f"gang-{i}", "gang") for i in range(3)]
+        # Well-formed pods that depend on a malformed object: told why, naming that object.
+        self.dependents = {
+            "uses-bad-claim": (for_api(PodBuilder("uses-bad-claim").scheduler_name(SCHEDULER)
+                                       .req(cpu="100m").pvc("bad-pvc-1").obj()),
+                               "PersistentVolumeClaim default/bad-pvc-1: spec.resources"),
+            "in-bad-group": (gang_pod("in-bad-group", "bad-pg-4"),
+                             "PodGroup default/bad-pg-4: spec"),
+        }
         # name -> field the report must name
         self.pending: dict[str, str] = {}
         self.pending_pods: list[dict[str, Any]] = []
@@ -219,6 +231,10 @@ class Plan:
         self.bad_objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                                  "metadata": {"name": "bad-sc"}, "provisioner": "x",
                                  "volumeBindingMode": 3})
+        self.bad_objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                                 "metadata": {"name": "n1"}, "spec": {"drivers": [
+                                     {"name": "ebs.csi.aws.com", "nodeID": "n1",
+                                      "allocatable": {"count": "many"}}]}})
         self.bad_objects.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                                  "metadata": {"name": "bad-pdb", "namespace": "default"},
                                  "spec": {"selector": {"matchExpressions": "x"}}})
@@ -271,7 +287,8 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
                 [(False, p) for p in plan.well_formed + plan.gang]
                 + [(True, p) for p in plan.pending_pods])
             rng.shuffle(writes)
-            await cluster.create_pods([p for raw, p in writes if not raw])
+            await cluster.create_pods([p for raw, p in writes if not raw]
+                                      + [p for p, _ in plan.dependents.values()])
             for raw, pod in writes:
                 if raw:
                     await admin.araw_put(pod)
@@ -321,6 +338,17 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
                     "False", "SchedulerError"), (name, condition)
                 assert field in condition.get("message", ""), (name, condition)
 
+            async def dependents_told() -> bool:
+                notes = await _notes(cluster)
+                return all(any(why in n for n in notes.get(name, ()))
+                           for name, (_, why) in plan.dependents.items())
+            try:
+                await wait_until(dependents_told, timeout=20,
+                                 message="pods using malformed objects told why")
+            except AssertionError:
+                notes = await _notes(cluster)
+                raise AssertionError({n: notes.get(n) for n in plan.dependents}) from None
+
             # No overcommit, with the malformed bound pods counted as documented.
             usage = _usage(plan, pods)
             for node, used in usage.items():
@@ -346,6 +374,19 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
             await wait_until(exact_bound, timeout=20,
                              message=f"exact-fit pods bound; log:\n{proc.log_tail()}")
 
+            # Preemption on a full node reads PDBs (a malformed one among them) and evicts
+            # among pods that include the malformed bound ones; still no overcommit after.
+            preemptor = for_api(PodBuilder("preemptor").scheduler_name(SCHEDULER).priority(1000)
+                                .req(cpu="1").node_selector({HOSTNAME: "n0"}).obj())
+            await cluster.create_pod(preemptor)
+
+            async def preemptor_bound() -> bool:
+                return await cluster.node_name("preemptor") == "n0"
+            await wait_until(preemptor_bound, timeout=30,
+                             message=f"preemptor bound; log:\n{proc.log_tail()}")
+            usage = _usage(plan, await pods_by_name())
+            assert all(u["cpu"] <= 4000 for u in usage.values()), usage
+
             lines = list(proc.lines)
         assert proc.poll() is not None  # stopped cleanly by scheduler_processes
     tracebacks = [line for line in lines if "Traceback" in line or '"exception"' in line]
@@ -355,6 +396,17 @@ async def test_malformed_objects_never_corrupt_the_scheduler(
     for name in [*plan.bad_nodes, "turned-bad"]:
         assert logged[name] == 1, (name, logged)
     assert sb.counters()["bindings"] >= len(good_names)
+
+
+async def _notes(cluster: Cluster) -> dict[str, list[str]]:
+    """name -> notes of its FailedScheduling events."""
+    events = await cluster.client.get("/apis/events.k8s.io/v1/namespaces/default/events")
+    out: dict[str, list[str]] = {}
+    for e in events.get("items") or []:
+        if e.get("reason") == "FailedScheduling":
+            name = (e.get("regarding") or {}).get("name", "")
+            out.setdefault(name, []).append(str(e.get("note") or ""))
+    return out
 
 
 async def _told(cluster: Cluster, event_only: set[str]

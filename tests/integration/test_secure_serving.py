@@ -18,7 +18,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
@@ -135,6 +134,36 @@ async def test_token_review_and_subject_access_review_decide_every_request(
     assert "scheduler_schedule_attempts_total 1.0" in body and "_created" not in body
 
 
+async def test_review_answers_are_cached_for_ten_seconds(
+    sandbox_factory: Callable[..., Awaitable[Sandbox]], tmp_path: Path
+) -> None:
+    sandbox = await sandbox_factory(nodes=1, auth_users=USERS, auth_allow=ALLOW)
+    now = [100.0]
+    kubeconfig = sandbox.write_kubeconfig(tmp_path / "kc")
+    async with ApiClient(load_connection(kubeconfig=str(kubeconfig)), qps=0) as client:
+        guard = DelegatedAuth(client, clock=lambda: now[0])
+
+        def reviews() -> int:
+            return sum(n for k, n in sandbox.counters()["requests"].items() if "review" in k)
+
+        assert await guard("scraper-token", "get", "/metrics") is None
+        assert (await guard("other-token", "get", "/metrics") or (0,))[0] == 403
+        assert await guard("unknown-token", "get", "/metrics") == (401, "Unauthorized")
+        first = reviews()
+        assert first == 5  # 3 TokenReviews, 2 SubjectAccessReviews
+        now[0] += 9.9
+        assert await guard("scraper-token", "get", "/metrics") is None
+        assert (await guard("other-token", "get", "/metrics") or (0,))[0] == 403
+        assert await guard("unknown-token", "get", "/metrics") == (401, "Unauthorized")
+        assert reviews() == first
+        # another path is another decision (the user is cached)
+        assert (await guard("scraper-token", "get", "/debug/queue") or (0,))[0] == 403
+        assert reviews() == first + 1
+        now[0] += 0.2
+        assert await guard("scraper-token", "get", "/metrics") is None
+        assert reviews() == first + 3
+
+
 async def test_authentication_without_authorization_lets_any_known_token_in(
     sandbox_factory: Callable[..., Awaitable[Sandbox]], serve: Serve
 ) -> None:
@@ -194,8 +223,10 @@ def write_pair(directory: Path, *, cn: str) -> tuple[Path, Path]:
 
 
 async def test_certificate_files_are_reloaded_when_rotated(
-    tmp_path: Path, serve: Serve
+    tmp_path: Path, serve: Serve, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Log lines are read from the captured output: structlog caches configured loggers, so
+    # capture_logs() would miss them.
     cert, key = write_pair(tmp_path, cn="first")
     server, url = await serve(secure(cert_file=str(cert), key_file=str(key),
                                      authentication=False, authorization=False))
@@ -220,10 +251,10 @@ async def test_certificate_files_are_reloaded_when_rotated(
     # cert-manager rotates: the certificate file is written first, the key a moment later.
     new_cert, new_key = generate_self_signed(["second", "127.0.0.1"])
     cert.write_bytes(new_cert)
-    with structlog.testing.capture_logs() as logs:
-        await live.reloader.run(iterations=1)
+    capsys.readouterr()
+    await live.reloader.run(iterations=1)
     assert sleeps == [10.0]
-    assert any("not reloaded" in e["event"] for e in logs), logs
+    assert "serving certificate not reloaded" in "".join(capsys.readouterr())
     assert await served_fingerprint(port) == first  # the half-written pair is not served
 
     key.write_bytes(new_key)
@@ -235,10 +266,11 @@ async def test_certificate_files_are_reloaded_when_rotated(
 
     # A file that disappears (a Secret being replaced) keeps the current certificate.
     key.unlink()
-    with structlog.testing.capture_logs() as logs:
-        assert live.reloader.check() is False
-        assert live.reloader.check() is False
-    assert len([e for e in logs if e["log_level"] == "error"]) == 1  # said once
+    capsys.readouterr()
+    assert live.reloader.check() is False
+    assert live.reloader.check() is False
+    said = "".join(capsys.readouterr())
+    assert said.count("cannot read the serving certificate") == 1, said  # said once
     assert await served_fingerprint(port) == second
 
 

@@ -69,7 +69,8 @@ _ARGS = frozenset({ARG_PERMIT_WAITING_TIME, ARG_BACKOFF, ARG_REJECT_PERCENTAGE})
 REASON_GROUP_REJECTED = (
     "PodGroup {group} gets rejected due to Pod {pod} is unschedulable even after PostFilter"
 )
-REASON_POST_FILTER_REJECT = "rejected in PostFilter: member {pod} of PodGroup {group} is unschedulable"
+# scheduler-plugins' words for the waiting siblings a failed member's PostFilter lets go.
+REASON_POST_FILTER_REJECT = "optimistic rejection in PostFilter"
 REASON_UNRESERVE_REJECT = "rejected in Unreserve: member {pod} of PodGroup {group} was rejected"
 REASON_PERMIT_NOT_FOUND = "PodGroup {group} not found"
 
@@ -220,7 +221,7 @@ class Coscheduling(
         except ObjectError:
             return None, Status(Code.UNSCHEDULABLE)
         group, namespace = info.name, info.namespace
-        reject_message = REASON_POST_FILTER_REJECT.format(pod=pod_info.name, group=full)
+        reject_message = REASON_POST_FILTER_REJECT
 
         if state.get(_STATE_KEY) is not None:
             # Turned away by our own PreFilter: no member of this cycle holds anything, but

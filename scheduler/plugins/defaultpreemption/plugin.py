@@ -3,14 +3,18 @@ it will fit there on a later cycle (kube-scheduler's DefaultPreemption PostFilte
 
 The scheduling cycle is synchronous, so the decision (which node, which victims) is made in
 ``post_filter`` on copies of the snapshot, and the API calls that carry it out run afterwards
-in a named asyncio task: mark each victim with the ``DisruptionTarget`` condition, delete it,
-record a ``Preempted`` event, and clear the nomination of lower-priority pods nominated to the
-same node.  The preemptor leaves with ``nominatedNodeName`` set, so lower-priority pods cannot
-take the room while the victims terminate.
+in a named asyncio task (upstream's async preemption): mark each victim with the
+``DisruptionTarget`` condition, delete it, record a ``Preempted`` event, and clear the
+nomination of lower-priority pods nominated to the same node.  The preemptor leaves with
+``nominatedNodeName`` set, so lower-priority pods cannot take the room while the victims
+terminate.
 
-While the task runs, and for a short while after (until the informer shows the victims
-terminating), the plugin remembers the preemption so the preemptor does not preempt again and
-the same victims are not deleted twice.
+While the task runs, the plugin's PreEnqueue keeps the preemptor out of activeQ and backoffQ
+(no attempt, no Filter pass, no FailedScheduling event meanwhile); the victims' deletions
+move it back as for any pod, and only a failed API call makes the plugin activate it.  For a
+short while after (until the informer shows the victims terminating) the plugin remembers the
+preemption so the preemptor does not preempt again and the same victims are not deleted
+twice.
 """
 
 from __future__ import annotations
@@ -33,7 +37,12 @@ from scheduler.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from scheduler.framework.interfaces import EnqueueExtensions, Handle, PostFilterPlugin
+from scheduler.framework.interfaces import (
+    EnqueueExtensions,
+    Handle,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+)
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis, FitError, PostFilterResult
@@ -140,6 +149,10 @@ class _Preemption:
     node: str
     victims: frozenset[str]
     running: bool = True
+    # (namespace, name) of the victim deleted last, once only it is left: the preemption is
+    # over as soon as the informer shows it terminating or gone (its event may arrive before
+    # the DELETE call returns, and must not find the preemptor still held back).
+    last_victim: tuple[str, str] | None = None
     # handle.clock() after which the finished record is forgotten
     expires: float = math.inf
 
@@ -210,7 +223,7 @@ def _has_preemption_condition(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
+class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     NAME = NAME
 
     def __init__(
@@ -226,7 +239,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         self._rng = rng if rng is not None else random.Random()
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         # The scheduler's metrics, handed to plugins through the handle.
-        self.metrics: PreemptionMetrics | None = handle.metrics
+        self.metrics: PreemptionMetrics = handle.metrics
         # PostFilter calls so far, and the victims of the last chosen node (for the metrics).
         self.attempts = 0
         self.last_victims: int | None = None
@@ -241,26 +254,34 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
     # --- enqueue -----------------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        # A victim going away is what lets the nominated preemptor fit; other deletions are
-        # judged by the plugins whose Filter rejected the pod.
+        # A pod held back by PreEnqueue may be let in after a victim's deletion; whether it
+        # then fits is for the plugins that rejected it to say, so this hint always answers
+        # Skip (upstream isPodSchedulableAfterAssignedPodDeletion).
         return [ClusterEventWithHint(ASSIGNED_POD_DELETE, self.is_schedulable_after_pod_deletion)]
 
     def is_schedulable_after_pod_deletion(
         self, pod: dict[str, Any], old: Any, new: Any
     ) -> QueueingHint:
-        deleted = old if isinstance(old, Mapping) else new
-        if not isinstance(deleted, Mapping):
-            return QueueingHint.SKIP
-        record = self._preemptions.get(_uid(pod))
-        deleted_uid = str((deleted.get("metadata") or {}).get("uid") or "")
-        if record is not None and deleted_uid in record.victims:
-            return QueueingHint.QUEUE
         return QueueingHint.SKIP
 
+    def pre_enqueue(self, pod_info: PodInfo) -> Status | None:
+        """Keep the preemptor out of the queue while its preemption's API calls run."""
+        if self.is_pod_running_preemption(_uid_of(pod_info)):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_WAITING_FOR_PREEMPTION)
+        return None
+
     def is_pod_running_preemption(self, uid: str) -> bool:
-        """Whether the pod's victims are still being preempted (API calls in flight)."""
+        """Whether the pod's victims are still being preempted (upstream
+        IsPodRunningPreemption): the API calls are in flight, unless only the last victim is
+        left and the informer already shows it terminating or gone."""
         record = self._preemptions.get(uid)
-        return record is not None and record.running
+        if record is None or not record.running:
+            return False
+        if record.last_victim is None:
+            return True
+        namespace, name = record.last_victim
+        victim = self._handle.listers.get("pods", namespace, name)
+        return victim is not None and not is_being_deleted(victim)
 
     # --- PostFilter --------------------------------------------------------------------------
 
@@ -271,8 +292,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         node_to_status: Mapping[str, Status],
     ) -> tuple[PostFilterResult | None, Status | None]:
         self.attempts += 1
-        if self.metrics is not None:
-            self.metrics.preemption_attempts.inc()
+        self.metrics.preemption_attempts.inc()
         self._forget_expired()
         result, status = self._preempt(state, pod_info, node_to_status)
         if status is not None and status.reasons and status.message():
@@ -492,8 +512,7 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
     def _prepare_candidate_async(self, candidate: Candidate, preemptor: PodInfo) -> Status | None:
         """Start the task that evicts the victims; None when started (or nothing to do)."""
         self.last_victims = len(candidate.victims)
-        if self.metrics is not None:
-            self.metrics.preemption_victims.observe(len(candidate.victims))
+        self.metrics.preemption_victims.observe(len(candidate.victims))
         to_preempt = [
             v for v in candidate.victims
             if not is_being_deleted(v.pod) and v.uid not in self._marked_victims
@@ -537,19 +556,20 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
                 try:
                     await self._clear_nomination(pod)
                 except Exception as exc:
+                    failed = True  # not critical: the victims are still preempted
                     log.warning("cannot clear nominatedNodeName", pod=pod.key, node=node,
                                 error=str(exc))
-            results = await asyncio.gather(
-                *(self._preempt_victim(node, preemptor, v) for v in victims),
-                return_exceptions=True,
-            )
-            for victim, result in zip(victims, results):
-                if isinstance(result, BaseException):
+            # All victims but the last in parallel; the last one alone, once recorded, so
+            # its deletion event lets the preemptor in even before this task ends (upstream
+            # prepareCandidateAsync).  After a failure the last one is spared: the preemptor
+            # retries sooner, and may choose differently.
+            if not await self._preempt_victims(record, preemptor, victims[:-1]):
+                failed = True
+            else:
+                last = victims[-1]
+                record.last_victim = (last.namespace, last.name)
+                if not await self._preempt_victims(record, preemptor, [last]):
                     failed = True
-                    # Not deleted: it may be chosen (and deleted) by a later attempt.
-                    self._marked_victims.pop(victim.uid, None)
-                    log.error("preemption of a victim failed", preemptor=preemptor.key,
-                              victim=victim.key, node=node, error=str(result))
         except asyncio.CancelledError:
             cancelled = True
             raise
@@ -563,13 +583,32 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
             if not cancelled:
                 log.info("preemption finished", preemptor=preemptor.key, node=node,
                          victims=len(victims), failed=failed)
-                # Retry the preemptor now: on failure it must not sit in the unschedulable
-                # pool, and on success the victims' delete events may have arrived while it
-                # was still waiting for this task.
+            if failed and not cancelled:
+                # An API call failed: the preemptor may have no event left to wait for, so
+                # it must not sit in the unschedulable pool.  On success the victims'
+                # deletions move it, as any pod.
                 try:
                     self._handle.activate([preemptor.pod])
                 except Exception:
                     log.exception("cannot activate the preemptor", pod=preemptor.key)
+
+    async def _preempt_victims(
+        self, record: _Preemption, preemptor: PodInfo, victims: list[PodInfo]
+    ) -> bool:
+        """Preempt these victims in parallel; False if any of them failed."""
+        results = await asyncio.gather(
+            *(self._preempt_victim(record.node, preemptor, v) for v in victims),
+            return_exceptions=True,
+        )
+        ok = True
+        for victim, result in zip(victims, results):
+            if isinstance(result, BaseException):
+                ok = False
+                # Not deleted: it may be chosen (and deleted) by a later attempt.
+                self._marked_victims.pop(victim.uid, None)
+                log.error("preemption of a victim failed", preemptor=preemptor.key,
+                          victim=victim.key, node=record.node, error=str(result))
+        return ok
 
     async def _preempt_victim(self, node: str, preemptor: PodInfo, victim: PodInfo) -> None:
         waiting = self._handle.get_waiting_pod(victim.uid)

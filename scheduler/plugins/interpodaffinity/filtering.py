@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.interfaces import (
     FilterPlugin,
     PreFilterPlugin,
@@ -264,11 +264,9 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
     def update_with_pod(
         self, state: CycleState, pod: PodInfo, node_info: NodeInfo, delta: int
     ) -> Status | None:
-        s = state.get(PRE_FILTER_STATE_KEY)
-        if not isinstance(s, PreFilterState):
-            return Status(
-                Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: not found"
-            )
+        s = read_state(state, PRE_FILTER_STATE_KEY, PreFilterState)
+        if isinstance(s, Status):
+            return s
         node_labels = _node_labels(node_info.node)
         incoming = s.pod_info
         anti = self._existing_terms(pod).required_anti_affinity
@@ -298,8 +296,7 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
         if not isinstance(s, PreFilterState):
             return [
                 Status(Code.ERROR, "node not found") if n.node is None
-                else Status(Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: "
-                                        "not found")
+                else missing_state(PRE_FILTER_STATE_KEY)
                 for n in nodes
             ]
         affinity = bool(s.required_affinity)

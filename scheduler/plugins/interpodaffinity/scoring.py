@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.interfaces import (
     PreScorePlugin,
     ScoreExtensions,
@@ -150,9 +150,7 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
     ) -> tuple[int, Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         if not isinstance(s, PreScoreState):
-            return 0, Status(
-                Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
-            )
+            return 0, missing_state(PRE_SCORE_STATE_KEY)  # per node: no helper call
         node_labels = _node_labels(node_info.node)
         total = 0
         for key, values in s.topology_score.items():
@@ -175,11 +173,9 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
     def normalize_score_values(
         self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]
     ) -> tuple[list[int], Status | None]:
-        s = state.get(PRE_SCORE_STATE_KEY)
-        if not isinstance(s, PreScoreState):
-            return values, Status(
-                Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
-            )
+        s = read_state(state, PRE_SCORE_STATE_KEY, PreScoreState)
+        if isinstance(s, Status):
+            return values, s
         if not s.topology_score or not values:
             return values, None
         lowest = min(values)

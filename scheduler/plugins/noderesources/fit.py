@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
     ActionType,
     ClusterEvent,
@@ -65,8 +65,6 @@ REASON_INSUFFICIENT_CPU = "Insufficient cpu"
 REASON_INSUFFICIENT_MEMORY = "Insufficient memory"
 REASON_INSUFFICIENT_EPHEMERAL_STORAGE = "Insufficient ephemeral-storage"
 REASON_INSUFFICIENT = "Insufficient {}"
-ERR_NO_PRE_FILTER_STATE = f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found'
-
 LEAST_ALLOCATED = least_allocated.NAME
 MOST_ALLOCATED = most_allocated.NAME
 REQUESTED_TO_CAPACITY_RATIO = rtcr.NAME
@@ -185,6 +183,11 @@ def _string_list(raw: Any, field: str) -> list[str]:
     return list(raw)
 
 
+def _nominated(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status")
+    return isinstance(status, Mapping) and bool(status.get("nominatedNodeName"))
+
+
 class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, ScorePlugin):
     NAME = NAME
 
@@ -281,7 +284,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     ) -> list[Status | None]:
         s = state.get(PRE_FILTER_STATE_KEY)
         if s is None:
-            return [Status(Code.ERROR, ERR_NO_PRE_FILTER_STATE) for _ in nodes]
+            return [missing_state(PRE_FILTER_STATE_KEY) for _ in nodes]
         request: Resource = s.requests
         ignored, groups = self.ignored_resources, self.ignored_resource_groups
         cpu, memory = request.milli_cpu, request.memory
@@ -358,8 +361,9 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         """A deleted assigned pod frees room; an updated one only if it shrank a resource the
         pending pod requests (or finished); the pending pod's own shrink always may help."""
         if not isinstance(new, dict):
-            if isinstance(old, dict) and not is_assigned(old):
+            if isinstance(old, dict) and not is_assigned(old) and not _nominated(old):
                 return QueueingHint.SKIP
+            # An assigned pod, or a nominated one whose nomination held room (upstream).
             return QueueingHint.QUEUE
         if pod_uid(new) == pod_uid(pod):
             return QueueingHint.QUEUE

@@ -102,6 +102,52 @@ class PairedScorer:
         return self.general(requested, allocatable)
 
 
+ResourceScoreFn = Callable[[int, int], int]  # (requested, capacity) -> [0, MAX_NODE_SCORE]
+# (w0, w1, pair) -> the column form of ``pair`` for those weights
+ColumnFactory = Callable[[int, int, PairScorerFn], ColumnScorerFn]
+
+
+def weighted_resource_scorer(
+    resources: Sequence[ResourceSpec],
+    resource_score: ResourceScoreFn,
+    *,
+    column: ColumnFactory | None = None,
+) -> ScorerFn:
+    """Upstream's ``leastResourceScorer``/``mostResourceScorer`` skeleton, once: the weighted
+    mean of ``resource_score`` over the resources the node has (allocatable > 0).  With
+    exactly two resources it is a ``PairedScorer``; ``column`` gives the strategy's inlined
+    formula over whole columns (the hot path), built for the weights."""
+    weights = [spec.weight for spec in resources]
+
+    def scorer(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = 0
+        weight_sum = 0
+        for i, alloc in enumerate(allocatable):
+            if alloc == 0:
+                continue
+            node_score += resource_score(requested[i], alloc) * weights[i]
+            weight_sum += weights[i]
+        if weight_sum == 0:
+            return 0
+        return node_score // weight_sum
+
+    if len(weights) != 2:
+        return scorer
+    w0, w1 = weights
+
+    def pair(r0: int, a0: int, r1: int, a1: int) -> int:
+        score = weight_sum = 0
+        if a0:
+            score += resource_score(r0, a0) * w0
+            weight_sum += w0
+        if a1:
+            score += resource_score(r1, a1) * w1
+            weight_sum += w1
+        return score // weight_sum if weight_sum else 0
+
+    return PairedScorer(scorer, pair, column(w0, w1, pair) if column is not None else None)
+
+
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 

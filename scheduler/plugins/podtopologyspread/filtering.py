@@ -7,7 +7,7 @@ updates the counts in place.
 from __future__ import annotations
 
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.interfaces import (
     FilterPlugin,
     PreFilterPlugin,
@@ -214,11 +214,9 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
     def update_with_pod(
         self, state: CycleState, pod: PodInfo, node_info: NodeInfo, delta: int
     ) -> Status | None:
-        s = state.get(PRE_FILTER_STATE_KEY)
-        if not isinstance(s, PreFilterState):
-            return Status(
-                Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: not found"
-            )
+        s = read_state(state, PRE_FILTER_STATE_KEY, PreFilterState)
+        if isinstance(s, Status):
+            return s
         node = node_info.node
         if not s.constraints or node is None or pod.namespace != s.namespace:
             return None
@@ -248,8 +246,7 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
         if not isinstance(s, PreFilterState):
             return [
                 Status(Code.ERROR, "node not found") if n.node is None
-                else Status(Code.ERROR, f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: "
-                                        "not found")
+                else missing_state(PRE_FILTER_STATE_KEY)
                 for n in nodes
             ]
         pod_labels = pod_info.labels

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.interfaces import (
     PreScorePlugin,
     ScoreExtensions,
@@ -139,9 +139,7 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
     ) -> tuple[int, Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         if not isinstance(s, PreScoreState):
-            return 0, Status(
-                Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
-            )
+            return 0, missing_state(PRE_SCORE_STATE_KEY)  # per node: no helper call
         if node_info.name in s.ignored_nodes:
             return 0, None
         labels = node_labels(node_info.node)
@@ -162,11 +160,9 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[int], Status | None]:
         """``score`` for every node, with the per-constraint counters built once."""
-        s = state.get(PRE_SCORE_STATE_KEY)
-        if not isinstance(s, PreScoreState):
-            return [], Status(
-                Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
-            )
+        s = read_state(state, PRE_SCORE_STATE_KEY, PreScoreState)
+        if isinstance(s, Status):
+            return [], s
         per_constraint = [
             (
                 c.topology_key,
@@ -209,11 +205,9 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
     def normalize_score_values(
         self, state: CycleState, pod_info: PodInfo, names: list[str], values: list[int]
     ) -> tuple[list[int], Status | None]:
-        s = state.get(PRE_SCORE_STATE_KEY)
-        if not isinstance(s, PreScoreState):
-            return values, Status(
-                Code.ERROR, f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: not found"
-            )
+        s = read_state(state, PRE_SCORE_STATE_KEY, PreScoreState)
+        if isinstance(s, Status):
+            return values, s
         # Nodes without the constraints' keys score 0; the rest are scaled, fewer matching
         # pods scoring higher, against the lowest and highest counts among them.
         ignored = s.ignored_nodes

@@ -153,6 +153,9 @@ class VolumeBinder:
             if pvc is None:
                 raise VolumeBindingError(f'error getting PVC "{key}": could not find '
                                          f'v1.PersistentVolumeClaim "{key}"')
+            malformed = validate_object("PersistentVolumeClaim", pvc)
+            if malformed is not None:
+                raise malformed  # names the claim and the field; only its update can help
             if claim.ephemeral:
                 problem = ephemeral_claim_error(pod, pvc)
                 if problem is not None:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
     ActionType,
     ClusterEvent,
@@ -216,7 +216,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             return None, Status(Code.SKIP)
         try:
             claims = self.binder.get_pod_volume_claims(pod_info)
-        except (VolumeBindingError, ObjectError) as exc:
+        except ObjectError as exc:
+            # A malformed claim: the pod waits for the claim's update (a PVC event).
+            return None, unresolvable(str(exc))
+        except VolumeBindingError as exc:
             return None, Status.from_error(exc)
         if claims.unbound_claims_immediate:
             # The PV controller binds these; the pod waits for the PVC update event.
@@ -232,7 +235,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             return error("node not found")
         data = _read_state(state)
         if data is None:
-            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+            return missing_state(STATE_KEY)
         if data.claims is None:
             return None
         try:
@@ -253,7 +256,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             return Status(Code.SKIP)
         data = _read_state(state)
         if data is None:
-            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+            return missing_state(STATE_KEY)
         return None if data.has_static_bindings else Status(Code.SKIP)
 
     def score(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> tuple[int, Status | None]:
@@ -262,7 +265,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             return 0, None
         data = _read_state(state)
         if data is None:
-            return 0, error(f'reading "{STATE_KEY}" from cycleState: not found')
+            return 0, missing_state(STATE_KEY)
         volumes = data.volumes_by_node.get(node_info.name)
         if volumes is None or not volumes.static_bindings:
             return 0, None
@@ -285,7 +288,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
     def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
         data = _read_state(state)
         if data is None:
-            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+            return missing_state(STATE_KEY)
         volumes = data.volumes_by_node.get(node_name)
         if volumes is None:
             # The pod references no PVC (or Filter was not run for this node).
@@ -310,7 +313,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
     async def pre_bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
         data = _read_state(state)
         if data is None:
-            return error(f'reading "{STATE_KEY}" from cycleState: not found')
+            return missing_state(STATE_KEY)
         if data.all_bound:
             return None
         volumes = data.volumes_by_node.get(node_name)

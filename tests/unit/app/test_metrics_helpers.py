@@ -1,41 +1,70 @@
-"""``observe_many`` leaves a histogram exactly as that many ``observe`` calls would."""
+"""``BulkHistogram`` exposes what prometheus_client's ``Histogram`` would for the same
+observations (names, labels, buckets, counts, sums), and ``observe_many`` equals that many
+``observe`` calls."""
 
 from __future__ import annotations
 
 import pytest
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from scheduler.metrics import observe_many
+from scheduler.metrics import BulkHistogram, SchedulerMetrics
 
-
-def _histogram() -> tuple[CollectorRegistry, Histogram]:
-    registry = CollectorRegistry()
-    return registry, Histogram("h", "test", ["l"], buckets=(0.001, 0.01, 0.1), registry=registry)
+BUCKETS = (0.001, 0.01, 0.1)
 
 
-@pytest.mark.parametrize(("value", "count"), [(0.0005, 3), (0.05, 1), (0.5, 7), (0.01, 2),
-                                              (0.2, 0)])
-def test_observe_many_matches_repeated_observe(value: float, count: int) -> None:
-    bulk_registry, bulk = _histogram()
-    loop_registry, loop = _histogram()
-    observe_many(bulk.labels("x"), value, count)
-    child = loop.labels("x")
-    for _ in range(count):
-        child.observe(value)
-    assert _samples(bulk_registry) == _samples(loop_registry)
+def _exposition(registry: CollectorRegistry) -> list[str]:
+    text = generate_latest(registry).decode()
+    return [line for line in text.splitlines() if "_created" not in line]
 
 
-def _samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
-    return [(s.name, s.labels, s.value) for metric in registry.collect()
-            for s in metric.samples if not s.name.endswith("_created")]
+@pytest.mark.parametrize(
+    "observations",
+    [
+        [(0.0005, 3)],
+        [(0.05, 1), (0.5, 7)],
+        [(0.01, 2), (0.001, 1), (0.1, 4)],  # values equal to a bound (le is inclusive)
+        [(0.2, 0)],
+        [],
+    ],
+)
+def test_bulk_histogram_exposition_matches_prometheus_histogram(
+    observations: list[tuple[float, int]],
+) -> None:
+    bulk_registry, plain_registry = CollectorRegistry(), CollectorRegistry()
+    bulk = BulkHistogram("h_seconds", "test", ["a", "b"], buckets=BUCKETS, registry=bulk_registry)
+    plain = Histogram("h_seconds", "test", ["a", "b"], buckets=BUCKETS, registry=plain_registry)
+    for value, count in observations:
+        bulk.labels("x", "y").observe_many(value, count)
+        child = plain.labels("x", "y")
+        for _ in range(count):
+            child.observe(value)
+    if observations:
+        bulk.labels("x", "z").observe(0.003)
+        plain.labels("x", "z").observe(0.003)
+    assert _exposition(bulk_registry) == _exposition(plain_registry)
 
 
-def test_observe_many_falls_back_to_observe_without_the_internals() -> None:
-    seen: list[float] = []
+def test_bulk_histogram_checks_label_count() -> None:
+    bulk = BulkHistogram("h", "test", ["a"], buckets=BUCKETS, registry=CollectorRegistry())
+    with pytest.raises(ValueError, match="expected labels"):
+        bulk.labels("x", "y")
 
-    class Plain:
-        def observe(self, value: float) -> None:
-            seen.append(value)
 
-    observe_many(Plain(), 0.25, 3)
-    assert seen == [0.25, 0.25, 0.25]
+def test_plugin_execution_duration_keeps_kube_scheduler_buckets() -> None:
+    metrics = SchedulerMetrics()
+    metrics.plugin_execution_duration.labels("NodeName", "Filter", "Success").observe_many(2e-5, 5)
+    text = generate_latest(metrics.registry).decode()
+    assert ('scheduler_plugin_execution_duration_seconds_bucket{extension_point="Filter",'
+            'le="2.25e-05",plugin="NodeName",status="Success"} 5.0') in text
+    assert ('scheduler_plugin_execution_duration_seconds_count{extension_point="Filter",'
+            'plugin="NodeName",status="Success"} 5.0') in text
+    assert text.count("scheduler_plugin_execution_duration_seconds_bucket{") == 21
+
+
+def test_no_created_series_as_kube_scheduler() -> None:
+    metrics = SchedulerMetrics()
+    metrics.schedule_attempts.labels("scheduled", "p").inc()
+    metrics.scheduling_attempt_duration.labels("scheduled", "p").observe(0.1)
+    text = generate_latest(metrics.registry).decode()
+    assert "scheduler_schedule_attempts_total" in text
+    assert "_created" not in text

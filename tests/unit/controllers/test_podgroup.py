@@ -239,3 +239,44 @@ async def test_controller_follows_pods_in_the_sandbox(tmp_path: Path) -> None:
                 stop.set()
                 await asyncio.wait_for(controller, 15)
             assert controller.exception() is None
+
+
+async def test_controller_picks_up_a_crd_installed_after_it_started(tmp_path: Path) -> None:
+    """kopf resolves resources once at start: the controller waits for the PodGroup resource
+    to be served instead of running without it forever ("Unresolved resources")."""
+    from scheduler.client.api import ApiClient
+    from scheduler.client.connection import load_kubeconfig
+    from scheduler.sandbox import Sandbox
+
+    async with Sandbox(nodes=1, token=None, simulate_kubelet=False) as sb:
+        kubeconfig = str(sb.write_kubeconfig(tmp_path / "kubeconfig"))
+        stop, ready = asyncio.Event(), asyncio.Event()
+        controller = asyncio.create_task(
+            run_controller(kubeconfig=kubeconfig, namespace=None, stop=stop, ready=ready),
+            name="test:podgroup-controller-late-crd")
+        try:
+            async with ApiClient(load_kubeconfig(kubeconfig)) as api:
+                # Let the controller find the resource missing at least once.
+                pg_list = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+                assert (await api.request("GET", pg_list)).status == 404
+                await asyncio.sleep(0.3)
+                assert not ready.is_set() and not controller.done()
+                crd = yaml.safe_load(CRD.read_text())
+                resp = await api.request(
+                    "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
+                assert resp.status == 201, resp.body
+                body = pod_group("late", 2)
+                for key in ("resourceVersion", "uid", "creationTimestamp"):
+                    body["metadata"].pop(key)
+                pg_path = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups"
+                assert (await api.request("POST", pg_path, body=body)).status == 201
+                await asyncio.wait_for(ready.wait(), 15)
+
+                async def pending() -> bool:
+                    resp = await api.request("GET", f"{pg_path}/late")
+                    return (resp.body.get("status") or {}).get("phase") == "Pending"
+
+                await _eventually(pending, timeout=15)
+        finally:
+            stop.set()
+            await asyncio.wait_for(controller, 15)

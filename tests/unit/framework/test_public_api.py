@@ -36,7 +36,7 @@ PUBLIC = {
     "PreFilterPlugin", "PreFilterResult", "PreScorePlugin", "QueueSortPlugin", "QueuedPodInfo",
     "QueueingHint", "QueueingHintFn", "Registry", "ReservePlugin", "ScoreExtensions",
     "ScorePlugin", "ScoreValuesNormalizer", "Status", "WaitingPod", "extension_points_of",
-    "read_state",
+    "missing_state", "read_state",
 }
 
 

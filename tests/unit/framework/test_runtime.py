@@ -179,7 +179,8 @@ class TestPluginResolution:
             pytest.importorskip(path.partition(":")[0])
         fwk = Framework(profile=default_profile(), registry=in_tree_registry(), **offline_handle_kwargs())
         plugins = fwk.list_plugins()
-        assert plugins["preEnqueue"] == ["SchedulingGates"]
+        # DefaultPreemption's PreEnqueue holds a preemptor back while its preemption runs.
+        assert plugins["preEnqueue"] == ["SchedulingGates", "DefaultPreemption"]
         assert plugins["queueSort"] == ["PrioritySort"]
         assert plugins["filter"][:3] == ["NodeUnschedulable", "NodeName", "TaintToleration"]
         assert "NodeResourcesFit" in plugins["filter"]

@@ -92,7 +92,7 @@ def test_pop_counts_attempts_and_cycles_and_clears_rejectors() -> None:
     assert (qpi.attempts, queue.scheduling_cycle()) == (1, 1)
     assert qpi.initial_attempt_timestamp == 1000.0
     fail(queue, qpi)  # an error: backoff
-    clock.advance(1.5)
+    clock.advance(2)
     queue.flush_backoff_completed()
     qpi = pop(queue)
     assert (qpi.attempts, queue.scheduling_cycle()) == (2, 2)
@@ -148,7 +148,9 @@ def test_failed_pod_waits_out_its_backoff(attempts: int) -> None:
     qpi = pop(queue)
     qpi.attempts = attempts
     fail(queue, qpi)  # no rejecting plugin: an error, straight to backoffQ
-    expected = min(2 ** (attempts - 1), 10)
+    # upstream isPodBackingoff: the expiry is truncated to its 1-second window, and the pod
+    # backs off until the next window begins (the clock starts on a window boundary).
+    expected = min(2 ** (attempts - 1), 10) + 1
     assert names(queue.pending_pods()["backoff"]) == ["p"]
     clock.advance(expected - 0.01)
     queue.flush_backoff_completed()
@@ -168,7 +170,7 @@ def test_backoff_queue_flushes_in_expiry_order() -> None:
     fail(queue, slow)
     fail(queue, fast)
     assert names(queue.pending_pods()["backoff"]) == ["fast", "slow"]
-    clock.advance(1.5)
+    clock.advance(2)
     queue.flush_backoff_completed()
     assert names(queue.pending_pods()["active"]) == ["fast"]
     assert queue.pending_pods()["backoff"] != []
@@ -653,3 +655,120 @@ def test_gated_pod_moves_only_on_its_gating_plugins_events() -> None:
     pre.groups_ready = True
     queue.move_all_to_active_or_backoff_queue(GROUP_ADD)
     assert queue.queue_of(pod) == "active"
+
+
+# --- backoffQ popping (upstream SchedulerPopFromBackoffQ, on by default since 1.33) ----------
+
+
+def _rejected_into_backoff(queue: Any, name: str, *, priority: int = 0) -> dict[str, Any]:
+    """A pod rejected by FIT while a NodeAdd arrived during its cycle: backoffQ."""
+    pod = PodBuilder(name).priority(priority).req(cpu="1").obj()
+    queue.add(pod)
+    qpi = pop(queue)
+    queue.move_all_to_active_or_backoff_queue(NODE_ADD)
+    fail(queue, qpi, FIT)
+    assert queue.queue_of(pod) == "backoff"
+    return pod
+
+
+def test_pop_takes_backoffQ_head_when_activeQ_is_empty() -> None:
+    """upstream activeQueue.unlockedPop / backoffQueue.popBackoff: with activeQ empty the
+    head of backoffQ is popped at once, backoff over or not; an activeQ pod still comes
+    first."""
+    clock = Clock()
+    queue = make_queue(clock=clock)
+    _rejected_into_backoff(queue, "backing-off")
+    queue.add(make_pod("ready"))
+    assert pop(queue).pod_info.name == "ready"
+    qpi = pop(queue)
+    assert qpi.pod_info.name == "backing-off"
+    assert qpi.attempts == 2 and queue.queue_of(qpi.pod_info.pod) == "in-flight"
+
+
+def test_pod_that_failed_with_an_error_is_not_popped_early() -> None:
+    """upstream backoffQueue.popBackoff pops podBackoffQ only, never podErrorBackoffQ."""
+    clock = Clock()
+    queue = make_queue(clock=clock)
+    queue.add(make_pod("p"))
+    fail(queue, pop(queue))  # no rejecting plugin: an error
+    assert queue.pop_nowait() is None
+
+
+async def test_popper_wakes_when_a_pod_enters_backoffQ() -> None:
+    """upstream moveToBackoffQ wakes a Pop waiting on an empty activeQ."""
+    queue = make_queue()
+    pod = make_pod("p")
+    queue.add(pod)
+    qpi = pop(queue)
+    task = asyncio.create_task(queue.pop(), name="test-pop")
+    await asyncio.sleep(0)
+    assert not task.done()
+    queue.move_all_to_active_or_backoff_queue(NODE_ADD)
+    fail(queue, qpi, FIT)
+    popped = await asyncio.wait_for(task, timeout=5)
+    assert popped is not None and popped.pod_info.name == "p"
+
+
+def test_backoffQ_orders_by_one_second_window_then_priority() -> None:
+    """upstream lessBackoffCompletedWithPriority / alignToWindow: expiries in the same
+    1-second window are ordered by priority (as activeQ); an earlier window comes first."""
+    clock = Clock()
+    queue = make_queue(clock=clock)
+    clock.advance(0.1)
+    _rejected_into_backoff(queue, "low-early", priority=1)
+    clock.advance(0.5)
+    _rejected_into_backoff(queue, "high-late", priority=10)
+    clock.advance(1.0)  # the next window
+    _rejected_into_backoff(queue, "highest-next-window", priority=100)
+    assert names(queue.pending_pods()["backoff"]) == [
+        "high-late", "low-early", "highest-next-window"
+    ]
+    assert [pop(queue).pod_info.name for _ in range(3)] == [
+        "high-late", "low-early", "highest-next-window"
+    ]
+
+
+# --- a nominated pod releasing its node (upstream updatePodInSchedulingQueue /
+# deletePodFromSchedulingQueue with getLEPriorityPreCheck) ------------------------------------
+
+
+def _blocked(queue: Any, name: str, priority: int) -> dict[str, Any]:
+    pod = PodBuilder(name).priority(priority).req(cpu="1").obj()
+    queue.add(pod)
+    fail(queue, pop(queue), FIT)
+    assert queue.queue_of(pod) == "unschedulable"
+    return pod
+
+
+def _nominated(name: str, priority: int, node: str = "n1") -> dict[str, Any]:
+    return PodBuilder(name).priority(priority).req(cpu="1").nominated_node(node).obj()
+
+
+@pytest.mark.parametrize("how", ["deleted", "nomination-cleared", "nominated-elsewhere"])
+def test_nominated_pod_releasing_its_node_requeues_equal_or_lower_priority_pods(
+    how: str,
+) -> None:
+    queue = make_queue()
+    low, equal, high = _blocked(queue, "low", 1), _blocked(queue, "equal", 10), _blocked(
+        queue, "high", 20)
+    nominated = _nominated("preemptor", 10)
+    queue.add(nominated)
+    if how == "deleted":
+        queue.delete(nominated)
+    else:
+        new = copy.deepcopy(nominated)
+        new["metadata"]["resourceVersion"] = "2"
+        new["status"]["nominatedNodeName"] = "" if how == "nomination-cleared" else "n2"
+        queue.update(nominated, new)
+    assert queue.queue_of(low) in ("active", "backoff")
+    assert queue.queue_of(equal) in ("active", "backoff")
+    assert queue.queue_of(high) == "unschedulable"  # it never counted the nominated pod
+
+
+def test_nominated_pod_that_got_bound_moves_nobody_from_the_queue() -> None:
+    queue = make_queue()
+    low = _blocked(queue, "low", 1)
+    nominated = _nominated("preemptor", 10)
+    queue.add(nominated)
+    queue.delete(nominated, bound=True)  # the binding, not the deletion, frees nothing
+    assert queue.queue_of(low) == "unschedulable"

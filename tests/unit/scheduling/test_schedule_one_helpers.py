@@ -11,9 +11,10 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis, FitError
 from scheduler.schedule_one import (
     effective_percentage,
+    failure_message,
     num_feasible_nodes_to_find,
+    rejected_on_node,
     select_host,
-    truncate_message,
 )
 
 
@@ -96,17 +97,43 @@ def test_fit_error_message(num_nodes: int, diagnosis: Diagnosis, expected: str) 
 
 
 @pytest.mark.parametrize(
-    ("text", "limit", "expected"),
-    [("short", 10, "short"), ("x" * 20, 10, "xxxxxxx..."), ("exact", 5, "exact")],
-)
-def test_truncate_message(text: str, limit: int, expected: str) -> None:
-    assert truncate_message(text, limit) == expected
-
-
-@pytest.mark.parametrize(
     ("profile", "global_", "expected"),
     [(None, 0, 0), (None, 10, 10), (30, 10, 30), (0, 10, 0), (None, None, None)],
     ids=["both-adaptive", "global-only", "profile-wins", "profile-adaptive-wins", "unset"],
 )
 def test_effective_percentage(profile: int | None, global_: int | None, expected: int | None) -> None:
     assert effective_percentage(profile, global_) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "unschedulable", "pending"),
+    [
+        pytest.param(Status(Code.UNSCHEDULABLE, "volume already bound", plugin="VolumeBinding"),
+                     "0/1 nodes are available: 1 volume already bound.",
+                     {"VolumeBinding"}, set(), id="reserve-rejects"),
+        pytest.param(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "PodGroup default/g not found",
+                            plugin="Coscheduling"),
+                     "0/1 nodes are available: 1 PodGroup default/g not found.",
+                     {"Coscheduling"}, set(), id="permit-rejects"),
+        pytest.param(Status(Code.PENDING, "waiting for the volume", plugin="P"),
+                     "0/1 nodes are available: 1 waiting for the volume.",
+                     {"P"}, {"P"}, id="pending"),
+    ],
+)
+def test_reserve_and_permit_rejections_read_as_a_fit_error_over_one_node(
+    status: Status, message: str, unschedulable: set[str], pending: set[str]
+) -> None:
+    """upstream schedulingCycle / bindingCycle wrap a Reserve, Permit or WaitOnPermit
+    rejection in a FitError with NumAllNodes 1 and the assumed node's status."""
+    wrapped = rejected_on_node(status, pod_key="default/p", node_name="n1")
+    assert (wrapped.code, wrapped.plugin, failure_message(wrapped)) == (
+        status.code, status.plugin, message)
+    assert isinstance(wrapped.error, FitError)
+    assert wrapped.error.diagnosis.node_to_status == {"n1": status}
+    assert wrapped.error.diagnosis.unschedulable_plugins == unschedulable
+    assert wrapped.error.diagnosis.pending_plugins == pending
+
+
+def test_an_error_at_reserve_is_not_wrapped() -> None:
+    error = Status(Code.ERROR, "etcd down", plugin="VolumeBinding")
+    assert rejected_on_node(error, pod_key="default/p", node_name="n1") is error

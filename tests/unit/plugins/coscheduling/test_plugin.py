@@ -340,7 +340,8 @@ def test_post_filter_rejects_waiting_siblings() -> None:
     for p in pods[:2]:
         rejected = parked[p["metadata"]["uid"]].rejected
         assert rejected is not None and rejected[0] == "Coscheduling"
-        assert "p2" in rejected[1]
+        # scheduler-plugins' Coscheduling.PostFilter wording for the waiting siblings.
+        assert rejected[1] == "optimistic rejection in PostFilter"
     assert parked[pods[3]["metadata"]["uid"]].rejected is None
     assert not c.plugin.manager.is_admitted("default/g")
 

@@ -116,7 +116,10 @@ class Scenario:
         seed: int = 0,
     ) -> None:
         self.infos = node_infos(nodes, pods)
-        self.handle = NominatingHandle(self.infos, objects={"poddisruptionbudgets": list(pdbs)})
+        # The informer's pods: what the plugin reads to see a victim terminating or gone.
+        self.handle = NominatingHandle(
+            self.infos, objects={"poddisruptionbudgets": list(pdbs), "pods": list(pods)}
+        )
         for node_name, nominated_pods in (nominated or {}).items():
             self.handle.nominator.nominated[node_name] = [
                 PodInfo.from_pod(p) for p in nominated_pods

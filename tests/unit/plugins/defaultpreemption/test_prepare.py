@@ -85,7 +85,9 @@ async def test_victims_patched_deleted_and_evented() -> None:
     assert event["regarding"]["metadata"]["name"] == "v1"
     assert (event["type"], event["reason"], event["action"], event["message"]) == (
         "Normal", "Preempted", "Preempting", "Preempted by pod uid-p on node n1")
-    assert [p["metadata"]["name"] for p in s.handle.activated] == ["p"]
+    # upstream prepareCandidateAsync activates the preemptor only when an API call failed;
+    # the victims' deletions move it as any pod.
+    assert s.handle.activated == []
     assert not s.plugin.is_pod_running_preemption("uid-p")
     assert s.plugin.last_victims == 1
     assert (metrics.attempts, metrics.victims) == (1, [1])
@@ -238,8 +240,12 @@ async def test_in_flight_preemption_is_not_repeated() -> None:
     s.post_filter()
     await asyncio.sleep(0)
     assert s.plugin.is_pod_running_preemption("uid-p")
+    # upstream DefaultPreemption.PreEnqueue: held out of the queue meanwhile.
+    assert s.plugin.pre_enqueue(s.pod_info) == Status(
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "waiting for the preemption for this pod to be finished")
 
-    # The preemptor comes back before the deletion went through: it must wait.
+    # Should it come back all the same, it must wait.
     result, status = s.post_filter()
     assert result is None
     assert status == Status(Code.UNSCHEDULABLE,
@@ -256,6 +262,7 @@ async def test_in_flight_preemption_is_not_repeated() -> None:
     await s.plugin.wait_idle()
     deletes = [p for m, p, _ in s.handle.client.requests if m == "DELETE"]
     assert deletes == ["/api/v1/namespaces/default/pods/v1"]
+    assert s.plugin.pre_enqueue(s.pod_info) is None
 
 
 async def test_finished_preemption_waits_for_victims_to_terminate() -> None:
@@ -304,3 +311,47 @@ def test_without_event_loop_reports_an_error() -> None:
     assert result is None and status is not None and status.code == Code.ERROR
     assert "running event loop" in status.message()
     assert not s.plugin.is_pod_running_preemption("uid-p")
+
+
+async def test_last_victim_seen_terminating_ends_the_hold_before_the_call_returns() -> None:
+    """upstream Executor.IsPodRunningPreemption: once only the last victim is left, the
+    preemption counts as done as soon as the informer shows that victim terminating or gone,
+    so its deletion event (which may arrive before the DELETE returns) is not ignored."""
+    s = _scenario(nodes=[node("n1", cpu="1")],
+                  pods=[pod("v1", priority=LOW, cpu="400m", node_name="n1"),
+                        pod("v2", priority=LOW, cpu="400m", node_name="n1")],
+                  preemptor=pod("p", priority=HIGH, cpu="1"))
+    gate = asyncio.Event()
+    deletes: list[str] = []
+    original = s.handle.client.request
+
+    async def hold_second_delete(method: str, path: str, **kw: Any) -> FakeResponse:
+        if method == "DELETE":
+            deletes.append(path)
+            if len(deletes) == 2:
+                await gate.wait()
+        response: FakeResponse = await original(method, path, **kw)
+        return response
+
+    s.handle.client.request = hold_second_delete
+    result, _ = s.post_filter()
+    assert result == PostFilterResult("n1")
+    assert s.plugin.is_pod_running_preemption("uid-p")
+    for _ in range(50):
+        if len(deletes) == 2:
+            break
+        await asyncio.sleep(0)
+    record = s.plugin._preemptions["uid-p"]
+    assert record.last_victim is not None and record.running
+    # The last victim's DELETE is in flight and the informer still shows it running.
+    assert s.plugin.is_pod_running_preemption("uid-p")
+    # The informer shows it terminating: the preemptor may come back.
+    namespace, name = record.last_victim
+    assert deletes[-1] == f"/api/v1/namespaces/{namespace}/pods/{name}"
+    [victim] = [p for p in s.handle.listers.objects["pods"]
+                if p["metadata"]["name"] == name and p["metadata"]["namespace"] == namespace]
+    victim["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z"
+    assert not s.plugin.is_pod_running_preemption("uid-p")
+    assert s.plugin.pre_enqueue(s.pod_info) is None
+    gate.set()
+    await s.plugin.wait_idle()

@@ -436,6 +436,8 @@ def _assigned(name: str, **req: Any) -> dict[str, Any]:
     [
         (_assigned("a", cpu="2"), None, QueueingHint.QUEUE),  # assigned pod deleted
         (PodBuilder("u").req(cpu="2").obj(), None, QueueingHint.SKIP),  # unassigned deleted
+        # upstream Fit.isSchedulableAfterPodEvent: a nominated pod held room on its node.
+        (PodBuilder("u").req(cpu="2").nominated_node("n1").obj(), None, QueueingHint.QUEUE),
         (_assigned("a", cpu="2"), _assigned("a", cpu="1"), QueueingHint.QUEUE),  # cpu shrank
         (_assigned("a", memory="2Gi"), _assigned("a", memory="1Gi"), QueueingHint.SKIP),
         (_assigned("a", cpu="1"), _assigned("a", cpu="2"), QueueingHint.SKIP),  # grew

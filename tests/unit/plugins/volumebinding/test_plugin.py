@@ -136,6 +136,8 @@ PRE_FILTER_CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], Status |
     ("ephemeral claim owned by another pod", *_ephemeral_pod("someone-else"),
      _unresolvable("PVC default/eph-scratch was not created for pod default/eph (pod is not owner)")),
     ("ephemeral claim owned by the pod", *_ephemeral_pod("uid-default-eph"), None),
+    ("malformed claim (issue 12)", _pod("c"), [{**pvc("c"), "spec": {"resources": "5Gi"}}],
+     _unresolvable("PersistentVolumeClaim default/c: spec.resources: must be an object")),
 ]
 
 
@@ -454,3 +456,14 @@ def test_events_and_hints() -> None:
     assert csinode_hint(pod, old, old) == QueueingHint.SKIP
     assert csinode_hint(pod, old, {"metadata": {"name": "n", "annotations": {
         "storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs"}}}) == QueueingHint.QUEUE
+
+
+def test_a_malformed_pv_is_no_candidate_and_fails_no_pod() -> None:
+    """Issue 12: a PV whose capacity cannot be parsed is skipped (the event handlers log it
+    once), the claim binds to a well-formed PV of its class."""
+    bad = pv("bad", size="1Gi")
+    bad["spec"]["capacity"]["storage"] = "big"
+    env = Env(pvs=[bad, pv("good")], pvcs=[pvc("c")])
+    _, pre, filtered = env.cycle(_pod("c"))
+    assert pre is None
+    assert filtered == {"node-a": None, "node-b": None}

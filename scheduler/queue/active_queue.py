@@ -1,0 +1,111 @@
+"""activeQ: the pods ready to be scheduled, ordered by the QueueSort plugin.
+
+A binary heap with lazy deletion (an update or a delete marks the old entry dead instead of
+searching the heap), plus a map by pod key for lookups.  Ties keep first-in first-out order
+through a sequence number, which an update keeps so a changed pod does not lose its place
+among equals.  Upstream: ``active_queue.go``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+
+from scheduler.framework.types import QueuedPodInfo
+
+__all__ = ["ActiveQueue", "Less"]
+
+Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+
+# Compact the heap once more than this many dead entries outnumber the live ones.
+_COMPACT_AFTER = 64
+
+
+class _Entry:
+    __slots__ = ("alive", "less", "qpi", "seq")
+
+    def __init__(self, qpi: QueuedPodInfo, seq: int, less: Less) -> None:
+        self.qpi = qpi
+        self.seq = seq
+        self.alive = True
+        self.less = less
+
+    def __lt__(self, other: _Entry) -> bool:
+        if self.less(self.qpi, other.qpi):
+            return True
+        if self.less(other.qpi, self.qpi):
+            return False
+        return self.seq < other.seq  # stable: first in, first out among equals
+
+
+class ActiveQueue:
+    def __init__(self, less: Less) -> None:
+        self._less = less
+        self._seq = itertools.count()
+        self._heap: list[_Entry] = []
+        self._entries: dict[str, _Entry] = {}
+        self._dead = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def get(self, key: str) -> QueuedPodInfo | None:
+        entry = self._entries.get(key)
+        return None if entry is None else entry.qpi
+
+    def push(self, qpi: QueuedPodInfo) -> None:
+        """Add the pod (replacing an entry it already has) behind its equals."""
+        self._push(qpi, next(self._seq))
+
+    def update(self, qpi: QueuedPodInfo) -> bool:
+        """Re-insert a queued pod whose ordering may have changed (priority); keeps its
+        place among equals.  False if the pod is not in activeQ."""
+        entry = self._entries.get(qpi.key)
+        if entry is None:
+            return False
+        self._push(qpi, entry.seq)
+        return True
+
+    def remove(self, key: str) -> QueuedPodInfo | None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return None
+        self._kill(entry)
+        return entry.qpi
+
+    def pop(self) -> QueuedPodInfo | None:
+        """The head (the pod the QueueSort plugin orders first), or None if empty."""
+        heap = self._heap
+        while heap:
+            entry = heapq.heappop(heap)
+            if not entry.alive:
+                self._dead -= 1
+                continue
+            del self._entries[entry.qpi.key]
+            return entry.qpi
+        self._dead = 0
+        return None
+
+    def pods_in_order(self) -> list[QueuedPodInfo]:
+        return [entry.qpi for entry in sorted(self._entries.values())]
+
+    def _push(self, qpi: QueuedPodInfo, seq: int) -> None:
+        old = self._entries.get(qpi.key)
+        if old is not None:
+            self._kill(old)
+        entry = _Entry(qpi, seq, self._less)
+        heapq.heappush(self._heap, entry)
+        self._entries[qpi.key] = entry
+
+    def _kill(self, entry: _Entry) -> None:
+        """Lazy deletion; the heap is compacted when dead entries dominate."""
+        entry.alive = False
+        self._dead += 1
+        if self._dead > _COMPACT_AFTER and self._dead > len(self._entries):
+            self._heap = [e for e in self._heap if e.alive]
+            heapq.heapify(self._heap)
+            self._dead = 0

@@ -1,0 +1,86 @@
+"""The unschedulable pool: pods that failed and wait for a cluster event that may help, and the
+pods a PreEnqueue plugin gated (scheduling gates, a missing PodGroup ...).
+
+Both leave only through the scheduling queue's event handling (or the periodic flush of pods
+unschedulable for too long), so they are kept apart from the heaps.  Upstream:
+``unschedulable_pods.go`` (which keeps gated pods in the same map).  This module also keeps
+``scheduler_unschedulable_pods{plugin,profile}`` counting each pod once per rejecting plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from scheduler.framework.types import QueuedPodInfo
+from scheduler.metrics import SchedulerMetrics
+
+__all__ = ["UnschedulablePods"]
+
+
+class UnschedulablePods:
+    def __init__(
+        self,
+        *,
+        profile_of: Callable[[dict[str, Any]], str],
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        self._profile_of = profile_of
+        self._metrics = metrics
+        self.unschedulable: dict[str, QueuedPodInfo] = {}
+        self.gated: dict[str, QueuedPodInfo] = {}
+        # key -> (profile, plugins) counted in scheduler_unschedulable_pods
+        self._counted: dict[str, tuple[str, frozenset[str]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.unschedulable) + len(self.gated)
+
+    def put(self, qpi: QueuedPodInfo) -> bool:
+        """Into the gated set for a gated pod, else the unschedulable pool; True if the pod
+        was in neither before."""
+        key = qpi.key
+        target, other = (
+            (self.gated, self.unschedulable) if qpi.gated else (self.unschedulable, self.gated)
+        )
+        other.pop(key, None)
+        new = key not in target
+        target[key] = qpi
+        self._count(key, qpi)
+        return new
+
+    def remove(self, key: str) -> QueuedPodInfo | None:
+        qpi = self.unschedulable.pop(key, None) or self.gated.pop(key, None)
+        if qpi is not None:
+            self._uncount(key)
+        return qpi
+
+    def get(self, key: str) -> QueuedPodInfo | None:
+        return self.unschedulable.get(key) or self.gated.get(key)
+
+    def __iter__(self) -> Iterator[QueuedPodInfo]:
+        """Every pod, unschedulable then gated."""
+        yield from self.unschedulable.values()
+        yield from self.gated.values()
+
+    def stale(self, now: float, max_age: float) -> list[QueuedPodInfo]:
+        """Unschedulable (not gated) pods that have waited longer than ``max_age``."""
+        return [q for q in self.unschedulable.values() if now - q.timestamp > max_age]
+
+    def _count(self, key: str, qpi: QueuedPodInfo) -> None:
+        if self._metrics is None:
+            return
+        self._uncount(key)
+        plugins = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
+        profile = self._profile_of(qpi.pod_info.pod)
+        gauge = self._metrics.unschedulable_pods
+        for plugin in plugins:
+            gauge.labels(plugin=plugin, profile=profile).inc()
+        self._counted[key] = (profile, plugins)
+
+    def _uncount(self, key: str) -> None:
+        counted = self._counted.pop(key, None)
+        if counted is None or self._metrics is None:
+            return
+        profile, plugins = counted
+        for plugin in plugins:
+            self._metrics.unschedulable_pods.labels(plugin=plugin, profile=profile).dec()

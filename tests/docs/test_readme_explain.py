@@ -1,0 +1,111 @@
+"""The README's "Why is my pod Pending?" section, executed.
+
+The walk-through runs as written against ``run --sandbox``, with a free port and temporary
+paths in place of 10259, /tmp/explain-demo.kubeconfig and /tmp/planned.yaml (tests never use
+fixed ports or paths); the sample output is what the first ``explain`` prints; the RBAC
+commands run against a sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from scheduler.sandbox.testing import SandboxProcess
+from tests.docs.readme import REPO, section_blocks
+from tests.docs.test_readme_secure_serving import _wait, background, free_port  # noqa: F401
+
+SECTION = "Why is my pod Pending?"
+ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                             f"{os.environ.get('PATH', '')}"}
+
+
+def sh(command: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", command], env=ENV, cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_the_section_starts_with_explain() -> None:
+    blocks = section_blocks(SECTION, lang="bash")
+    assert blocks[0].commands()[1].startswith("kube-py-scheduler explain ")
+
+
+def test_walk_through_runs_as_written(
+    tmp_path: Path, background: list[subprocess.Popen[str]]  # noqa: F811
+) -> None:
+    commands = section_blocks(SECTION, lang="bash")[0].commands()
+    assert len(commands) == 7
+    port = free_port()
+    kubeconfig = tmp_path / "explain-demo.kubeconfig"
+    planned = tmp_path / "planned.yaml"
+
+    def local(command: str) -> str:
+        return (command.replace("10259", str(port))
+                .replace("/tmp/explain-demo.kubeconfig", str(kubeconfig))
+                .replace("/tmp/planned.yaml", str(planned)))
+
+    run, table, wide, as_json, kubectl_run, pod_file, from_scheduler = map(local, commands)
+    assert run.endswith("&")
+    background.append(subprocess.Popen(
+        ["bash", "-c", "exec " + run.removesuffix("&").strip()], env=ENV, cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    _wait(lambda: kubeconfig.exists(), "the sandbox's kubeconfig", background)
+
+    # The demo workload is created, then the daemon fails demo-too-big once.
+    def daemon_has_tried() -> bool:
+        done = sh(from_scheduler)
+        return done.returncode == 0 and "last attempt:" in done.stdout
+
+    _wait(daemon_has_tried, "the daemon's first attempt at demo-too-big", background)
+
+    done = sh(table)
+    assert done.returncode == 0, done.stderr
+    sample = next(b for b in section_blocks(SECTION) if b.lang == "" and "Filter:" in b.text)
+    assert _no_timing(done.stdout) == _no_timing(sample.text)
+
+    done = sh(wide)
+    assert done.returncode == 0, done.stderr
+    assert all(f"node-000{i}" in done.stdout for i in range(4))
+
+    done = sh(as_json)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result["filter-result"]) == {f"node-000{i}" for i in range(4)}
+    assert result["selected-node"] == ""
+
+    done = sh(kubectl_run)
+    assert done.returncode == 0, done.stderr
+    done = sh(pod_file)
+    assert done.returncode == 0, done.stderr
+    assert "Result: " in done.stdout and "unschedulable" not in done.stdout
+
+    done = sh(from_scheduler)
+    assert done.returncode == 0, done.stderr
+    assert "The scheduler's view: queue " in done.stdout
+    assert "0/4 nodes are available" in done.stdout.split("The scheduler's view")[1]
+
+
+def _no_timing(text: str) -> str:
+    return re.sub(r"\(cycle \d+ ms\)", "(cycle N ms)", text).strip()
+
+
+def test_rbac_commands_run_against_a_cluster(tmp_path: Path) -> None:
+    commands = section_blocks(SECTION, lang="bash")[1].commands()
+    assert commands[0] == "kubectl apply -f manifests/explain/"
+    with SandboxProcess(nodes=0) as sp:
+        env = {**ENV, "KUBECONFIG": str(sp.kubeconfig_path)}
+        for command in commands:
+            done = subprocess.run(["bash", "-c", command], env=env, cwd=REPO,
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, (command, done.stderr)
+        done = subprocess.run(
+            ["kubectl", "get", "clusterrolebinding", "explain-alice", "-o", "json"], env=env,
+            capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        binding = json.loads(done.stdout)
+        assert binding["roleRef"]["name"] == "kube-py-scheduler-explain"
+        assert binding["subjects"][0]["name"] == "alice"
