@@ -512,7 +512,9 @@ class Framework:
             if not s.is_rejected():
                 final = (None, _guard_error(s, f"running PostFilter plugin {name!r}", name))
                 break
-            if r is not None and r.nominated_node_name:
+            if r is not None:
+                # A result is a nomination to apply, an empty one included (it clears the
+                # pod's); no result leaves it alone (upstream's ModeNoop).
                 result = r
             reasons.extend(s.reasons)
             if not rejector:
