@@ -9,6 +9,7 @@ The daemon (``scheduler.app`` and below) never imports the sandbox.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import asyncio
 import signal
 import sys
@@ -128,10 +129,10 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
     from scheduler.sandbox import Sandbox
 
     sandbox = Sandbox.start_in_thread(nodes=args.nodes, scheduler_prereqs=True)
+    # One kubeconfig per sandbox (its own default path unless one is given), so a second
+    # sandbox never overwrites the first one's; the default one goes with the sandbox.
+    path = str(sandbox.write_kubeconfig(args.sandbox_kubeconfig_out))
     try:
-        # One kubeconfig per sandbox (its own default path unless one is given), so a second
-        # sandbox never overwrites the first one's.
-        path = str(sandbox.write_kubeconfig(args.sandbox_kubeconfig_out))
         print(f"sandbox API server at {sandbox.url}", flush=True)
         print(f"  export KUBECONFIG={path}", flush=True)
         print("  kubectl get pods -o wide -w", flush=True)
@@ -145,6 +146,8 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
         return await app.run()
     finally:
         sandbox.stop()
+        if not args.sandbox_kubeconfig_out:
+            Path(path).unlink(missing_ok=True)
 
 
 COMMAND = Command(

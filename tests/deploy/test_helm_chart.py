@@ -406,6 +406,12 @@ def test_notes_tell_how_to_opt_in() -> None:
         "kube-py-scheduler/templates/NOTES.txt"]
     assert "schedulerName: py-gang" in notes
     assert "get lease py-scheduler" in notes
+    assert "over HTTPS, to bearer tokens whose user may `get` the path" in notes
+    assert "kube-py-scheduler-metrics-reader (metrics.readers)" in notes
+    plain = support.render_files({"metrics": {"secure": False, "authentication": False,
+                                              "authorization": False}})[
+        "kube-py-scheduler/templates/NOTES.txt"]
+    assert "over plain HTTP, without authentication." in plain
 
 
 @pytest.mark.parametrize("values", [

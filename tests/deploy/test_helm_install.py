@@ -10,7 +10,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from helm_python import Chart, Config
+import pytest
+from helm_python import Chart, Config, HelmReleaseError
 
 from scheduler.client.api import NotFound
 from scheduler.sandbox import Sandbox
@@ -92,6 +93,30 @@ async def test_install_upgrade_uninstall_into_the_sandbox(sandbox: Sandbox, tmp_
             for revision in (1, 2):
                 assert not await exists(client, f"/api/v1/namespaces/{NAMESPACE}/secrets/"
                                                  f"{RELEASE_SECRET.format(revision)}")
+    finally:
+        helm.close()
+        chart.close()
+
+
+@pytest.mark.sandbox(nodes=1, scheduler_prereqs=True)
+async def test_a_crd_installed_outside_the_release_needs_crds_install_false(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """`kube-py-scheduler sandbox` (and scheduler-plugins in a cluster) already has the PodGroup
+    CRD: Helm refuses to adopt an object it does not own, naming it; crds.install=false
+    installs the rest."""
+    kubeconfig = sandbox.write_kubeconfig(tmp_path / "kubeconfig")
+    helm = Config(kubeconfig_path=str(kubeconfig), namespace=NAMESPACE)
+    chart = Chart.load(CHART)
+    try:
+        with pytest.raises(HelmReleaseError, match='CustomResourceDefinition '
+                           '"podgroups.scheduling.x-k8s.io" .* exists and cannot be imported'):
+            await asyncio.to_thread(helm.install, chart, RELEASE, {}, namespace=NAMESPACE,
+                                    create_namespace=True, timeout=60)
+        release = await asyncio.to_thread(
+            helm.install, chart, RELEASE, {"crds": {"install": False}}, namespace=NAMESPACE,
+            create_namespace=True, timeout=60)
+        assert (release["status"], release["revision"]) == ("deployed", 1)
     finally:
         helm.close()
         chart.close()

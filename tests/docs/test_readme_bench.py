@@ -1,8 +1,11 @@
-"""The README's benchmark commands are the bench's: each parses, names a real workload, and
-the curve command runs end to end (with its sizes shrunk) and writes its plot."""
+"""The README's benchmark commands run as written, with their sizes shrunk: every upstream
+shape (and gang) binds every measured pod, with its existing and gated pods in place and the
+figures consistent with each other; the curve command writes its plot.  No timing is
+asserted."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -14,6 +17,9 @@ from scheduler.bench import build_parser
 from scheduler.bench.workloads import WORKLOADS
 from tests.docs.readme import section_blocks
 
+# argparse keeps the last value of a repeated flag: these shrink any README command.
+TINY = ["--nodes", "12", "--pods", "8", "--raw-binds", "8"]
+
 
 def _commands() -> list[list[str]]:
     (block,) = section_blocks("Benchmarks", lang="bash")
@@ -22,24 +28,41 @@ def _commands() -> list[list[str]]:
     return [c[2:] for c in commands]
 
 
-def test_every_benchmark_command_parses_and_every_named_workload_is_run() -> None:
-    parser = build_parser()
-    named = set()
-    for argv in _commands():
-        args = parser.parse_args(argv)
-        named.add(args.workload)
+def test_the_commands_cover_every_upstream_shape_and_gang() -> None:
+    named = {build_parser().parse_args(argv).workload for argv in _commands()}
     upstream = {name for name, w in WORKLOADS.items() if w.upstream_floor is not None}
     assert upstream | {"gang"} <= named
 
 
-def test_the_curve_command_runs_and_writes_its_plot(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")  # the optional `bench` extra
-    (curve,) = [argv for argv in _commands() if "--curve" in argv]
-    plot = tmp_path / "scaling.png"
-    # The README's command with its sizes shrunk (argparse keeps the last value of a flag).
-    argv = [*curve, "--curve", "4,8", "--pods", "8", "--raw-binds", "8", "--plot", str(plot)]
+@pytest.mark.parametrize("index", range(len(_commands())))
+def test_benchmark_command_runs_as_written(index: int, tmp_path: Path) -> None:
+    argv = _commands()[index]
+    args = build_parser().parse_args(argv)
+    if args.curve:
+        pytest.importorskip("matplotlib")  # the optional `bench` extra
+        plot = tmp_path / "scaling.png"
+        argv = [*argv, *TINY, "--curve", "4,8", "--plot", str(plot), "--json"]
+    else:
+        argv = [*argv, *TINY, "--json"]
     done = subprocess.run([sys.executable, "-m", "scheduler", "bench", *argv],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
-    assert plot.read_bytes().startswith(b"\x89PNG")
-    assert "| nodes |" in done.stdout
+    assert "\r" not in done.stderr, "no progress bar on a pipe"
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    if args.curve:
+        assert [r["nodes"] for r in out["curve"]] == [4, 8]
+        assert plot.read_bytes().startswith(b"\x89PNG")
+        return
+    workload = WORKLOADS[args.workload]
+    assert out["workload"] == args.workload
+    assert out["bound"] == out["pods"] == 8
+    assert out["existing_pods"] == workload.scaled(workload.existing_pods, 12)
+    assert out["gated_pods"] == workload.scaled(workload.gated_pods, 12)
+    assert out["upstream_floor_pods_per_s"] == workload.upstream_floor
+    assert out["ratio_to_binding_with_event"] == pytest.approx(
+        out["scheduler_pods_per_s"] / out["binding_with_event_rate_per_s"], abs=2e-3)
+    assert out["cycles"] >= 8
+    if args.batching:
+        assert out["batched_node_filters_per_pod"] >= 0
+    else:
+        assert out["batched_node_filters_per_pod"] == 0
