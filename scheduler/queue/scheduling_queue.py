@@ -547,9 +547,18 @@ class SchedulingQueue:
     def _move_pods(
         self, pods: Iterable[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
     ) -> None:
+        # Whether a gating plugin registered this event is one answer per (profile, plugin):
+        # asked once per event, not once per gated pod (10000 gated pods made every
+        # assigned-pod event cost 10000 event matches).
+        registered: dict[tuple[str, str], bool] = {}
         for qpi in pods:
-            if qpi.gated and not self._gating_plugin_registered(qpi, event):
-                continue
+            if qpi.gated:
+                key = (qpi.pod_info.scheduler_name, qpi.gating_plugin)
+                answer = registered.get(key)
+                if answer is None:
+                    answer = registered[key] = self._gating_plugin_registered(qpi, event)
+                if not answer:
+                    continue
             strategy = self._worth_requeuing(qpi, event, old, new)
             if strategy is _Strategy.SKIP:
                 continue
