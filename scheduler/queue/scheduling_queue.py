@@ -3,8 +3,10 @@
 Like kube-scheduler's PriorityQueue, pods live in exactly one of:
 
 * activeQ — a heap ordered by the QueueSort plugin; ``pop`` takes its head;
-* backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), a heap ordered
-  by expiry, flushed into activeQ every second;
+* backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), ordered by
+  1-second expiry windows then priority, flushed into activeQ every second; with activeQ
+  empty ``pop`` takes its head at once (upstream SchedulerPopFromBackoffQ), so it must pass
+  PreEnqueue before it enters;
 * the unschedulable pool — pods rejected by some plugins; they leave it only when a cluster
   event those plugins registered (and whose queueing hint does not answer Skip) happens, or
   after ``max_in_unschedulable`` seconds;
