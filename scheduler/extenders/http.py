@@ -198,10 +198,11 @@ class HTTPExtender:
         spec = pod.get("spec") or {}
         for key in ("containers", "initContainers"):
             for container in spec.get(key) or ():
-                resources = container.get("resources") or {} if isinstance(container, Mapping) \
-                    else {}
+                resources = container.get("resources") if isinstance(container, Mapping) else None
+                if not isinstance(resources, Mapping):
+                    continue
                 for part in ("requests", "limits"):
-                    names = resources.get(part) or {}
+                    names = resources.get(part)
                     if isinstance(names, Mapping) and not self.managed_resources.isdisjoint(names):
                         return True
         return False

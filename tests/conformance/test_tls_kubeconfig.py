@@ -142,3 +142,48 @@ def test_cli_port_in_use_is_one_line_and_exit_2() -> None:
     assert r.stdout == ""
     [line] = r.stderr.strip().splitlines()
     assert line.startswith(f"sandbox: cannot listen on 127.0.0.1:{port}:") and "in use" in line
+
+
+def test_two_run_sandbox_processes_print_their_own_kubeconfigs() -> None:
+    procs = [subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--sandbox", "--nodes", "1",
+                               "--demo-pods", "0", "--metrics-bind-address", "127.0.0.1:0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    try:
+        found = []
+        for p in procs:
+            assert p.stdout is not None
+            url = path = ""
+            for line in p.stdout:
+                if line.startswith("sandbox API server at "):
+                    url = line.split()[-1]
+                elif "export KUBECONFIG=" in line:
+                    path = line.split("export KUBECONFIG=")[1].strip()
+                    break
+            assert url and path, "run --sandbox printed no kubeconfig"
+            assert yaml.safe_load(Path(path).read_text())["clusters"][0]["cluster"]["server"] == url
+            found.append((url, path))
+        assert found[0][1] != found[1][1] and found[0][0] != found[1][0]
+        for url, _ in found:  # stop once each daemon is up (it holds its lease)
+            _poll_lease(url)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _poll_lease(url: str, timeout: float = 30.0) -> None:
+    import json
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/apis/coordination.k8s.io/v1/leases") as r:
+            if json.loads(r.read())["items"]:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no scheduler lease at {url}")

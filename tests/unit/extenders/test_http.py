@@ -11,7 +11,7 @@ import structlog
 from aiohttp import web
 
 from scheduler.config.types import Extender, ExtenderManagedResource
-from scheduler.extenders import ExtenderError, Extenders, HTTPExtender
+from scheduler.extenders import ExtenderError, Extenders, HTTPExtender, http
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import Diagnosis
 from scheduler.metrics import SchedulerMetrics
@@ -117,14 +117,19 @@ async def test_filter_with_full_nodes(serve: Any) -> None:
     ids=["500", "malformed-json", "unknown-node", "error-field", "wrong-shape", "names-type"],
 )
 async def test_filter_errors_are_logged_once_and_counted(
-    serve: Any, body: Any, status: int, cause: str
+    serve: Any, body: Any, status: int, cause: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = await serve(answering(body, status))
     metrics = SchedulerMetrics()
     ext = HTTPExtender(Extender(url_prefix=url, filter_verb="filter", node_cache_capable=True),
                        metrics=metrics)
-    with structlog.testing.capture_logs() as logs, pytest.raises(ExtenderError) as ei:
-        await ext.filter(POD, nodes("a", "b"))
+    try:
+        with structlog.testing.capture_logs() as logs, pytest.raises(ExtenderError) as ei:
+            # a fresh logger: the module's may be cached by an earlier configure_logging
+            monkeypatch.setattr(http, "log", structlog.get_logger(http.__name__))
+            await ext.filter(POD, nodes("a", "b"))
+    finally:
+        await ext.close()
     assert str(ei.value).startswith(f"extender {url!r} filter failed: ")
     assert cause in str(ei.value)
     (line,) = [e for e in logs if e["event"] == "extender call failed"]
@@ -135,7 +140,6 @@ async def test_filter_errors_are_logged_once_and_counted(
     assert metrics.registry.get_sample_value(
         "scheduler_py_extender_request_duration_seconds_count",
         {"verb": "filter", "result": "error"}) == 1
-    await ext.close()
 
 
 async def test_unreachable_and_timeout(serve: Any) -> None:
