@@ -82,6 +82,8 @@ GATED = "gated"
 HintEntry = tuple[ClusterEvent, str, QueueingHintFn | None]
 
 _UPDATE_LABEL = UNSCHEDULED_POD_UPDATE.label
+# scheduler_queue_incoming_pods_total{queue="active"} label of a pod popped from backoffQ.
+POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
 
 class QueueError(Exception):
@@ -464,9 +466,12 @@ class SchedulingQueue:
     def _pop(self) -> QueuedPodInfo | None:
         # With activeQ empty the best pod to try is backoffQ's head rather than none
         # (upstream SchedulerPopFromBackoffQ).
-        qpi = self._active.pop() or self._backoff.pop_rejected()
+        qpi = self._active.pop()
         if qpi is None:
-            return None
+            qpi = self._backoff.pop_rejected()
+            if qpi is None:
+                return None
+            self._incoming(ACTIVE, POP_FROM_BACKOFF_Q)
         self._cycle += 1
         qpi.attempts += 1
         # A new attempt: the rejectors of the previous one no longer apply.
