@@ -89,10 +89,13 @@ class EventHandlers:
         self.sched = sched
         self._once = _Once()
 
-    def _log_once(self, kind: str, key: str, error: Exception, what: str) -> bool:
+    def _log_once(self, kind: str, key: str, error: Exception, what: str, *,
+                  name: str | None = None) -> bool:
+        """Log ``error`` about the object unless it was the last problem logged for ``key``
+        (pods are keyed by uid: a deleted and recreated pod is a new object)."""
         if not self._once.first(f"{kind}:{key}", str(error)):
             return False
-        log.warning(what, kind=kind, object=key, error=str(error))
+        log.warning(what, kind=kind, object=key if name is None else name, error=str(error))
         return True
 
     # --- pods ------------------------------------------------------------------------------
@@ -192,13 +195,15 @@ class EventHandlers:
         try:
             info, problems = PodInfo.from_assigned_pod(pod)
         except ObjectError as exc:
-            self._log_once("Pod", _pod_key(pod), exc,
-                           "bound pod cannot be identified; it is left out of the cache")
+            self._log_once("Pod", _uid_or_key(pod), exc,
+                           "bound pod cannot be identified; it is left out of the cache",
+                           name=_pod_key(pod))
             return None
         if problems:
             self._log_once(
-                "Pod", info.key, problems[0],
-                "bound pod is malformed; accounting it without the malformed fields")
+                "Pod", _uid_or_key(pod), problems[0],
+                "bound pod is malformed; accounting it without the malformed fields",
+                name=info.key)
         return info
 
     def add_pod_to_cache(self, pod: dict[str, Any]) -> None:

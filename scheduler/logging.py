@@ -10,11 +10,18 @@ never meet a line it cannot parse.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
 
 LEVELS = ("debug", "info", "warning", "error")
+
+# Set to "0" to keep structlog from caching configured loggers (the test suite does: a test
+# that configures logging in-process must not freeze every module's logger for later tests,
+# which then capture logs with ``structlog.testing.capture_logs``). Caching is on by default:
+# it saves a lookup per log call in the daemon.
+CACHE_ENV = "KUBE_PY_SCHEDULER_LOG_CACHE"
 
 # Third-party loggers stay at WARNING unless the user asks for debug: their INFO lines are
 # about their own machinery (kopf's handler bookkeeping, aiohttp's access log).
@@ -64,7 +71,7 @@ def configure_logging(*, fmt: str = "console", level: str = "info") -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=os.environ.get(CACHE_ENV, "1") != "0",
     )
     handler = logging.StreamHandler(_CurrentStderr())
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(

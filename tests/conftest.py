@@ -11,14 +11,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from scheduler.logging import CACHE_ENV
 from scheduler.sandbox import Sandbox
 from scheduler.sandbox.testing import SandboxProcess
+
+
+# Tests that run a CLI command in-process configure logging; uncached loggers keep that from
+# leaking into later tests' log capture (see scheduler/logging.py).
+os.environ[CACHE_ENV] = "0"
 
 
 def pytest_configure(config: pytest.Config) -> None:

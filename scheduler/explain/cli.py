@@ -95,6 +95,9 @@ async def run(args: argparse.Namespace) -> str:
         raise ExplainError("name a pod, or give --pod-file")
     if args.pod and args.pod_file:
         raise ExplainError("give a pod name or --pod-file, not both")
+    if args.pod_file and args.from_scheduler:
+        raise ExplainError("--from-scheduler needs an existing pod: the scheduler has never "
+                           "seen a --pod-file pod")
     try:
         config = load_config_file(args.config) if args.config else shipped_config()
     except ConfigError as exc:

@@ -13,7 +13,6 @@ step.  Nothing here writes to the API server: Reserve, Permit and binding are no
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,11 @@ from scheduler.framework.types import NO_NODES_AVAILABLE, Diagnosis, FitError
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from scheduler.plugins.names import COSCHEDULING, DEFAULT_PREEMPTION
-from scheduler.schedule_one import effective_percentage, num_feasible_nodes_to_find
+from scheduler.schedule_one import (
+    effective_percentage,
+    failure_message,
+    num_feasible_nodes_to_find,
+)
 
 if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework
@@ -156,13 +159,6 @@ class Explanation:
         return (f"(the daemon stops at {self.daemon_nodes_to_find} feasible nodes and scores only "
                 "those: percentageOfNodesToScore)")
 
-    def reason_counts(self) -> Counter[str]:
-        """Nodes per rejection reason, counted as the FailedScheduling message counts them."""
-        counts: Counter[str] = Counter()
-        for verdict in self.verdicts:
-            counts.update(verdict.reasons)
-        return counts
-
 
 async def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> Explanation:
     """Run ``pod``'s scheduling cycle over every node of ``sched``'s cache with ``fwk``, with
@@ -228,7 +224,7 @@ async def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> 
             result.selected, result.ties = nominated, [nominated]
         return _done(result, started)
 
-    _post_filter(result, fwk, state, pod_info, diagnosis)
+    _post_filter(result, sched, fwk, state, pod_info, diagnosis)
     return _done(result, started)
 
 
@@ -373,31 +369,22 @@ def score_breakdown(
 
 def _post_filter(
     result: Explanation,
+    sched: Scheduler,
     fwk: Framework,
     state: CycleState,
     pod_info: PodInfo,
     diagnosis: Diagnosis,
 ) -> None:
-    """PostFilter as the daemon runs it, DefaultPreemption deciding without acting; then the
-    FailedScheduling message the daemon builds from the same diagnosis."""
+    """The daemon's own PostFilter step, DefaultPreemption deciding without acting, and the
+    FailedScheduling message it builds from the same diagnosis."""
     preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
     if isinstance(preemption, DefaultPreemption):
         preemption.dry_run = True
-    nominating = ""
-    if fwk.has_post_filter_plugins():
-        post_result, status = fwk.run_post_filter_plugins(state, pod_info, diagnosis.node_to_status)
-        if status is not None and status.code == Code.ERROR:
-            result.error = status.message()
-        elif status is not None and not status.is_success():
-            diagnosis.post_filter_msg = status.message()
-            if status.plugin:
-                diagnosis.unschedulable_plugins.add(status.plugin)
-        if post_result is not None and post_result.nominated_node_name:
-            nominating = post_result.nominated_node_name
     fit_error = FitError(
         pod_key=pod_info.key, num_all_nodes=result.num_nodes, diagnosis=diagnosis
     )
-    result.message = str(fit_error)
+    outcome, _, status = sched.cycle._post_filter(fwk, state, pod_info, fit_error)
+    result.message = failure_message(status)
     if isinstance(preemption, DefaultPreemption):
         dry = preemption.last_dry_run
         result.preemption = PreemptionPlan(
@@ -408,7 +395,7 @@ def _post_filter(
                 )
                 for c in dry.candidates
             ],
-            chosen=nominating,
+            chosen=outcome.nominating or "",
         )
 
 

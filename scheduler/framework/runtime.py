@@ -101,6 +101,9 @@ class Framework:
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
         # Always real metrics (a private registry when the caller has none): no None guards.
+        # Per-plugin durations are sampled only into the caller's metrics: nobody reads a
+        # private registry (offline validation, benchmarks), so those cycles skip the cost.
+        self._sample_percent = PLUGIN_METRICS_SAMPLE_PERCENT if metrics is not None else 0
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self._instr = Instrumentation(self.metrics, self.profile_name)
         self._nominator = nominator
@@ -192,7 +195,7 @@ class Framework:
         return out
 
     def _sample(self) -> bool:
-        return self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        return self._sample_percent > 0 and self._rng.randrange(100) < self._sample_percent
 
     def new_cycle_state(self) -> CycleState:
         """A CycleState for one scheduling attempt; ~10% of them record per-plugin metrics."""
@@ -512,7 +515,9 @@ class Framework:
             if not s.is_rejected():
                 final = (None, _guard_error(s, f"running PostFilter plugin {name!r}", name))
                 break
-            if r is not None and r.nominated_node_name:
+            if r is not None:
+                # A result is a nomination to apply, an empty one included (it clears the
+                # pod's); no result leaves it alone (upstream's ModeNoop).
                 result = r
             reasons.extend(s.reasons)
             if not rejector:

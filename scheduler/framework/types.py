@@ -80,6 +80,9 @@ class PreFilterResult:
 
 @dataclass(slots=True)
 class PostFilterResult:
+    """A PostFilter plugin's nomination for the pod: a node, or "" to clear the pod's
+    nomination (return None for no opinion)."""
+
     nominated_node_name: str = ""
 
 

@@ -168,7 +168,9 @@ def _csi_node(o: _Obj) -> None:
         allocatable = driver.get("allocatable")
         if allocatable is None:
             continue
-        count = allocatable.get("count") if isinstance(allocatable, Mapping) else "?"
+        if not isinstance(allocatable, Mapping):
+            raise o.err(f"{where}.allocatable", "must be an object")
+        count = allocatable.get("count")
         if count is not None and (
                 not isinstance(count, int) or isinstance(count, bool) or count < 0):
             raise o.err(f"{where}.allocatable.count", "must be a non-negative integer")

@@ -3,8 +3,10 @@
 Like kube-scheduler's PriorityQueue, pods live in exactly one of:
 
 * activeQ — a heap ordered by the QueueSort plugin; ``pop`` takes its head;
-* backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), a heap ordered
-  by expiry, flushed into activeQ every second;
+* backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), ordered by
+  1-second expiry windows then priority, flushed into activeQ every second; with activeQ
+  empty ``pop`` takes its head at once (upstream SchedulerPopFromBackoffQ), so it must pass
+  PreEnqueue before it enters;
 * the unschedulable pool — pods rejected by some plugins; they leave it only when a cluster
   event those plugins registered (and whose queueing hint does not answer Skip) happens, or
   after ``max_in_unschedulable`` seconds;
@@ -80,6 +82,8 @@ GATED = "gated"
 HintEntry = tuple[ClusterEvent, str, QueueingHintFn | None]
 
 _UPDATE_LABEL = UNSCHEDULED_POD_UPDATE.label
+# scheduler_queue_incoming_pods_total{queue="active"} label of a pod popped from backoffQ.
+POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
 
 class QueueError(Exception):
@@ -462,9 +466,12 @@ class SchedulingQueue:
     def _pop(self) -> QueuedPodInfo | None:
         # With activeQ empty the best pod to try is backoffQ's head rather than none
         # (upstream SchedulerPopFromBackoffQ).
-        qpi = self._active.pop() or self._backoff.pop_rejected()
+        qpi = self._active.pop()
         if qpi is None:
-            return None
+            qpi = self._backoff.pop_rejected()
+            if qpi is None:
+                return None
+            self._incoming(ACTIVE, POP_FROM_BACKOFF_Q)
         self._cycle += 1
         qpi.attempts += 1
         # A new attempt: the rejectors of the previous one no longer apply.

@@ -145,6 +145,7 @@ Served resources
 ----------------
 core/v1 namespaces, pods (+binding, status, eviction), bindings, nodes (+status), events,
 persistentvolumes, persistentvolumeclaims (+status), services, configmaps, secrets,
+replicationcontrollers (stored, for the scheduler's spreading informers),
 serviceaccounts; apps/v1 deployments, replicasets, statefulsets (+scale); batch/v1 jobs, cronjobs;
 policy/v1 poddisruptionbudgets; storage.k8s.io/v1 storageclasses, csinodes, csidrivers,
 csistoragecapacities; coordination.k8s.io/v1 leases; events.k8s.io/v1 events (a view of

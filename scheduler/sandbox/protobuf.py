@@ -158,6 +158,8 @@ MESSAGES: dict[str, dict[int, F]] = {
                     6: _s("appProtocol")},
     # statuses are written by controllers; what a client sends on create is discarded anyway
     "Ignored": {},
+    "Binding": {1: _m("metadata", "ObjectMeta"), 2: _m("target", "ObjectReference")},
+    "Eviction": {1: _m("metadata", "ObjectMeta"), 2: _m("deleteOptions", "DeleteOptions")},
     # apps/v1
     "Deployment": {1: _m("metadata", "ObjectMeta"), 2: _m("spec", "DeploymentSpec"), 3: _m("status", "Ignored")},
     "DeploymentSpec": {1: _i("replicas", pointer=True), 2: _m("selector", "LabelSelector"),
@@ -204,7 +206,7 @@ MESSAGES: dict[str, dict[int, F]] = {
 _INLINE = {("Volume", "volumeSource"), ("ConfigMapVolumeSource", "localObjectReference")}
 # Top-level kinds decodable from a request body, by (apiVersion, kind).
 KINDS = {
-    ("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "ServiceAccount"), ("v1", "Service"),
+    ("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "Binding"), ("policy/v1", "Eviction"), ("v1", "Secret"), ("v1", "ServiceAccount"), ("v1", "Service"),
     ("apps/v1", "Deployment"), ("batch/v1", "Job"), ("batch/v1", "CronJob"),
     ("scheduling.k8s.io/v1", "PriorityClass"), ("policy/v1", "PodDisruptionBudget"),
     ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),

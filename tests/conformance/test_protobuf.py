@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -110,3 +111,39 @@ async def test_other_body_types_are_415(http: Http, ct: str) -> None:
     code, status = await http.post("/api/v1/namespaces", b"x", ct=ct)
     assert code == 415 and status["reason"] == "UnsupportedMediaType"
     assert status["kind"] == "Status" and status["code"] == 415
+
+
+def test_kubectl_drain_evicts_through_protobuf_and_the_replicaset_replaces(
+    kube_env: dict[str, str], namespace: str, threaded: Any,
+) -> None:
+    import urllib.request
+
+    kubectl(kube_env, "-n", namespace, "create", "deployment", "dr", "--image=pause", "--replicas=2")
+
+    def pods() -> list[dict[str, Any]]:
+        return list(get(kube_env, "-n", namespace, "pods", "-l", "app=dr")["items"])
+
+    deadline = time.monotonic() + 10
+    while len(pods()) != 2:
+        assert time.monotonic() < deadline, "the ReplicaSet's pods did not appear"
+        time.sleep(0.05)
+    node = "node-0002"
+    for p in pods():
+        name = p["metadata"]["name"]
+        req = urllib.request.Request(
+            f"{threaded.url}/api/v1/namespaces/{namespace}/pods/{name}/binding", method="POST",
+            data=json.dumps({"metadata": {"name": name}, "target": {"kind": "Node", "name": node}}).encode(),
+            headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req).read()
+    first = {p["metadata"]["name"] for p in pods()}
+    r = kubectl(kube_env, "drain", node, "--ignore-daemonsets", "--timeout=30s")
+    assert "evicted" in r.stdout and f"node/{node} drained" in r.stdout
+    kubectl(kube_env, "uncordon", node)
+    deadline = time.monotonic() + 10
+    while True:
+        now = pods()
+        live = {p["metadata"]["name"] for p in now if not p["metadata"].get("deletionTimestamp")}
+        if len(live) == 2 and not live & first:
+            break
+        assert time.monotonic() < deadline, f"pods not replaced: {live}"
+        time.sleep(0.05)

@@ -68,17 +68,16 @@ def test_tls_can_be_forced_without_a_token() -> None:
         assert plain.sandbox.certs is None
 
 
-def test_each_sandbox_writes_its_own_default_kubeconfig() -> None:
+def test_each_sandbox_writes_its_own_default_kubeconfig_and_removes_it(tmp_path: Path) -> None:
     with Sandbox.start_in_thread() as a, Sandbox.start_in_thread() as b:
         pa, pb = a.write_kubeconfig(), b.write_kubeconfig()
-        try:
-            assert pa != pb
-            assert pa == default_kubeconfig_path(a.sandbox.port)
-            assert yaml.safe_load(pa.read_text())["clusters"][0]["cluster"]["server"] == a.url
-            assert yaml.safe_load(pb.read_text())["clusters"][0]["cluster"]["server"] == b.url
-        finally:
-            pa.unlink(missing_ok=True)
-            pb.unlink(missing_ok=True)
+        named = a.write_kubeconfig(tmp_path / "kc")
+        assert pa != pb
+        assert pa == default_kubeconfig_path(a.sandbox.port)
+        assert yaml.safe_load(pa.read_text())["clusters"][0]["cluster"]["server"] == a.url
+        assert yaml.safe_load(pb.read_text())["clusters"][0]["cluster"]["server"] == b.url
+    assert not pa.exists() and not pb.exists()  # default paths are the sandbox's own
+    assert named.exists()  # a path the caller named is the caller's
 
 
 def test_cli_prints_its_kubeconfig_and_removes_it_on_exit() -> None:
@@ -142,3 +141,49 @@ def test_cli_port_in_use_is_one_line_and_exit_2() -> None:
     assert r.stdout == ""
     [line] = r.stderr.strip().splitlines()
     assert line.startswith(f"sandbox: cannot listen on 127.0.0.1:{port}:") and "in use" in line
+
+
+def test_two_run_sandbox_processes_print_their_own_kubeconfigs() -> None:
+    procs = [subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--sandbox", "--nodes", "1",
+                               "--demo-pods", "0", "--metrics-bind-address", "127.0.0.1:0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    found: list[tuple[str, str]] = []
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            url = path = ""
+            for line in p.stdout:
+                if line.startswith("sandbox API server at "):
+                    url = line.split()[-1]
+                elif "export KUBECONFIG=" in line:
+                    path = line.split("export KUBECONFIG=")[1].strip()
+                    break
+            assert url and path, "run --sandbox printed no kubeconfig"
+            assert yaml.safe_load(Path(path).read_text())["clusters"][0]["cluster"]["server"] == url
+            found.append((url, path))
+        assert found[0][1] != found[1][1] and found[0][0] != found[1][0]
+        for url, _ in found:  # stop once each daemon is up (it holds its lease)
+            _poll_lease(url)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    assert not any(Path(path).exists() for _, path in found)  # removed when the scheduler stops
+
+
+def _poll_lease(url: str, timeout: float = 30.0) -> None:
+    import json
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/apis/coordination.k8s.io/v1/leases") as r:
+            if json.loads(r.read())["items"]:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no scheduler lease at {url}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -50,9 +51,11 @@ def test_walk_through_runs_as_written(
 
     run, table, wide, as_json, kubectl_run, pod_file, from_scheduler = map(local, commands)
     assert run.endswith("&")
-    background.append(subprocess.Popen(
-        ["bash", "-c", "exec " + run.removesuffix("&").strip()], env=ENV, cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    log = tmp_path / "scheduler.log"
+    with open(log, "w") as log_file:
+        background.append(subprocess.Popen(
+            ["bash", "-c", "exec " + run.removesuffix("&").strip()], env=ENV, cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=log_file, text=True))
     _wait(lambda: kubeconfig.exists(), "the sandbox's kubeconfig", background)
 
     # The demo workload is created, then the daemon fails demo-too-big once.
@@ -87,6 +90,14 @@ def test_walk_through_runs_as_written(
     assert done.returncode == 0, done.stderr
     assert "The scheduler's view: queue " in done.stdout
     assert "0/4 nodes are available" in done.stdout.split("The scheduler's view")[1]
+
+    # `kill -USR2 <pid>`: the daemon logs its cache and queue, and keeps running.
+    background[0].send_signal(signal.SIGUSR2)
+    _wait(lambda: "dump of the scheduling queue" in log.read_text(), "the SIGUSR2 dump",
+          background)
+    text = log.read_text()
+    assert text.count("cached node") == 4 and "dump of the scheduler cache" in text
+    assert sh(from_scheduler).returncode == 0
 
 
 def _no_timing(text: str) -> str:

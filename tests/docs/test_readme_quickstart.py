@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -34,8 +35,12 @@ def _kubectl_block() -> list[str]:
     return section_blocks("Quick start", lang="bash")[1].commands()
 
 
+# As in the activated virtualenv of the quick start: its bin first on PATH.
+VENV_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+
+
 def _shell(command: str, kubeconfig: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": kubeconfig}
+    env = {**os.environ, "KUBECONFIG": kubeconfig, "PATH": VENV_PATH}
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env,
                           timeout=60, cwd=REPO)
 
@@ -45,7 +50,7 @@ def test_quick_start_runs_the_demo_and_the_kubectl_block_shows_it(tmp_path: Path
     assert command == "kube-py-scheduler run --sandbox"
     proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "PATH": VENV_PATH})
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(2)]

@@ -235,6 +235,8 @@ async def test_gang_member_shows_its_pod_groups_state(
         (["web", "--config", "{tmp}/broken.yaml"], "broken.yaml"),
         (["--pod-file", "{tmp}/broken.yaml"], "--pod-file"),
         ([], "name a pod, or give --pod-file"),
+        (["--pod-file", "{tmp}/broken.yaml", "--from-scheduler", "http://127.0.0.1:1"],
+         "--from-scheduler needs an existing pod"),
     ],
 )
 async def test_bad_input_is_one_clear_line_and_exit_2(
