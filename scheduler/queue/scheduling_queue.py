@@ -139,7 +139,8 @@ class SchedulingQueue:
         self._profile_of = profile_of
         self._max_in_unschedulable = max_in_unschedulable
         self._clock = clock
-        self._metrics = metrics
+        # Always a metrics object (a private one when none is given): no None checks.
+        self._metrics = metrics if metrics is not None else SchedulerMetrics()
         self.nominator = nominator if nominator is not None else Nominator()
 
         # profile -> plugin -> events it registered (a gated pod moves only on these)
@@ -157,7 +158,7 @@ class SchedulingQueue:
         self._backoff = BackoffQueue(
             initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock, less=less
         )
-        self._pool = UnschedulablePods(profile_of=profile_of, metrics=metrics)
+        self._pool = UnschedulablePods(profile_of=profile_of, metrics=self._metrics)
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
 
         self._cycle = 0
@@ -612,12 +613,9 @@ class SchedulingQueue:
     # --- metrics -----------------------------------------------------------------------------
 
     def _incoming(self, queue: str, label: str) -> None:
-        if self._metrics is not None:
-            self._metrics.queue_incoming_pods.labels(queue=queue, event=label).inc()
+        self._metrics.queue_incoming_pods.labels(queue=queue, event=label).inc()
 
     def _sync_gauges(self) -> None:
-        if self._metrics is None:
-            return
         gauge = self._metrics.pending_pods
         gauge.labels(queue=ACTIVE).set(len(self._active))
         gauge.labels(queue=BACKOFF).set(len(self._backoff))
