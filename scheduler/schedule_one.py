@@ -9,6 +9,11 @@ The binding cycle runs as its own asyncio task: WaitOnPermit, PreBind, Bind (a P
 v1.Binding), PostBind.  Any failure after assume takes the same road back: Unreserve in
 reverse order, forget the assumed pod, requeue it with backoff, and move other unschedulable
 pods (the resources it held came back).
+
+As upstream's ``schedule_one.go``, the scheduling cycle returns a result and a Status, and
+every failure of either cycle goes through one handler (``handle_scheduling_failure``): it
+requeues the pod, applies the result's nomination (clearing it unless preemption nominated),
+and tells the user.
 """
 
 from __future__ import annotations

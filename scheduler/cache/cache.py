@@ -114,7 +114,8 @@ class Cache:
         # binding that finished is confirmed by the informer, however late it is.
         self._ttl = assumed_pod_ttl
         self._clock = clock
-        self._metrics = metrics
+        # Always a metrics object (a private one when none is given): no None checks.
+        self._metrics = metrics if metrics is not None else SchedulerMetrics()
         # Node name -> NodeInfo, least recently changed first.  Holds deleted nodes that still
         # have pods (node=None) and nodes known only from their pods (not yet added).
         self._nodes: OrderedDict[str, NodeInfo] = OrderedDict()
@@ -557,8 +558,6 @@ class Cache:
         )
 
     def update_metrics(self) -> None:
-        if self._metrics is None:
-            return
         gauge = self._metrics.cache_size
         gauge.labels(type="assumed_pods").set(len(self._assumed))
         gauge.labels(type="pods").set(len(self._pods))

@@ -9,7 +9,6 @@ The daemon (``scheduler.app`` and below) never imports the sandbox.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import asyncio
 import signal
 import sys
@@ -130,7 +129,7 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
 
     sandbox = Sandbox.start_in_thread(nodes=args.nodes, scheduler_prereqs=True)
     # One kubeconfig per sandbox (its own default path unless one is given), so a second
-    # sandbox never overwrites the first one's; the default one goes with the sandbox.
+    # sandbox never overwrites the first one's.
     path = str(sandbox.write_kubeconfig(args.sandbox_kubeconfig_out))
     try:
         print(f"sandbox API server at {sandbox.url}", flush=True)
@@ -145,9 +144,7 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
         app.options.context = None
         return await app.run()
     finally:
-        sandbox.stop()
-        if not args.sandbox_kubeconfig_out:
-            Path(path).unlink(missing_ok=True)
+        sandbox.stop()  # also removes a kubeconfig it wrote at its own default path
 
 
 COMMAND = Command(

@@ -13,7 +13,6 @@ step.  Nothing here writes to the API server: Reserve, Permit and binding are no
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -159,13 +158,6 @@ class Explanation:
             return ""
         return (f"(the daemon stops at {self.daemon_nodes_to_find} feasible nodes and scores only "
                 "those: percentageOfNodesToScore)")
-
-    def reason_counts(self) -> Counter[str]:
-        """Nodes per rejection reason, counted as the FailedScheduling message counts them."""
-        counts: Counter[str] = Counter()
-        for verdict in self.verdicts:
-            counts.update(verdict.reasons)
-        return counts
 
 
 async def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> Explanation:

@@ -3,8 +3,10 @@
 Like kube-scheduler's PriorityQueue, pods live in exactly one of:
 
 * activeQ — a heap ordered by the QueueSort plugin; ``pop`` takes its head;
-* backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), a heap ordered
-  by expiry, flushed into activeQ every second;
+* backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), ordered by
+  1-second expiry windows then priority, flushed into activeQ every second; with activeQ
+  empty ``pop`` takes its head at once (upstream SchedulerPopFromBackoffQ), so it must pass
+  PreEnqueue before it enters;
 * the unschedulable pool — pods rejected by some plugins; they leave it only when a cluster
   event those plugins registered (and whose queueing hint does not answer Skip) happens, or
   after ``max_in_unschedulable`` seconds;
@@ -80,6 +82,8 @@ GATED = "gated"
 HintEntry = tuple[ClusterEvent, str, QueueingHintFn | None]
 
 _UPDATE_LABEL = UNSCHEDULED_POD_UPDATE.label
+# scheduler_queue_incoming_pods_total{queue="active"} label of a pod popped from backoffQ.
+POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
 
 class QueueError(Exception):
@@ -135,7 +139,8 @@ class SchedulingQueue:
         self._profile_of = profile_of
         self._max_in_unschedulable = max_in_unschedulable
         self._clock = clock
-        self._metrics = metrics
+        # Always a metrics object (a private one when none is given): no None checks.
+        self._metrics = metrics if metrics is not None else SchedulerMetrics()
         self.nominator = nominator if nominator is not None else Nominator()
 
         # profile -> plugin -> events it registered (a gated pod moves only on these)
@@ -153,7 +158,7 @@ class SchedulingQueue:
         self._backoff = BackoffQueue(
             initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock, less=less
         )
-        self._pool = UnschedulablePods(profile_of=profile_of, metrics=metrics)
+        self._pool = UnschedulablePods(profile_of=profile_of, metrics=self._metrics)
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
 
         self._cycle = 0
@@ -462,9 +467,12 @@ class SchedulingQueue:
     def _pop(self) -> QueuedPodInfo | None:
         # With activeQ empty the best pod to try is backoffQ's head rather than none
         # (upstream SchedulerPopFromBackoffQ).
-        qpi = self._active.pop() or self._backoff.pop_rejected()
+        qpi = self._active.pop()
         if qpi is None:
-            return None
+            qpi = self._backoff.pop_rejected()
+            if qpi is None:
+                return None
+            self._incoming(ACTIVE, POP_FROM_BACKOFF_Q)
         self._cycle += 1
         qpi.attempts += 1
         # A new attempt: the rejectors of the previous one no longer apply.
@@ -614,12 +622,9 @@ class SchedulingQueue:
     # --- metrics -----------------------------------------------------------------------------
 
     def _incoming(self, queue: str, label: str) -> None:
-        if self._metrics is not None:
-            self._metrics.queue_incoming_pods.labels(queue=queue, event=label).inc()
+        self._metrics.queue_incoming_pods.labels(queue=queue, event=label).inc()
 
     def _sync_gauges(self) -> None:
-        if self._metrics is None:
-            return
         gauge = self._metrics.pending_pods
         gauge.labels(queue=ACTIVE).set(len(self._active))
         gauge.labels(queue=BACKOFF).set(len(self._backoff))

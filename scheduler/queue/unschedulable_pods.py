@@ -26,7 +26,7 @@ class UnschedulablePods:
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._profile_of = profile_of
-        self._metrics = metrics
+        self._metrics = metrics if metrics is not None else SchedulerMetrics()
         self.unschedulable: dict[str, QueuedPodInfo] = {}
         self.gated: dict[str, QueuedPodInfo] = {}
         # key -> (profile, plugins) counted in scheduler_unschedulable_pods
@@ -67,8 +67,6 @@ class UnschedulablePods:
         return [q for q in self.unschedulable.values() if now - q.timestamp > max_age]
 
     def _count(self, key: str, qpi: QueuedPodInfo) -> None:
-        if self._metrics is None:
-            return
         self._uncount(key)
         plugins = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
         profile = self._profile_of(qpi.pod_info.pod)
@@ -79,7 +77,7 @@ class UnschedulablePods:
 
     def _uncount(self, key: str) -> None:
         counted = self._counted.pop(key, None)
-        if counted is None or self._metrics is None:
+        if counted is None:
             return
         profile, plugins = counted
         for plugin in plugins:

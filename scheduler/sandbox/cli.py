@@ -139,7 +139,6 @@ async def _serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    written = None
     try:
         # its own kubeconfig unless one is named: a second sandbox never overwrites the first's
         written = sb.write_kubeconfig(args.kubeconfig_out)
@@ -147,9 +146,7 @@ async def _serve(args: argparse.Namespace) -> None:
         print(f"kubeconfig: {written}   (export KUBECONFIG={written})", flush=True)
         await stop.wait()
     finally:
-        await sb.stop()
-        if written is not None and not args.kubeconfig_out:
-            written.unlink(missing_ok=True)
+        await sb.stop()  # removes the kubeconfig it wrote at its default path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,6 +113,7 @@ class Sandbox:
         self._controllers_task: asyncio.Task[None] | None = None
         self.url = ""
         self.port = 0
+        self._default_kubeconfigs: set[Path] = set()
         # client-go sends bearer tokens only over TLS: a sandbox with a token serves HTTPS
         use_tls = c.tls if c.tls is not None else bool(c.token)
         self.certs: ServingCerts | None = generate() if use_tls else None
@@ -191,6 +192,9 @@ class Sandbox:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        for kc in self._default_kubeconfigs:
+            kc.unlink(missing_ok=True)
+        self._default_kubeconfigs.clear()
 
     async def __aenter__(self) -> Sandbox:
         return await self.start()
@@ -206,7 +210,10 @@ class Sandbox:
         if not self.url:
             raise RuntimeError("sandbox not started")
         target = default_kubeconfig_path(self.port) if path is None else path
-        return write_kubeconfig(target, self.url, self.token, ca_pem=self.certs.ca_pem if self.certs else None)
+        written = write_kubeconfig(target, self.url, self.token, ca_pem=self.certs.ca_pem if self.certs else None)
+        if path is None:
+            self._default_kubeconfigs.add(written)  # ours to remove on stop; a named path is the caller's
+        return written
 
     def client_ssl_context(self) -> ssl.SSLContext | None:
         """An SSL context trusting this sandbox's CA (None when it serves plain HTTP)."""

@@ -68,17 +68,16 @@ def test_tls_can_be_forced_without_a_token() -> None:
         assert plain.sandbox.certs is None
 
 
-def test_each_sandbox_writes_its_own_default_kubeconfig() -> None:
+def test_each_sandbox_writes_its_own_default_kubeconfig_and_removes_it(tmp_path: Path) -> None:
     with Sandbox.start_in_thread() as a, Sandbox.start_in_thread() as b:
         pa, pb = a.write_kubeconfig(), b.write_kubeconfig()
-        try:
-            assert pa != pb
-            assert pa == default_kubeconfig_path(a.sandbox.port)
-            assert yaml.safe_load(pa.read_text())["clusters"][0]["cluster"]["server"] == a.url
-            assert yaml.safe_load(pb.read_text())["clusters"][0]["cluster"]["server"] == b.url
-        finally:
-            pa.unlink(missing_ok=True)
-            pb.unlink(missing_ok=True)
+        named = a.write_kubeconfig(tmp_path / "kc")
+        assert pa != pb
+        assert pa == default_kubeconfig_path(a.sandbox.port)
+        assert yaml.safe_load(pa.read_text())["clusters"][0]["cluster"]["server"] == a.url
+        assert yaml.safe_load(pb.read_text())["clusters"][0]["cluster"]["server"] == b.url
+    assert not pa.exists() and not pb.exists()  # default paths are the sandbox's own
+    assert named.exists()  # a path the caller named is the caller's
 
 
 def test_cli_prints_its_kubeconfig_and_removes_it_on_exit() -> None:
@@ -148,8 +147,8 @@ def test_two_run_sandbox_processes_print_their_own_kubeconfigs() -> None:
     procs = [subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--sandbox", "--nodes", "1",
                                "--demo-pods", "0", "--metrics-bind-address", "127.0.0.1:0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    found: list[tuple[str, str]] = []
     try:
-        found = []
         for p in procs:
             assert p.stdout is not None
             url = path = ""
@@ -173,6 +172,7 @@ def test_two_run_sandbox_processes_print_their_own_kubeconfigs() -> None:
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
+    assert not any(Path(path).exists() for _, path in found)  # removed when the scheduler stops
 
 
 def _poll_lease(url: str, timeout: float = 30.0) -> None:

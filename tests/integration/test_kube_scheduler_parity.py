@@ -206,3 +206,26 @@ async def test_preemption_that_cannot_help_clears_a_stale_nomination(
         stored = await cluster.get_pod("big")
         assert stored is not None
         assert parts.scheduler.nominator.nominated_node_for(stored) is None
+
+
+async def test_no_nodes_clears_a_stale_nomination(sandbox_factory: Any, tmp_path: Path) -> None:
+    """upstream schedulingCycle returns clearNominatedNode for ErrNoNodesAvailable: the
+    nominated node is gone with every other, and so is the nomination."""
+    sb = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        orphan = for_api(pod("orphan", priority=10).obj())
+        orphan["status"] = {"phase": "Pending", "nominatedNodeName": "removed-node"}
+        sb.raw_put(orphan)
+
+        async def told() -> bool:
+            notes = [e["note"] for e in await failed_events(cluster, "orphan")]
+            return "no nodes available to schedule pods" in notes
+
+        await wait_until(told, timeout=10, message="FailedScheduling: no nodes")
+
+        async def nomination_cleared() -> bool:
+            current = await cluster.get_pod("orphan") or {}
+            return not (current.get("status") or {}).get("nominatedNodeName")
+
+        await wait_until(nomination_cleared, timeout=10, message="nominatedNodeName cleared")

@@ -676,13 +676,16 @@ def test_pop_takes_backoffQ_head_when_activeQ_is_empty() -> None:
     head of backoffQ is popped at once, backoff over or not; an activeQ pod still comes
     first."""
     clock = Clock()
-    queue = make_queue(clock=clock)
+    metrics = new_metrics()
+    queue = make_queue(clock=clock, metrics=metrics)
     _rejected_into_backoff(queue, "backing-off")
     queue.add(make_pod("ready"))
     assert pop(queue).pod_info.name == "ready"
     qpi = pop(queue)
-    assert qpi.pod_info.name == "backing-off"
     assert qpi.attempts == 2 and queue.queue_of(qpi.pod_info.pod) == "in-flight"
+    assert qpi.pod_info.name == "backing-off"
+    assert sample(metrics, "scheduler_queue_incoming_pods_total", queue="active",
+                  event="PopFromBackoffQ") == 1
 
 
 def test_pod_that_failed_with_an_error_is_not_popped_early() -> None:
