@@ -24,11 +24,8 @@ from scheduler.framework.types import NO_NODES_AVAILABLE, Diagnosis, FitError
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from scheduler.plugins.names import COSCHEDULING, DEFAULT_PREEMPTION
-from scheduler.schedule_one import (
-    effective_percentage,
-    failure_message,
-    num_feasible_nodes_to_find,
-)
+from scheduler.find_nodes import effective_percentage, num_feasible_nodes_to_find
+from scheduler.schedule_one import failure_message
 
 if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework

@@ -43,6 +43,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin, ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.nominated import filter_with_nominated_pods
 from scheduler.framework.registry import Registry
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import (
@@ -458,59 +459,18 @@ class Framework:
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> Status | None:
-        """Upstream two-pass filtering: first with the node's nominated pods of equal or
-        higher priority added (they must not lose the room preemption made for them), then,
-        if some were added and the first pass succeeded, without them (pod affinity may need
-        them absent).  Both passes must pass."""
-        status: Status | None = None
-        pods_added = False
-        for attempt in range(2):
-            state_to_use = state
-            info_to_use = node_info
-            if attempt == 0:
-                added = self._add_nominated_pods(state, pod_info, node_info)
-                if isinstance(added, Status):
-                    return added
-                pods_added, state_to_use, info_to_use = added
-            elif not pods_added or status is not None:
-                break
-            status = self.run_filter_plugins(state_to_use, pod_info, info_to_use)
-            if status is not None and status.code != Code.SUCCESS and not status.is_rejected():
-                return status
-        return status
+        """Upstream's two-pass Filter with the node's nominated pods (``nominated.py``)."""
+        return filter_with_nominated_pods(
+            state, pod_info, node_info, nominator=self._nominator,
+            run_filter=self.run_filter_plugins,
+            add_pod_extension=self.run_pre_filter_extension_add_pod,
+        )
 
     def nodes_with_nominated_pods(self) -> Collection[str] | None:
         """Names of the nodes holding nominated pods, or None when the nominator cannot
         tell (then every node takes the two-pass filter)."""
         names = getattr(self._nominator, "nominated_node_names", None)
         return None if names is None else cast("Collection[str]", names())
-
-    def _add_nominated_pods(
-        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
-    ) -> tuple[bool, CycleState, NodeInfo] | Status:
-        if node_info.node is None:
-            return False, state, node_info
-        try:
-            nominated = self._nominator.nominated_pods_for_node(node_info.name)
-        except Exception as exc:
-            log.exception("nominator failed", node=node_info.name)
-            return Status.from_error(exc)
-        if not nominated:
-            return False, state, node_info
-        info_out: NodeInfo | None = None
-        state_out: CycleState | None = None
-        for other in nominated:
-            if other.priority >= pod_info.priority and other.uid != pod_info.uid:
-                if info_out is None or state_out is None:
-                    info_out = node_info.clone()
-                    state_out = state.clone()
-                info_out.add_pod(other)
-                status = self.run_pre_filter_extension_add_pod(state_out, pod_info, other, info_out)
-                if status is not None and status.code != Code.SUCCESS:
-                    return status
-        if info_out is None or state_out is None:
-            return False, state, node_info
-        return True, state_out, info_out
 
     def run_post_filter_plugins(
         self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
@@ -618,15 +578,6 @@ class Framework:
             table, status = self._finish_scores(state, pod_info, names, raw)
         self._instr.observe_point(SCORE, status, start)
         return table, status
-
-    def _run_score_plugins(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
-    ) -> tuple[ScoreTable, Status | None]:
-        names = list(map(_NODE_NAME, nodes))
-        raw, status = self.raw_scores(state, pod_info, nodes)
-        if status is not None:
-            return ScoreTable(names, [0] * len(nodes), {}), status
-        return self._finish_scores(state, pod_info, names, raw)
 
     def raw_scores(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]

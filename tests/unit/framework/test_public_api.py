@@ -50,7 +50,7 @@ def test_public_names_are_exactly_all_and_importable() -> None:
     assert exported - PUBLIC <= {
         "cycle_state", "events", "interfaces", "node_info", "registry", "status", "types",
         "errors", "handle", "runtime", "builder", "instrumentation", "waiting_pods",
-        "batching",
+        "batching", "nominated",
     }
 
 

@@ -1,0 +1,190 @@
+"""Finding feasible nodes: how many to look for, the round-robin walk that filters them in
+chunks, and the random pick among the best-scored.
+
+Split out of ``schedule_one`` (the cycle itself) because this is the part whose cost grows
+with the nodes examined: it works on slices and columns, never on the whole node list, and
+gives exactly the answers of a node-by-node walk (the tests compare the two).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+from scheduler.framework.batching import Batch
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import Diagnosis
+from scheduler.objects.pod import PodInfo
+
+if TYPE_CHECKING:
+    from scheduler.framework.runtime import Framework
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+# Smallest batch of nodes filtered at once when few feasible nodes are still wanted: a
+# batch call costs a little more than one node, and the surplus is only wasted work.
+MIN_FILTER_CHUNK = 16
+
+
+class _StatusError(Exception):
+    """A non-rejection failure status (Error) raised out of the cycle's inner steps."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes are enough (upstream's adaptive percentageOfNodesToScore)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    adaptive = percentage or 0
+    if adaptive <= 0:
+        adaptive = 50 - num_all_nodes // 125
+        if adaptive < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            adaptive = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    num_nodes = num_all_nodes * adaptive // 100
+    if num_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return MIN_FEASIBLE_NODES_TO_FIND
+    return num_nodes
+
+
+def effective_percentage(profile_value: int | None, global_value: int | None) -> int | None:
+    """A profile's percentageOfNodesToScore wins; else the configuration's (0 = adaptive)."""
+    return profile_value if profile_value is not None else global_value
+
+
+def select_host(scores: Sequence[tuple[str, int]], rng: random.Random) -> str:
+    """The highest-scored node; ties broken uniformly at random."""
+    best = max(score for _, score in scores)
+    ties = [name for name, score in scores if score == best]
+    return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
+
+
+def select_host_from_columns(names: list[str], totals: list[int], rng: random.Random) -> str:
+    """select_host over a score table's columns: the same host and the same random draw,
+    without building a (name, score) pair per node."""
+    best = max(totals)
+    count = totals.count(best)
+    index = totals.index(best)
+    if count > 1:
+        # The k-th of the tied nodes, found by list.index hops (C loops).
+        for _ in range(rng.randrange(count)):
+            index = totals.index(best, index + 1)
+    return names[index]
+
+
+def filter_nodes_from(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    nodes: list[NodeInfo],
+    *,
+    start: int,
+    to_find: int,
+    diagnosis: Diagnosis,
+    with_nominated_pods: bool = False,
+    batch: Batch | None = None,
+) -> tuple[list[NodeInfo], int]:
+    """Walk ``nodes`` from ``start`` (wrapping) until ``to_find`` pass every Filter plugin;
+    rejected nodes go into ``diagnosis``.  Returns the feasible nodes and how many nodes the
+    walk examined (the next cycle starts after them, upstream's round robin)."""
+    num_all = len(nodes)
+    feasible: list[NodeInfo] = []
+    processed = 0
+    nominated: Collection[str] | None = ()
+    if with_nominated_pods:
+        nominated = fwk.nodes_with_nominated_pods()
+        if nominated is None:
+            # The nominator cannot say which nodes: every node takes the two-pass run.
+            for i in range(num_all):
+                node_info = nodes[(start + i) % num_all]
+                processed += 1
+                status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+                if status is None or status.code == Code.SUCCESS:
+                    feasible.append(node_info)
+                    if len(feasible) >= to_find:
+                        break
+                    continue
+                _record_rejection(diagnosis, node_info, status)
+            return feasible, processed
+
+    # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
+    # their statuses and the next start index are those of the node-by-node walk; only a
+    # small chunk's surplus (nodes past the last one needed) is filtered and dropped.
+    while processed < num_all:
+        size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
+        chunk = wrapped_slice(nodes, start + processed, size)
+        if nominated:
+            statuses = _filter_with_nominated(fwk, state, pod_info, chunk, nominated, batch)
+        else:
+            statuses = (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
+        if statuses.count(None) == len(statuses):
+            # Every node passed (the common case): no per-node bookkeeping.
+            wanted = to_find - len(feasible)
+            if len(chunk) >= wanted:
+                feasible.extend(chunk[:wanted])
+                return feasible, processed + wanted
+            feasible.extend(chunk)
+            processed += len(chunk)
+            continue
+        for node_info, status in zip(chunk, statuses):
+            processed += 1
+            if status is None or status.code == Code.SUCCESS:
+                feasible.append(node_info)
+                if len(feasible) >= to_find:
+                    return feasible, processed
+                continue
+            _record_rejection(diagnosis, node_info, status)
+    return feasible, processed
+
+
+def _filter_with_nominated(
+    fwk: Framework, state: CycleState, pod_info: PodInfo, chunk: list[NodeInfo],
+    nominated: Collection[str], batch: Batch | None,
+) -> list[Status | None]:
+    """Nodes holding nominated pods take upstream's two-pass Filter one by one; the others
+    (whose two-pass run is the plain run) are filtered as a batch, as without nominations."""
+    two_pass = [i for i, node_info in enumerate(chunk) if node_info.name in nominated]
+    if not two_pass:
+        return (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
+    statuses: list[Status | None] = [None] * len(chunk)
+    marked = set(two_pass)
+    plain = [i for i in range(len(chunk)) if i not in marked]
+    if plain:
+        results = (batch or fwk).run_filter_plugins_on_nodes(
+            state, pod_info, [chunk[i] for i in plain])
+        for i, status in zip(plain, results):
+            statuses[i] = status
+    for i in two_pass:
+        status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, chunk[i])
+        statuses[i] = None if status is None or status.code == Code.SUCCESS else status
+    return statuses
+
+
+def wrapped_slice(nodes: list[NodeInfo], first: int, size: int) -> list[NodeInfo]:
+    """``size`` nodes from index ``first`` on, wrapping past the end (``size`` <= len).
+
+    Costs the slice, not the cluster: rotating the whole node list per cycle (as a
+    ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
+    """
+    num_all = len(nodes)
+    if first >= num_all:
+        first -= num_all
+    end = first + size
+    if end <= num_all:
+        return nodes[first:end]
+    return nodes[first:] + nodes[:end - num_all]
+
+
+def _record_rejection(diagnosis: Diagnosis, node_info: NodeInfo, status: Status) -> None:
+    if status.code == Code.ERROR:
+        raise _StatusError(status)
+    diagnosis.node_to_status[node_info.name] = status
+    if status.plugin:
+        diagnosis.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            diagnosis.pending_plugins.add(status.plugin)
