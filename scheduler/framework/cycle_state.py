@@ -8,9 +8,13 @@ implement ``clone()`` so that a cloned CycleState can be changed independently.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from scheduler.framework.status import Code, Status
+
+if TYPE_CHECKING:
+    from scheduler.framework.node_info import NodeInfo
 
 
 class StateData(Protocol):
@@ -59,6 +63,15 @@ def missing_state(key: str) -> Status:
     state (the point ran without it: a bug).  A new Status each call (batches use it per
     node)."""
     return Status(Code.ERROR, f'error reading "{key}" from cycleState: not found')
+
+
+def missing_state_for_nodes(key: str, nodes: Sequence[NodeInfo]) -> list[Status | None]:
+    """A batch Filter's answer when its PreFilter data is missing: each node gets its own
+    Error (upstream's "node not found" for a node without its Node object)."""
+    return [
+        Status(Code.ERROR, "node not found") if n.node is None else missing_state(key)
+        for n in nodes
+    ]
 
 
 def read_state(state: CycleState, key: str, kind: type[T]) -> T | Status:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
-from scheduler.framework.cycle_state import CycleState, missing_state, read_state
+from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
 from scheduler.framework.interfaces import (
     FilterPlugin,
     PreFilterPlugin,
@@ -297,11 +297,7 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
     ) -> list[Status | None]:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
-            return [
-                Status(Code.ERROR, "node not found") if n.node is None
-                else missing_state(PRE_FILTER_STATE_KEY)
-                for n in nodes
-            ]
+            return missing_state_for_nodes(PRE_FILTER_STATE_KEY, nodes)
         affinity = bool(s.required_affinity)
         # The anti-affinity checks as (topology key, {domain: count}) pairs, looked up once per
         # cycle: a node fails one when its domain for that key has a count (zero counts are

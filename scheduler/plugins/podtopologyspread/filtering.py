@@ -7,7 +7,7 @@ updates the counts in place.
 from __future__ import annotations
 
 
-from scheduler.framework.cycle_state import CycleState, missing_state, read_state
+from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
 from scheduler.framework.interfaces import (
     FilterPlugin,
     PreFilterPlugin,
@@ -244,11 +244,7 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
     ) -> list[Status | None]:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
-            return [
-                Status(Code.ERROR, "node not found") if n.node is None
-                else missing_state(PRE_FILTER_STATE_KEY)
-                for n in nodes
-            ]
+            return missing_state_for_nodes(PRE_FILTER_STATE_KEY, nodes)
         pod_labels = pod_info.labels
         # Per constraint, everything but the node's own domain is the same for every node.
         checks = [
