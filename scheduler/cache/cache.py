@@ -462,6 +462,8 @@ class Cache:
         affinity_changed: list[NodeInfo] = []
         pvc = snapshot.used_pvc_ref_counts
         node_map = snapshot.node_info_map
+        positions = snapshot.positions
+        changed: list[int] = []
         for info in reversed(self._nodes.values()):
             if info.generation <= seen:
                 break  # everything older was copied by a previous update
@@ -485,6 +487,9 @@ class Cache:
             # Copy into the existing object: the snapshot's lists keep pointing at it.
             for slot in NodeInfo.__slots__:
                 setattr(existing, slot, getattr(clone, slot))
+            position = positions.get(name)
+            if position is not None:
+                changed.append(position)
         if self._nodes:
             snapshot.generation = next(reversed(self._nodes.values())).generation
 
@@ -495,7 +500,9 @@ class Cache:
 
         if update_all:
             self._rebuild_snapshot_lists(snapshot, update_all=True)
-        elif affinity_changed:
+        elif changed:
+            snapshot.record_changes(changed)
+        if not update_all and affinity_changed:
             _update_affinity_lists(snapshot, affinity_changed)
         if len(snapshot.node_info_list) != self._tree.num_nodes:
             log.error(
@@ -525,6 +532,7 @@ class Cache:
                 ordered.append(info)
             snapshot.node_info_list = ordered
             snapshot.positions = {info.name: i for i, info in enumerate(ordered)}
+            snapshot.record_list_rebuilt()
             pvc: dict[str, int] = {}
             for info in ordered:
                 if info.pvc_ref_counts:
