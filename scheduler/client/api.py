@@ -22,7 +22,7 @@ import orjson
 import structlog
 
 from scheduler.client.connection import ConnectionConfig
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import Children, SchedulerMetrics
 
 log = structlog.get_logger(__name__)
 
@@ -327,7 +327,7 @@ class ApiClient:
         self._connect_timeout = connect_timeout
         self.retry = retry or RetryPolicy()
         self._user_agent = user_agent
-        self._metrics = metrics
+        self._bind_results = Children(metrics.bind_requests) if metrics is not None else None
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._session: aiohttp.ClientSession | None = None
@@ -540,8 +540,8 @@ class ApiClient:
         return raise_for_status(resp)
 
     def _count_bind(self, result: str) -> None:
-        if self._metrics is not None:
-            self._metrics.bind_requests.labels(result=result).inc()
+        if self._bind_results is not None:
+            self._bind_results(result).inc()
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Any:
         """Strategic-merge patch of ``pods/{name}/status``; returns the updated pod."""
