@@ -12,9 +12,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
 from scheduler.framework.interfaces import (
     FilterPlugin,
+    NodeInfoLister,
     PreFilterPlugin,
 )
-from scheduler.framework.node_info import NodeInfo, changed_nodes
+from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
@@ -22,6 +23,7 @@ from scheduler.plugins.interpodaffinity.terms import (
     AffinityTerm,
 )
 from scheduler.plugins.helper import PodDeltaExtensions
+from scheduler.plugins.node_memo import NodeChanges
 from scheduler.plugins.interpodaffinity.common import (
     NAME,
     InterPodAffinityBase,
@@ -59,34 +61,30 @@ class PairSums:
     that are gone.  ``width`` sums are kept side by side for one question.
     """
 
-    __slots__ = ("totals", "_generations", "_per_node")
+    __slots__ = ("totals", "_changes", "_per_node")
 
     def __init__(self, width: int) -> None:
         self.totals = [TopologyCounts() for _ in range(width)]
-        self._per_node: dict[str, tuple[int, tuple[_Pairs, ...]]] = {}
-        self._generations: dict[str, int] = {}  # node name -> generation of its answer
+        self._per_node: dict[str, tuple[_Pairs, ...]] = {}
+        self._changes = NodeChanges()
 
     def refresh(
-        self, node_infos: Sequence[NodeInfo], compute: Callable[[NodeInfo], tuple[_Pairs, ...]]
+        self, node_infos: Sequence[NodeInfo], compute: Callable[[NodeInfo], tuple[_Pairs, ...]],
+        *, snapshot: NodeInfoLister | None = None,
     ) -> list[TopologyCounts]:
-        """The sums for exactly ``node_infos`` (read-only: clone before changing them)."""
+        """The sums for exactly ``node_infos`` (read-only: clone before changing them);
+        ``snapshot``: the lister whose ``list()`` ``node_infos`` is, if it is."""
         per_node = self._per_node
-        known = self._generations
-        names, changed = changed_nodes(node_infos, known)
-        for name, node_info in zip(map(names.__getitem__, changed),
-                                   map(node_infos.__getitem__, changed)):
-            previous = per_node.pop(name, None)
+        changed, removed = self._changes.since_last(node_infos, snapshot=snapshot)
+        for name in removed:
+            self._apply(per_node.pop(name), -1)
+        for node_info in map(node_infos.__getitem__, changed):
+            name = node_info.name
+            previous = per_node.get(name)
             if previous is not None:
-                self._apply(previous[1], -1)
-            answer = compute(node_info)
-            per_node[name] = (node_info.generation, answer)
-            known[name] = node_info.generation
+                self._apply(previous, -1)
+            answer = per_node[name] = compute(node_info)
             self._apply(answer, 1)
-        if len(per_node) != len(node_infos):  # some node left the set since last time
-            current = set(names)
-            for name in [n for n in per_node if n not in current]:
-                self._apply(per_node.pop(name)[1], -1)
-                del known[name]
         return self.totals
 
     def _apply(self, answer: tuple[_Pairs, ...], sign: int) -> None:
@@ -174,7 +172,7 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
         )
         if required_affinity or required_anti:
             affinity_counts, anti_counts = self._incoming_counts(
-                required_affinity, required_anti, snapshot.list()
+                required_affinity, required_anti, snapshot.list(), snapshot=snapshot
             )
         else:
             affinity_counts, anti_counts = TopologyCounts(), TopologyCounts()
@@ -238,6 +236,8 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
         affinity: tuple[AffinityTerm, ...],
         anti: tuple[AffinityTerm, ...],
         node_infos: Sequence[NodeInfo],
+        *,
+        snapshot: NodeInfoLister | None = None,
     ) -> tuple[TopologyCounts, TopologyCounts]:
         """Existing pods matching all ``affinity`` terms and any ``anti`` term, per domain."""
 
@@ -261,7 +261,8 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
             return _pairs(local_affinity), _pairs(local_anti)
 
         key = ("incoming", tuple(t.key for t in affinity), tuple(t.key for t in anti))
-        affinity_total, anti_total = self._sums(key, 2).refresh(node_infos, compute)
+        affinity_total, anti_total = self._sums(key, 2).refresh(
+            node_infos, compute, snapshot=snapshot)
         return affinity_total.clone(), anti_total.clone()
 
     def update_with_pod(

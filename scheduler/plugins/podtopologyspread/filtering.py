@@ -172,7 +172,8 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
     def _incremental_counts(
         self, constraints: list[Constraint], namespace: str
     ) -> list[dict[str, int]]:
-        nodes = self._handle.snapshot().list()
+        snapshot = self._handle.snapshot()
+        nodes = snapshot.list()
         keys = tuple(c.topology_key for c in constraints)
         counts: list[dict[str, int]] = []
         for c in constraints:
@@ -184,7 +185,7 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
                     self._domains.pop(next(iter(self._domains)))
             current = domains.refresh(
                 nodes, topology_key=c.topology_key, required_keys=keys,
-                count=self._counter(c, namespace),
+                count=self._counter(c, namespace), snapshot=snapshot,
             )
             # A copy: preemption's add/remove extensions change the counts in the state.
             counts.append(dict(current))
