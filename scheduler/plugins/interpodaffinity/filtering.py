@@ -6,8 +6,7 @@ removing pods (preemption, nominated pods) updates the counts in place.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
 from scheduler.framework.interfaces import (
@@ -23,14 +22,18 @@ from scheduler.plugins.interpodaffinity.terms import (
     AffinityTerm,
 )
 from scheduler.plugins.helper import PodDeltaExtensions
-from scheduler.plugins.node_memo import NodeChanges
 from scheduler.plugins.interpodaffinity.common import (
     NAME,
     InterPodAffinityBase,
+    PairSums,
     TopologyCounts,
     _node_labels,
+    _Pairs,
+    _pairs,
     pod_matches_all_terms,
 )
+
+__all__ = ["PRE_FILTER_STATE_KEY", "Filtering", "PairSums", "PreFilterState"]
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 
@@ -39,58 +42,6 @@ ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
 )
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
-
-# PreFilter questions whose sums are kept (one per workload shape in flight).
-MAX_REMEMBERED_QUERIES = 64
-
-
-_Pairs = tuple[tuple[str, str, int], ...]
-
-
-def _pairs(counts: TopologyCounts) -> _Pairs:
-    return tuple((k, v, c) for k, values in counts.data.items() for v, c in values.items())
-
-
-class PairSums:
-    """Sums over nodes of per-node ``(key, value, count)`` pairs, kept across cycles.
-
-    Replicas of one workload ask the same PreFilter question cycle after cycle, and between
-    two cycles only the node the previous replica went to has changed.  Each node's answer is
-    kept with the NodeInfo generation it was computed from (every change to a NodeInfo takes
-    a fresh one), so a refresh recomputes and re-adds changed nodes only and subtracts nodes
-    that are gone.  ``width`` sums are kept side by side for one question.
-    """
-
-    __slots__ = ("totals", "_changes", "_per_node")
-
-    def __init__(self, width: int) -> None:
-        self.totals = [TopologyCounts() for _ in range(width)]
-        self._per_node: dict[str, tuple[_Pairs, ...]] = {}
-        self._changes = NodeChanges()
-
-    def refresh(
-        self, node_infos: Sequence[NodeInfo], compute: Callable[[NodeInfo], tuple[_Pairs, ...]],
-        *, snapshot: NodeInfoLister | None = None,
-    ) -> list[TopologyCounts]:
-        """The sums for exactly ``node_infos`` (read-only: clone before changing them);
-        ``snapshot``: the lister whose ``list()`` ``node_infos`` is, if it is."""
-        per_node = self._per_node
-        changed, removed = self._changes.since_last(node_infos, snapshot=snapshot)
-        for name in removed:
-            self._apply(per_node.pop(name), -1)
-        for node_info in map(node_infos.__getitem__, changed):
-            name = node_info.name
-            previous = per_node.get(name)
-            if previous is not None:
-                self._apply(previous, -1)
-            answer = per_node[name] = compute(node_info)
-            self._apply(answer, 1)
-        return self.totals
-
-    def _apply(self, answer: tuple[_Pairs, ...], sign: int) -> None:
-        for total, pairs in zip(self.totals, answer):
-            for key, value, count in pairs:
-                total.add(key, value, sign * count)
 
 
 class PreFilterState:
@@ -170,8 +121,6 @@ class PreFilterState:
 class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
     """PreFilter, the PreFilter extensions and Filter of InterPodAffinity."""
 
-    _sums_by_query: OrderedDict[Hashable, PairSums]
-
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
@@ -186,7 +135,8 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
         ns_labels = self._namespace_labels(pod_info.namespace)
 
         existing = self._existing_anti_affinity_counts(
-            pod_info, ns_labels, snapshot.have_pods_with_required_anti_affinity()
+            pod_info, ns_labels, *self._counted_nodes(
+                snapshot, snapshot.have_pods_with_required_anti_affinity())
         )
         if required_affinity or required_anti:
             affinity_counts, anti_counts = self._incoming_counts(
@@ -210,26 +160,17 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
             return None, Status(Code.SKIP)
         return None, None
 
-    def _sums(self, key: Hashable, width: int) -> PairSums:
-        sums = self._sums_by_query.get(key)
-        if sums is None:
-            sums = self._sums_by_query[key] = PairSums(width)
-            if len(self._sums_by_query) > MAX_REMEMBERED_QUERIES:
-                self._sums_by_query.popitem(last=False)
-        else:
-            self._sums_by_query.move_to_end(key)
-        return sums
-
     def _existing_anti_affinity_counts(
         self,
         pod_info: PodInfo,
         ns_labels: Mapping[str, str] | None,
         node_infos: Sequence[NodeInfo],
+        snapshot: NodeInfoLister | None,
     ) -> TopologyCounts:
         namespace, labels = pod_info.namespace, pod_info.labels
 
         def compute(node_info: NodeInfo) -> tuple[_Pairs]:
-            if node_info.node is None:
+            if node_info.node is None or not node_info.pods_with_required_anti_affinity:
                 return ((),)
             local = TopologyCounts()
             node_labels = _node_labels(node_info.node)
@@ -247,7 +188,7 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
             frozenset(labels.items()),
             None if ns_labels is None else frozenset(ns_labels.items()),
         )
-        (total,) = self._sums(key, 1).refresh(node_infos, compute)
+        (total,) = self._sums(key, 1).refresh(node_infos, compute, snapshot=snapshot)
         return total
 
     def _incoming_counts(
