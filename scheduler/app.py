@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import ssl
 from dataclasses import dataclass, field
@@ -173,6 +174,7 @@ class Components:
     _started: bool = field(default=False, init=False)
     _scheduling_stopped: bool = field(default=False, init=False)
     _closed: bool = field(default=False, init=False)
+    _gc_frozen: bool = field(default=False, init=False)
 
     async def start(self, *, sync_timeout: float | None = None) -> None:
         self._started = True
@@ -180,6 +182,13 @@ class Components:
             recorder.start()
         self.informers.start()
         await self.scheduler.wait_for_sync(sync_timeout)
+        # The synced cache (nodes, NodeInfos, every bound pod) is most of the heap and lives
+        # as long as the daemon; CPython's full collections rescan it all, so their cost
+        # grows with the cluster (~0.1-0.2 ms CPU per scheduled pod at 5000 nodes, a quarter
+        # of the per-pod floor). Freezing moves it out of the collector's sight; objects
+        # freed later by reference counting are still freed. aclose unfreezes.
+        gc.freeze()
+        self._gc_frozen = True
 
     async def stop_scheduling(self, *, grace_seconds: float) -> None:
         if self._scheduling_stopped:
@@ -197,6 +206,11 @@ class Components:
             for recorder in self.recorders:
                 await recorder.stop()
         await self.client.close()
+        if self._gc_frozen:
+            # Back to the collector's sight: an embedder (or a test process) that starts
+            # several schedulers one after another must not keep their garbage forever.
+            gc.unfreeze()
+            self._gc_frozen = False
 
 
 def build_components(
