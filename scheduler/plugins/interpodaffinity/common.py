@@ -209,6 +209,18 @@ class InterPodAffinityBase(Plugin):
             self._sums_by_query.move_to_end(key)
         return sums
 
+    @staticmethod
+    def _incoming_pod_key(kind: str, pod_info: PodInfo,
+                          ns_labels: Mapping[str, str] | None) -> Hashable:
+        """The key of a question about existing pods' terms against the incoming pod: what
+        those terms can match of it (namespace, labels, namespace labels)."""
+        return (
+            kind,
+            pod_info.namespace,
+            frozenset(pod_info.labels.items()),
+            None if ns_labels is None else frozenset(ns_labels.items()),
+        )
+
     def _counted_nodes(self, snapshot: NodeInfoLister, subset: Sequence[NodeInfo]
                        ) -> tuple[Sequence[NodeInfo], NodeInfoLister | None]:
         """The nodes to keep sums over when only ``subset`` (the nodes holding pods with

@@ -184,12 +184,7 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
                     )
             return (_pairs(local),)
 
-        key = (
-            "existing-anti",
-            namespace,
-            frozenset(labels.items()),
-            None if ns_labels is None else frozenset(ns_labels.items()),
-        )
+        key = self._incoming_pod_key("existing-anti", pod_info, ns_labels)
         (total,) = self._sums(key, 1).refresh(node_infos, compute, snapshot=snapshot)
         return total
 

@@ -182,12 +182,7 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
                     process(w.term, -w.weight)
             return (_pairs(local),)
 
-        key = (
-            "existing-scoring",
-            namespace,
-            frozenset(labels.items()),
-            None if ns_labels is None else frozenset(ns_labels.items()),
-        )
+        key = self._incoming_pod_key("existing-scoring", pod_info, ns_labels)
         node_infos, log = self._counted_nodes(snapshot, subset)
         (total,) = self._sums(key, 1).refresh(node_infos, compute, snapshot=log)
         return total.data
