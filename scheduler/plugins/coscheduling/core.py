@@ -24,7 +24,6 @@ import enum
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from scheduler.framework.interfaces import Handle, NodeInfoLister
@@ -35,6 +34,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.objects.quantity import QuantityError
 from scheduler.objects.resources import CPU, PODS, Resource
 from scheduler.plugins.node_memo import NodeChanges
+from scheduler.plugins.helper import parse_rfc3339
 
 # The label naming a pod's PodGroup (same namespace), as scheduler-plugins spells it.
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -99,17 +99,6 @@ def pod_group_full_name(pod: Mapping[str, Any]) -> str:
     if not name:
         return ""
     return f"{(pod.get('metadata') or {}).get('namespace') or ''}/{name}"
-
-
-def parse_rfc3339(value: Any) -> float | None:
-    """POSIX seconds of a Kubernetes timestamp (``2024-05-01T10:00:00Z``); None if unparseable."""
-    if not isinstance(value, str) or not value:
-        return None
-    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
 
 
 def _int_field(obj: Mapping[str, Any], spec: Mapping[str, Any], field: str,
