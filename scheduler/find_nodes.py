@@ -12,7 +12,7 @@ import random
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from scheduler.framework.batching import Batch
+from scheduler.framework.batching import Batch, wrapped_slice
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
@@ -112,6 +112,17 @@ def filter_nodes_from(
                 _record_rejection(diagnosis, node_info, status)
             return feasible, processed
 
+    # Nodes holding nominated pods take the two-pass Filter, which kept windows do not
+    # cover: a window may be reused (or kept) only when none of them lies in it.
+    windowed = batch is not None and to_find <= num_all and not (
+        nominated and batch.window_holds_any(nominated, start=start, size=to_find))
+    if windowed:
+        assert batch is not None
+        # The window this walk found from ``start`` last time, if it is still all feasible.
+        window = batch.filter_window(state, pod_info, nodes, start=start, size=to_find)
+        if window is not None:
+            return window, to_find
+
     # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
     # their statuses and the next start index are those of the node-by-node walk; only a
     # small chunk's surplus (nodes past the last one needed) is filtered and dropped.
@@ -127,6 +138,9 @@ def filter_nodes_from(
             wanted = to_find - len(feasible)
             if len(chunk) >= wanted:
                 feasible.extend(chunk[:wanted])
+                if windowed and processed == 0:
+                    assert batch is not None
+                    batch.keep_window(nodes, feasible, start=start, size=to_find)
                 return feasible, processed + wanted
             feasible.extend(chunk)
             processed += len(chunk)
@@ -163,21 +177,6 @@ def _filter_with_nominated(
         status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, chunk[i])
         statuses[i] = None if status is None or status.code == Code.SUCCESS else status
     return statuses
-
-
-def wrapped_slice(nodes: list[NodeInfo], first: int, size: int) -> list[NodeInfo]:
-    """``size`` nodes from index ``first`` on, wrapping past the end (``size`` <= len).
-
-    Costs the slice, not the cluster: rotating the whole node list per cycle (as a
-    ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
-    """
-    num_all = len(nodes)
-    if first >= num_all:
-        first -= num_all
-    end = first + size
-    if end <= num_all:
-        return nodes[first:end]
-    return nodes[first:] + nodes[:end - num_all]
 
 
 def _record_rejection(diagnosis: Diagnosis, node_info: NodeInfo, status: Status) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from scheduler.framework.node_info import NodeInfo
@@ -39,6 +39,10 @@ class _EmptyListers:
         return None
 
     def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return []
+
+    def by_index(self, resource: str, index: str, value: str,
+                 key: Callable[[dict[str, Any]], str | None]) -> builtins.list[dict[str, Any]]:
         return []
 
 

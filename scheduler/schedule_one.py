@@ -39,9 +39,8 @@ from scheduler.find_nodes import (  # the node-finding half of the cycle
     num_feasible_nodes_to_find,
     select_host,
     select_host_from_columns,
-    wrapped_slice,
 )
-from scheduler.framework.batching import Batch, BatchCache
+from scheduler.framework.batching import Batch, BatchCache, wrapped_slice
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import AlreadyBoundError, PodGoneError
 from scheduler.framework.events import ASSIGNED_POD_DELETE
@@ -511,7 +510,7 @@ class SchedulingCycle:
             snapshot = self.sched.snapshot
             self._batch = self.batches.begin(
                 fwk, state, pod_info, num_nodes=len(snapshot.list()),
-                image_generation=snapshot.image_generation)
+                image_generation=snapshot.image_generation, snapshot=snapshot)
         feasible, processed = filter_nodes_from(
             fwk, state, pod_info, nodes, start=start, to_find=to_find, diagnosis=diagnosis,
             with_nominated_pods=with_nominated_pods, batch=self._batch,

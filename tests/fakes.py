@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,10 @@ class DictListers:
         if namespace is None:
             return list(items)
         return [o for o in items if (o.get("metadata") or {}).get("namespace") == namespace]
+
+    def by_index(self, resource: str, index: str, value: str,
+                 key: Callable[[dict[str, Any]], str | None]) -> builtins.list[dict[str, Any]]:
+        return [o for o in self.objects.get(resource, []) if key(o) == value]
 
 
 @dataclass

@@ -442,6 +442,12 @@ class Cache:
                 del snapshot.image_states[image]
         snapshot.image_generation = self._image_generation
 
+    def _snapshot_images(self, snapshot: Snapshot, info: NodeInfo) -> dict[str, ImageStateSummary]:
+        """The snapshot's shared summaries of the images on ``info``'s node."""
+        if not info.image_states:
+            return {}
+        return {i: self._snapshot_image(snapshot, i) for i in info.image_states}
+
     def _snapshot_image(self, snapshot: Snapshot, image: str) -> ImageStateSummary:
         summary = snapshot.image_states.get(image)
         if summary is None:
@@ -462,29 +468,34 @@ class Cache:
         affinity_changed: list[NodeInfo] = []
         pvc = snapshot.used_pvc_ref_counts
         node_map = snapshot.node_info_map
+        positions = snapshot.positions
+        changed: list[int] = []
         for info in reversed(self._nodes.values()):
             if info.generation <= seen:
                 break  # everything older was copied by a previous update
             if info.node is None:
                 continue  # deleted node still holding pods: not schedulable, not listed
-            clone = info.clone()
-            clone.image_states = {i: self._snapshot_image(snapshot, i) for i in info.image_states}
             name = info.name
             existing = node_map.get(name)
             if existing is None:
                 update_all = True
-                node_map[name] = clone
+                existing = node_map[name] = NodeInfo.__new__(NodeInfo)
+                info.copy_into(existing)
+                existing.image_states = self._snapshot_images(snapshot, info)
                 continue
-            if bool(existing.pods_with_affinity) != bool(clone.pods_with_affinity) or bool(
+            if bool(existing.pods_with_affinity) != bool(info.pods_with_affinity) or bool(
                 existing.pods_with_required_anti_affinity
-            ) != bool(clone.pods_with_required_anti_affinity):
+            ) != bool(info.pods_with_required_anti_affinity):
                 affinity_changed.append(existing)
-            if existing.pvc_ref_counts or clone.pvc_ref_counts:
+            if existing.pvc_ref_counts or info.pvc_ref_counts:
                 _apply_pvc(pvc, existing.pvc_ref_counts, -1)
-                _apply_pvc(pvc, clone.pvc_ref_counts, 1)
+                _apply_pvc(pvc, info.pvc_ref_counts, 1)
             # Copy into the existing object: the snapshot's lists keep pointing at it.
-            for slot in NodeInfo.__slots__:
-                setattr(existing, slot, getattr(clone, slot))
+            info.copy_into(existing)
+            existing.image_states = self._snapshot_images(snapshot, info)
+            position = positions.get(name)
+            if position is not None:
+                changed.append(position)
         if self._nodes:
             snapshot.generation = next(reversed(self._nodes.values())).generation
 
@@ -495,7 +506,9 @@ class Cache:
 
         if update_all:
             self._rebuild_snapshot_lists(snapshot, update_all=True)
-        elif affinity_changed:
+        elif changed:
+            snapshot.record_changes(changed)
+        if not update_all and affinity_changed:
             _update_affinity_lists(snapshot, affinity_changed)
         if len(snapshot.node_info_list) != self._tree.num_nodes:
             log.error(
@@ -525,6 +538,7 @@ class Cache:
                 ordered.append(info)
             snapshot.node_info_list = ordered
             snapshot.positions = {info.name: i for i, info in enumerate(ordered)}
+            snapshot.record_list_rebuilt()
             pvc: dict[str, int] = {}
             for info in ordered:
                 if info.pvc_ref_counts:

@@ -84,12 +84,19 @@ def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+IndexKey = Callable[[Obj], str | None]
+
+
 class Store:
-    """Objects by key, with a per-namespace index.  Read-only for everyone but the informer."""
+    """Objects by key, with a per-namespace index and named secondary indexes (client-go's
+    ``Indexers``: a plugin asking "the pods of group G" every cycle gets them without a walk
+    over the namespace).  Read-only for everyone but the informer."""
 
     def __init__(self) -> None:
         self._items: dict[str, Obj] = {}
         self._by_ns: dict[str, dict[str, Obj]] = {}
+        # index name -> (key function, index value -> {object key: object})
+        self._indexes: dict[str, tuple[IndexKey, dict[str, dict[str, Obj]]]] = {}
 
     def get_by_key(self, key: str) -> Obj | None:
         return self._items.get(key)
@@ -105,6 +112,21 @@ class Store:
     def keys(self) -> builtins.list[str]:
         return list(self._items)
 
+    def by_index(self, index: str, value: str, key: IndexKey) -> builtins.list[Obj]:
+        """Objects for which ``key`` answers ``value``.  The index named ``index`` is built
+        from the store on first use and kept up to date by every later change; ``key`` must
+        be the same function for a given name (later ones are ignored)."""
+        entry = self._indexes.get(index)
+        if entry is None:
+            buckets: dict[str, dict[str, Obj]] = {}
+            for item_key, obj in self._items.items():
+                found = key(obj)
+                if found is not None:
+                    buckets.setdefault(found, {})[item_key] = obj
+            entry = self._indexes[index] = (key, buckets)
+        bucket = entry[1].get(value)
+        return list(bucket.values()) if bucket else []
+
     def __len__(self) -> int:
         return len(self._items)
 
@@ -116,6 +138,12 @@ class Store:
         self._items[key] = obj
         ns = (obj.get("metadata") or {}).get("namespace") or ""
         self._by_ns.setdefault(ns, {})[key] = obj
+        for index_key, buckets in self._indexes.values():
+            if old is not None:
+                _unindex(buckets, index_key(old), key)
+            found = index_key(obj)
+            if found is not None:
+                buckets.setdefault(found, {})[key] = obj
         return old
 
     def _delete(self, key: str) -> Obj | None:
@@ -127,7 +155,19 @@ class Store:
                 bucket.pop(key, None)
                 if not bucket:
                     del self._by_ns[ns]
+            for index_key, buckets in self._indexes.values():
+                _unindex(buckets, index_key(old), key)
         return old
+
+
+def _unindex(buckets: dict[str, dict[str, Obj]], value: str | None, key: str) -> None:
+    if value is None:
+        return
+    bucket = buckets.get(value)
+    if bucket is not None:
+        bucket.pop(key, None)
+        if not bucket:
+            del buckets[value]
 
 
 OnAdd = Callable[[Obj], None]
@@ -642,3 +682,7 @@ class Listers:
 
     def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         return self._store(resource).list(namespace)
+
+    def by_index(self, resource: str, index: str, value: str,
+                 key: Callable[[dict[str, Any]], str | None]) -> builtins.list[dict[str, Any]]:
+        return self._store(resource).by_index(index, value, key)

@@ -255,6 +255,13 @@ class ObjectLister(Protocol):
 
     def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
+    def by_index(self, resource: str, index: str, value: str,
+                 key: Callable[[dict[str, Any]], str | None]) -> builtins.list[dict[str, Any]]:
+        """Objects for which ``key`` answers ``value``, from an index named ``index`` that
+        the informer keeps (built on first use; pass the same ``key`` for a given name).
+        Raises KeyError when no informer serves ``resource``."""
+        ...
+
 
 class ApiResponse(Protocol):
     status: int

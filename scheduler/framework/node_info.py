@@ -193,21 +193,27 @@ class NodeInfo:
 
     def clone(self) -> NodeInfo:
         copy = NodeInfo.__new__(NodeInfo)
-        copy.node = self.node
-        copy.pods = list(self.pods)
-        copy.pods_with_affinity = list(self.pods_with_affinity)
-        copy.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
-        copy.used_ports = self.used_ports.clone()
-        copy.requested = self.requested.clone()
-        copy.non_zero_requested = self.non_zero_requested.clone()
-        copy.allocatable = self.allocatable.clone()
-        copy.image_states = dict(self.image_states)
-        copy.pvc_ref_counts = dict(self.pvc_ref_counts)
-        copy.generation = self.generation
-        copy.name = self.name
-        copy.unschedulable = self.unschedulable
-        copy._taints = self._taints
+        self.copy_into(copy)
         return copy
+
+    def copy_into(self, target: NodeInfo) -> None:
+        """Make ``target`` what ``clone()`` returns, in place: the snapshot refreshes its
+        NodeInfos this way, so every list holding one keeps pointing at it (and no
+        intermediate copy is built)."""
+        target.node = self.node
+        target.pods = list(self.pods)
+        target.pods_with_affinity = list(self.pods_with_affinity)
+        target.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
+        target.used_ports = self.used_ports.clone()
+        target.requested = self.requested.clone()
+        target.non_zero_requested = self.non_zero_requested.clone()
+        target.allocatable = self.allocatable.clone()
+        target.image_states = dict(self.image_states)
+        target.pvc_ref_counts = dict(self.pvc_ref_counts)
+        target.generation = self.generation
+        target.name = self.name
+        target.unschedulable = self.unschedulable
+        target._taints = self._taints
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"

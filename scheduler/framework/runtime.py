@@ -610,48 +610,69 @@ class Framework:
         self, state: CycleState, pod_info: PodInfo, names: list[str], raw: RawScores
     ) -> tuple[ScoreTable, Status | None]:
         """NormalizeScore, the range check and the weights over every node's raw scores."""
-        sampled = state.record_plugin_metrics
         table = ScoreTable(names, [0] * len(names), {})
         for name, values in raw:
-            ext = self._score_by_name[name].score_extensions()
-            if ext is not None:
-                normalize_values = getattr(ext, "normalize_score_values", None)
-                node_scores: list[NodeScore] | None = None
-                t0 = time.perf_counter() if sampled else 0.0
-                try:
-                    if normalize_values is not None:
-                        values, s = normalize_values(state, pod_info, names, values)
-                    else:
-                        node_scores = [NodeScore(n, v) for n, v in zip(names, values)]
-                        s = ext.normalize_score(state, pod_info, node_scores)
-                except Exception as exc:
-                    log.exception("NormalizeScore raised", plugin=name, pod=pod_info.key)
-                    s = Status.from_error(exc, plugin=name)
-                if sampled:
-                    self._instr.observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
-                if s is not None and s.code != Code.SUCCESS:
-                    return table, _guard_error(
-                        s, f"running Normalize on Score plugins: plugin {name!r} failed with",
-                        name,
-                    )
-                if node_scores is not None:
-                    values = [ns.score for ns in node_scores]
-
-            if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
-                bad = next(v for v in values if v < MIN_NODE_SCORE or v > MAX_NODE_SCORE)
-                return table, Status(
-                    Code.ERROR,
-                    "applying score defaultWeights on Score plugins: plugin "
-                    f"{name!r} returns an invalid score {bad}, it should in the range of "
-                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
-                    plugin=name,
-                )
-            weight = self.score_weights.get(name, 1)
-            if weight != 1:
-                values = list(map(functools.partial(operator.mul, weight), values))
-            table.by_plugin[name] = values
-            table.totals = list(map(operator.add, table.totals, values))
+            weighted, status = self.finish_column(state, pod_info, names, name, values)
+            if status is not None:
+                return table, status
+            table.by_plugin[name] = weighted
+            table.totals = list(map(operator.add, table.totals, weighted))
         return table, None
+
+    def normalizes(self, name: str) -> bool:
+        """Whether Score plugin ``name`` has a NormalizeScore (its final scores then depend on
+        every node's raw score, not on the node's alone)."""
+        return self._score_by_name[name].score_extensions() is not None
+
+    def finish_column(
+        self, state: CycleState, pod_info: PodInfo, names: list[str], name: str,
+        values: list[int],
+    ) -> tuple[list[int], Status | None]:
+        """One Score plugin's raw scores for ``names`` made final: NormalizeScore, the range
+        check, the weight.  A new list; ``values`` is not changed."""
+        sampled = state.record_plugin_metrics
+        ext = self._score_by_name[name].score_extensions()
+        if ext is not None:
+            normalize_values = getattr(ext, "normalize_score_values", None)
+            node_scores: list[NodeScore] | None = None
+            t0 = time.perf_counter() if sampled else 0.0
+            try:
+                if normalize_values is not None:
+                    values, s = normalize_values(state, pod_info, names, list(values))
+                else:
+                    node_scores = [NodeScore(n, v) for n, v in zip(names, values)]
+                    s = ext.normalize_score(state, pod_info, node_scores)
+            except Exception as exc:
+                log.exception("NormalizeScore raised", plugin=name, pod=pod_info.key)
+                s = Status.from_error(exc, plugin=name)
+            if sampled:
+                self._instr.observe_plugin(SCORE_EXTENSION_NORMALIZE, name, s, t0)
+            if s is not None and s.code != Code.SUCCESS:
+                return [], _guard_error(
+                    s, f"running Normalize on Score plugins: plugin {name!r} failed with",
+                    name,
+                )
+            if node_scores is not None:
+                values = [ns.score for ns in node_scores]
+
+        if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
+            bad = next(v for v in values if v < MIN_NODE_SCORE or v > MAX_NODE_SCORE)
+            return [], Status(
+                Code.ERROR,
+                "applying score defaultWeights on Score plugins: plugin "
+                f"{name!r} returns an invalid score {bad}, it should in the range of "
+                f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                plugin=name,
+            )
+        weight = self.score_weights.get(name, 1)
+        if weight != 1:
+            return list(map(functools.partial(operator.mul, weight), values)), None
+        return list(values), None
+
+    def observe_score(self, status: Status | None, start: float) -> None:
+        """The Score extension point's duration, for a score table built outside
+        ``score_table`` (opportunistic batching's window reuse)."""
+        self._instr.observe_point(SCORE, status, start)
 
     # --- Reserve / Permit ------------------------------------------------------------------
 

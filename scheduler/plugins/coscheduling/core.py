@@ -27,19 +27,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Handle, NodeInfoLister
 from scheduler.framework.status import Status, unresolvable
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.quantity import QuantityError
 from scheduler.objects.resources import CPU, PODS, Resource
+from scheduler.plugins.node_memo import NodeChanges
 
 # The label naming a pod's PodGroup (same namespace), as scheduler-plugins spells it.
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_KIND = "PodGroup"
 PODGROUPS = "podgroups"
 PODS_RESOURCE = "pods"
+# The informer index of pods by ``namespace/group`` (see ``ObjectLister.by_index``).
+MEMBERS_INDEX = "coscheduling/pod-group"
 
 # How often expired memories and vanished groups are swept (seconds of the handle clock).
 SWEEP_INTERVAL_SECONDS = 60.0
@@ -164,6 +167,63 @@ def _is_live(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
+def _members_index_key(pod: dict[str, Any]) -> str | None:
+    """The key of the informer's index of pods by group: ``namespace/group``, or None."""
+    return pod_group_full_name(pod) or None
+
+
+class MembersOnNodes:
+    """Gang members per node of the snapshot, kept across cycles.
+
+    Permit asks every cycle how many members of the pod's group hold a node; walking every
+    pod of every node for that made a gang cycle O(cluster pods).  This keeps, per node,
+    its members by group and updates only the nodes that changed since the last question
+    (``NodeChanges``), so the answer is the same as the walk's.
+    """
+
+    __slots__ = ("_changes", "_nodes_of", "_per_node")
+
+    def __init__(self) -> None:
+        self._changes = NodeChanges()
+        # node name -> ``namespace/group`` -> members on it, in the node's pod order
+        self._per_node: dict[str, dict[str, list[PodInfo]]] = {}
+        # ``namespace/group`` -> names of the nodes holding members
+        self._nodes_of: dict[str, set[str]] = {}
+
+    def members(self, snapshot: NodeInfoLister, full: str) -> list[PodInfo]:
+        """The members of group ``full`` on ``snapshot``'s nodes."""
+        node_infos = snapshot.list()
+        changed, removed = self._changes.since_last(node_infos, snapshot=snapshot)
+        for name in removed:
+            self._forget(name)
+        for i in changed:
+            node_info = node_infos[i]
+            self._forget(node_info.name)
+            groups: dict[str, list[PodInfo]] = {}
+            for p in node_info.pods:
+                group = p.labels.get(POD_GROUP_LABEL)
+                if group:
+                    groups.setdefault(f"{p.namespace}/{group}", []).append(p)
+            if groups:
+                self._per_node[node_info.name] = groups
+                for group_name in groups:
+                    self._nodes_of.setdefault(group_name, set()).add(node_info.name)
+        out: list[PodInfo] = []
+        for node_name in self._nodes_of.get(full, ()):
+            out.extend(self._per_node[node_name][full])
+        return out
+
+    def _forget(self, node_name: str) -> None:
+        groups = self._per_node.pop(node_name, None)
+        if groups is None:
+            return
+        for group_name in groups:
+            nodes = self._nodes_of[group_name]
+            nodes.discard(node_name)
+            if not nodes:
+                del self._nodes_of[group_name]
+
+
 def format_amount(resource: str, amount: int) -> str:
     """A readable quantity: cpu from millicores, byte-like amounts with binary suffixes."""
     if resource == CPU:
@@ -200,6 +260,7 @@ class PodGroupManager:
         self._backoff: dict[str, float] = {}
         self._backoff_timers: dict[str, asyncio.TimerHandle] = {}
         self._next_sweep = handle.clock() + SWEEP_INTERVAL_SECONDS
+        self._on_nodes = MembersOnNodes()
 
     # --- PodGroups -----------------------------------------------------------------------
 
@@ -258,27 +319,19 @@ class PodGroupManager:
 
     # --- members -------------------------------------------------------------------------
 
-    def _listed_pods(self, namespace: str) -> list[dict[str, Any]]:
+    def members(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """Live pods of the group known to the pod informer (assigned or not), from an
+        index of the informer's pods by group (not a walk over the namespace's pods)."""
         try:
-            return self._handle.listers.list(PODS_RESOURCE, namespace)
+            pods = self._handle.listers.by_index(
+                PODS_RESOURCE, MEMBERS_INDEX, f"{namespace}/{name}", _members_index_key)
         except KeyError:  # no pod informer behind the listers: the snapshot must do
             return []
-
-    def members(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        """Live pods of the group known to the pod informer (assigned or not)."""
-        return [
-            p for p in self._listed_pods(namespace)
-            if pod_group_name(p) == name and _is_live(p)
-        ]
+        return [p for p in pods if _is_live(p)]
 
     def assigned_in_snapshot(self, namespace: str, name: str) -> list[PodInfo]:
         """Members holding a node in this cycle's snapshot (bound, assumed or waiting)."""
-        out: list[PodInfo] = []
-        for node_info in self._handle.snapshot().list():
-            for p in node_info.pods:
-                if p.namespace == namespace and p.labels.get(POD_GROUP_LABEL) == name:
-                    out.append(p)
-        return out
+        return self._on_nodes.members(self._handle.snapshot(), f"{namespace}/{name}")
 
     def waiting_members(self, namespace: str, name: str) -> list[Any]:
         return [

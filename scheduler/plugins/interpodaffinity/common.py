@@ -8,15 +8,19 @@ args and the cluster events, ``filtering`` PreFilter/Filter and the PreFilter ex
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from scheduler.framework.interfaces import (
     Handle,
+    NodeInfoLister,
 )
+from scheduler.framework.node_info import NodeInfo
 from scheduler.objects.labels import LabelSelector
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
+from scheduler.plugins.node_memo import NodeChanges
 from scheduler.plugins.interpodaffinity.terms import (
     AffinityTerm,
     PodAffinityTerms,
@@ -130,6 +134,59 @@ def pod_matches_all_terms(terms: tuple[AffinityTerm, ...], namespace: str,
     return True
 
 
+# PreFilter and PreScore questions whose sums are kept (one per workload shape in flight).
+MAX_REMEMBERED_QUERIES = 64
+
+
+_Pairs = tuple[tuple[str, str, int], ...]
+
+
+def _pairs(counts: TopologyCounts) -> _Pairs:
+    return tuple((k, v, c) for k, values in counts.data.items() for v, c in values.items())
+
+
+class PairSums:
+    """Sums over nodes of per-node ``(key, value, count)`` pairs, kept across cycles.
+
+    Replicas of one workload ask the same PreFilter (or PreScore) question cycle after cycle, and between
+    two cycles only the node the previous replica went to has changed.  Each node's answer is
+    kept with the NodeInfo generation it was computed from (every change to a NodeInfo takes
+    a fresh one), so a refresh recomputes and re-adds changed nodes only and subtracts nodes
+    that are gone.  ``width`` sums are kept side by side for one question.
+    """
+
+    __slots__ = ("totals", "_changes", "_per_node")
+
+    def __init__(self, width: int) -> None:
+        self.totals = [TopologyCounts() for _ in range(width)]
+        self._per_node: dict[str, tuple[_Pairs, ...]] = {}
+        self._changes = NodeChanges()
+
+    def refresh(
+        self, node_infos: Sequence[NodeInfo], compute: Callable[[NodeInfo], tuple[_Pairs, ...]],
+        *, snapshot: NodeInfoLister | None = None,
+    ) -> list[TopologyCounts]:
+        """The sums for exactly ``node_infos`` (read-only: clone before changing them);
+        ``snapshot``: the lister whose ``list()`` ``node_infos`` is, if it is."""
+        per_node = self._per_node
+        changed, removed = self._changes.since_last(node_infos, snapshot=snapshot)
+        for name in removed:
+            self._apply(per_node.pop(name), -1)
+        for node_info in map(node_infos.__getitem__, changed):
+            name = node_info.name
+            previous = per_node.get(name)
+            if previous is not None:
+                self._apply(previous, -1)
+            answer = per_node[name] = compute(node_info)
+            self._apply(answer, 1)
+        return self.totals
+
+    def _apply(self, answer: tuple[_Pairs, ...], sign: int) -> None:
+        for total, pairs in zip(self.totals, answer):
+            for key, value, count in pairs:
+                total.add(key, value, sign * count)
+
+
 class InterPodAffinityBase(Plugin):
     """The state the filtering and scoring halves share (set by the plugin's constructor)."""
 
@@ -138,6 +195,43 @@ class InterPodAffinityBase(Plugin):
     ignore_preferred_terms_of_existing_pods: bool
     _handle: Handle
     _terms: TermsCache
+    # Sums per question (the incoming pod's terms, or its labels for existing pods' terms),
+    # least recently asked dropped first.
+    _sums_by_query: OrderedDict[Hashable, PairSums]
+
+    def _sums(self, key: Hashable, width: int) -> PairSums:
+        sums = self._sums_by_query.get(key)
+        if sums is None:
+            sums = self._sums_by_query[key] = PairSums(width)
+            if len(self._sums_by_query) > MAX_REMEMBERED_QUERIES:
+                self._sums_by_query.popitem(last=False)
+        else:
+            self._sums_by_query.move_to_end(key)
+        return sums
+
+    @staticmethod
+    def _incoming_pod_key(kind: str, pod_info: PodInfo,
+                          ns_labels: Mapping[str, str] | None) -> Hashable:
+        """The key of a question about existing pods' terms against the incoming pod: what
+        those terms can match of it (namespace, labels, namespace labels)."""
+        return (
+            kind,
+            pod_info.namespace,
+            frozenset(pod_info.labels.items()),
+            None if ns_labels is None else frozenset(ns_labels.items()),
+        )
+
+    def _counted_nodes(self, snapshot: NodeInfoLister, subset: Sequence[NodeInfo]
+                       ) -> tuple[Sequence[NodeInfo], NodeInfoLister | None]:
+        """The nodes to keep sums over when only ``subset`` (the nodes holding pods with
+        affinity) can contribute: the subset while it is small; the whole list once it
+        holds a quarter of the nodes, since the snapshot's change log then says which nodes
+        changed without a pass over the subset.  Nodes outside the subset contribute
+        nothing, so both give the same sums."""
+        everything = snapshot.list()
+        if len(subset) * 4 >= len(everything):
+            return everything, snapshot
+        return subset, None
 
     def terms_of(self, pod: Mapping[str, Any]) -> PodAffinityTerms:
         """Parsed terms of a pod (memoized by uid + resourceVersion)."""

@@ -99,11 +99,7 @@ class InterPodAffinity(Filtering, Scoring, EnqueueExtensions):
         )
         self._handle = handle
         self._terms = TermsCache()
-        # PreFilter sums per question (the incoming pod's terms, or its labels for existing
-        # pods' anti-affinity), least recently asked dropped first.
         self._sums_by_query: OrderedDict[Hashable, PairSums] = OrderedDict()
-        # node name -> (NodeInfo generation, its pods whose terms score incoming pods)
-        self._scoring_pods: dict[str, tuple[int, tuple[PodInfo, ...]]] = {}
 
     # --- events -------------------------------------------------------------------------------
 

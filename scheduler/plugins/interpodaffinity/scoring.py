@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from scheduler.framework.cycle_state import CycleState, missing_state, read_state
 from scheduler.framework.interfaces import (
+    NodeInfoLister,
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
@@ -25,7 +26,10 @@ from scheduler.plugins.interpodaffinity.terms import (
 from scheduler.plugins.interpodaffinity.common import (
     NAME,
     InterPodAffinityBase,
+    TopologyCounts,
     _node_labels,
+    _Pairs,
+    _pairs,
 )
 
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
@@ -44,8 +48,6 @@ class PreScoreState:
 class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
     """PreScore, Score and NormalizeScore of InterPodAffinity."""
 
-    _scoring_pods: dict[str, tuple[int, tuple[PodInfo, ...]]]
-
     def pre_score(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> Status | None:
@@ -57,6 +59,8 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
         snapshot = self._handle.snapshot()
         # Unless the incoming pod has preferences, only pods with affinity can contribute.
         node_infos = snapshot.list() if has_constraints else snapshot.have_pods_with_affinity()
+        if not node_infos:
+            return Status(Code.SKIP)
 
         terms = self.terms_of(pod_info.pod)
         if terms.errors:
@@ -73,6 +77,14 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
         hard_weight = self.hard_pod_affinity_weight
         namespace, labels = pod_info.namespace, pod_info.labels
 
+        if not (preferred_affinity or preferred_anti):
+            # Only existing pods' terms score the pod: sums kept across cycles.
+            kept = self._existing_terms_score(pod_info, ns_labels, snapshot, node_infos)
+            if not kept:
+                return Status(Code.SKIP)
+            state.write(PRE_SCORE_STATE_KEY, PreScoreState(kept))
+            return None
+
         score: dict[str, dict[str, int]] = {}
 
         def process(term: AffinityTerm, weight: int, ns: str, lbls: Mapping[str, str],
@@ -85,22 +97,13 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
                         values = score[term.topology_key] = {}
                     values[value] = values.get(value, 0) + weight
 
-        # Without preferred terms of its own, the incoming pod is scored only by existing pods
-        # with scoring terms; a node's list of those is kept until the node changes.
-        own_terms = bool(preferred_affinity or preferred_anti)
-        if len(self._scoring_pods) > 2 * len(snapshot.list()) + 64:
-            self._scoring_pods.clear()  # nodes come and go; forget the departed
         for node_info in node_infos:
             if node_info.node is None:
                 continue
             node_labels = _node_labels(node_info.node)
             if not node_labels:
                 continue  # no topology key can match
-            pods: Sequence[PodInfo]
-            if own_terms:
-                pods = node_info.pods if has_constraints else node_info.pods_with_affinity
-            else:
-                pods = self._pods_with_scoring_terms(node_info)
+            pods = node_info.pods if has_constraints else node_info.pods_with_affinity
             for existing in pods:
                 # The incoming pod's preferred terms against the existing pod.
                 for w in preferred_affinity:
@@ -135,15 +138,54 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
             or pod.has_preferred_anti_affinity
         )
 
-    def _pods_with_scoring_terms(self, node_info: NodeInfo) -> tuple[PodInfo, ...]:
-        """The node's pods whose own terms score other pods, kept per NodeInfo generation."""
-        cache = self._scoring_pods
-        entry = cache.get(node_info.name)
-        if entry is None or entry[0] != node_info.generation:
-            entry = (node_info.generation,
-                     tuple(p for p in node_info.pods_with_affinity if self._has_scoring_terms(p)))
-            cache[node_info.name] = entry
-        return entry[1]
+    def _existing_terms_score(
+        self,
+        pod_info: PodInfo,
+        ns_labels: Mapping[str, str] | None,
+        snapshot: NodeInfoLister,
+        subset: Sequence[NodeInfo],
+    ) -> dict[str, dict[str, int]]:
+        """Per topology pair, the weights of existing pods' terms that select the incoming
+        pod (``hardPodAffinityWeight`` for required affinity, the preferred terms' weights).
+
+        Replicas ask this every cycle with the same labels, and it is not a question about
+        the examined nodes but about every node holding pods with affinity: the per-node
+        answers are kept (``PairSums``) and only changed nodes are asked again.  The sums
+        are shared with later cycles: read-only (PreScoreState is never changed)."""
+        namespace, labels = pod_info.namespace, pod_info.labels
+        hard_weight = self.hard_pod_affinity_weight
+
+        def compute(node_info: NodeInfo) -> tuple[_Pairs]:
+            if node_info.node is None or not node_info.pods_with_affinity:
+                return ((),)
+            node_labels = _node_labels(node_info.node)
+            if not node_labels:
+                return ((),)  # no topology key can match
+            local = TopologyCounts()
+
+            def process(term: AffinityTerm, weight: int) -> None:
+                if term.matches(namespace, labels, ns_labels):
+                    value = node_labels.get(term.topology_key)
+                    if value is not None:
+                        local.add(term.topology_key, value, weight)
+
+            for existing in node_info.pods_with_affinity:
+                if not self._has_scoring_terms(existing):
+                    continue
+                et = self._existing_terms(existing)
+                if hard_weight > 0:
+                    for term in et.required_affinity:
+                        process(term, hard_weight)
+                for w in et.preferred_affinity:
+                    process(w.term, w.weight)
+                for w in et.preferred_anti_affinity:
+                    process(w.term, -w.weight)
+            return (_pairs(local),)
+
+        key = self._incoming_pod_key("existing-scoring", pod_info, ns_labels)
+        node_infos, log = self._counted_nodes(snapshot, subset)
+        (total,) = self._sums(key, 1).refresh(node_infos, compute, snapshot=log)
+        return total.data
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

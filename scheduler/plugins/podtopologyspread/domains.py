@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from scheduler.framework.node_info import NodeInfo, changed_nodes
+from scheduler.framework.interfaces import NodeInfoLister
+from scheduler.framework.node_info import NodeInfo
+from scheduler.plugins.node_memo import NodeChanges
 from scheduler.plugins.podtopologyspread.common import node_labels
 
 # (generation, domain value or None when the node is not eligible, matching pods)
@@ -22,14 +24,14 @@ _Entry = tuple[int, str | None, int]
 
 
 class DomainCounts:
-    __slots__ = ("counts", "_generations", "_nodes_in_domain", "_per_node")
+    __slots__ = ("counts", "_changes", "_nodes_in_domain", "_per_node")
 
     def __init__(self) -> None:
         # domain value -> matching pods over the eligible nodes in it (0 for empty domains)
         self.counts: dict[str, int] = {}
         self._nodes_in_domain: dict[str, int] = {}
         self._per_node: dict[str, _Entry] = {}
-        self._generations: dict[str, int] = {}  # node name -> generation of its entry
+        self._changes = NodeChanges()
 
     def refresh(
         self,
@@ -38,18 +40,18 @@ class DomainCounts:
         topology_key: str,
         required_keys: Sequence[str],
         count: Callable[[NodeInfo], int],
+        snapshot: NodeInfoLister | None = None,
     ) -> dict[str, int]:
-        """Bring the sums up to date with ``node_infos`` and return them (do not mutate)."""
+        """Bring the sums up to date with ``node_infos`` (``snapshot.list()`` when
+        ``snapshot`` is given, whose change log then says what changed) and return them (do
+        not mutate)."""
         per_node = self._per_node
-        known = self._generations
-        names, changed = changed_nodes(node_infos, known)
+        changed, removed = self._changes.since_last(node_infos, snapshot=snapshot)
+        for name in removed:
+            self._apply(per_node.pop(name), -1)
         for i in changed:
-            self._recount(names[i], node_infos[i], topology_key, required_keys, count)
-        if len(per_node) != len(names):
-            seen = set(names)
-            for name in [n for n in per_node if n not in seen]:
-                self._apply(per_node.pop(name), -1)
-                del known[name]
+            node_info = node_infos[i]
+            self._recount(node_info.name, node_info, topology_key, required_keys, count)
         return self.counts
 
     def _recount(self, name: str, node_info: NodeInfo, topology_key: str,
@@ -67,7 +69,6 @@ class DomainCounts:
                 found = count(node_info)
         entry = (node_info.generation, value, found)
         self._per_node[name] = entry
-        self._generations[name] = node_info.generation
         self._apply(entry, 1)
 
     def _apply(self, entry: _Entry, sign: int) -> None:

@@ -23,6 +23,8 @@ from scheduler.plugins.podtopologyspread.common import (
     HONOR,
     Constraint,
     NodeInclusion,
+    _NO_FIELDS,
+    _NO_LABELS,
     node_has_all_keys,
     node_labels,
 )
@@ -87,7 +89,8 @@ MAX_DOMAIN_TABLES = 64
 class PreFilterState:
     """Per-constraint match counts by domain value, critical paths and domain counts."""
 
-    __slots__ = ("constraints", "counts", "critical_paths", "domains", "inclusion", "namespace")
+    __slots__ = ("constraints", "counts", "critical_paths", "domains", "inclusion", "namespace",
+                 "self_match")
 
     def __init__(
         self,
@@ -105,6 +108,9 @@ class PreFilterState:
         self.domains = domains
         self.inclusion = inclusion
         self.namespace = namespace
+        # Per constraint, 1 when its selector matches the incoming pod (set by the first
+        # Filter call: the walk filters in several chunks, the answer does not change).
+        self.self_match: list[int] | None = None
 
     def min_match_num(self, i: int) -> int:
         """The global minimum for constraint ``i``, 0 while there are fewer than minDomains."""
@@ -113,7 +119,7 @@ class PreFilterState:
         return self.critical_paths[i].nums[0]
 
     def clone(self) -> PreFilterState:
-        return PreFilterState(
+        copy = PreFilterState(
             self.constraints,
             [dict(c) for c in self.counts],
             [p.clone() for p in self.critical_paths],
@@ -121,6 +127,8 @@ class PreFilterState:
             self.inclusion,
             self.namespace,
         )
+        copy.self_match = self.self_match
+        return copy
 
 
 class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
@@ -172,7 +180,8 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
     def _incremental_counts(
         self, constraints: list[Constraint], namespace: str
     ) -> list[dict[str, int]]:
-        nodes = self._handle.snapshot().list()
+        snapshot = self._handle.snapshot()
+        nodes = snapshot.list()
         keys = tuple(c.topology_key for c in constraints)
         counts: list[dict[str, int]] = []
         for c in constraints:
@@ -184,7 +193,7 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
                     self._domains.pop(next(iter(self._domains)))
             current = domains.refresh(
                 nodes, topology_key=c.topology_key, required_keys=keys,
-                count=self._counter(c, namespace),
+                count=self._counter(c, namespace), snapshot=snapshot,
             )
             # A copy: preemption's add/remove extensions change the counts in the state.
             counts.append(dict(current))
@@ -245,11 +254,14 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
             return missing_state_for_nodes(PRE_FILTER_STATE_KEY, nodes)
-        pod_labels = pod_info.labels
+        self_match = s.self_match
+        if self_match is None:
+            pod_labels = pod_info.labels
+            self_match = s.self_match = [
+                1 if c.selector.matches(pod_labels) else 0 for c in s.constraints]
         # Per constraint, everything but the node's own domain is the same for every node.
         checks = [
-            (c.topology_key, s.counts[i],
-             (1 if c.selector.matches(pod_labels) else 0) - s.min_match_num(i), c.max_skew)
+            (c.topology_key, s.counts[i], self_match[i] - s.min_match_num(i), c.max_skew)
             for i, c in enumerate(s.constraints)
         ]
         out: list[Status | None] = []
@@ -260,7 +272,7 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
                 continue
             status: Status | None = None
             if checks:
-                labels = node_labels(node)
+                labels = (node.get("metadata") or _NO_FIELDS).get("labels") or _NO_LABELS
                 for key, counts, offset, max_skew in checks:
                     value = labels.get(key)
                     if value is None:

@@ -167,3 +167,66 @@ def test_from_objects_builds_a_snapshot() -> None:
     n1 = snapshot.get("n1")
     assert n1 is not None and n1.requested.milli_cpu == 250
     assert sum(len(i.pods) for i in snapshot.list()) == 1
+
+
+# --- change log --------------------------------------------------------------------------------
+
+
+def _cluster(count: int) -> tuple[Cache, Snapshot]:
+    cache, snapshot = Cache(), Snapshot()
+    for i in range(count):
+        cache.add_node(make_node(f"n{i}"))
+    cache.update_snapshot(snapshot)
+    return cache, snapshot
+
+
+def test_change_log_names_the_positions_updated_since_a_serial() -> None:
+    cache, snapshot = _cluster(5)
+    serial = snapshot.change_serial
+    assert snapshot.changed_positions_since(serial) == []
+    cache.add_pod(PodInfo.from_pod(make_pod("p1", node="n3")))
+    cache.update_snapshot(snapshot)
+    middle = snapshot.change_serial
+    cache.add_pod(PodInfo.from_pod(make_pod("p2", node="n1")))
+    cache.add_pod(PodInfo.from_pod(make_pod("p3", node="n4")))
+    cache.update_snapshot(snapshot)
+    position = snapshot.positions
+    assert sorted(snapshot.changed_positions_since(serial) or []) == sorted(
+        [position["n3"], position["n1"], position["n4"]])
+    assert sorted(snapshot.changed_positions_since(middle) or []) == sorted(
+        [position["n1"], position["n4"]])
+    assert snapshot.changed_positions_since(snapshot.change_serial) == []
+
+
+def test_an_update_that_changes_nothing_adds_nothing_to_the_log() -> None:
+    cache, snapshot = _cluster(3)
+    serial = snapshot.change_serial
+    cache.update_snapshot(snapshot)
+    assert snapshot.change_serial == serial
+
+
+@pytest.mark.parametrize("change", ["add-node", "remove-node"])
+def test_a_rebuilt_node_list_answers_unknown_for_earlier_serials(change: str) -> None:
+    cache, snapshot = _cluster(4)
+    serial, version = snapshot.change_serial, snapshot.list_version
+    if change == "add-node":
+        cache.add_node(make_node("n9"))
+    else:
+        cache.remove_node(make_node("n2"))
+    cache.update_snapshot(snapshot)
+    assert snapshot.list_version == version + 1
+    assert snapshot.changed_positions_since(serial) is None
+    assert snapshot.changed_positions_since(snapshot.change_serial) == []
+
+
+def test_a_serial_older_than_the_log_answers_unknown() -> None:
+    from scheduler.cache.snapshot import CHANGE_LOG_LENGTH
+
+    cache, snapshot = _cluster(2)
+    serial = snapshot.change_serial
+    for i in range(CHANGE_LOG_LENGTH + 1):
+        cache.add_pod(PodInfo.from_pod(make_pod(f"p{i}", node="n0")))
+        cache.update_snapshot(snapshot)
+    assert snapshot.changed_positions_since(serial) is None
+    recent = snapshot.change_serial - 3
+    assert snapshot.changed_positions_since(recent) == [snapshot.positions["n0"]] * 3

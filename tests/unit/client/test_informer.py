@@ -329,3 +329,58 @@ async def test_factory_cache_sync_timeout(server: FakeApiServer, make_client: Ma
     factory.start()
     assert not await factory.wait_for_cache_sync(0.05)
     await factory.stop()
+
+
+def _labelled(name: str, group: str | None) -> dict[str, Any]:
+    obj = pod(name)
+    if group is not None:
+        obj["metadata"]["labels"] = {"group": group}
+    return obj
+
+
+def _group_of(obj: dict[str, Any]) -> str | None:
+    group = ((obj.get("metadata") or {}).get("labels") or {}).get("group")
+    return group if isinstance(group, str) else None
+
+
+async def test_store_index_follows_watch_and_relist(server: FakeApiServer, informer_env: Any) -> None:
+    """The index answers what a walk over the store would, after adds, label changes,
+    deletes and a relist (built on first use from what the store already holds)."""
+    for name, group in (("a", "x"), ("b", "y"), ("c", None)):
+        server.add(PODS, _labelled(name, group))
+    inf, _, _ = informer_env()
+    await asyncio.wait_for(inf.wait_synced(), 3)
+    await until(lambda: bool(server.watchers))
+
+    def indexed(group: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in inf.store.by_index("group", group, _group_of))
+
+    def walked(group: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in inf.store.list() if _group_of(o) == group)
+
+    def check(expected: dict[str, list[str]]) -> None:
+        for group, names in expected.items():
+            assert indexed(group) == walked(group) == names, group
+
+    check({"x": ["a"], "y": ["b"], "z": []})
+    server.add(PODS, _labelled("d", "x"))
+    await until(lambda: "ns/d" in inf.store)
+    check({"x": ["a", "d"], "y": ["b"]})
+    moved = server.modify(PODS, _labelled("a", "y"))
+    rv = moved["metadata"]["resourceVersion"]
+    await until(lambda: (inf.store.get("a", "ns") or {}).get("metadata", {}).get("resourceVersion") == rv)
+    check({"x": ["d"], "y": ["a", "b"]})
+    server.delete(PODS, "ns/b")
+    await until(lambda: "ns/b" not in inf.store)
+    check({"x": ["d"], "y": ["a"]})
+    # Changes missed while disconnected arrive through a relist's diff.
+    server.hold()
+    server.drop_watches()
+    await until(lambda: server.held == 1)
+    server.modify(PODS, _labelled("d", None))
+    server.add(PODS, _labelled("e", "x"))
+    server.delete(PODS, "ns/a")
+    server.compact()
+    server.release()
+    await until(lambda: inf.list_count == 2 and "ns/e" in inf.store)
+    check({"x": ["e"], "y": []})

@@ -34,7 +34,8 @@ IMAGES = {"img-big": 900 * 1024 * 1024, "img-small": 40 * 1024 * 1024}
 def _node(i: int, shape: dict[str, Any]) -> dict[str, Any]:
     name = f"n{i:03d}"
     capacity = {"cpu": shape["cpu"], "memory": shape["memory"], "pods": shape["pods"]}
-    taints = [{"key": "dedicated", "value": "x", "effect": e} for e in shape["taints"]]
+    taints = [{"key": "dedicated" if j == 0 else f"dedicated-{j}", "value": "x", "effect": e}
+              for j, e in enumerate(shape["taints"])]
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "uid": f"u-{name}", "labels": {
@@ -52,7 +53,8 @@ node_shapes = st.fixed_dictionaries({
     "memory": st.sampled_from(["1Gi", "4Gi"]),
     "pods": st.sampled_from(["1", "2", "110"]),
     "zone": st.sampled_from(ZONES),
-    "taints": st.sampled_from([[], ["NoSchedule"], ["PreferNoSchedule"]]),
+    "taints": st.sampled_from([[], ["NoSchedule"], ["PreferNoSchedule"],
+                               ["PreferNoSchedule", "PreferNoSchedule"]]),
     "cordoned": st.booleans(),
     "images": st.sampled_from([[], ["img-big"], ["img-small"], ["img-big", "img-small"]]),
 })
@@ -103,7 +105,8 @@ steps = st.one_of(
 
 
 def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list[Any], *,
-         batched: bool, seed: int, percentage: int) -> tuple[list[str], int]:
+         batched: bool, seed: int, percentage: int,
+         stats: dict[str, int] | None = None) -> tuple[list[str], int]:
     cache, snapshot = Cache(), Snapshot()
     for node in nodes:
         cache.add_node(node)
@@ -118,6 +121,20 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
     cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
     if not batched:
         cycle.batches = None
+    else:
+        # Every batched score table (kept windows included) equals scoring afresh.
+        batched_score = cycle._score
+
+        def checked_score(fwk: Any, state: Any, pod_info: Any, feasible: Any) -> Any:
+            table = batched_score(fwk, state, pod_info, feasible)
+            if table is not None:
+                fresh, status = fwk.score_table(state, pod_info, feasible)
+                assert status is None
+                assert (table.names, table.totals, table.by_plugin) == (
+                    fresh.names, fresh.totals, fresh.by_plugin)
+            return table
+
+        cycle._score = checked_score  # type: ignore[method-assign]  # checking wrapper
     reused = 0
     outcomes: list[str] = []
     placed: list[dict[str, Any]] = []
@@ -150,6 +167,8 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
         del batch
     if cycle.batches is not None:
         reused = cycle.batches.reused
+        if stats is not None:
+            stats["windows_reused"] = cycle.batches.windows_reused
     return outcomes, reused
 
 
@@ -183,11 +202,43 @@ def test_a_stream_of_alike_pods_reuses_results() -> None:
                  "prefer_zone": None, "image": "img-small", "host_port": None}
     stream = [("pod", 0)] * 30
     plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=3, percentage=0)
+    stats: dict[str, int] = {}
     batched, reused = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=3,
-                           percentage=0)
+                           percentage=0, stats=stats)
     assert batched == plain
     # 30 cycles over 100 of 120 nodes: all but the first pass and the changed nodes reused.
     assert reused > 20 * 100
+    # 120 nodes, 100 examined per cycle: the walk comes back to each of 6 start indexes,
+    # and from the second visit on takes the kept window through the change log.
+    assert stats["windows_reused"] >= 20
+
+
+def test_kept_windows_follow_node_changes_that_move_a_normalized_column() -> None:
+    """A node of a kept window gains two PreferNoSchedule taints while another has one
+    (TaintToleration's highest raw score moves, so its normalized column changes on nodes
+    that did not change), then is cordoned (it leaves
+    the feasible set, so the window is walked again): placements stay those of the
+    unbatched cycle, and windows were reused around the changes."""
+    plain_shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
+                   "cordoned": False, "images": []}
+    tainted = dict(plain_shape, taints=["PreferNoSchedule", "PreferNoSchedule"])
+    cordoned = dict(plain_shape, cordoned=True)
+    nodes = [_node(i, plain_shape) for i in range(8)]
+    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
+                 "prefer_zone": None, "image": "x", "host_port": None}
+    nodes[1] = _node(1, dict(plain_shape, taints=["PreferNoSchedule"]))
+    stream: list[Any] = [("pod", 0)] * 5 + [("node", 3, tainted)] + [("pod", 0)] * 5
+    stream += [("node", 3, cordoned)] + [("pod", 0)] * 5 + [("node", 3, plain_shape)]
+    stream += [("pod", 0)] * 5
+    for seed in range(5):
+        plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed,
+                        percentage=0)
+        stats: dict[str, int] = {}
+        batched, _ = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
+                          percentage=0, stats=stats)
+        assert batched == plain
+        assert "n003" in plain  # the node came back and was picked again
+        assert stats["windows_reused"] >= 10
 
 
 def test_a_plugin_that_cannot_sign_sends_the_pod_down_the_normal_path() -> None:

@@ -165,3 +165,25 @@ def test_prefilter_memo_sees_node_changes_across_cycles() -> None:
     state = CycleState()
     plugin.pre_filter(state, pod_info, infos)
     assert all(plugin.filter(state, pod_info, ni) is None for ni in infos)
+
+
+def test_changes_to_one_cycles_counts_stay_in_that_cycle() -> None:
+    """PreFilter hands out the sums kept across cycles without copying them; add_pod and
+    remove_pod (on the state or on a clone) must copy first, so neither the next cycle nor
+    the other state sees the change."""
+    pods = [PodBuilder("db").labels(app="db").node("n1").obj()]
+    s, state, plugin, infos = _state_of(pods)
+    before = _snapshot(s)
+    pod_info = s.pod_info
+    nominated = PodInfo.from_pod(
+        PodBuilder("nominated").labels(app="web", extra="x")
+        .pod_anti_affinity_required({"app": "web"}, ZONE).node("n2").obj())
+    trial = state.clone()
+    assert plugin.add_pod(trial, pod_info, nominated, infos[1]) is None
+    changed = _snapshot(trial.read(PRE_FILTER_STATE_KEY))
+    assert changed != before and _snapshot(s) == before
+    assert plugin.add_pod(state, pod_info, nominated, infos[1]) is None
+    assert _snapshot(s) == changed
+    again = CycleState()
+    plugin.pre_filter(again, pod_info, infos)
+    assert _snapshot(again.read(PRE_FILTER_STATE_KEY)) == before
