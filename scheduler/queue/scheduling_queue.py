@@ -285,7 +285,12 @@ class SchedulingQueue:
         """A cluster event happened: requeue the pods it may help (by their rejectors' hints)."""
         if not self._is_event_of_interest(event):
             return
-        candidates = [qpi for qpi in self._pool if precheck is None or precheck(qpi)]
+        candidates = list(self._pool.unschedulable.values())
+        for (profile, plugin), members in self._pool.gated_groups.items():
+            if self._plugin_registered(profile, plugin, event):
+                candidates.extend(members.values())
+        if precheck is not None:
+            candidates = [qpi for qpi in candidates if precheck(qpi)]
         self._move_pods(candidates, event, old, new)
         self._sync_gauges()
 
@@ -575,8 +580,12 @@ class SchedulingQueue:
         self._move_request_cycle = self._cycle
 
     def _gating_plugin_registered(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
-        profile = self._profile_of(qpi.pod_info.pod)
-        events = self._plugin_events.get(profile, {}).get(qpi.gating_plugin, ())
+        return self._plugin_registered(
+            self._profile_of(qpi.pod_info.pod), qpi.gating_plugin, event)
+
+    def _plugin_registered(self, profile: str, plugin: str, event: ClusterEvent) -> bool:
+        """Whether ``plugin`` of ``profile`` registered an event covering ``event``."""
+        events = self._plugin_events.get(profile, {}).get(plugin, ())
         return any(registered.matches(event) for registered in events)
 
     def _worth_requeuing(

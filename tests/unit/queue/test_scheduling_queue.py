@@ -657,6 +657,29 @@ def test_gated_pod_moves_only_on_its_gating_plugins_events() -> None:
     assert queue.queue_of(pod) == "active"
 
 
+def test_gated_pods_are_grouped_by_gating_plugin_and_leave_their_group_when_they_move() -> None:
+    """An event is matched once per (profile, gating plugin) group, not once per gated pod:
+    the groups must hold exactly the gated pods, whatever moves them."""
+    pre = PreEnqueue()
+    queue = make_queue(pre_enqueue=pre)
+    for i in range(50):
+        queue.add(PodBuilder(f"g{i}").scheduling_gates("x").obj())
+    queue.add(make_pod("member", labels={"gang": "g1"}))
+    pool = queue._pool
+    sizes = sorted(len(members) for members in pool.gated_groups.values())
+    assert sizes == [1, 50] and len(pool.gated) == 51
+    calls = pre.calls
+    queue.move_all_to_active_or_backoff_queue(NODE_ADD)  # neither gating plugin's event
+    assert pre.calls == calls
+    pre.groups_ready = True
+    queue.move_all_to_active_or_backoff_queue(GROUP_ADD)  # opens the gang member only
+    assert queue.queue_of(make_pod("member")) == "active"
+    assert [len(m) for m in pool.gated_groups.values()] == [50]
+    for i in range(50):
+        queue.delete(PodBuilder(f"g{i}").scheduling_gates("x").obj())
+    assert pool.gated_groups == {} and pool.gated == {}
+
+
 # --- backoffQ popping (upstream SchedulerPopFromBackoffQ, on by default since 1.33) ----------
 
 
