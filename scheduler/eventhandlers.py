@@ -192,6 +192,9 @@ class EventHandlers:
 
     def _assigned_info(self, pod: dict[str, Any]) -> PodInfo | None:
         """The bound pod as the cache accounts it (malformed fields dropped, logged once)."""
+        confirmed = self._confirmed_assumed_info(pod)
+        if confirmed is not None:
+            return confirmed
         try:
             info, problems = PodInfo.from_assigned_pod(pod)
         except ObjectError as exc:
@@ -204,6 +207,30 @@ class EventHandlers:
                 "Pod", _uid_or_key(pod), problems[0],
                 "bound pod is malformed; accounting it without the malformed fields",
                 name=info.key)
+        return info
+
+    def _confirmed_assumed_info(self, pod: dict[str, Any]) -> PodInfo | None:
+        """For the informer's copy of a pod we assumed (and bound), the assumed PodInfo
+        re-pointed at it, when nothing a PodInfo is parsed from (spec, name, namespace,
+        labels) differs: the binding set only spec.nodeName, which the assumed copy has
+        too. Every scheduled pod comes back this way once, and parsing it again was the
+        largest piece of the daemon's per-pod work outside the plugins."""
+        if not _has_uid(pod):
+            return None
+        cache = self.sched.cache
+        if not cache.is_assumed_pod(pod):
+            return None
+        assumed = cache.get_pod_info(pod)
+        if assumed is None:
+            return None
+        meta, assumed_meta = _meta(pod), _meta(assumed.pod)
+        if (pod.get("spec") != assumed.pod.get("spec")
+                or meta.get("labels") != assumed_meta.get("labels")
+                or meta.get("name") != assumed_meta.get("name")
+                or meta.get("namespace") != assumed_meta.get("namespace")):
+            return None
+        info = assumed.with_node_name(pod)
+        info.resource_version = str(meta.get("resourceVersion") or "")
         return info
 
     def add_pod_to_cache(self, pod: dict[str, Any]) -> None:

@@ -112,7 +112,12 @@ def filter_nodes_from(
                 _record_rejection(diagnosis, node_info, status)
             return feasible, processed
 
-    if batch is not None and not nominated and to_find <= num_all:
+    # Nodes holding nominated pods take the two-pass Filter, which kept windows do not
+    # cover: a window may be reused (or kept) only when none of them lies in it.
+    windowed = batch is not None and to_find <= num_all and not (
+        nominated and batch.window_holds_any(nominated, start=start, size=to_find))
+    if windowed:
+        assert batch is not None
         # The window this walk found from ``start`` last time, if it is still all feasible.
         window = batch.filter_window(state, pod_info, nodes, start=start, size=to_find)
         if window is not None:
@@ -133,7 +138,8 @@ def filter_nodes_from(
             wanted = to_find - len(feasible)
             if len(chunk) >= wanted:
                 feasible.extend(chunk[:wanted])
-                if batch is not None and not nominated and processed == 0:
+                if windowed and processed == 0:
+                    assert batch is not None
                     batch.keep_window(nodes, feasible, start=start, size=to_find)
                 return feasible, processed + wanted
             feasible.extend(chunk)

@@ -11,6 +11,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -88,6 +89,31 @@ class BulkHistogramChild:
         # A value equal to a bound falls in that bound's bucket (le is inclusive).
         self.counts[bisect.bisect_left(self._upper, value)] += count
         self.sum += value * count
+
+
+_M = TypeVar("_M", Counter, Gauge, Histogram)
+
+
+class Children(Generic[_M]):
+    """The children of one labelled metric, each looked up once per label values.
+
+    prometheus_client's ``labels()`` validates the values, converts them and takes a lock on
+    every call (~2 us); the per-pod paths (queue moves, attempts, binds) called it several
+    times per pod. Children are never removed from these metrics, so a cached child stays
+    the one ``labels()`` would return.
+    """
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: _M) -> None:
+        self._metric: _M = metric
+        self._children: dict[tuple[str, ...], _M] = {}
+
+    def __call__(self, *values: str) -> _M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 def _exponential(start: float, factor: float, count: int) -> list[float]:

@@ -32,7 +32,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.framework.waiting_pods import WaitingPodsMap
 from scheduler.explain.diagnoses import DiagnosisStore
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import Children, SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
 from scheduler.queue.nominator import Nominator
@@ -79,6 +79,11 @@ class Scheduler:
         self.informers = informers
         # Always real metrics (a private registry when the caller has none): no None guards.
         self.metrics = metrics = metrics if metrics is not None else SchedulerMetrics()
+        # Per-pod metric updates go through cached children (see metrics.Children).
+        self._bind_results = Children(metrics.bind_requests)
+        self._attempts = Children(metrics.schedule_attempts)
+        self._attempt_durations = Children(metrics.scheduling_attempt_duration)
+        self._sli_durations = Children(metrics.pod_scheduling_sli_duration)
         self.clock = clock
         self.rng = rng or random.Random()
         self.health = health or HealthState()
@@ -232,22 +237,20 @@ class Scheduler:
             if status is None:
                 status = await fwk.run_bind_plugins(state, pod_info, node_name)
         result = "success" if status is None or status.is_success() else "error"
-        self.metrics.bind_requests.labels(result).inc()
+        self._bind_results(result).inc()
         return status
 
     # --- reporting ---------------------------------------------------------------------------
 
     def record_attempt(self, profile: str, result: str, started: float) -> None:
-        self.metrics.schedule_attempts.labels(result, profile).inc()
-        self.metrics.scheduling_attempt_duration.labels(result, profile).observe(
-            time.perf_counter() - started
-        )
+        self._attempts(result, profile).inc()
+        self._attempt_durations(result, profile).observe(time.perf_counter() - started)
 
     def record_scheduled(self, qpi: QueuedPodInfo) -> None:
         attempts = max(qpi.attempts, 1)
         self.metrics.pod_scheduling_attempts.observe(attempts)
         if qpi.initial_attempt_timestamp is not None:
-            self.metrics.pod_scheduling_sli_duration.labels(str(attempts)).observe(
+            self._sli_durations(str(attempts)).observe(
                 max(0.0, self.clock() - qpi.initial_attempt_timestamp)
             )
 

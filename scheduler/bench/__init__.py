@@ -9,9 +9,13 @@ One run measures, against the same sandbox process (on the other core):
    scheduler figure is divided by;
 2. unless ``--no-floor``, the daemon's floor: the same wiring with a profile that has no
    Filter or Score plugins, on as many plain pods;
-3. the scheduler on the workload: existing pods bound, measured pods pending, the real
-   scheduler (the daemon's own wiring, in this process) timed until every measured pod is
-   bound, with each cycle's latency, this process's CPU time and peak RSS.
+3. the scheduler on the workload, measured as upstream's scheduler_perf does: existing pods
+   bound and gated pods gated first; the real scheduler (the daemon's own wiring, in this
+   process) starts and syncs; then a creator process (``creator.py``) creates the measured
+   pods while it runs.  Reported: pods from the first creation to the last bind, upstream's
+   SchedulingThroughput average of 1 s samples (``throughput.py``; the figure upstream's
+   CI floors apply to), the sync-inclusive rate, each cycle's latency, this process's CPU
+   time and peak RSS.
 
 Workloads are upstream scheduler_perf's shapes by name (upstream's CI floor for the shape at
 5000 nodes is printed beside our figure) plus ``gang`` and the bench's older shapes.

@@ -1,11 +1,17 @@
 """One bench point: a sandbox process, the ceiling, the floor and the scheduler on a workload.
 
-The scheduler runs with the daemon's own wiring in this process (the sandbox is its own
-process, on the other core).  Existing pods are created bound and gated pods gated before
-the scheduler starts; the measured pods are created pending; the scheduler is then timed from
-its start (informer sync included) until every measured pod is bound, while the workload's
-churn runs.  CPU time is counted from the end of the informer sync too, so the per-pod cost
-of the cycles can be compared between cluster sizes.
+The flow follows upstream scheduler_perf's: the nodes, the existing (bound) pods and the
+gated pods exist first; the scheduler (the daemon's own wiring, in this process; the sandbox
+is its own process) starts and syncs its informers; only then are the measured pods created,
+while it runs, by a creator process of their own (``creator.py``: bodies encoded and
+connections open before the clock starts), with the workload's churn beside them.  The
+scheduler thus pays the measured pods' watch events, but not their creation.
+
+Figures: pods over the window from the first measured pod's creation to the last bind;
+upstream's SchedulingThroughput Average from 1 s samples (``throughput.py``), the figure
+upstream's CI floors are floors on; and, for continuity, pods over the time from the
+scheduler's start (informer sync included) to the last bind.  CPU per pod is this process's
+CPU time up to the last bind, from the scheduler's start and from the end of the sync.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from scheduler.bench.ceiling import (
     measure_raw_binding,
     measure_raw_binding_official_client,
 )
+from scheduler.bench.creator import CreatorProcess, CreatorReport
 from scheduler.bench.report import Progress, percentile
+from scheduler.bench.throughput import Throughput, barrier_stop, scheduling_throughput
 from scheduler.bench.workloads import (
     CHURN_NAMESPACE,
     EXISTING_NAMESPACE,
@@ -71,28 +79,62 @@ def floor_config() -> Any:
 
 @dataclass
 class SchedulerRun:
-    """One timed run of the real scheduler wiring until ``expected`` pods are bound."""
+    """One run of the real scheduler wiring until ``expected`` measured pods are bound.
+
+    Times are ``time.monotonic()`` (one clock for this process and the creator's)."""
 
     bound: int
-    wall: float
-    cpu: float
-    cycle_cpu: float  # CPU time after the informer sync
-    sync_seconds: float
+    started: float  # the scheduler's start (before its informers list)
+    synced: float  # the informers synced
+    released: float  # the creator was told to start: upstream's collector starts here
+    creation: CreatorReport
+    last_bind: float  # the last measured pod's bind (or the timeout)
+    bind_times: list[float]
+    cpu: float  # the scheduler process's CPU time from its start to the last bind
+    cycle_cpu: float  # the same from the end of the informer sync
     cycle_latencies: list[float]
     extender_calls: int = 0
     batch_reused: int = 0  # node Filter results reused by opportunistic batching
 
     @property
+    def sync_seconds(self) -> float:
+        return self.synced - self.started
+
+    @property
+    def window(self) -> float:
+        """From the first measured pod's creation to the last bind."""
+        return self.last_bind - self.creation.started
+
+    @property
     def rate(self) -> float:
-        return self.bound / self.wall if self.wall > 0 else 0.0
+        """Measured pods over :attr:`window`: the figure compared with the ceiling."""
+        return self.bound / self.window if self.window > 0 else 0.0
+
+    @property
+    def rate_incl_sync(self) -> float:
+        """Measured pods from the scheduler's start (informer sync included) to the last
+        bind: the bench's figure before the creator existed, kept for continuity."""
+        wall = self.last_bind - self.started
+        return self.bound / wall if wall > 0 else 0.0
+
+    def throughput(self) -> Throughput:
+        """Upstream's SchedulingThroughput: sampling starts when the creator is released
+        and stops at its barrier's first poll after the last bind."""
+        return scheduling_throughput(
+            self.bind_times, start=self.released,
+            stop=barrier_stop(creation_finished=self.creation.finished,
+                              last_bind=self.last_bind))
 
 
 async def run_scheduler(config: Any, connection: Any, *, namespace: str, expected: int,
-                        timeout: float, progress: Progress, label: str, batching: bool = True,
+                        creator: CreatorProcess, timeout: float, progress: Progress,
+                        label: str, batching: bool = True,
                         during: Callable[[], Coroutine[Any, Any, None]] | None = None,
                         ) -> SchedulerRun:
-    """Start the daemon's wiring, time it until ``expected`` pods of ``namespace`` are bound;
-    ``during`` runs beside it (churn) and is cancelled at the end."""
+    """Start the daemon's wiring and let it sync; then release ``creator`` (a ready
+    :class:`CreatorProcess` holding the measured pods) and run until ``expected`` pods of
+    ``namespace`` are bound; ``during`` runs beside it from the release (churn) and is
+    cancelled at the end."""
     from scheduler.app import build_components
     from scheduler.metrics import SchedulerMetrics
 
@@ -118,54 +160,66 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
         return finish()
 
     sched.cycle.schedule_one = timed  # type: ignore[method-assign]  # timing wrapper
-    bound = 0
+    bind_times: list[float] = []
+    cpu_at_last_bind = 0.0
     all_bound = asyncio.Event()
     bind = sched.bind
 
     async def counted(fwk: Any, state: Any, pod_info: Any, node_name: str) -> Any:
-        nonlocal bound
+        nonlocal cpu_at_last_bind
         status = await bind(fwk, state, pod_info, node_name)
         ok = status is None or status.is_success()
         if ok and pod_info.pod["metadata"].get("namespace") == namespace:
-            bound += 1
-            if bound >= expected:
+            bind_times.append(time.monotonic())
+            if len(bind_times) >= expected and not all_bound.is_set():
+                cpu_at_last_bind = time.process_time()
                 all_bound.set()
         return status
 
     sched.bind = counted  # type: ignore[method-assign]  # counting wrapper
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    cpu0, started = time.process_time(), time.monotonic()
     await parts.start(sync_timeout=120)
-    sync_seconds = time.perf_counter() - wall0
+    synced = time.monotonic()
     cpu_synced = time.process_time()
     loop = asyncio.create_task(sched.run(), name="bench-scheduling-loop")
+    released = time.monotonic()
+    await creator.go()
     side = asyncio.create_task(during(), name="bench-churn") if during is not None else None
-    deadline = time.perf_counter() + timeout
-    while not all_bound.is_set() and time.perf_counter() < deadline:
-        progress.update(label, bound, expected)
+    deadline = released + timeout
+    while not all_bound.is_set() and time.monotonic() < deadline:
+        progress.update(label, len(bind_times), expected)
         try:
             await asyncio.wait_for(all_bound.wait(), timeout=0.1)
         except asyncio.TimeoutError:
             pass
-    wall = time.perf_counter() - wall0
-    cpu_end = time.process_time()
+    if all_bound.is_set():
+        last_bind = bind_times[expected - 1]
+    else:
+        last_bind, cpu_at_last_bind = time.monotonic(), time.process_time()
+    bound = min(len(bind_times), expected)
     progress.close()
-    for task in (side, loop):
-        if task is not None:
-            task.cancel()
-    await parts.aclose(grace_seconds=5)
-    for task in (side, loop):
-        if task is not None:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+    try:
+        creation = await creator.result(timeout=max(deadline - time.monotonic(), 5.0))
+    finally:
+        for task in (side, loop):
+            if task is not None:
+                task.cancel()
+        await parts.aclose(grace_seconds=5)
+        for task in (side, loop):
+            if task is not None:
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
     extender_calls = int(sum(
         metrics.registry.get_sample_value("scheduler_py_extender_requests_total",
                                           {"verb": verb, "result": "success"}) or 0
         for verb in ("filter", "prioritize")))
     batches = sched.cycle.batches
-    return SchedulerRun(bound=bound, wall=wall, cpu=cpu_end - cpu0,
-                        cycle_cpu=cpu_end - cpu_synced, sync_seconds=sync_seconds,
+    return SchedulerRun(bound=bound, started=started, synced=synced, released=released,
+                        creation=creation,
+                        last_bind=last_bind, bind_times=bind_times[:expected],
+                        cpu=cpu_at_last_bind - cpu0, cycle_cpu=cpu_at_last_bind - cpu_synced,
                         cycle_latencies=cycle_latencies, extender_calls=extender_calls,
                         batch_reused=batches.reused if batches is not None else 0)
 
@@ -218,6 +272,27 @@ def churn_loop(user: Any, workload: Workload, *, scheduler_name: str, node_cpu: 
     return run
 
 
+async def measure(config: Any, connection: Any, *, kubeconfig: str,
+                  pods: list[dict[str, Any]], concurrency: int, timeout: float,
+                  progress: Progress, label: str, batching: bool = True,
+                  during: Callable[[], Coroutine[Any, Any, None]] | None = None,
+                  ) -> SchedulerRun:
+    """The measured pods into a ready creator process, then :func:`run_scheduler` with it;
+    every pod lands in the first pod's namespace."""
+    creator = await CreatorProcess.start(kubeconfig, pods, concurrency=concurrency)
+    try:
+        run = await run_scheduler(config, connection, namespace=pods[0]["metadata"]["namespace"],
+                                  expected=len(pods), creator=creator, timeout=timeout,
+                                  progress=progress, label=label, batching=batching,
+                                  during=during)
+    finally:
+        await creator.aclose()
+    if run.creation.failed:
+        raise RuntimeError(f"{label}: the creator failed to create {run.creation.failed} of "
+                           f"{len(pods)} pods; first error: {run.creation.error}")
+    return run
+
+
 async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
     from scheduler.client.api import ApiClient
     from scheduler.client.connection import load_connection
@@ -254,18 +329,20 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 user, node_names, raw_count, args.concurrency)
             progress.close()
 
+            kubeconfig = str(sandbox.kubeconfig_path)
             if args.floor:
-                # As many plain pods as measured, then gone before the real run.
+                # As many plain pods as measured, created the same way; gone before the
+                # real run.
                 await create_namespace(user, FLOOR_NAMESPACE)
                 floor_pods = [pod(f"floor-{i}", namespace=FLOOR_NAMESPACE,
                                   scheduler_name=FLOOR_SCHEDULER_NAME) for i in range(measured)]
-                await create_all(user, floor_pods, args.concurrency, progress, "floor: pods")
                 config = floor_config()
                 config.leader_election.leader_elect = False
                 config.client_connection.qps = 0
-                floor = await run_scheduler(config, connection, namespace=FLOOR_NAMESPACE,
-                                            expected=measured, timeout=args.timeout,
-                                            progress=progress, label="floor: scheduling")
+                floor = await measure(config, connection, kubeconfig=kubeconfig,
+                                      pods=floor_pods, concurrency=args.concurrency,
+                                      timeout=args.timeout, progress=progress,
+                                      label="floor: scheduling")
                 await user.delete(f"/api/v1/namespaces/{FLOOR_NAMESPACE}")
 
             config = load_config_file(args.config) if args.config else default_config()
@@ -293,8 +370,6 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             if before:
                 await create_all(user, before, args.concurrency, progress, "existing pods")
             pods = [template(i, scheduler_name) for i in range(measured)]
-            create_rate = await create_all(user, pods, args.concurrency, progress,
-                                           "measured pods")
             during = None
             if workload.churn is not None:
                 # Objects that stay ("create") are capped at one per ten nodes: on a tiny
@@ -303,10 +378,10 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 during = churn_loop(user, workload, scheduler_name=scheduler_name,
                                     node_cpu=node_cpu, node_memory=node_memory,
                                     iterations=cap)
-            run = await run_scheduler(config, connection, namespace=MEASURED_NAMESPACE,
-                                      expected=len(pods), timeout=args.timeout,
-                                      progress=progress, label=f"{workload.name}: scheduling",
-                                      batching=args.batching, during=during)
+            run = await measure(config, connection, kubeconfig=kubeconfig, pods=pods,
+                                concurrency=args.concurrency, timeout=args.timeout,
+                                progress=progress, label=f"{workload.name}: scheduling",
+                                batching=args.batching, during=during)
             listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))["items"]
             confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
         finally:
@@ -317,20 +392,24 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
 
     return _result(workload, nodes=nodes, measured=len(pods), existing=existing, gated=gated,
                    confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
-                   with_event_rate=with_event_rate, create_rate=create_rate, floor=floor,
-                   run=run)
+                   with_event_rate=with_event_rate, floor=floor, run=run)
 
 
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
 
+def _rounded(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gated: int,
             confirmed: int, raw_rate: float, official_rate: float, with_event_rate: float,
-            create_rate: float, floor: SchedulerRun | None,
-            run: SchedulerRun) -> dict[str, Any]:
+            floor: SchedulerRun | None, run: SchedulerRun) -> dict[str, Any]:
     latencies = run.cycle_latencies
-    throughput = run.rate
+    rate = run.rate
+    upstream = run.throughput()
+    average = upstream.average
     result: dict[str, Any] = {
         "workload": workload.name,
         "nodes": nodes,
@@ -342,29 +421,40 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "raw_binding_rate_per_s": round(raw_rate, 1),
         "raw_binding_rate_official_client_per_s": round(official_rate, 1),
         "binding_with_event_rate_per_s": round(with_event_rate, 1),
-        "pod_create_rate_per_s": round(create_rate, 1),
+        # while the scheduler runs: creation and scheduling share the API server
+        "pod_create_rate_per_s": round(run.creation.rate, 1),
     }
     if floor is not None:
         result["floor_pods_per_s"] = round(floor.rate, 1)
+        result["floor_pods_per_s_avg"] = _rounded(floor.throughput().average)
         result["floor_cpu_per_pod_ms"] = round(floor.cpu / max(floor.bound, 1) * 1000, 3)
         result["floor_cycle_cpu_per_pod_ms"] = round(
             floor.cycle_cpu / max(floor.bound, 1) * 1000, 3)
     result.update({
-        "scheduler_pods_per_s": round(throughput, 1),
-        "ratio_to_upstream_floor": (_ratio(throughput, workload.upstream_floor)
-                                    if workload.upstream_floor else None),
-        "ratio_to_binding_with_event": _ratio(throughput, with_event_rate),
-        "ratio_to_raw_binding": _ratio(throughput, raw_rate),
-        "ratio_to_official_client_binding": _ratio(throughput, official_rate),
+        "scheduler_pods_per_s": round(rate, 1),
+        "scheduler_pods_per_s_avg": _rounded(average),
+        "scheduler_pods_per_s_p50": _rounded(upstream.percentile(50)),
+        "scheduler_pods_per_s_p90": _rounded(upstream.percentile(90)),
+        "scheduler_pods_per_s_p99": _rounded(upstream.percentile(99)),
+        "throughput_samples": len(upstream.samples),
+        "pods_per_s_incl_sync": round(run.rate_incl_sync, 1),
+        # upstream's floor is a floor on SchedulingThroughput's Average
+        "ratio_to_upstream_floor": (_ratio(average, workload.upstream_floor)
+                                    if workload.upstream_floor and average is not None
+                                    else None),
+        "ratio_to_binding_with_event": _ratio(rate, with_event_rate),
+        "ratio_to_raw_binding": _ratio(rate, raw_rate),
+        "ratio_to_official_client_binding": _ratio(rate, official_rate),
         "binding_with_event_ratio_to_raw_binding": _ratio(with_event_rate, raw_rate),
     })
     if floor is not None:
         result["floor_ratio_to_raw_binding"] = _ratio(floor.rate, raw_rate)
         result["floor_ratio_to_binding_with_event"] = _ratio(floor.rate, with_event_rate)
-        result["ratio_to_floor"] = _ratio(throughput, floor.rate)
+        result["ratio_to_floor"] = _ratio(rate, floor.rate)
     result.update({
         "informer_sync_s": round(run.sync_seconds, 3),
-        "wall_s": round(run.wall, 3),
+        "measured_s": round(run.window, 3),
+        "wall_s": round(run.last_bind - run.started, 3),
         "cycle_p50_ms": round(percentile(latencies, 50) * 1000, 3),
         "cycle_p99_ms": round(percentile(latencies, 99) * 1000, 3),
         "cycle_mean_ms": round(statistics.fmean(latencies) * 1000, 3) if latencies else 0.0,

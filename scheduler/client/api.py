@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import orjson
 import structlog
 
 from scheduler.client.connection import ConnectionConfig
-from scheduler.metrics import SchedulerMetrics
+from scheduler.client.http1 import Http1Pool, HttpConnectionError
+from scheduler.metrics import Children, SchedulerMetrics
 
 log = structlog.get_logger(__name__)
 
@@ -33,6 +36,11 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
     "json": "application/json-patch+json",
 }
 Sleep = Callable[[float], Awaitable[None]]
+# Writes go through the lean HTTP/1.1 pool (http1.py); reads and watches through aiohttp.
+_LEAN_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
+# Characters left as they are in a request path (RFC 3986 pchar and "/"; "%" so that an
+# already escaped path is not escaped twice).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -327,10 +335,12 @@ class ApiClient:
         self._connect_timeout = connect_timeout
         self.retry = retry or RetryPolicy()
         self._user_agent = user_agent
-        self._metrics = metrics
+        self._lean_heads: dict[str | None, str] = {}
+        self._bind_results = Children(metrics.bind_requests) if metrics is not None else None
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._session: aiohttp.ClientSession | None = None
+        self._writer: Http1Pool | None = None
         self._closed = False
 
     # -- session
@@ -355,8 +365,24 @@ class ApiClient:
             )
         return self._session
 
+    def _ensure_writer(self) -> Http1Pool | None:
+        """The lean pool for writes (``http1``), or None where aiohttp must do them (a proxy)."""
+        if self._writer is None and not self.connection.proxy:
+            if self._closed:
+                raise ApiConnectionError("client is closed")
+            ctx = self.connection.ssl_context()
+            self._writer = Http1Pool(
+                self._base, ssl_context=ctx if isinstance(ctx, ssl.SSLContext) else None,
+                server_hostname=self.connection.tls_server_name, size=self._pool_size,
+                connect_timeout=self._connect_timeout,
+            )
+        return self._writer
+
     async def close(self) -> None:
         self._closed = True
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -444,6 +470,10 @@ class ApiClient:
         params: Mapping[str, str] | None,
         content_type: str | None,
     ) -> ApiResponse:
+        if method in _LEAN_METHODS:
+            writer = self._ensure_writer()
+            if writer is not None:
+                return await self._send_lean(writer, method, path, data, params, content_type)
         session = self._ensure_session()
         try:
             async with session.request(
@@ -460,6 +490,37 @@ class ApiClient:
             if isinstance(exc, aiohttp.ClientResponseError):  # pragma: no cover - not raised by request()
                 raise
             raise ApiConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+
+    async def _send_lean(
+        self,
+        writer: Http1Pool,
+        method: str,
+        path: str,
+        data: bytes | None,
+        params: Mapping[str, str] | None,
+        content_type: str | None,
+    ) -> ApiResponse:
+        head = self._lean_heads.get(content_type)
+        if head is None:
+            head = f"User-Agent: {self._user_agent}\r\nAccept: application/json\r\n"
+            if content_type:
+                head += f"Content-Type: {content_type}\r\n"
+            self._lean_heads[content_type] = head
+        auth = self.connection.authorization()
+        if auth:
+            if "\r" in auth or "\n" in auth:
+                raise ApiConnectionError(f"{method} {path}: the credentials hold a line break")
+            head += f"Authorization: {auth}\r\n"
+        target = quote(path, safe=_PATH_SAFE)
+        if params:
+            target += "?" + urlencode(params)
+        try:
+            raw = await writer.request(method, target, head=head, body=data,
+                                       timeout=self._request_timeout)
+        except HttpConnectionError as exc:
+            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+        return ApiResponse(raw.status, _decode(raw.body, raw.headers.get("Content-Type", "")),
+                           raw.headers)
 
     # -- helpers (raise typed errors)
 
@@ -540,8 +601,8 @@ class ApiClient:
         return raise_for_status(resp)
 
     def _count_bind(self, result: str) -> None:
-        if self._metrics is not None:
-            self._metrics.bind_requests.labels(result=result).inc()
+        if self._bind_results is not None:
+            self._bind_results(result).inc()
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Any:
         """Strategic-merge patch of ``pods/{name}/status``; returns the updated pod."""

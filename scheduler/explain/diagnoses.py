@@ -14,7 +14,7 @@ on failure, so a pod that schedules at the first attempt costs one dict lookup.
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -117,13 +117,14 @@ class DiagnosisStore:
             unschedulable |= diagnosis.unschedulable_plugins
             pending |= diagnosis.pending_plugins
             statuses = diagnosis.node_to_status
-            # Many nodes share one Status object (a PreFilter rejection): count per object.
-            per_status: dict[int, tuple[Status, int]] = {}
-            for node_status in statuses.values():
-                seen = per_status.get(id(node_status))
-                per_status[id(node_status)] = (node_status, 1 if seen is None else seen[1] + 1)
-            for node_status, count in per_status.values():
-                for reason in node_status.reasons:
+            # Many nodes share one Status object (a PreFilter rejection): count per object,
+            # with C loops (``Counter`` over ids, ``dict(zip(...))``): a failed cycle at 5000
+            # nodes records 5000 statuses.
+            values = list(statuses.values())
+            ids = list(map(id, values))
+            by_id = dict(zip(ids, values))
+            for status_id, count in Counter(ids).items():
+                for reason in by_id[status_id].reasons:
                     reasons[reason] = reasons.get(reason, 0) + count
             for node, node_status in itertools.islice(statuses.items(), self._max_nodes):
                 nodes[node] = f"{node_status.plugin or 'PreFilter'}: {node_status.message()}"

@@ -32,7 +32,7 @@ from __future__ import annotations
 import operator
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.node_info import changed_nodes
@@ -64,6 +64,7 @@ class Snapshot(Protocol):
     (the cache's Snapshot; the framework does not import the cache)."""
 
     node_info_list: list[NodeInfo]
+    positions: dict[str, int]
     list_version: int
     change_serial: int
 
@@ -177,6 +178,21 @@ class Batch:
         self.evaluated = 0
 
     # --- whole windows (the snapshot's change log) ----------------------------------------
+
+    def window_holds_any(self, names: Collection[str], *, start: int, size: int) -> bool:
+        """Whether any node of ``names`` (nodes holding nominated pods, which take the
+        two-pass Filter) lies in the window of ``size`` nodes from ``start``; True when
+        that cannot be told, so the caller walks as usual."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return True
+        positions = snapshot.positions
+        num_all = len(snapshot.node_info_list)
+        for name in names:
+            position = positions.get(name)
+            if position is not None and (position - start) % num_all < size:
+                return True
+        return False
 
     def filter_window(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *, start: int,

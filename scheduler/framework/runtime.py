@@ -154,6 +154,7 @@ class Framework:
         # (incrementing a labelled prometheus counter per node per plugin is too slow).
         self._filter_evals = [0] * len(self._filter)
         self._plan_state: CycleState | None = None
+        self._plan_skip: set[str] | None = None
         self._plan: list[tuple[int, str, FilterFn]] = []
 
     # --- introspection ---------------------------------------------------------------------
@@ -362,11 +363,15 @@ class Framework:
         cycle state (Filter runs for every node, so even a set lookup per plugin counts)."""
         if self._plan_state is not state:
             skip = state.skip_filter_plugins
-            self._plan = [
-                (index, name, plugin.filter)
-                for index, (name, plugin) in enumerate(self._filter)
-                if name not in skip
-            ]
+            # Preemption filters each candidate node on its own clone of the state: the
+            # same skip set, so the same plan.
+            if skip != self._plan_skip:
+                self._plan = [
+                    (index, name, plugin.filter)
+                    for index, (name, plugin) in enumerate(self._filter)
+                    if name not in skip
+                ]
+                self._plan_skip = set(skip)
             self._plan_state = state
         return self._plan
 

@@ -53,7 +53,7 @@ from scheduler.framework.events import (
 )
 from scheduler.framework.status import Status
 from scheduler.framework.types import QueuedPodInfo
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import Children, SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo, pod_key, pod_priority
 from scheduler.queue.active_queue import ActiveQueue, Less
@@ -161,6 +161,9 @@ class SchedulingQueue:
         self._pool = UnschedulablePods(profile_of=profile_of, metrics=self._metrics)
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
 
+        self._incoming_pods = Children(self._metrics.queue_incoming_pods)
+        self._export_gauges()
+
         self._cycle = 0
         self._move_request_cycle = -1
         self._closed = False
@@ -181,7 +184,6 @@ class SchedulingQueue:
         else:
             qpi = QueuedPodInfo(info, timestamp=self._clock())
             self._move_to_active(qpi, POD_ADD_LABEL)
-        self._sync_gauges()
 
     def update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         """A pending pod changed.  Raises ObjectError if the new version is malformed."""
@@ -190,7 +192,6 @@ class SchedulingQueue:
         old_node = nominated_node_name(old)
         if old_node and old_node != nominated_node_name(new):
             self._nomination_released(old)
-        self._sync_gauges()
 
     def _nomination_released(self, pod: dict[str, Any]) -> None:
         """The pod no longer holds its nominated node: pods of equal or lower priority, which
@@ -257,7 +258,6 @@ class SchedulingQueue:
             flight.deleted = True
         if not bound and nominated_node_name(pod):
             self._nomination_released(pod)
-        self._sync_gauges()
 
     def activate(self, pods: Iterable[dict[str, Any]]) -> None:
         """Move these pods to activeQ now (if unschedulable, gated or backing off)."""
@@ -272,7 +272,6 @@ class SchedulingQueue:
                 # It comes back through add_unschedulable_if_not_present: retry it then.
                 flight.activated = True
                 self._move_request_cycle = self._cycle
-        self._sync_gauges()
 
     def move_all_to_active_or_backoff_queue(
         self,
@@ -292,7 +291,6 @@ class SchedulingQueue:
         if precheck is not None:
             candidates = [qpi for qpi in candidates if precheck(qpi)]
         self._move_pods(candidates, event, old, new)
-        self._sync_gauges()
 
     def assigned_pod_added(self, pod: PodInfo | dict[str, Any]) -> None:
         """A pod was bound: pods waiting for (anti-)affinity peers or spread may fit now."""
@@ -374,7 +372,6 @@ class SchedulingQueue:
             self._move_to_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
         else:
             self._pool_put(qpi, SCHEDULE_ATTEMPT_FAILURE)
-        self._sync_gauges()
 
     # --- public API: background flushing -----------------------------------------------------
 
@@ -382,14 +379,12 @@ class SchedulingQueue:
         """Move pods whose backoff expired to activeQ."""
         for qpi in list(self._backoff.pop_completed()):
             self._move_to_active(qpi, BACKOFF_COMPLETE.label)
-        self._sync_gauges()
 
     def flush_unschedulable_left_over(self) -> None:
         """Pods unschedulable for longer than ``max_in_unschedulable`` get another try."""
         stale = self._pool.stale(self._clock(), self._max_in_unschedulable)
         if stale:
             self._move_pods(stale, UNSCHEDULABLE_TIMEOUT, None, None)
-        self._sync_gauges()
 
     async def run(
         self,
@@ -486,7 +481,6 @@ class SchedulingQueue:
         qpi.gated = False
         qpi.gating_plugin = ""
         self._in_flight[qpi.pod_info.uid or qpi.key] = _InFlight(qpi)
-        self._sync_gauges()
         return qpi
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
@@ -631,11 +625,14 @@ class SchedulingQueue:
     # --- metrics -----------------------------------------------------------------------------
 
     def _incoming(self, queue: str, label: str) -> None:
-        self._metrics.queue_incoming_pods.labels(queue=queue, event=label).inc()
+        self._incoming_pods(queue, label).inc()
 
-    def _sync_gauges(self) -> None:
+    def _export_gauges(self) -> None:
+        """scheduler_pending_pods{queue} read the queue's sizes when scraped: setting them
+        after every change cost four label lookups and sets several times per pod."""
         gauge = self._metrics.pending_pods
-        gauge.labels(queue=ACTIVE).set(len(self._active))
-        gauge.labels(queue=BACKOFF).set(len(self._backoff))
-        gauge.labels(queue=UNSCHEDULABLE).set(len(self._pool.unschedulable))
-        gauge.labels(queue=GATED).set(len(self._pool.gated))
+        gauge.labels(queue=ACTIVE).set_function(lambda: len(self._active))
+        gauge.labels(queue=BACKOFF).set_function(lambda: len(self._backoff))
+        gauge.labels(queue=UNSCHEDULABLE).set_function(
+            lambda: len(self._pool.unschedulable))
+        gauge.labels(queue=GATED).set_function(lambda: len(self._pool.gated))

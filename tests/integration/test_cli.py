@@ -125,6 +125,11 @@ def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
     assert result["floor_ratio_to_raw_binding"] == pytest.approx(
         result["floor_pods_per_s"] / result["raw_binding_rate_per_s"], abs=2e-3)
     assert result["cycle_p50_ms"] <= result["cycle_p99_ms"]
+    # The sync-inclusive figure times a longer span than the window from the first
+    # measured pod's creation; an average exists exactly when a 1 s sample was recorded.
+    assert result["pods_per_s_incl_sync"] <= result["scheduler_pods_per_s"]
+    assert result["measured_s"] + result["informer_sync_s"] <= result["wall_s"] + 2e-3
+    assert (result["scheduler_pods_per_s_avg"] is None) == (result["throughput_samples"] == 0)
     if workload == "extender":
         # one filter and one prioritize call per pod (8 nodes: never a single feasible one)
         assert result["extender_calls"] >= 2 * 32

@@ -1,4 +1,5 @@
-"""The bench's pieces that need no sandbox: workload shapes, progress bar, churn loop, curve."""
+"""The bench's pieces that need no sandbox: workload shapes, progress bar, churn loop, curve,
+the run's figures from injected timestamps."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 import pytest
 
 from scheduler.bench import build_parser
-from scheduler.bench.report import Progress, curve_table
-from scheduler.bench.run import churn_loop
+from scheduler.bench.report import Progress, curve_table, format_result
+from scheduler.bench.creator import CreatorReport
+from scheduler.bench.run import SchedulerRun, _result, churn_loop
 from scheduler.bench.workloads import (
     EXISTING_NAMESPACE,
     MEASURED_NAMESPACE,
@@ -125,8 +127,62 @@ async def test_create_churn_only_adds() -> None:
 
 
 def test_curve_table_has_a_row_per_point() -> None:
-    table = curve_table([{"nodes": 500, "scheduler_pods_per_s": 900.0},
-                         {"nodes": 5000, "scheduler_pods_per_s": 700.0}])
+    table = curve_table([{"nodes": 500, "scheduler_pods_per_s": 900.0,
+                          "scheduler_pods_per_s_avg": 950.0},
+                         {"nodes": 5000, "scheduler_pods_per_s": 700.0,
+                          "scheduler_pods_per_s_avg": None}])
     lines = table.splitlines()
-    assert lines[0].startswith("| nodes | pods/s |")
-    assert [line.split("|")[1].strip() for line in lines[2:]] == ["500", "5000"]
+    assert lines[0].startswith("| nodes | pods/s | avg pods/s (1 s samples) | pods/s incl. sync |")
+    rows = [[cell.strip() for cell in line.split("|")[1:5]] for line in lines[2:]]
+    # a run too short for a 1 s sample has no average; a missing figure is a dash too
+    assert rows == [["500", "900.0", "950.0", "—"], ["5000", "700.0", "—", "—"]]
+
+
+def test_result_table_shows_a_missing_average_as_a_dash() -> None:
+    text = format_result({"scheduler_pods_per_s": 12.5, "scheduler_pods_per_s_avg": None})
+    assert text.splitlines() == ["scheduler_pods_per_s      12.5",
+                                 "scheduler_pods_per_s_avg  —"]
+
+
+def _run(*, binds: list[float], started: float = 0.0, synced: float = 2.0,
+         creation: tuple[float, float] = (2.01, 4.0)) -> SchedulerRun:
+    return SchedulerRun(
+        bound=len(binds), started=started, synced=synced, released=synced,
+        creation=CreatorReport(created=len(binds), failed=0, error="",
+                               started=creation[0], finished=creation[1]),
+        last_bind=max(binds), bind_times=binds, cpu=1.0, cycle_cpu=0.5, cycle_latencies=[])
+
+
+def test_run_figures_time_the_window_from_the_first_creation_to_the_last_bind() -> None:
+    # 400 pods bound evenly from 2.5 to 6.5 s; scheduler started at 0, synced at 2.
+    binds = [2.5 + (i + 1) / 100 for i in range(400)]
+    run = _run(binds=binds)
+    assert run.sync_seconds == 2.0
+    assert run.window == pytest.approx(6.5 - 2.01)
+    assert run.rate == pytest.approx(400 / (6.5 - 2.01))
+    assert run.rate_incl_sync == pytest.approx(400 / 6.5)
+    # Ticks from the release (2): 3 is the baseline, 4, 5, 6 record 100/s; the barrier's
+    # polls from 4.0 see the last bind (6.5) at 7, so the tick at 7 records the last half
+    # second's 50 pods over a whole second.
+    assert run.throughput().samples == pytest.approx((100.0, 100.0, 100.0, 50.0))
+
+
+def test_result_compares_upstreams_floor_with_the_average() -> None:
+    binds = [2.5 + (i + 1) / 100 for i in range(400)]
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400, existing=0,
+                     gated=0, confirmed=400, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=_run(binds=binds))
+    assert result["scheduler_pods_per_s_avg"] == 87.5
+    assert result["ratio_to_upstream_floor"] == round(87.5 / 680, 3)
+    assert result["ratio_to_binding_with_event"] == round(400 / (6.5 - 2.01) / 800, 3)
+    assert result["throughput_samples"] == 4
+    assert result["pods_per_s_incl_sync"] == round(400 / 6.5, 1)
+
+
+def test_too_short_a_run_has_no_average_and_no_upstream_ratio() -> None:
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=3, existing=0,
+                     gated=0, confirmed=3, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=_run(binds=[2.1, 2.2, 2.3]))
+    assert (result["scheduler_pods_per_s_avg"], result["throughput_samples"],
+            result["ratio_to_upstream_floor"]) == (None, 0, None)
+    assert result["scheduler_pods_per_s"] > 0

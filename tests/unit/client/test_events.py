@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from scheduler.client.api import ApiClient
 from scheduler.client.events import EventRecorder, micro_time, object_reference, truncate_note
@@ -209,3 +210,40 @@ async def test_stop_flushes_queue(server: FakeApiServer, recorder_factory: Any) 
         rec.event(pod(f"p{i}", uid=f"u{i}"), type="Normal", reason="Scheduled", action="Binding", message=f"Successfully assigned ns/p{i} to n")
     await rec.stop(5)
     assert len(server.requests_for("POST", EVENTS)) == 20
+
+
+async def test_senders_write_concurrently_and_never_one_series_twice_at_once(
+    server: FakeApiServer, recorder_factory: Any
+) -> None:
+    rec, _, metrics = recorder_factory(senders=3)
+    rec.start()
+    server.hold()  # every write waits: a single sender would have one in flight
+    kw: dict[str, Any] = {"type": "Normal", "reason": "Scheduled", "action": "Binding"}
+    for i in range(3):
+        rec.event(pod(f"p{i}", uid=f"u{i}"), message="m", **kw)
+    await until(lambda: server.held == 3)
+    # A repeat of p0's event while its create is in flight: written after it, as a patch.
+    rec.event(pod("p0", uid="u0"), message="m", **kw)
+    rec.event(pod("p0", uid="u0"), message="m", **kw)
+    server.release()
+    await rec.stop(2)
+    posts = server.requests_for("POST", EVENTS)
+    assert sorted(p.body["regarding"]["name"] for p in posts) == ["p0", "p1", "p2"]
+    (patch,) = server.requests_for("PATCH", EVENTS)
+    assert patch.body["series"]["count"] == 3
+    assert dropped(metrics, "queue_full") == 0
+    assert rec.sent == 4
+
+
+async def test_stop_with_more_senders_than_queue_slots_returns_at_once(
+    server: FakeApiServer, recorder_factory: Any
+) -> None:
+    rec, _, _ = recorder_factory(queue_size=1, senders=4)
+    rec.start()
+    await asyncio.sleep(0)  # the senders wait on the empty queue
+    rec.event(pod(), type="Normal", reason="R", action="A", message="m")
+    with capture_logs() as logs:
+        await rec.stop(30)
+    assert not [e for e in logs if "timed out" in e["event"]]  # drained, not timed out
+    assert len(server.requests_for("POST", EVENTS)) == 1
+    assert not any(t.get_name().startswith("event-recorder") for t in asyncio.all_tasks())

@@ -19,6 +19,8 @@ from scheduler.client import (
     resource_path,
     update_pod_condition,
 )
+from scheduler.client.api import Unauthorized
+from scheduler.client.connection import StaticCredentials
 from scheduler.sandbox import Sandbox
 from tests.unit.client.conftest import until
 
@@ -148,3 +150,33 @@ async def test_pod_condition_and_events(client: ApiClient) -> None:
     assert len(mine) == 1
     assert mine[0]["regarding"]["name"] == "u" and mine[0]["regarding"]["uid"] == created["metadata"]["uid"]
     assert mine[0]["series"]["count"] == 3
+
+
+async def test_writes_and_reads_over_https_with_a_token(tmp_path: Path) -> None:
+    """Writes take the lean HTTP/1.1 pool, reads aiohttp: both over TLS with the sandbox's
+    CA and a bearer token, and a wrong token is a typed 401 on either path."""
+    async with Sandbox(token="s3cret", nodes=2) as sb:
+        assert sb.url.startswith("https://")
+        kc = sb.write_kubeconfig(tmp_path / "kc")
+        c = ApiClient(load_connection(kubeconfig=str(kc)), qps=-1, sleep=short_sleep)
+        try:
+            created = await c.create(PODS_NS, new_pod("tls"))
+            assert (await c.bind(created, "node-0001")).status == 201
+            assert c._writer is not None and c._writer.origin.tls  # the lean pool wrote them
+            got = await c.get(f"{PODS_NS}/tls")
+            assert got["spec"]["nodeName"] == "node-0001"
+            patched = await c.patch(f"{PODS_NS}/tls", {"metadata": {"labels": {"a": "b"}}})
+            assert patched["metadata"]["labels"] == {"a": "b"}
+            await c.delete(f"{PODS_NS}/tls")
+        finally:
+            await c.close()
+        connection = load_connection(kubeconfig=str(kc))
+        connection.credentials = StaticCredentials("Bearer wrong")
+        bad = ApiClient(connection, qps=-1, sleep=short_sleep)
+        try:
+            with pytest.raises(Unauthorized):
+                await bad.create(PODS_NS, new_pod("nope"))
+            with pytest.raises(Unauthorized):
+                await bad.get(PODS_NS)
+        finally:
+            await bad.close()

@@ -1,0 +1,346 @@
+"""A lean HTTP/1.1 keep-alive client for the API server writes on the per-pod path.
+
+Every scheduled pod costs two writes, the pods/binding POST and the ``Scheduled`` Event POST
+(a failed one a condition PATCH and a FailedScheduling Event). aiohttp's general-purpose
+request machinery (URL objects, the payload registry, header multidicts, tracing hooks,
+per-request timer contexts) cost ~160 us of CPU per request in this process, so two of them
+were about 40 % of the daemon's per-pod work outside the plugins. Writes need none of it:
+a small JSON body to one origin, answered with a Content-Length or chunked body. This module
+sends them over its own bounded pool of keep-alive connections (plain or TLS) built on
+asyncio protocols. Reads (GET pages that can be large and gzip-encoded) and watches
+(streams) stay on aiohttp, as does everything behind a proxy.
+
+Failures raise :class:`HttpConnectionError` (the caller maps it to its own connection error,
+as it does aiohttp's): a connection that breaks or times out mid-request is dropped, never
+reused, and a write is not retried here (the server may have applied it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+# A response head larger than this is not an API server talking.
+MAX_HEAD_BYTES = 64 * 1024
+# An idle keep-alive connection older than this is closed instead of reused: the server
+# may have timed it out, and a write sent into a closing connection fails.
+DEFAULT_IDLE_SECONDS = 60.0
+
+
+class HttpConnectionError(Exception):
+    """The server could not be reached, broke the connection, answered something that is
+    not HTTP/1.x, or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawResponse:
+    status: int
+    headers: dict[str, str]  # as the server spelled the names; a repeated name: the last
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where requests go: scheme, host and port of a base URL, and its path prefix."""
+
+    tls: bool
+    host: str
+    port: int
+    host_header: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, base_url: str) -> Origin:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        tls = parts.scheme == "https"
+        port = parts.port or (443 if tls else 80)
+        netloc = parts.netloc.rpartition("@")[2]  # never send userinfo in Host
+        return cls(tls, parts.hostname, port, netloc, parts.path.rstrip("/"))
+
+
+class _Response:
+    """Incremental parser of one response on a connection."""
+
+    __slots__ = ("_chunks", "_head_only", "_length", "_mode", "headers", "keep_alive",
+                 "status")
+
+    def __init__(self, *, head_only: bool) -> None:
+        self._head_only = head_only
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.keep_alive = False
+        self._mode = ""  # "" before the head, then "length", "chunked" or "close"
+        self._length = 0
+        self._chunks: list[bytes] = []
+
+    def feed(self, buf: bytearray, *, eof: bool) -> bytes | None:
+        """Consume what ``buf`` holds of this response; the body once it is complete."""
+        while not self._mode:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEAD_BYTES:
+                    raise HttpConnectionError("response head too large")
+                return None
+            head = bytes(buf[:end]).decode("latin-1")
+            del buf[: end + 4]
+            self._parse_head(head)
+        if self._mode == "length":
+            if len(buf) < self._length:
+                return None
+            body = bytes(buf[: self._length])
+            del buf[: self._length]
+            return body
+        if self._mode == "chunked":
+            return self._feed_chunked(buf)
+        if not eof:  # "close": the body runs to the end of the connection
+            return None
+        body = bytes(buf)
+        buf.clear()
+        return body
+
+    def _parse_head(self, head: str) -> None:
+        lines = head.split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise HttpConnectionError(f"not an HTTP/1.x response: {lines[0][:100]!r}")
+        status = int(code)
+        if 100 <= status < 200:
+            return  # an interim response (100 Continue): the real one follows
+        headers: dict[str, str] = {}
+        lowered: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise HttpConnectionError(f"malformed response header: {line[:100]!r}")
+            name, value = name.strip(), value.strip()
+            headers[name] = value
+            lowered[name.lower()] = value
+        self.status, self.headers = status, headers
+        self.keep_alive = (version == "HTTP/1.1"
+                           and lowered.get("connection", "").lower() != "close")
+        if self._head_only or status in (204, 304):
+            self._mode, self._length = "length", 0
+        elif "chunked" in lowered.get("transfer-encoding", "").lower():
+            self._mode = "chunked"
+        elif "content-length" in lowered:
+            try:
+                self._length = int(lowered["content-length"])
+            except ValueError:
+                raise HttpConnectionError("malformed Content-Length") from None
+            if self._length < 0:
+                raise HttpConnectionError("malformed Content-Length")
+            self._mode = "length"
+        else:
+            self._mode, self.keep_alive = "close", False
+
+    def _feed_chunked(self, buf: bytearray) -> bytes | None:
+        while True:
+            line_end = buf.find(b"\r\n")
+            if line_end < 0:
+                return None
+            try:
+                size = int(bytes(buf[:line_end]).split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise HttpConnectionError("malformed chunk size") from None
+            if size == 0:
+                # Then trailers (ignored), ended by an empty line.
+                if buf[line_end + 2: line_end + 4] == b"\r\n":
+                    del buf[: line_end + 4]
+                else:
+                    trailers_end = buf.find(b"\r\n\r\n", line_end + 2)
+                    if trailers_end < 0:
+                        return None
+                    del buf[: trailers_end + 4]
+                body = b"".join(self._chunks)
+                self._chunks = []
+                return body
+            start = line_end + 2
+            if len(buf) < start + size + 2:
+                return None
+            self._chunks.append(bytes(buf[start: start + size]))
+            del buf[: start + size + 2]
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; at most one request on it at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._buf = bytearray()
+        self._response: _Response | None = None
+        self._waiter: asyncio.Future[RawResponse] | None = None
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        if self._waiter is not None:
+            self._advance(eof=False)
+
+    def eof_received(self) -> bool:
+        if self._waiter is not None:
+            self._advance(eof=True)
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._waiter is not None:
+            self._advance(eof=True)
+        self._fail(HttpConnectionError(
+            f"connection closed by the server{f': {exc}' if exc else ''}"))
+
+    # -- one exchange
+
+    def send(self, data: bytes, *, head_only: bool) -> asyncio.Future[RawResponse]:
+        assert self.transport is not None and self._waiter is None
+        waiter: asyncio.Future[RawResponse] = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        self._response = _Response(head_only=head_only)
+        self._buf.clear()  # nothing may arrive unasked; a stray byte would corrupt the parse
+        self.transport.write(data)
+        return waiter
+
+    def _advance(self, *, eof: bool) -> None:
+        response, waiter = self._response, self._waiter
+        if response is None or waiter is None or waiter.done():
+            return
+        try:
+            body = response.feed(self._buf, eof=eof)
+        except HttpConnectionError as exc:
+            self._fail(exc)
+            self.abort()
+            return
+        if body is None:
+            if eof:
+                self._fail(HttpConnectionError("connection closed mid-response"))
+            return
+        self._waiter = self._response = None
+        if not response.keep_alive or self._buf:
+            self.closed = True  # extra bytes after a response: not a connection to reuse
+            self.close()
+        waiter.set_result(RawResponse(response.status, response.headers, body))
+
+    def _fail(self, exc: Exception) -> None:
+        waiter, self._waiter, self._response = self._waiter, None, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Http1Pool:
+    """Keep-alive HTTP/1.1 connections to one origin, at most ``size`` at once."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None = None,
+        size: int = 100,
+        connect_timeout: float = 10.0,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.origin = Origin.parse(base_url)
+        if self.origin.tls and ssl_context is None:
+            raise ValueError("an https origin needs an SSL context")
+        self._ssl = ssl_context if self.origin.tls else None
+        self._server_hostname = (server_hostname or self.origin.host) if self.origin.tls else None
+        self._slots = asyncio.Semaphore(max(1, size))
+        self._connect_timeout = connect_timeout
+        self._idle_seconds = idle_seconds
+        self._clock = clock
+        self._idle: list[_Connection] = []
+        self._all: set[_Connection] = set()
+        self._closed = False
+        self.connections_made = 0  # observability (tests)
+
+    async def request(self, method: str, target: str, *, head: str, body: bytes | None,
+                      timeout: float) -> RawResponse:
+        """Send ``method target`` with the header lines ``head`` (each ending in CRLF, no
+        Host or Content-Length) and ``body``; the whole exchange within ``timeout``."""
+        data = (f"{method} {self.origin.prefix}{target} HTTP/1.1\r\n"
+                f"Host: {self.origin.host_header}\r\n{head}"
+                f"Content-Length: {len(body) if body else 0}\r\n\r\n").encode("latin-1")
+        if body:
+            data += body
+        loop = asyncio.get_running_loop()
+        async with self._slots:
+            conn = await self._acquire()
+            waiter = conn.send(data, head_only=method == "HEAD")
+            timer = loop.call_later(timeout, _expire, waiter, timeout)
+            try:
+                response = await waiter
+            except BaseException:
+                conn.abort()  # cancelled, timed out or broken: its state is unknown
+                self._all.discard(conn)
+                raise
+            finally:
+                timer.cancel()
+            self._release(conn)
+            return response
+
+    async def _acquire(self) -> _Connection:
+        if self._closed:
+            raise HttpConnectionError("client is closed")
+        now = self._clock()
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and now - conn.idle_since < self._idle_seconds:
+                return conn
+            conn.close()
+            self._all.discard(conn)
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(loop.create_connection(
+                _Connection, self.origin.host, self.origin.port, ssl=self._ssl,
+                server_hostname=self._server_hostname), self._connect_timeout)
+        except (OSError, ssl.SSLError, asyncio.TimeoutError) as exc:
+            raise HttpConnectionError(
+                f"cannot connect to {self.origin.host_header}: {type(exc).__name__}: {exc}"
+            ) from exc
+        self.connections_made += 1
+        self._all.add(conn)
+        return conn
+
+    def _release(self, conn: _Connection) -> None:
+        if conn.closed or self._closed:
+            conn.close()
+            self._all.discard(conn)
+            return
+        conn.idle_since = self._clock()
+        self._idle.append(conn)
+
+    def close(self) -> None:
+        self._closed = True
+        for conn in list(self._all):
+            conn.close()
+        self._all.clear()
+        self._idle.clear()
+
+
+def _expire(waiter: asyncio.Future[RawResponse], timeout: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(HttpConnectionError(f"no response within {timeout:g} s"))

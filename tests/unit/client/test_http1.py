@@ -1,0 +1,211 @@
+"""The lean HTTP/1.1 pool for API writes: framing (Content-Length, chunked, to-close),
+keep-alive reuse, and every way a connection can fail, against a scripted raw server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from scheduler.client.http1 import Http1Pool, HttpConnectionError, Origin
+
+# A reply: the raw bytes to write, in pieces (each written separately), then maybe a close.
+Reply = tuple[list[bytes], bool]
+
+
+class ScriptedServer:
+    """Reads one request head (+ Content-Length body) at a time and answers from a script."""
+
+    def __init__(self) -> None:
+        self.script: list[Reply | None] = []  # None: read the request, never answer
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length)
+                self.requests.append(head + body)
+                reply = self.script.pop(0)
+                if reply is None:
+                    await asyncio.sleep(3600)
+                    return
+                pieces, close = reply
+                for piece in pieces:
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0)
+                if close:
+                    writer.close()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    s = ScriptedServer()
+    await s.start()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def pool(server: ScriptedServer) -> Callable[..., Http1Pool]:
+    def make(**kw: Any) -> Http1Pool:
+        return Http1Pool(f"http://127.0.0.1:{server.port}/prefix", ssl_context=None, **kw)
+    return make
+
+
+def ok(body: bytes, *extra: bytes) -> list[bytes]:
+    head = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+    return [head + b"Content-Length: %d\r\n" % len(body) + b"".join(extra) + b"\r\n" + body]
+
+
+HEAD = "User-Agent: t\r\nAccept: application/json\r\nContent-Type: application/json\r\n"
+
+
+@pytest.mark.parametrize(("pieces", "status", "body", "headers"), [
+    pytest.param(ok(b'{"a":1}'), 201, b'{"a":1}', {"Content-Type": "application/json"},
+                 id="content-length"),
+    pytest.param([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  b"4;ext=1\r\n{\"a\"\r\n", b"3\r\n:1}\r\n0\r\nX-Trailer: t\r\n\r\n"],
+                 200, b'{"a":1}', {"Transfer-Encoding": "chunked"}, id="chunked-trailers"),
+    pytest.param([b"HTTP/1.1 200 OK\r\nTransfer-", b"Encoding: chunked\r\n\r\n7\r\n{\"a\":1}",
+                  b"\r\n0\r\n", b"\r\n"], 200, b'{"a":1}', {"Transfer-Encoding": "chunked"},
+                 id="split-everywhere"),
+    pytest.param([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\nA: b\r\n\r\n"],
+                 204, b"", {"A": "b"}, id="interim-then-no-content"),
+    pytest.param([b"HTTP/1.1 409 Conflict\r\nRetry-After: 2\r\nContent-Length: 2\r\n\r\n{}"],
+                 409, b"{}", {"Retry-After": "2", "Content-Length": "2"}, id="error-status"),
+])
+async def test_responses_are_framed_as_the_server_sent_them(
+    server: ScriptedServer, pool: Callable[..., Http1Pool], pieces: list[bytes], status: int,
+    body: bytes, headers: dict[str, str],
+) -> None:
+    server.script = [(pieces, False), (ok(b"next"), False)]
+    p = pool()
+    resp = await p.request("POST", "/api/v1/x", head=HEAD, body=b'{"k":"v"}', timeout=5)
+    assert (resp.status, resp.body) == (status, body)
+    assert {k: resp.headers[k] for k in headers} == headers
+    # The connection is reused for the next request (nothing left over on it).
+    assert (await p.request("PATCH", "/y", head=HEAD, body=b"{}", timeout=5)).body == b"next"
+    assert server.connections == 1 and p.connections_made == 1
+    first = server.requests[0]
+    assert first.startswith(b"POST /prefix/api/v1/x HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                            % server.port)
+    assert b"Content-Length: 9\r\n" in first and first.endswith(b'\r\n\r\n{"k":"v"}')
+    p.close()
+
+
+async def test_a_body_to_the_close_and_connection_close_are_not_reused(
+    server: ScriptedServer, pool: Callable[..., Http1Pool]
+) -> None:
+    server.script = [([b"HTTP/1.1 200 OK\r\n\r\nall of ", b"it"], True),
+                     (ok(b"x", b"Connection: close\r\n"), True),
+                     (ok(b"y"), False)]
+    p = pool()
+    assert (await p.request("DELETE", "/a", head=HEAD, body=None, timeout=5)).body == b"all of it"
+    assert (await p.request("POST", "/b", head=HEAD, body=b"{}", timeout=5)).body == b"x"
+    assert (await p.request("POST", "/c", head=HEAD, body=b"{}", timeout=5)).body == b"y"
+    assert server.connections == 3
+
+
+@pytest.mark.parametrize(("reply", "message"), [
+    pytest.param(([b"HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\nshort"], True),
+                 "closed mid-response", id="truncated-body"),
+    pytest.param(([], True), "closed", id="closed-before-answering"),
+    pytest.param(([b"SSH-2.0-OpenSSH\r\n\r\n"], False), "not an HTTP/1.x response",
+                 id="not-http"),
+    pytest.param(([b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"], False),
+                 "malformed Content-Length", id="bad-length"),
+    pytest.param(([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"], False),
+                 "malformed chunk size", id="bad-chunk"),
+    pytest.param(None, "no response within", id="timeout"),
+])
+async def test_a_broken_exchange_raises_and_the_connection_is_dropped(
+    server: ScriptedServer, pool: Callable[..., Http1Pool], reply: Reply | None, message: str,
+) -> None:
+    server.script = [reply, (ok(b"fine"), False)]
+    p = pool()
+    with pytest.raises(HttpConnectionError, match=message):
+        await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=0.5)
+    # The next request gets a fresh connection and succeeds.
+    assert (await p.request("POST", "/b", head=HEAD, body=b"{}", timeout=5)).body == b"fine"
+    assert p.connections_made == 2
+
+
+async def test_idle_connections_past_their_age_are_not_reused(
+    server: ScriptedServer, pool: Callable[..., Http1Pool]
+) -> None:
+    now = [0.0]
+    server.script = [(ok(b"1"), False), (ok(b"2"), False), (ok(b"3"), False)]
+    p = pool(idle_seconds=30, clock=lambda: now[0])
+    await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+    now[0] = 29
+    await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+    assert p.connections_made == 1
+    now[0] = 60
+    assert (await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)).body == b"3"
+    assert p.connections_made == 2
+
+
+async def test_concurrent_requests_use_at_most_size_connections(
+    server: ScriptedServer, pool: Callable[..., Http1Pool]
+) -> None:
+    server.script = [(ok(b"%d" % i), False) for i in range(20)]
+    p = pool(size=3)
+    bodies = await asyncio.gather(*(p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+                                    for _ in range(20)))
+    assert sorted(int(b.body) for b in bodies) == list(range(20))
+    assert p.connections_made <= 3
+
+
+async def test_cannot_connect_and_closed_pool_raise() -> None:
+    unused = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = unused.sockets[0].getsockname()[1]
+    unused.close()
+    await unused.wait_closed()
+    p = Http1Pool(f"http://127.0.0.1:{port}", ssl_context=None)
+    with pytest.raises(HttpConnectionError, match="cannot connect"):
+        await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+    p.close()
+    with pytest.raises(HttpConnectionError, match="closed"):
+        await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("http://h", Origin(False, "h", 80, "h", "")),
+    ("https://h:6443/", Origin(True, "h", 6443, "h:6443", "")),
+    ("https://u:p@[::1]:6443/k8s/clusters/c1", Origin(True, "::1", 6443, "[::1]:6443",
+                                                      "/k8s/clusters/c1")),
+])
+def test_origin(url: str, expected: Origin) -> None:
+    assert Origin.parse(url) == expected
+
+
+def test_origin_rejects_what_is_not_http() -> None:
+    with pytest.raises(ValueError):
+        Origin.parse("unix:///run/k8s.sock")
+    with pytest.raises(ValueError):
+        Http1Pool("https://h", ssl_context=None)
