@@ -11,7 +11,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -91,10 +91,15 @@ class BulkHistogramChild:
         self.sum += value * count
 
 
-_M = TypeVar("_M", Counter, Gauge, Histogram)
+_C_co = TypeVar("_C_co", covariant=True)
+_C = TypeVar("_C")
 
 
-class Children(Generic[_M]):
+class _Labelled(Protocol[_C_co]):
+    def labels(self, *values: str) -> _C_co: ...
+
+
+class Children(Generic[_C]):
     """The children of one labelled metric, each looked up once per label values.
 
     prometheus_client's ``labels()`` validates the values, converts them and takes a lock on
@@ -105,11 +110,11 @@ class Children(Generic[_M]):
 
     __slots__ = ("_children", "_metric")
 
-    def __init__(self, metric: _M) -> None:
-        self._metric: _M = metric
-        self._children: dict[tuple[str, ...], _M] = {}
+    def __init__(self, metric: _Labelled[_C]) -> None:
+        self._metric: _Labelled[_C] = metric
+        self._children: dict[tuple[str, ...], _C] = {}
 
-    def __call__(self, *values: str) -> _M:
+    def __call__(self, *values: str) -> _C:
         child = self._children.get(values)
         if child is None:
             child = self._children[values] = self._metric.labels(*values)
@@ -121,6 +126,11 @@ def _exponential(start: float, factor: float, count: int) -> list[float]:
 
 
 class SchedulerMetrics:
+    """kube-scheduler's metrics. The histograms observed several times per pod (extension
+    points, attempts, the SLI) are ``BulkHistogram``s: the same exposition as
+    prometheus_client's ``Histogram``, whose observe walks the buckets in Python under a
+    lock (~3 us; nine observes per scheduled pod)."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         # kube-scheduler exposes no ``*_created`` series; prometheus_client's switch for
         # them is process-wide, and this process exposes only scheduler metrics.
@@ -134,7 +144,7 @@ class SchedulerMetrics:
             ["result", "profile"],
             registry=r,
         )
-        self.scheduling_attempt_duration = Histogram(
+        self.scheduling_attempt_duration = BulkHistogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"],
@@ -157,7 +167,7 @@ class SchedulerMetrics:
             ["queue", "event"],
             registry=r,
         )
-        self.framework_extension_point_duration = Histogram(
+        self.framework_extension_point_duration = BulkHistogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
@@ -189,7 +199,7 @@ class SchedulerMetrics:
             buckets=_exponential(1, 2, 7),
             registry=r,
         )
-        self.pod_scheduling_sli_duration = Histogram(
+        self.pod_scheduling_sli_duration = BulkHistogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
             "queue and might involve multiple scheduling attempts.",
@@ -203,7 +213,7 @@ class SchedulerMetrics:
             buckets=_exponential(1, 2, 5),
             registry=r,
         )
-        self.permit_wait_duration = Histogram(
+        self.permit_wait_duration = BulkHistogram(
             "scheduler_permit_wait_duration_seconds",
             "Duration of waiting on permit.",
             ["result"],

@@ -13,9 +13,12 @@ nodes in the same order (the round robin is untouched), gets the same statuses a
 scores, and picks the same host with the same random draw as an unbatched cycle: the
 property tests check exactly that.  A plugin without ``sign``, or one that returns ``None``
 (it reads something beyond the node, e.g. inter-pod affinity against other nodes' pods),
-sends the pod down the normal path.  Upstream reuses one previous cycle's result only when
-nothing but the last assignment changed; keeping results per node is what lets this go
-further safely.
+runs afresh every cycle while the plugins that did sign are still answered from the kept
+results (partial batching): a node's status is still its first rejecting plugin's in the
+Filter order, and the unsigned plugins' raw scores join the kept ones before NormalizeScore.
+Upstream reuses one previous cycle's result only when nothing but the last assignment
+changed, and not at all for inter-pod affinity or spreading; keeping results per node and
+per plugin is what lets this go further safely.
 
 Checking 500 nodes' generations per cycle still costs in proportion to the nodes examined,
 so a cycle whose walk found every node of its window feasible also keeps the window whole
@@ -37,14 +40,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.node_info import changed_nodes
 from scheduler.framework.status import Code, Status
+from scheduler.framework.types import ScoreTable
 
 if TYPE_CHECKING:
     from scheduler.framework.cycle_state import CycleState
     from scheduler.framework.node_info import NodeInfo
     from scheduler.framework.runtime import Framework, RawScores
     from scheduler.objects.pod import PodInfo
-
-from scheduler.framework.types import ScoreTable
 
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).

@@ -68,3 +68,23 @@ def test_no_created_series_as_kube_scheduler() -> None:
     text = generate_latest(metrics.registry).decode()
     assert "scheduler_schedule_attempts_total" in text
     assert "_created" not in text
+
+
+@pytest.mark.parametrize("attr", [
+    "framework_extension_point_duration", "scheduling_attempt_duration",
+    "pod_scheduling_sli_duration", "permit_wait_duration",
+])
+def test_per_pod_histograms_expose_what_prometheus_histograms_would(attr: str) -> None:
+    metrics = SchedulerMetrics()
+    bulk = getattr(metrics, attr)
+    assert isinstance(bulk, BulkHistogram)
+    plain_registry = CollectorRegistry()
+    plain = Histogram(bulk._name, bulk._documentation, bulk._labelnames,
+                      buckets=bulk._upper[:-1], registry=plain_registry)
+    values = tuple(f"v{i}" for i in range(len(bulk._labelnames)))
+    for seconds in (0.0003, 0.004, 0.004, 2.5, 1e6):
+        bulk.labels(*values).observe(seconds)
+        plain.labels(*values).observe(seconds)
+    mine = [line for line in _exposition(metrics.registry) if line.startswith(bulk._name)
+            or f" {bulk._name} " in line]
+    assert mine and mine == _exposition(plain_registry)
