@@ -259,15 +259,11 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             pod_labels = pod_info.labels
             self_match = s.self_match = [
                 1 if c.selector.matches(pod_labels) else 0 for c in s.constraints]
-        # Per constraint, a node's answer depends on its domain only: the domains that fail
-        # (count + offset > maxSkew) are worked out once per call, and whether a domain
-        # with no matching pod (absent from the counts) fails.
-        checks: list[tuple[str, dict[str, int], set[str], bool]] = []
-        for i, c in enumerate(s.constraints):
-            counts = s.counts[i]
-            offset = self_match[i] - s.min_match_num(i)
-            failing = {value for value, num in counts.items() if num + offset > c.max_skew}
-            checks.append((c.topology_key, counts, failing, offset > c.max_skew))
+        # Per constraint, everything but the node's own domain is the same for every node.
+        checks = [
+            (c.topology_key, s.counts[i], self_match[i] - s.min_match_num(i), c.max_skew)
+            for i, c in enumerate(s.constraints)
+        ]
         out: list[Status | None] = []
         append = out.append
         unresolvable, unschedulable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.UNSCHEDULABLE
@@ -279,12 +275,12 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             status: Status | None = None
             if checks:
                 labels = (node.get("metadata") or _NO_FIELDS).get("labels") or _NO_LABELS
-                for key, counts, failing, absent_fails in checks:
+                for key, counts, offset, max_skew in checks:
                     value = labels.get(key)
                     if value is None:
                         status = Status(unresolvable, ERR_REASON_NODE_LABEL_NOT_MATCH)
                         break
-                    if value in failing or (absent_fails and value not in counts):
+                    if counts.get(value, 0) + offset > max_skew:
                         status = Status(unschedulable, ERR_REASON_CONSTRAINTS_NOT_MATCH)
                         break
             append(status)
