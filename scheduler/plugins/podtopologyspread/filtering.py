@@ -265,10 +265,12 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             for i, c in enumerate(s.constraints)
         ]
         out: list[Status | None] = []
+        append = out.append
+        unresolvable, unschedulable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.UNSCHEDULABLE
         for node_info in nodes:
             node = node_info.node
             if node is None:
-                out.append(Status(Code.ERROR, "node not found"))
+                append(Status(Code.ERROR, "node not found"))
                 continue
             status: Status | None = None
             if checks:
@@ -276,11 +278,10 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
                 for key, counts, offset, max_skew in checks:
                     value = labels.get(key)
                     if value is None:
-                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                        ERR_REASON_NODE_LABEL_NOT_MATCH)
+                        status = Status(unresolvable, ERR_REASON_NODE_LABEL_NOT_MATCH)
                         break
                     if counts.get(value, 0) + offset > max_skew:
-                        status = Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH)
+                        status = Status(unschedulable, ERR_REASON_CONSTRAINTS_NOT_MATCH)
                         break
-            out.append(status)
+            append(status)
         return out
