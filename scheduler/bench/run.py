@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import os
 import resource
@@ -116,6 +117,15 @@ class SchedulerRun:
         bind: the bench's figure before the creator existed, kept for continuity."""
         wall = self.last_bind - self.started
         return self.bound / wall if wall > 0 else 0.0
+
+    def rates_around_creation(self) -> tuple[float | None, float | None]:
+        """Pods/s bound while the creator was creating, and after it had finished (None
+        for a phase that lasted no time): whether creating beside scheduling slowed it."""
+        end = self.creation.finished
+        during = bisect.bisect_right(self.bind_times, end)
+        first, second = end - self.creation.started, self.last_bind - end
+        return (during / first if first > 0 else None,
+                (self.bound - during) / second if second > 0 else None)
 
     def throughput(self) -> Throughput:
         """Upstream's SchedulingThroughput: sampling starts when the creator is released
@@ -225,8 +235,9 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
 
 
 async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
-                     progress: Progress, label: str) -> float:
-    """Create the pods (each into its own namespace); returns the creation rate."""
+                     progress: Progress, label: str) -> None:
+    """Create the pods that exist before the scheduler starts (each into its own
+    namespace), from this process: they are not measured."""
     done = 0
 
     async def create(p: dict[str, Any]) -> None:
@@ -236,10 +247,8 @@ async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
         if done % 100 == 0:
             progress.update(label, done, len(pods))
 
-    started = time.perf_counter()
     await gather_bounded(pods, create, concurrency)
     progress.close()
-    return len(pods) / max(time.perf_counter() - started, 1e-9)
 
 
 def churn_loop(user: Any, workload: Workload, *, scheduler_name: str, node_cpu: str,
@@ -409,6 +418,7 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
     latencies = run.cycle_latencies
     rate = run.rate
     upstream = run.throughput()
+    while_creating, after_creation = run.rates_around_creation()
     average = upstream.average
     result: dict[str, Any] = {
         "workload": workload.name,
@@ -438,6 +448,8 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "scheduler_pods_per_s_p99": _rounded(upstream.percentile(99)),
         "throughput_samples": len(upstream.samples),
         "pods_per_s_incl_sync": round(run.rate_incl_sync, 1),
+        "pods_per_s_while_creating": _rounded(while_creating),
+        "pods_per_s_after_creation": _rounded(after_creation),
         # upstream's floor is a floor on SchedulingThroughput's Average
         "ratio_to_upstream_floor": (_ratio(average, workload.upstream_floor)
                                     if workload.upstream_floor and average is not None

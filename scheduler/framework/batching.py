@@ -13,9 +13,12 @@ nodes in the same order (the round robin is untouched), gets the same statuses a
 scores, and picks the same host with the same random draw as an unbatched cycle: the
 property tests check exactly that.  A plugin without ``sign``, or one that returns ``None``
 (it reads something beyond the node, e.g. inter-pod affinity against other nodes' pods),
-sends the pod down the normal path.  Upstream reuses one previous cycle's result only when
-nothing but the last assignment changed; keeping results per node is what lets this go
-further safely.
+runs afresh every cycle while the plugins that did sign are still answered from the kept
+results (partial batching): a node's status is still its first rejecting plugin's in the
+Filter order, and the unsigned plugins' raw scores join the kept ones before NormalizeScore.
+Upstream reuses one previous cycle's result only when nothing but the last assignment
+changed, and not at all for inter-pod affinity or spreading; keeping results per node and
+per plugin is what lets this go further safely.
 
 Checking 500 nodes' generations per cycle still costs in proportion to the nodes examined,
 so a cycle whose walk found every node of its window feasible also keeps the window whole
@@ -37,14 +40,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.node_info import changed_nodes
 from scheduler.framework.status import Code, Status
+from scheduler.framework.types import ScoreTable
 
 if TYPE_CHECKING:
     from scheduler.framework.cycle_state import CycleState
     from scheduler.framework.node_info import NodeInfo
     from scheduler.framework.runtime import Framework, RawScores
     from scheduler.objects.pod import PodInfo
-
-from scheduler.framework.types import ScoreTable
 
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).
@@ -88,20 +90,22 @@ def freeze(value: Any) -> Hashable:
     return value  # type: ignore[no-any-return]  # str/int/float/bool/None are hashable
 
 
-def _sign_all(plugins: Sequence[tuple[str, object]], skip: set[str],
-              pod_info: PodInfo) -> tuple[Hashable, ...] | None:
-    parts: list[Hashable] = []
+def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
+                pod_info: PodInfo) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
+    """The signatures of the (not skipped) plugins that sign the pod, and the names of
+    those that do not (they run every cycle)."""
+    parts: list[tuple[str, Hashable]] = []
+    unsigned: list[str] = []
     for name, plugin in plugins:
         if name in skip:
             continue
         sign = getattr(plugin, "sign", None)
-        if sign is None:
-            return None
-        value = sign(pod_info)
+        value = sign(pod_info) if sign is not None else None
         if value is None:
-            return None
-        parts.append((name, value))
-    return tuple(parts)
+            unsigned.append(name)
+        else:
+            parts.append((name, value))
+    return tuple(parts), frozenset(unsigned)
 
 
 def window_offsets(positions: list[int], *, start: int, size: int, num_all: int) -> list[int]:
@@ -164,14 +168,24 @@ class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_fwk", "_results", "_snapshot", "_window", "reused", "evaluated")
+    __slots__ = ("_cache", "_fwk", "_results", "_signed_filters", "_snapshot",
+                 "_unsigned_before", "_unsigned_filters", "_window", "reused", "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
-                 snapshot: Snapshot | None = None) -> None:
+                 snapshot: Snapshot | None = None, signed_filters: frozenset[str] = frozenset(),
+                 unsigned_filters: frozenset[str] = frozenset(),
+                 unsigned_before: dict[str, frozenset[str]] | None = None) -> None:
         self._cache = cache
         self._fwk = fwk
         self._results = results
-        self._snapshot = snapshot
+        # Filter plugins that do not sign the pod run on every cycle's nodes, after the
+        # signed ones are answered from the kept results (partial batching); per signed
+        # plugin, the unsigned ones that come before it in the Filter order.
+        self._signed_filters = signed_filters
+        self._unsigned_filters = unsigned_filters
+        self._unsigned_before = unsigned_before or {}
+        # No window may be kept (or reused) while some plugin answers afresh each cycle.
+        self._snapshot = snapshot if not unsigned_filters else None
         # This cycle's window, once the walk found one: (start, feasible nodes, window).
         self._window: tuple[int, list[NodeInfo], _Window] | None = None
         self.reused = 0
@@ -245,12 +259,44 @@ class Batch:
     def run_filter_plugins_on_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> list[Status | None]:
+        """Each node's Filter status (its first rejecting plugin's, or None), the signed
+        plugins' from the kept results where the node did not change."""
+        signed = self._signed_statuses(state, pod_info, nodes)
+        unsigned = self._unsigned_filters
+        if not unsigned:
+            return signed
+        fwk = self._fwk
+        out = list(signed)
+        passed = [i for i, status in enumerate(signed) if status is None]
+        if passed:
+            subset = nodes if len(passed) == len(nodes) else [nodes[i] for i in passed]
+            for i, status in zip(passed, fwk.run_filter_plugins_on_nodes(
+                    state, pod_info, subset, only=unsigned)):
+                out[i] = status
+        # A node a signed plugin rejected still answers an unsigned plugin that comes
+        # before it in the Filter order, if that one rejects it too.
+        earlier: dict[str, list[int]] = {}
+        for i, status in enumerate(signed):
+            if status is not None and self._unsigned_before.get(status.plugin):
+                earlier.setdefault(status.plugin, []).append(i)
+        for plugin, indexes in earlier.items():
+            statuses = fwk.run_filter_plugins_on_nodes(
+                state, pod_info, [nodes[i] for i in indexes], only=self._unsigned_before[plugin])
+            for i, status in zip(indexes, statuses):
+                if status is not None:
+                    out[i] = status
+        return out
+
+    def _signed_statuses(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None]:
         results = self._results
+        only = self._signed_filters if self._unsigned_filters else None
         names, stale = changed_nodes(nodes, results.filter_gen)
         if stale:
             self.evaluated += len(stale)
             subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
-            statuses = self._fwk.run_filter_plugins_on_nodes(state, pod_info, subset)
+            statuses = self._fwk.run_filter_plugins_on_nodes(state, pod_info, subset, only=only)
             errors: list[str] = []
             for node_info, status in zip(subset, statuses):
                 name = node_info.name
@@ -274,16 +320,25 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[ScoreTable, Status | None]:
         fwk = self._fwk
-        score_sig = _sign_all(fwk.score_plugins, state.skip_score_plugins, pod_info)
-        if score_sig is None:
+        score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info)
+        if not score_sig:
             return fwk.score_table(state, pod_info, nodes)
         results = self._results
-        key = (score_sig, frozenset(state.skip_score_plugins))
+        key = (score_sig, frozenset(state.skip_score_plugins), unsigned)
         if key != results.score_key:
             results.score_key = key
             results.score_gen = {}
             results.score_columns = []
             results.scored_plugins = []
+        if unsigned:
+            signed = frozenset(name for name, _ in score_sig)
+
+            def partial(state: CycleState, pod_info: PodInfo,
+                        nodes: list[NodeInfo]) -> tuple[RawScores, Status | None]:
+                return self._partial_raw_scores(state, pod_info, nodes, signed=signed,
+                                                unsigned=unsigned)
+
+            return fwk.score_table(state, pod_info, nodes, raw_scores=partial)
         window = self._window
         if window is not None and nodes is window[1] and self._snapshot is not None:
             return self._score_window(state, pod_info, window[0], window[2], key, nodes)
@@ -375,20 +430,39 @@ class Batch:
         window.score_serial = snapshot.change_serial
         return table, None
 
+    def _partial_raw_scores(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        signed: frozenset[str], unsigned: frozenset[str],
+    ) -> tuple[RawScores, Status | None]:
+        """Raw scores when some Score plugins do not sign the pod: the signed plugins'
+        from the kept columns, the others computed afresh, in the plugins' order."""
+        fwk = self._fwk
+        kept, status = self._raw_scores(state, pod_info, nodes, only=signed)
+        if status is not None:
+            # Report the error the plain run meets first (an unsigned plugin may be earlier).
+            return fwk.raw_scores(state, pod_info, nodes)
+        fresh, status = fwk.raw_scores(state, pod_info, nodes, only=unsigned)
+        if status is not None:
+            return fresh, status
+        columns = dict(kept)
+        columns.update(fresh)
+        return [(name, columns[name]) for name, _ in fwk.score_plugins if name in columns], None
+
     def _raw_scores(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        only: frozenset[str] | None = None,
     ) -> tuple[RawScores, Status | None]:
         results = self._results
         names, stale = changed_nodes(nodes, results.score_gen)
         if stale:
             subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
-            raw, status = self._fwk.raw_scores(state, pod_info, subset)
+            raw, status = self._fwk.raw_scores(state, pod_info, subset, only=only)
             if status is not None:
                 return raw, status
             plugins = [name for name, _ in raw]
             if results.score_gen and plugins != results.scored_plugins:
                 # Cannot happen for one skip set; never worth a wrong answer either.
-                return self._fwk.raw_scores(state, pod_info, nodes)
+                return self._fwk.raw_scores(state, pod_info, nodes, only=only)
             if not results.score_gen:
                 results.scored_plugins = plugins
                 results.score_columns = [{} for _ in plugins]
@@ -417,11 +491,13 @@ class BatchCache:
     def begin(self, fwk: Framework, state: CycleState, pod_info: PodInfo, *,
               num_nodes: int, image_generation: int,
               snapshot: Snapshot | None = None) -> Batch | None:
-        """The batch for this cycle (after PreFilter), or None: take the normal path."""
-        filter_sig = _sign_all(fwk.filter_plugins, state.skip_filter_plugins, pod_info)
-        if filter_sig is None:
+        """The batch for this cycle (after PreFilter), or None (no Filter plugin signs the
+        pod): take the normal path."""
+        skip = state.skip_filter_plugins
+        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info)
+        if not filter_sig:
             return None
-        key = (fwk.profile_name, filter_sig, frozenset(state.skip_filter_plugins))
+        key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)
         # ImageLocality scores by the share of nodes holding an image: a change in the
         # node count or image spread touches every node's score without touching the node.
         epoch = (num_nodes, image_generation)
@@ -432,7 +508,14 @@ class BatchCache:
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
         self._entries.move_to_end(key)
-        return Batch(self, fwk, results, snapshot=snapshot)
+        if not unsigned:
+            return Batch(self, fwk, results, snapshot=snapshot)
+        order = [name for name, _ in fwk.filter_plugins if name not in skip]
+        signed = frozenset(name for name, _ in filter_sig)
+        before = {name: frozenset(u for u in order[:k] if u in unsigned)
+                  for k, name in enumerate(order) if name in signed}
+        return Batch(self, fwk, results, snapshot=snapshot, signed_filters=signed,
+                     unsigned_filters=unsigned, unsigned_before=before)
 
 
 

@@ -163,10 +163,14 @@ class NodeInfo:
         for index, candidate in enumerate(self.pods):
             if candidate.uid == uid:
                 del self.pods[index]
-                self.pods_with_affinity = [p for p in self.pods_with_affinity if p.uid != uid]
-                self.pods_with_required_anti_affinity = [
-                    p for p in self.pods_with_required_anti_affinity if p.uid != uid
-                ]
+                # Usually empty: skip rebuilding them (preemption removes pods per candidate).
+                if self.pods_with_affinity:
+                    self.pods_with_affinity = [
+                        p for p in self.pods_with_affinity if p.uid != uid]
+                if self.pods_with_required_anti_affinity:
+                    self.pods_with_required_anti_affinity = [
+                        p for p in self.pods_with_required_anti_affinity if p.uid != uid
+                    ]
                 self._update(candidate, sign=-1)
                 return True
         return False

@@ -154,6 +154,7 @@ class Framework:
         # (incrementing a labelled prometheus counter per node per plugin is too slow).
         self._filter_evals = [0] * len(self._filter)
         self._plan_state: CycleState | None = None
+        self._plan_skip: set[str] | None = None
         self._plan: list[tuple[int, str, FilterFn]] = []
 
     # --- introspection ---------------------------------------------------------------------
@@ -362,11 +363,15 @@ class Framework:
         cycle state (Filter runs for every node, so even a set lookup per plugin counts)."""
         if self._plan_state is not state:
             skip = state.skip_filter_plugins
-            self._plan = [
-                (index, name, plugin.filter)
-                for index, (name, plugin) in enumerate(self._filter)
-                if name not in skip
-            ]
+            # Preemption filters each candidate node on its own clone of the state: the
+            # same skip set, so the same plan.
+            if skip != self._plan_skip:
+                self._plan = [
+                    (index, name, plugin.filter)
+                    for index, (name, plugin) in enumerate(self._filter)
+                    if name not in skip
+                ]
+                self._plan_skip = set(skip)
             self._plan_state = state
         return self._plan
 
@@ -392,7 +397,8 @@ class Framework:
         return None
 
     def run_filter_plugins_on_nodes(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        only: Collection[str] | None = None,
     ) -> list[Status | None]:
         """``run_filter_plugins`` for many nodes: plugin by plugin over the nodes every
         earlier plugin passed, so each node's status names its first rejecting plugin.
@@ -400,14 +406,18 @@ class Framework:
         One ``filter_nodes`` call per plugin replaces one Python call per node and plugin,
         the dominant cost of a cycle on a large cluster.  In cycles sampled for the
         per-plugin duration metric, each node counts as one Filter call lasting the batch's
-        mean, under its own status code.
+        mean, under its own status code.  ``only``: run just these of the cycle's plugins
+        (opportunistic batching runs the ones that sign apart from the others).
         """
         sampled = state.record_plugin_metrics
         statuses: list[Status | None] = [None] * len(nodes)
         alive = list(range(len(nodes)))
         batch = nodes
         evals = self._filter_evals
-        for index, name, _ in self._filter_plan(state):
+        plan = self._filter_plan(state)
+        if only is not None:
+            plan = [entry for entry in plan if entry[1] in only]
+        for index, name, _ in plan:
             evals[index] += len(batch)
             plugin = self._filter[index][1]
             t0 = time.perf_counter() if sampled else 0.0
@@ -580,15 +590,17 @@ class Framework:
         return table, status
 
     def raw_scores(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        only: Collection[str] | None = None,
     ) -> tuple[RawScores, Status | None]:
         """Each Score plugin's values for ``nodes`` before NormalizeScore and weights, as
-        upstream runs every Score plugin before normalizing any."""
+        upstream runs every Score plugin before normalizing any.  ``only``: just these of
+        the cycle's plugins."""
         skip = state.skip_score_plugins
         sampled = state.record_plugin_metrics
         raw: RawScores = []
         for name, plugin in self._score:
-            if name in skip:
+            if name in skip or (only is not None and name not in only):
                 continue
             t0 = time.perf_counter() if sampled else 0.0
             try:

@@ -9,8 +9,10 @@ Plugins import :func:`default_normalize_score` for NormalizeScore and
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from scheduler.config.errors import ConfigError
@@ -171,3 +173,22 @@ class PodDeltaExtensions(abc.ABC):
         self, state: CycleState, pod: PodInfo, node_info: NodeInfo, delta: int
     ) -> Status | None:
         """Count ``pod`` on ``node_info`` ``delta`` more times in the PreFilter state."""
+
+
+def parse_rfc3339(value: Any) -> float | None:
+    """POSIX seconds of a Kubernetes timestamp (``2024-05-01T10:00:00Z``); None when missing
+    or unparseable."""
+    if not isinstance(value, str) or not value:
+        return None
+    return _parse_rfc3339(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_rfc3339(value: str) -> float | None:
+    # Cached: preemption sorts every candidate node's pods by start time, and timestamps
+    # have one-second resolution, so many pods share one.
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
@@ -18,6 +17,7 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.objects.labels import LabelSelector, LabelSelectorError
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.helper import parse_rfc3339
 
 __all__ = [
     "PDB",
@@ -36,17 +36,6 @@ __all__ = [
 # Added to every priority before summing so that a node with several negative-priority
 # victims never looks cheaper than a node with fewer of them (upstream adds MaxInt32+1).
 _PRIORITY_OFFSET = 2**31
-
-
-def parse_rfc3339(value: Any) -> float | None:
-    """POSIX seconds of a Kubernetes timestamp; None when missing or unparseable."""
-    if not isinstance(value, str) or not value:
-        return None
-    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
 
 
 def pod_start_time(pod_info: PodInfo, now: float) -> float:

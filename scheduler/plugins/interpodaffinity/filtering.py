@@ -169,6 +169,8 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
         node_infos: Sequence[NodeInfo],
         snapshot: NodeInfoLister | None,
     ) -> TopologyCounts:
+        if not node_infos:
+            return TopologyCounts()  # no pod with required anti-affinity anywhere (common)
         namespace, labels = pod_info.namespace, pod_info.labels
 
         def compute(node_info: NodeInfo) -> tuple[_Pairs]:

@@ -300,6 +300,11 @@ class PodTopologySpreadBase(Plugin):
     _handle: Handle
     _counts: NodeMemo[int]
     _domains: dict[tuple[Any, ...], DomainCounts]
+    # whenUnsatisfiable -> the default constraints compiled, when that does not depend on
+    # the pod (no matchLabelKeys): every pod without constraints of its own asks, twice a
+    # cycle, and compiling them was most of PodTopologySpread's cost in a SchedulingBasic
+    # cycle.
+    _compiled_defaults: dict[str, list[Constraint]]
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
         """Counts matching pods on a node, memoized by the NodeInfo generation."""
@@ -333,9 +338,13 @@ class PodTopologySpreadBase(Plugin):
                 return filter_constraints(own, labels, action)
             if not self.default_constraints:
                 return []
-            constraints = filter_constraints(
-                self.default_constraints, labels, action, where="defaultConstraints"
-            )
+            constraints = self._compiled_defaults.get(action)
+            if constraints is None:
+                constraints = filter_constraints(
+                    self.default_constraints, labels, action, where="defaultConstraints"
+                )
+                if not any(raw.get("matchLabelKeys") for raw in self.default_constraints):
+                    self._compiled_defaults[action] = constraints
         except LabelSelectorError as exc:
             field, _, detail = str(exc).partition(": ")
             raise ObjectError.for_object(pod, field, detail or str(exc), kind="Pod") from None

@@ -44,6 +44,7 @@ from scheduler.plugins.podtopologyspread.common import (
     HONOR,
     SCHEDULE_ANYWAY,
     SYSTEM_DEFAULT_CONSTRAINTS,
+    Constraint,
     node_has_all_keys,
     node_labels,
 )
@@ -148,6 +149,7 @@ class PodTopologySpread(Filtering, Scoring, EnqueueExtensions):
         self._counts: NodeMemo[int] = NodeMemo()
         # Per-domain sums kept incrementally, per (selector, namespace, key, required keys).
         self._domains: dict[tuple[Any, ...], DomainCounts] = {}
+        self._compiled_defaults: dict[str, list[Constraint]] = {}
 
     # --- events -------------------------------------------------------------------------------
 

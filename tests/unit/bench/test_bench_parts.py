@@ -165,6 +165,13 @@ def test_run_figures_time_the_window_from_the_first_creation_to_the_last_bind() 
     # polls from 4.0 see the last bind (6.5) at 7, so the tick at 7 records the last half
     # second's 50 pods over a whole second.
     assert run.throughput().samples == pytest.approx((100.0, 100.0, 100.0, 50.0))
+    # 150 binds by the end of creation (4.0), 250 in the 2.5 s after it
+    assert run.rates_around_creation() == pytest.approx((150 / (4.0 - 2.01), 250 / 2.5))
+
+
+def test_a_phase_that_took_no_time_has_no_rate() -> None:
+    run = _run(binds=[2.5, 3.0], creation=(2.01, 3.0))
+    assert run.rates_around_creation() == (pytest.approx(2 / 0.99), None)
 
 
 def test_result_compares_upstreams_floor_with_the_average() -> None:
