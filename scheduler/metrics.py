@@ -236,7 +236,9 @@ class SchedulerMetrics:
         )
         self.bind_requests = Counter(
             "scheduler_py_bind_requests",
-            "Binding POSTs sent by kube-py-scheduler, by HTTP result code class.",
+            "Binds made by kube-py-scheduler's binding cycle, by result (success, error); "
+            "ApiClient.bind, a helper the daemon does not use, counts its POSTs by HTTP "
+            "result class (2xx, 4xx, 5xx, error).",
             ["result"],
             registry=r,
         )
