@@ -126,18 +126,29 @@ def filter_nodes_from(
     # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
     # their statuses and the next start index are those of the node-by-node walk; only a
     # small chunk's surplus (nodes past the last one needed) is filtered and dropped.
+    # Chunks of the snapshot's own node list have positions: batching reads their kept
+    # results as slices.
+    positioned = batch is not None and batch.walks(nodes)
     while processed < num_all:
         size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
-        chunk = wrapped_slice(nodes, start + processed, size)
+        first = start + processed
+        chunk = wrapped_slice(nodes, first, size)
         if nominated:
-            statuses = _filter_with_nominated(fwk, state, pod_info, chunk, nominated, batch)
+            statuses = _filter_with_nominated(fwk, state, pod_info, chunk, nominated, batch,
+                                              first=first if positioned else None)
+        elif batch is not None:
+            statuses = batch.run_filter_plugins_on_nodes(
+                state, pod_info, chunk, first=first if positioned else None)
         else:
-            statuses = (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
+            statuses = fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
         if statuses.count(None) == len(statuses):
             # Every node passed (the common case): no per-node bookkeeping.
             wanted = to_find - len(feasible)
             if len(chunk) >= wanted:
                 feasible.extend(chunk[:wanted])
+                if positioned and processed == 0:
+                    assert batch is not None
+                    batch.note_contiguous(feasible, first=start)
                 if windowed and processed == 0:
                     assert batch is not None
                     batch.keep_window(nodes, feasible, start=start, size=to_find)
@@ -158,13 +169,15 @@ def filter_nodes_from(
 
 def _filter_with_nominated(
     fwk: Framework, state: CycleState, pod_info: PodInfo, chunk: list[NodeInfo],
-    nominated: Collection[str], batch: Batch | None,
+    nominated: Collection[str], batch: Batch | None, *, first: int | None = None,
 ) -> list[Status | None]:
     """Nodes holding nominated pods take upstream's two-pass Filter one by one; the others
     (whose two-pass run is the plain run) are filtered as a batch, as without nominations."""
     two_pass = [i for i, node_info in enumerate(chunk) if node_info.name in nominated]
     if not two_pass:
-        return (batch or fwk).run_filter_plugins_on_nodes(state, pod_info, chunk)
+        if batch is not None:
+            return batch.run_filter_plugins_on_nodes(state, pod_info, chunk, first=first)
+        return fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
     statuses: list[Status | None] = [None] * len(chunk)
     marked = set(two_pass)
     plain = [i for i in range(len(chunk)) if i not in marked]

@@ -20,9 +20,12 @@ Upstream reuses one previous cycle's result only when nothing but the last assig
 changed, and not at all for inter-pod affinity or spreading; keeping results per node and
 per plugin is what lets this go further safely.
 
-Checking 500 nodes' generations per cycle still costs in proportion to the nodes examined,
-so a cycle whose walk found every node of its window feasible also keeps the window whole
-(``_Window``: the round robin's start index, the nodes, the raw, final and total scores).
+When the cycle walks the snapshot's own node list, those results are kept by position
+(``_Positions``) rather than checked node by node: the snapshot's change log says which
+positions changed since the last look, only those are computed again, and the walk's chunks
+read their statuses and raw scores as slices.  A cycle whose walk found every node of its
+window feasible also keeps the window whole (``_Window``: the round robin's start index,
+the nodes, the raw, final and total scores).
 The next cycle of the signature that starts at that index asks the snapshot's change log
 which positions changed since, filters and scores only those, and re-runs a plugin's
 NormalizeScore only when one of its raw scores moved.  That needs NormalizeScore, for a
@@ -139,6 +142,72 @@ class _Window:
                 and self.num_all == len(snapshot.node_info_list))
 
 
+class _Positions:
+    """The signed plugins' Filter statuses and raw scores by position in the snapshot's node
+    list, kept in step with its change log: a cycle reads the results of the nodes it
+    examines as slices, and the positions that changed since are the only ones computed
+    again.  Known-masks are bytearrays (``find(0)`` is a C scan) because statuses compare
+    through ``Status.__eq__``."""
+
+    __slots__ = ("list_version", "num_all", "raw", "raw_known", "score_key", "score_plugins",
+                 "serial", "status", "status_known")
+
+    def __init__(self) -> None:
+        self.list_version = -1
+        self.num_all = -1
+        self.serial = -1
+        self.status: list[Status | None] = []
+        self.status_known = bytearray()
+        self.score_key: Hashable = None
+        self.score_plugins: list[str] = []
+        self.raw: list[list[int]] = []  # per plugin (score_plugins order), per position
+        self.raw_known = bytearray()
+
+    def sync(self, snapshot: Snapshot) -> None:
+        num_all = len(snapshot.node_info_list)
+        if self.list_version == snapshot.list_version and self.num_all == num_all:
+            if self.serial == snapshot.change_serial:
+                return
+            changed = snapshot.changed_positions_since(self.serial)
+            if changed is not None:
+                status_known, raw_known = self.status_known, self.raw_known
+                for position in changed:
+                    status_known[position] = 0
+                    raw_known[position] = 0
+                self.serial = snapshot.change_serial
+                return
+        self.list_version = snapshot.list_version
+        self.num_all = num_all
+        self.serial = snapshot.change_serial
+        self.status = [None] * num_all
+        self.status_known = bytearray(num_all)
+        self.reset_scores(None)
+
+    def reset_scores(self, key: Hashable) -> None:
+        self.score_key = key
+        self.score_plugins = []
+        self.raw = []
+        self.raw_known = bytearray(max(self.num_all, 0))
+
+
+def _missing(known: bytes | bytearray) -> list[int]:
+    """The offsets of the zero bytes of ``known`` (C scans from one to the next)."""
+    missing: list[int] = []
+    i = known.find(0)
+    while i >= 0:
+        missing.append(i)
+        i = known.find(0, i + 1)
+    return missing
+
+
+def _wrapped(values: Any, first: int, size: int) -> Any:
+    """``size`` items of a list or bytearray from ``first``, wrapping past the end."""
+    end = first + size
+    if end <= len(values):
+        return values[first:end]
+    return values[first:] + values[:end - len(values)]
+
+
 class _Results:
     """Per-node results for one signature (and skip set) on one profile.
 
@@ -147,8 +216,8 @@ class _Results:
     per cycle the per-node loop would cost as much as the cycle it saves.
     """
 
-    __slots__ = ("epoch", "filter_gen", "filter_status", "score_columns", "score_gen",
-                 "score_key", "scored_plugins", "windows")
+    __slots__ = ("epoch", "filter_gen", "filter_status", "positions", "score_columns",
+                 "score_gen", "score_key", "scored_plugins", "windows")
 
     def __init__(self, epoch: tuple[int, int]) -> None:
         self.epoch = epoch
@@ -162,14 +231,17 @@ class _Results:
         self.score_columns: list[dict[str, int]] = []
         # round-robin start index -> the window found from it
         self.windows: dict[int, _Window] = {}
+        # the same results by position in the snapshot's node list (the walk's chunks)
+        self.positions = _Positions()
 
 
 class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_fwk", "_results", "_signed_filters", "_snapshot",
-                 "_unsigned_before", "_unsigned_filters", "_window", "reused", "evaluated")
+    __slots__ = ("_cache", "_contiguous", "_fwk", "_list_snapshot", "_results",
+                 "_signed_filters", "_snapshot", "_unsigned_before", "_unsigned_filters",
+                 "_window", "reused", "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
                  snapshot: Snapshot | None = None, signed_filters: frozenset[str] = frozenset(),
@@ -186,6 +258,10 @@ class Batch:
         self._unsigned_before = unsigned_before or {}
         # No window may be kept (or reused) while some plugin answers afresh each cycle.
         self._snapshot = snapshot if not unsigned_filters else None
+        self._list_snapshot = snapshot
+        # The feasible nodes as one run of the node list, when the walk found them so:
+        # (that list, its first position); their scores are then read as slices.
+        self._contiguous: tuple[list[NodeInfo], int] | None = None
         # This cycle's window, once the walk found one: (start, feasible nodes, window).
         self._window: tuple[int, list[NodeInfo], _Window] | None = None
         self.reused = 0
@@ -237,6 +313,7 @@ class Batch:
         self._cache.reused += reused
         self._cache.windows_reused += 1
         self._window = (start, feasible, window)
+        self._contiguous = (feasible, start)
         return feasible
 
     def keep_window(self, nodes: list[NodeInfo], feasible: list[NodeInfo], *, start: int,
@@ -257,11 +334,18 @@ class Batch:
         self._window = (start, feasible, window)
 
     def run_filter_plugins_on_nodes(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        first: int | None = None,
     ) -> list[Status | None]:
         """Each node's Filter status (its first rejecting plugin's, or None), the signed
-        plugins' from the kept results where the node did not change."""
-        signed = self._signed_statuses(state, pod_info, nodes)
+        plugins' from the kept results where the node did not change.  ``first``: the
+        nodes are the snapshot's node list from that position on (wrapping)."""
+        snapshot = self._list_snapshot
+        if first is not None and snapshot is not None and len(nodes) <= len(
+                snapshot.node_info_list):
+            signed = self._signed_statuses_at(state, pod_info, nodes, snapshot, first)
+        else:
+            signed = self._signed_statuses(state, pod_info, nodes)
         unsigned = self._unsigned_filters
         if not unsigned:
             return signed
@@ -286,6 +370,44 @@ class Batch:
                 if status is not None:
                     out[i] = status
         return out
+
+    def _signed_statuses_at(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo],
+        snapshot: Snapshot, first: int,
+    ) -> list[Status | None]:
+        positions = self._results.positions
+        positions.sync(snapshot)
+        num_all = positions.num_all
+        first %= num_all
+        size = len(nodes)
+        out: list[Status | None] = _wrapped(positions.status, first, size)
+        missing = _missing(_wrapped(positions.status_known, first, size))
+        if missing:
+            self.evaluated += len(missing)
+            only = self._signed_filters if self._unsigned_filters else None
+            subset = nodes if len(missing) == size else [nodes[i] for i in missing]
+            statuses = self._fwk.run_filter_plugins_on_nodes(state, pod_info, subset, only=only)
+            for i, status in zip(missing, statuses):
+                out[i] = status
+                if status is None or status.code != Code.ERROR:  # errors are never kept
+                    position = first + i
+                    if position >= num_all:
+                        position -= num_all
+                    positions.status[position] = status
+                    positions.status_known[position] = 1
+        reused = size - len(missing)
+        self.reused += reused
+        self._cache.reused += reused
+        return out
+
+    def walks(self, nodes: list[NodeInfo]) -> bool:
+        """Whether ``nodes`` is the snapshot's node list (its chunks have positions)."""
+        snapshot = self._list_snapshot
+        return snapshot is not None and nodes is snapshot.node_info_list
+
+    def note_contiguous(self, feasible: list[NodeInfo], *, first: int) -> None:
+        """The walk's feasible nodes are the node list's run from ``first``."""
+        self._contiguous = (feasible, first)
 
     def _signed_statuses(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
@@ -449,6 +571,63 @@ class Batch:
         return [(name, columns[name]) for name, _ in fwk.score_plugins if name in columns], None
 
     def _raw_scores(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        only: frozenset[str] | None = None,
+    ) -> tuple[RawScores, Status | None]:
+        snapshot = self._list_snapshot
+        if snapshot is not None:
+            return self._raw_scores_at(state, pod_info, nodes, snapshot, only=only)
+        return self._raw_scores_by_name(state, pod_info, nodes, only=only)
+
+    def _raw_scores_at(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo],
+        snapshot: Snapshot, *, only: frozenset[str] | None,
+    ) -> tuple[RawScores, Status | None]:
+        positions = self._results.positions
+        positions.sync(snapshot)
+        key = (self._results.score_key, only)
+        if key != positions.score_key:
+            positions.reset_scores(key)
+        contiguous = self._contiguous
+        if contiguous is not None and contiguous[0] is nodes:
+            first, size = contiguous[1] % positions.num_all, len(nodes)
+            index: list[int] | None = None
+            known = _wrapped(positions.raw_known, first, size)
+        else:
+            lookup = snapshot.positions
+            index = [lookup.get(node_info.name, -1) for node_info in nodes]
+            if -1 in index:
+                return self._raw_scores_by_name(state, pod_info, nodes, only=only)
+            known = bytes(map(positions.raw_known.__getitem__, index))
+        missing = _missing(known)
+        if missing:
+            subset = nodes if len(missing) == len(nodes) else [nodes[i] for i in missing]
+            raw, status = self._fwk.raw_scores(state, pod_info, subset, only=only)
+            if status is not None:
+                return raw, status
+            plugins = [name for name, _ in raw]
+            if not positions.score_plugins:
+                positions.score_plugins = plugins
+                positions.raw = [[0] * positions.num_all for _ in plugins]
+            elif plugins != positions.score_plugins:
+                # Cannot happen for one score key; never worth a wrong answer either.
+                return self._fwk.raw_scores(state, pod_info, nodes, only=only)
+            num_all = positions.num_all
+            where = ([(first + i) % num_all for i in missing] if index is None
+                     else [index[i] for i in missing])
+            for column, (_, values) in zip(positions.raw, raw):
+                for position, value in zip(where, values):
+                    column[position] = value
+            raw_known = positions.raw_known
+            for position in where:
+                raw_known[position] = 1
+        if index is None:
+            return [(name, _wrapped(column, first, size))
+                    for name, column in zip(positions.score_plugins, positions.raw)], None
+        return [(name, list(map(column.__getitem__, index)))
+                for name, column in zip(positions.score_plugins, positions.raw)], None
+
+    def _raw_scores_by_name(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
         only: frozenset[str] | None = None,
     ) -> tuple[RawScores, Status | None]:
