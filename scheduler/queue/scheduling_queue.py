@@ -560,28 +560,15 @@ class SchedulingQueue:
     def _move_pods(
         self, pods: Iterable[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
     ) -> None:
-        # Whether a gating plugin registered this event is one answer per (profile, plugin):
-        # asked once per event, not once per gated pod (10000 gated pods made every
-        # assigned-pod event cost 10000 event matches).
-        registered: dict[tuple[str, str], bool] = {}
+        # Gated pods arrive here only from groups whose gating plugin registered the event
+        # (move_all_to_active_or_backoff_queue asks once per group, not once per pod).
         for qpi in pods:
-            if qpi.gated:
-                key = (qpi.pod_info.scheduler_name, qpi.gating_plugin)
-                answer = registered.get(key)
-                if answer is None:
-                    answer = registered[key] = self._gating_plugin_registered(qpi, event)
-                if not answer:
-                    continue
             strategy = self._worth_requeuing(qpi, event, old, new)
             if strategy is _Strategy.SKIP:
                 continue
             self._requeue(qpi, strategy, event.label)
         # Pods in flight now will be retried soon rather than parked (moveRequestCycle).
         self._move_request_cycle = self._cycle
-
-    def _gating_plugin_registered(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
-        return self._plugin_registered(
-            self._profile_of(qpi.pod_info.pod), qpi.gating_plugin, event)
 
     def _plugin_registered(self, profile: str, plugin: str, event: ClusterEvent) -> bool:
         """Whether ``plugin`` of ``profile`` registered an event covering ``event``."""
