@@ -3,45 +3,40 @@ the pods before them, on every node that did not change since.
 
 A plugin *signs* a pod (``sign(pod_info)``) when its Filter status and raw Score for that
 pod on a node are a function of the signature and of that node's NodeInfo alone (plus the
-cluster's node count and image spread, which the cache also keys on).  When every Filter
-plugin that will run signs the pod, the per-node Filter statuses computed for earlier pods
-of the same signature are reused for every node whose NodeInfo generation is unchanged;
-only the other nodes (at least the one the previous pod went to) are filtered again.  Score
-works the same way on raw per-plugin scores; NormalizeScore, weights and host selection run
-over the whole feasible list each cycle as always.  So a batched cycle examines the same
-nodes in the same order (the round robin is untouched), gets the same statuses and the same
-scores, and picks the same host with the same random draw as an unbatched cycle: the
-property tests check exactly that.  A plugin without ``sign``, or one that returns ``None``
-(it reads something beyond the node, e.g. inter-pod affinity against other nodes' pods),
-runs afresh every cycle while the plugins that did sign are still answered from the kept
-results (partial batching): a node's status is still its first rejecting plugin's in the
-Filter order, and the unsigned plugins' raw scores join the kept ones before NormalizeScore.
-Upstream reuses one previous cycle's result only when nothing but the last assignment
-changed, and not at all for inter-pod affinity or spreading; keeping results per node and
-per plugin is what lets this go further safely.
+cluster's node count and image spread, which the cache also keys on).  The signing plugins'
+Filter statuses and raw scores computed for earlier pods of the same signature are kept by
+position in the snapshot's node list (``_Positions``); the snapshot's change log says which
+positions changed since the last look, only those (at least the node the previous pod went
+to) are filtered and scored again, and a chunk of the walk reads the rest as slices.
+NormalizeScore, weights and host selection run over the whole feasible list each cycle as
+always.  So a batched cycle examines the same nodes in the same order (the round robin is
+untouched), gets the same statuses and the same scores, and picks the same host with the
+same random draw as an unbatched cycle: the property tests check exactly that.  A plugin
+without ``sign``, or one that returns ``None`` (it reads something beyond the node, e.g.
+inter-pod affinity against other nodes' pods), runs afresh every cycle while the plugins
+that did sign are still answered from the kept results (partial batching): a node's status
+is still its first rejecting plugin's in the Filter order, and the unsigned plugins' raw
+scores join the kept ones before NormalizeScore.  Upstream reuses one previous cycle's
+result only when nothing but the last assignment changed, and not at all for inter-pod
+affinity or spreading; keeping results per node and per plugin is what lets this go
+further safely.
 
-When the cycle walks the snapshot's own node list, those results are kept by position
-(``_Positions``) rather than checked node by node: the snapshot's change log says which
-positions changed since the last look, only those are computed again, and the walk's chunks
-read their statuses and raw scores as slices.  A cycle whose walk found every node of its
-window feasible also keeps the window whole (``_Window``: the round robin's start index,
-the nodes, the raw, final and total scores).
-The next cycle of the signature that starts at that index asks the snapshot's change log
-which positions changed since, filters and scores only those, and re-runs a plugin's
-NormalizeScore only when one of its raw scores moved.  That needs NormalizeScore, for a
-signed pod, to be a function of the raw scores (and node names) alone, as default
+When every plugin signs, a cycle whose walk found every node of its window feasible also
+keeps the window whole (``_Window``: the round robin's start index, the nodes, the raw,
+final and total scores).  The next cycle of the signature that starts at that index asks
+the change log which positions changed since, filters and scores only those, and re-runs a
+plugin's NormalizeScore only when one of its raw scores moved.  That needs NormalizeScore,
+for a signed pod, to be a function of the raw scores (and node names) alone, as default
 normalization is; a cycle that finds a changed node infeasible takes the walk above.
 """
-
 from __future__ import annotations
 
 import operator
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from scheduler.framework.node_info import changed_nodes
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import ScoreTable
 
@@ -50,6 +45,9 @@ if TYPE_CHECKING:
     from scheduler.framework.node_info import NodeInfo
     from scheduler.framework.runtime import Framework, RawScores
     from scheduler.objects.pod import PodInfo
+
+# What kept results are held in: lists (statuses, scores, nodes) and known-masks.
+_Seq = TypeVar("_Seq", list[Any], bytearray)
 
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).
@@ -200,51 +198,49 @@ def _missing(known: bytes | bytearray) -> list[int]:
     return missing
 
 
-def _wrapped(values: Any, first: int, size: int) -> Any:
-    """``size`` items of a list or bytearray from ``first``, wrapping past the end."""
-    end = first + size
-    if end <= len(values):
-        return values[first:end]
-    return values[first:] + values[:end - len(values)]
+def _positions_of(offsets: list[int], first: int, index: list[int] | None,
+                  num_all: int) -> list[int]:
+    """The node-list positions of these offsets into a run from ``first`` (``index`` None)
+    or into the nodes at ``index``."""
+    if index is None:
+        return [(first + o) % num_all for o in offsets]
+    return [index[o] for o in offsets]
+
+
+def _gather(values: _Seq, first: int, index: list[int] | None, size: int) -> _Seq:
+    """``size`` items of ``values`` from ``first`` (wrapping) when ``index`` is None, else
+    the items at ``index``."""
+    if index is None:
+        return wrapped_slice(values, first, size)
+    if isinstance(values, bytearray):
+        return bytearray(map(values.__getitem__, index))
+    return list(map(values.__getitem__, index))
 
 
 class _Results:
-    """Per-node results for one signature (and skip set) on one profile.
+    """The kept results of one signature (and skip sets) on one profile."""
 
-    Kept as parallel dicts by node name so a whole chunk is checked and answered with
-    ``map`` and one list comparison (C loops), not a Python loop per node: at 500 nodes
-    per cycle the per-node loop would cost as much as the cycle it saves.
-    """
-
-    __slots__ = ("epoch", "filter_gen", "filter_status", "positions", "score_columns",
-                 "score_gen", "score_key", "scored_plugins", "windows")
+    __slots__ = ("epoch", "positions", "score_key", "windows")
 
     def __init__(self, epoch: tuple[int, int]) -> None:
         self.epoch = epoch
-        # node name -> NodeInfo generation the result was computed on, and the result
-        self.filter_gen: dict[str, int] = {}
-        self.filter_status: dict[str, Status | None] = {}
+        # The Score signature (and skip set) the kept raw scores were computed for.
         self.score_key: Hashable = None
-        self.scored_plugins: list[str] = []
-        # node name -> generation; per plugin (scored_plugins order): node name -> raw score
-        self.score_gen: dict[str, int] = {}
-        self.score_columns: list[dict[str, int]] = []
+        # Signed plugins' statuses and raw scores by position in the snapshot's node list.
+        self.positions = _Positions()
         # round-robin start index -> the window found from it
         self.windows: dict[int, _Window] = {}
-        # the same results by position in the snapshot's node list (the walk's chunks)
-        self.positions = _Positions()
 
 
 class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_contiguous", "_fwk", "_list_snapshot", "_results",
-                 "_signed_filters", "_snapshot", "_unsigned_before", "_unsigned_filters",
-                 "_window", "reused", "evaluated")
+    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_snapshot",
+                 "_unsigned_before", "_unsigned_filters", "_window", "reused", "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
-                 snapshot: Snapshot | None = None, signed_filters: frozenset[str] = frozenset(),
+                 snapshot: Snapshot, signed_filters: frozenset[str] = frozenset(),
                  unsigned_filters: frozenset[str] = frozenset(),
                  unsigned_before: dict[str, frozenset[str]] | None = None) -> None:
         self._cache = cache
@@ -256,9 +252,7 @@ class Batch:
         self._signed_filters = signed_filters
         self._unsigned_filters = unsigned_filters
         self._unsigned_before = unsigned_before or {}
-        # No window may be kept (or reused) while some plugin answers afresh each cycle.
-        self._snapshot = snapshot if not unsigned_filters else None
-        self._list_snapshot = snapshot
+        self._snapshot = snapshot
         # The feasible nodes as one run of the node list, when the walk found them so:
         # (that list, its first position); their scores are then read as slices.
         self._contiguous: tuple[list[NodeInfo], int] | None = None
@@ -273,9 +267,9 @@ class Batch:
         """Whether any node of ``names`` (nodes holding nominated pods, which take the
         two-pass Filter) lies in the window of ``size`` nodes from ``start``; True when
         that cannot be told, so the caller walks as usual."""
+        if self._unsigned_filters:
+            return True  # no window is kept while some plugin answers afresh each cycle
         snapshot = self._snapshot
-        if snapshot is None:
-            return True
         positions = snapshot.positions
         num_all = len(snapshot.node_info_list)
         for name in names:
@@ -291,7 +285,7 @@ class Batch:
         """The walk's answer from ``start`` when the window kept there is still all feasible:
         its ``size`` nodes (the walk examined exactly those).  None: walk as usual."""
         snapshot = self._snapshot
-        if snapshot is None or nodes is not snapshot.node_info_list:
+        if self._unsigned_filters or nodes is not snapshot.node_info_list:
             return None
         window = self._results.windows.get(start)
         if window is None or not window.fits(snapshot, size):
@@ -320,7 +314,7 @@ class Batch:
                     size: int) -> None:
         """The walk from ``start`` found its first ``size`` nodes all feasible: keep them."""
         snapshot = self._snapshot
-        if snapshot is None or nodes is not snapshot.node_info_list:
+        if self._unsigned_filters or nodes is not snapshot.node_info_list:
             return
         windows = self._results.windows
         window = windows.get(start)
@@ -340,12 +334,7 @@ class Batch:
         """Each node's Filter status (its first rejecting plugin's, or None), the signed
         plugins' from the kept results where the node did not change.  ``first``: the
         nodes are the snapshot's node list from that position on (wrapping)."""
-        snapshot = self._list_snapshot
-        if first is not None and snapshot is not None and len(nodes) <= len(
-                snapshot.node_info_list):
-            signed = self._signed_statuses_at(state, pod_info, nodes, snapshot, first)
-        else:
-            signed = self._signed_statuses(state, pod_info, nodes)
+        signed = self._signed_statuses(state, pod_info, nodes, first=first)
         unsigned = self._unsigned_filters
         if not unsigned:
             return signed
@@ -371,28 +360,40 @@ class Batch:
                     out[i] = status
         return out
 
-    def _signed_statuses_at(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo],
-        snapshot: Snapshot, first: int,
+    def _locate(self, nodes: list[NodeInfo],
+                first: int | None) -> tuple[int, list[int] | None] | None:
+        """Where ``nodes`` sit in the snapshot's node list: (``first``, None) for its run
+        from ``first``; (0, their positions) for any other of its nodes; None when one of
+        them is not in it (nothing kept applies)."""
+        if first is not None:
+            return first % len(self._snapshot.node_info_list), None
+        lookup = self._snapshot.positions
+        index = [lookup.get(node_info.name, -1) for node_info in nodes]
+        return None if -1 in index else (0, index)
+
+    def _signed_statuses(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
+        first: int | None,
     ) -> list[Status | None]:
+        only = self._signed_filters if self._unsigned_filters else None
         positions = self._results.positions
-        positions.sync(snapshot)
-        num_all = positions.num_all
-        first %= num_all
+        positions.sync(self._snapshot)
+        located = self._locate(nodes, first)
+        if located is None:
+            self.evaluated += len(nodes)
+            return self._fwk.run_filter_plugins_on_nodes(state, pod_info, nodes, only=only)
+        first, index = located
         size = len(nodes)
-        out: list[Status | None] = _wrapped(positions.status, first, size)
-        missing = _missing(_wrapped(positions.status_known, first, size))
+        out: list[Status | None] = _gather(positions.status, first, index, size)
+        missing = _missing(_gather(positions.status_known, first, index, size))
         if missing:
             self.evaluated += len(missing)
-            only = self._signed_filters if self._unsigned_filters else None
             subset = nodes if len(missing) == size else [nodes[i] for i in missing]
             statuses = self._fwk.run_filter_plugins_on_nodes(state, pod_info, subset, only=only)
-            for i, status in zip(missing, statuses):
+            for position, i, status in zip(
+                    _positions_of(missing, first, index, positions.num_all), missing, statuses):
                 out[i] = status
                 if status is None or status.code != Code.ERROR:  # errors are never kept
-                    position = first + i
-                    if position >= num_all:
-                        position -= num_all
                     positions.status[position] = status
                     positions.status_known[position] = 1
         reused = size - len(missing)
@@ -402,41 +403,11 @@ class Batch:
 
     def walks(self, nodes: list[NodeInfo]) -> bool:
         """Whether ``nodes`` is the snapshot's node list (its chunks have positions)."""
-        snapshot = self._list_snapshot
-        return snapshot is not None and nodes is snapshot.node_info_list
+        return nodes is self._snapshot.node_info_list
 
     def note_contiguous(self, feasible: list[NodeInfo], *, first: int) -> None:
         """The walk's feasible nodes are the node list's run from ``first``."""
         self._contiguous = (feasible, first)
-
-    def _signed_statuses(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
-    ) -> list[Status | None]:
-        results = self._results
-        only = self._signed_filters if self._unsigned_filters else None
-        names, stale = changed_nodes(nodes, results.filter_gen)
-        if stale:
-            self.evaluated += len(stale)
-            subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
-            statuses = self._fwk.run_filter_plugins_on_nodes(state, pod_info, subset, only=only)
-            errors: list[str] = []
-            for node_info, status in zip(subset, statuses):
-                name = node_info.name
-                results.filter_status[name] = status
-                if status is None or status.code != Code.ERROR:
-                    results.filter_gen[name] = node_info.generation
-                else:  # an error is answered once, never kept
-                    results.filter_gen.pop(name, None)
-                    errors.append(name)
-            out = list(map(results.filter_status.__getitem__, names))
-            for name in errors:
-                del results.filter_status[name]
-        else:
-            out = list(map(results.filter_status.__getitem__, names))
-        reused = len(nodes) - len(stale)
-        self.reused += reused
-        self._cache.reused += reused
-        return out
 
     def score_table(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
@@ -447,11 +418,7 @@ class Batch:
             return fwk.score_table(state, pod_info, nodes)
         results = self._results
         key = (score_sig, frozenset(state.skip_score_plugins), unsigned)
-        if key != results.score_key:
-            results.score_key = key
-            results.score_gen = {}
-            results.score_columns = []
-            results.scored_plugins = []
+        results.score_key = key
         if unsigned:
             signed = frozenset(name for name, _ in score_sig)
 
@@ -462,7 +429,7 @@ class Batch:
 
             return fwk.score_table(state, pod_info, nodes, raw_scores=partial)
         window = self._window
-        if window is not None and nodes is window[1] and self._snapshot is not None:
+        if window is not None and nodes is window[1]:
             return self._score_window(state, pod_info, window[0], window[2], key, nodes)
         return fwk.score_table(state, pod_info, nodes, raw_scores=self._raw_scores)
 
@@ -475,7 +442,6 @@ class Batch:
         it moved.  The same table as scoring every node (the kept lists are never changed
         in place: a cycle's table stays as it was)."""
         snapshot = self._snapshot
-        assert snapshot is not None
         changed: list[int] | None = None
         if window.score_key == key and window.score_serial >= 0:
             changed = snapshot.changed_positions_since(window.score_serial)
@@ -539,7 +505,6 @@ class Batch:
 
         table, status = self._fwk.score_table(state, pod_info, nodes, raw_scores=raw_scores)
         snapshot = self._snapshot
-        assert snapshot is not None
         if status is not None or not kept:
             window.score_serial = -1
             return table, status
@@ -574,34 +539,24 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
         only: frozenset[str] | None = None,
     ) -> tuple[RawScores, Status | None]:
-        snapshot = self._list_snapshot
-        if snapshot is not None:
-            return self._raw_scores_at(state, pod_info, nodes, snapshot, only=only)
-        return self._raw_scores_by_name(state, pod_info, nodes, only=only)
-
-    def _raw_scores_at(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo],
-        snapshot: Snapshot, *, only: frozenset[str] | None,
-    ) -> tuple[RawScores, Status | None]:
+        """The signed plugins' raw scores of ``nodes``, kept ones read, missing ones computed
+        (and kept)."""
         positions = self._results.positions
-        positions.sync(snapshot)
+        positions.sync(self._snapshot)
         key = (self._results.score_key, only)
         if key != positions.score_key:
             positions.reset_scores(key)
         contiguous = self._contiguous
-        if contiguous is not None and contiguous[0] is nodes:
-            first, size = contiguous[1] % positions.num_all, len(nodes)
-            index: list[int] | None = None
-            known = _wrapped(positions.raw_known, first, size)
-        else:
-            lookup = snapshot.positions
-            index = [lookup.get(node_info.name, -1) for node_info in nodes]
-            if -1 in index:
-                return self._raw_scores_by_name(state, pod_info, nodes, only=only)
-            known = bytes(map(positions.raw_known.__getitem__, index))
-        missing = _missing(known)
+        located = ((contiguous[1] % positions.num_all, None)
+                   if contiguous is not None and contiguous[0] is nodes
+                   else self._locate(nodes, None))
+        if located is None:
+            return self._fwk.raw_scores(state, pod_info, nodes, only=only)
+        first, index = located
+        size = len(nodes)
+        missing = _missing(_gather(positions.raw_known, first, index, size))
         if missing:
-            subset = nodes if len(missing) == len(nodes) else [nodes[i] for i in missing]
+            subset = nodes if len(missing) == size else [nodes[i] for i in missing]
             raw, status = self._fwk.raw_scores(state, pod_info, subset, only=only)
             if status is not None:
                 return raw, status
@@ -612,45 +567,15 @@ class Batch:
             elif plugins != positions.score_plugins:
                 # Cannot happen for one score key; never worth a wrong answer either.
                 return self._fwk.raw_scores(state, pod_info, nodes, only=only)
-            num_all = positions.num_all
-            where = ([(first + i) % num_all for i in missing] if index is None
-                     else [index[i] for i in missing])
+            where = _positions_of(missing, first, index, positions.num_all)
             for column, (_, values) in zip(positions.raw, raw):
                 for position, value in zip(where, values):
                     column[position] = value
             raw_known = positions.raw_known
             for position in where:
                 raw_known[position] = 1
-        if index is None:
-            return [(name, _wrapped(column, first, size))
-                    for name, column in zip(positions.score_plugins, positions.raw)], None
-        return [(name, list(map(column.__getitem__, index)))
+        return [(name, _gather(column, first, index, size))
                 for name, column in zip(positions.score_plugins, positions.raw)], None
-
-    def _raw_scores_by_name(
-        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
-        only: frozenset[str] | None = None,
-    ) -> tuple[RawScores, Status | None]:
-        results = self._results
-        names, stale = changed_nodes(nodes, results.score_gen)
-        if stale:
-            subset = [nodes[i] for i in stale] if len(stale) < len(nodes) else nodes
-            raw, status = self._fwk.raw_scores(state, pod_info, subset, only=only)
-            if status is not None:
-                return raw, status
-            plugins = [name for name, _ in raw]
-            if results.score_gen and plugins != results.scored_plugins:
-                # Cannot happen for one skip set; never worth a wrong answer either.
-                return self._fwk.raw_scores(state, pod_info, nodes, only=only)
-            if not results.score_gen:
-                results.scored_plugins = plugins
-                results.score_columns = [{} for _ in plugins]
-            subset_names = [names[i] for i in stale]
-            for column, (_, values) in zip(results.score_columns, raw):
-                column.update(zip(subset_names, values))
-            results.score_gen.update(zip(subset_names, (nodes[i].generation for i in stale)))
-        return [(name, list(map(column.__getitem__, names)))
-                for name, column in zip(results.scored_plugins, results.score_columns)], None
 
 
 class BatchCache:
@@ -668,8 +593,7 @@ class BatchCache:
         return len(self._entries)
 
     def begin(self, fwk: Framework, state: CycleState, pod_info: PodInfo, *,
-              num_nodes: int, image_generation: int,
-              snapshot: Snapshot | None = None) -> Batch | None:
+              num_nodes: int, image_generation: int, snapshot: Snapshot) -> Batch | None:
         """The batch for this cycle (after PreFilter), or None (no Filter plugin signs the
         pod): take the normal path."""
         skip = state.skip_filter_plugins
@@ -698,16 +622,17 @@ class BatchCache:
 
 
 
-def wrapped_slice(nodes: list[NodeInfo], first: int, size: int) -> list[NodeInfo]:
-    """``size`` nodes from index ``first`` on, wrapping past the end (``size`` <= len).
+def wrapped_slice(values: _Seq, first: int, size: int) -> _Seq:
+    """``size`` items (nodes, or batching's kept results) from index ``first`` on, wrapping
+    past the end (``size`` <= len).
 
     Costs the slice, not the cluster: rotating the whole node list per cycle (as a
     ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
     """
-    num_all = len(nodes)
+    num_all = len(values)
     if first >= num_all:
         first -= num_all
     end = first + size
     if end <= num_all:
-        return nodes[first:end]
-    return nodes[first:] + nodes[:end - num_all]
+        return values[first:end]
+    return values[first:] + values[:end - num_all]
