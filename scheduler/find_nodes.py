@@ -146,12 +146,11 @@ def filter_nodes_from(
             wanted = to_find - len(feasible)
             if len(chunk) >= wanted:
                 feasible.extend(chunk[:wanted])
-                if positioned and processed == 0:
-                    assert batch is not None
-                    batch.note_contiguous(feasible, first=start)
-                if windowed and processed == 0:
-                    assert batch is not None
-                    batch.keep_window(nodes, feasible, start=start, size=to_find)
+                if batch is not None and processed == 0:
+                    if positioned:
+                        batch.note_contiguous(feasible, first=start)
+                    if windowed:
+                        batch.keep_window(nodes, feasible, start=start, size=to_find)
                 return feasible, processed + wanted
             feasible.extend(chunk)
             processed += len(chunk)
