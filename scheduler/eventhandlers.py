@@ -28,7 +28,7 @@ from scheduler.framework import events as ev
 from scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node import validate_node
-from scheduler.objects.pod import PodInfo
+from scheduler.objects.pod import PodInfo, resize_report
 from scheduler.objects.validation import validate_object
 
 if TYPE_CHECKING:
@@ -211,9 +211,9 @@ class EventHandlers:
 
     def _confirmed_assumed_info(self, pod: dict[str, Any]) -> PodInfo | None:
         """For the informer's copy of a pod we assumed (and bound), the assumed PodInfo
-        re-pointed at it, when nothing a PodInfo is parsed from (spec, name, namespace,
-        labels) differs: the binding set only spec.nodeName, which the assumed copy has
-        too. Every scheduled pod comes back this way once, and parsing it again was the
+        re-pointed at it, when nothing a PodInfo is parsed from (spec, the kubelet's resize
+        report, name, namespace, labels) differs: the binding set only spec.nodeName, which
+        the assumed copy has too. Every scheduled pod comes back this way once, and parsing it again was the
         largest piece of the daemon's per-pod work outside the plugins."""
         if not _has_uid(pod):
             return None
@@ -225,6 +225,7 @@ class EventHandlers:
             return None
         meta, assumed_meta = _meta(pod), _meta(assumed.pod)
         if (pod.get("spec") != assumed.pod.get("spec")
+                or resize_report(pod) != resize_report(assumed.pod)
                 or meta.get("labels") != assumed_meta.get("labels")
                 or meta.get("name") != assumed_meta.get("name")
                 or meta.get("namespace") != assumed_meta.get("namespace")):
