@@ -42,6 +42,7 @@ _NODE_UPDATE_LABELS = (
     (ActionType.UPDATE_NODE_TAINT, "NodeTaintChange"),
     (ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"),
     (ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"),
+    (ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeDeclaredFeatureChange"),
 )
 
 

@@ -34,6 +34,8 @@ class ActionType(enum.IntFlag):
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1 << 10
     # Any other update (a PVC's phase, a PodGroup's spec ...).
     UPDATE_OTHER = 1 << 11
+    # status.declaredFeatures changed (NodeDeclaredFeatures, KEP-5328).
+    UPDATE_NODE_DECLARED_FEATURE = 1 << 12
     UPDATE = (
         UPDATE_NODE_ALLOCATABLE
         | UPDATE_NODE_LABEL
@@ -45,6 +47,7 @@ class ActionType(enum.IntFlag):
         | UPDATE_POD_TOLERATION
         | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
         | UPDATE_OTHER
+        | UPDATE_NODE_DECLARED_FEATURE
     )
     ALL = ADD | DELETE | UPDATE
 
@@ -176,6 +179,8 @@ def node_update_action(old: dict[str, Any], new: dict[str, Any]) -> ActionType:
         action |= ActionType.UPDATE_NODE_CONDITION
     if old_meta.get("annotations") != new_meta.get("annotations"):
         action |= ActionType.UPDATE_NODE_ANNOTATION
+    if old_status.get("declaredFeatures") != new_status.get("declaredFeatures"):
+        action |= ActionType.UPDATE_NODE_DECLARED_FEATURE
     return action
 
 
