@@ -62,7 +62,14 @@ from scheduler.framework.events import (
 )
 from scheduler.framework.status import Status
 from scheduler.framework.types import QueuedPodInfo
-from scheduler.metrics import Children, SchedulerMetrics
+from scheduler.metrics import (
+    HINT_ERROR,
+    HINT_QUEUE,
+    HINT_QUEUE_SKIP,
+    POD_POPPED,
+    Children,
+    SchedulerMetrics,
+)
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo, pod_key, pod_priority
 from scheduler.queue.active_queue import ActiveQueue, Less
@@ -176,6 +183,7 @@ class SchedulingQueue:
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
 
         self._incoming_pods = Children(self._metrics.queue_incoming_pods)
+        self._hint_durations = Children(self._metrics.ops.queueing_hint_execution_duration)
         self._export_gauges()
 
         self._cycle = 0
@@ -409,6 +417,7 @@ class SchedulingQueue:
         else:
             qpi.consecutive_errors += 1
         qpi.timestamp = self._clock()
+        qpi.flushed = False  # back from an attempt: a later move is no longer the flush's
 
         strategy = _Strategy.SKIP
         if flight is not None:
@@ -438,7 +447,12 @@ class SchedulingQueue:
         """Pods unschedulable for longer than ``max_in_unschedulable`` get another try."""
         stale = self._pool.stale(self._clock(), self._max_in_unschedulable)
         if stale:
+            for qpi in stale:
+                qpi.flushed = True
             self._move_pods(stale, UNSCHEDULABLE_TIMEOUT, None, None)
+            for qpi in stale:
+                # A gated pod never attempts: a later move is not the flush's doing.
+                qpi.flushed = qpi.flushed and not qpi.gated
 
     async def run(
         self,
@@ -692,13 +706,18 @@ class SchedulingQueue:
                 continue
             hint = QueueingHint.QUEUE
             if hint_fn is not None:
+                started = time.perf_counter()
                 try:
                     hint = hint_fn(pod, old, new)
+                    outcome = HINT_QUEUE_SKIP if hint is QueueingHint.SKIP else HINT_QUEUE
                 except Exception:
                     # Never leave a pod stuck because a hint is buggy: treat it as Queue.
                     log.exception("queueing hint raised; requeueing the pod", pod=qpi.key,
                                   plugin=plugin, cluster_event=event.label)
                     hint = QueueingHint.QUEUE
+                    outcome = HINT_ERROR
+                self._hint_durations(plugin, event.label, outcome).observe(
+                    time.perf_counter() - started)
             if hint is QueueingHint.SKIP:
                 continue
             if plugin in qpi.pending_plugins:
@@ -722,3 +741,15 @@ class SchedulingQueue:
         gauge.labels(queue=UNSCHEDULABLE).set_function(
             lambda: len(self._pool.unschedulable))
         gauge.labels(queue=GATED).set_function(lambda: len(self._pool.gated))
+        self._metrics.ops.inflight_events.source = self._inflight_events
+
+    def _inflight_events(self) -> dict[str, int]:
+        """scheduler_inflight_events: upstream keeps one list of the pods popped
+        (``PodPopped``) and the events seen since; this queue keeps, per pod being
+        scheduled, the updates of that pod (other events only mark the move request
+        cycle), so it reports the pods in flight and those updates by event."""
+        counts = {POD_POPPED: len(self._in_flight)}
+        for flight in self._in_flight.values():
+            for event, _old, _new in flight.updates:
+                counts[event.label] = counts.get(event.label, 0) + 1
+        return counts
