@@ -34,6 +34,7 @@ from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.quantity import QuantityError
 from scheduler.objects.resources import CPU, PODS, Resource
+from scheduler.plugins.coscheduling.topology import TopologyConstraint, parse_topology
 from scheduler.plugins.helper import parse_rfc3339
 from scheduler.plugins.node_memo import NodeChanges
 
@@ -79,6 +80,8 @@ class PodGroupInfo:
     # metadata.creationTimestamp as POSIX seconds, None if absent.
     created: float | None
     resource_version: str
+    # kube-py-scheduler.io/required-topology or preferred-topology (topology.py).
+    topology: TopologyConstraint | None = None
 
     @property
     def full_name(self) -> str:
@@ -147,6 +150,7 @@ def parse_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
         schedule_timeout_seconds=timeout,
         created=parse_rfc3339(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        topology=parse_topology(obj, kind=POD_GROUP_KIND),
     )
 
 

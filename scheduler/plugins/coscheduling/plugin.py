@@ -38,7 +38,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import Code, Status, unresolvable
 from scheduler.framework.types import PostFilterResult, PreFilterResult, QueuedPodInfo
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
@@ -50,6 +50,7 @@ from scheduler.plugins.coscheduling.core import (
     PodGroupManager,
     pod_group_name,
 )
+from scheduler.plugins.coscheduling.topology import REASON_NO_DOMAIN, choose_domain, describe
 from scheduler.plugins.helper import args_error
 
 NAME = names.COSCHEDULING
@@ -194,6 +195,9 @@ class Coscheduling(
             # the gang's own members being released).
             ClusterEventWithHint(ev.ASSIGNED_POD_DELETE, _freed_capacity_hint),
             ClusterEventWithHint(ev.NODE_ADD),
+            # A node joining a topology domain (its label set) may make room in one.
+            ClusterEventWithHint(ev.ClusterEvent(
+                ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_LABEL, "NodeLabelChange")),
             ClusterEventWithHint(ev.ClusterEvent(
                 ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_ALLOCATABLE,
                 "NodeAllocatableChange")),
@@ -220,9 +224,42 @@ class Coscheduling(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         status = self.manager.pre_filter(pod_info)
-        if status is not None:
-            state.write(_STATE_KEY, _REJECTED)
+        if status is None:
+            result, status = self._topology(pod_info, nodes)
+            if status is None:
+                return result, None
+        state.write(_STATE_KEY, _REJECTED)
         return None, status
+
+    def _topology(
+        self, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        """The nodes of the gang's topology domain (topology.py): the domain its placed
+        members hold, else the tightest where the missing members fit."""
+        full, obj = self.manager.lookup(pod_info)
+        if not full or obj is None:
+            return None, None
+        try:
+            info = self.manager.info(obj)
+        except ObjectError:
+            return None, None
+        topology = info.topology
+        if topology is None:
+            return None, None
+        placed = [p.node_name for p in self.manager.assigned_in_snapshot(
+            info.namespace, info.name) if p.uid != pod_info.uid]
+        need = max(info.min_member - len(placed), 1)
+        if not nodes:
+            nodes = self._handle.snapshot().list()
+        best, considered, unlabeled = choose_domain(
+            nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed)
+        if best is not None:
+            return PreFilterResult(node_names=set(best.nodes)), None
+        if not topology.required:
+            return None, None  # preferred: anywhere will do
+        return None, unresolvable(REASON_NO_DOMAIN.format(
+            group=full, key=topology.key, need=need,
+            domains=describe(considered, topology.key, unlabeled)))
 
     # --- PostFilter ----------------------------------------------------------------------
 
