@@ -269,6 +269,22 @@ class SchedulerMetrics:
             ["reason"],
             registry=r,
         )
+        # Pod groups (upstream's GenericWorkload metrics, ALPHA): one attempt per gang pass.
+        self.podgroup_schedule_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts",
+            "Number of attempts to schedule pod group, by the result. 'unschedulable' means a "
+            "pod group could not be scheduled, while 'error' means an internal scheduler "
+            "problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.podgroup_scheduling_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
         # kube-scheduler's series beside the scheduling ones (see OperationsMetrics).
         self.ops = OperationsMetrics(r)
 

@@ -75,6 +75,10 @@ REASON_GROUP_REJECTED = (
 REASON_POST_FILTER_REJECT = "optimistic rejection in PostFilter"
 REASON_UNRESERVE_REJECT = "rejected in Unreserve: member {pod} of PodGroup {group} was rejected"
 REASON_PERMIT_NOT_FOUND = "PodGroup {group} not found"
+# Events on the PodGroup, one per gang decision.
+EVENT_REASON_SCHEDULED = "Scheduled"
+EVENT_REASON_FAILED = "FailedScheduling"
+REASON_GANG_PLACED = "PodGroup {group}: {placed} member(s) placed, minMember {min_member}"
 # The waiting members, when a pass over every queued member left the gang short.
 REASON_PASS_INCOMPLETE = (
     "PodGroup {group} is incomplete after trying its members: {placed}/{min_member} placed")
@@ -298,6 +302,8 @@ class Coscheduling(
 
         manager.reject_waiting(namespace, group, plugin=NAME, message=reject_message,
                                exclude_uid=pod_info.uid)
+        manager.record_rejection(
+            full, REASON_GROUP_REJECTED.format(group=full, pod=pod_info.name))
         if len(manager.members(namespace, group)) >= info.min_member:
             # Enough pods exist and still the gang did not fit: give the cluster a rest.
             manager.backoff(namespace, group)
@@ -327,29 +333,51 @@ class Coscheduling(
             (p.get("metadata") or {}).get("namespace") or "",
             (p.get("metadata") or {}).get("name") or ""))
 
-    def pod_group_pass_done(self, pod_info: PodInfo) -> None:
-        """Every queued member was tried: a gang still short of minMember (by more than
-        podGroupRejectPercentage) lets its waiting members go now instead of holding their
-        nodes until scheduleTimeoutSeconds; nothing is left to complete it this pass."""
+    def pod_group_pass_done(self, pod_info: PodInfo) -> bool:
+        """Every queued member was tried: True if the gang is complete.  A gang still short
+        of minMember (by more than podGroupRejectPercentage) lets its waiting members go now
+        instead of holding their nodes until scheduleTimeoutSeconds: nothing is left to
+        complete it this pass.  One event on the PodGroup per decision (placed whole, or
+        given up), rather than one per member per retry."""
         manager = self.manager
         full, obj = manager.lookup(pod_info)
         if not full or obj is None:
-            return
+            return False
         try:
             info = manager.info(obj)
         except ObjectError:
-            return
+            return False
         assigned = len(manager.assigned_uids(info.namespace, info.name))
-        if assigned >= info.min_member or not self._missing_too_many(info, assigned):
-            return
+        rejected_by_post_filter = manager.take_rejection(full)
+        if manager.take_completion(full) or assigned >= info.min_member:
+            assigned = max(assigned, info.min_member)
+            self._gang_event(obj, type_="Normal", reason=EVENT_REASON_SCHEDULED,
+                             message=REASON_GANG_PLACED.format(
+                                 group=full, placed=assigned, min_member=info.min_member))
+            return True
+        if rejected_by_post_filter:
+            self._gang_event(obj, type_="Warning", reason=EVENT_REASON_FAILED,
+                             message=rejected_by_post_filter)
+            return False
+        if not self._missing_too_many(info, assigned):
+            return False
         if not manager.waiting_members(info.namespace, info.name):
-            return
-        manager.reject_waiting(
-            info.namespace, info.name, plugin=NAME,
-            message=REASON_PASS_INCOMPLETE.format(
-                group=full, placed=assigned, min_member=info.min_member))
+            return False
+        message = REASON_PASS_INCOMPLETE.format(
+            group=full, placed=assigned, min_member=info.min_member)
+        manager.reject_waiting(info.namespace, info.name, plugin=NAME, message=message)
         manager.backoff(info.namespace, info.name)
         manager.forget_admission(full)
+        self._gang_event(obj, type_="Warning", reason=EVENT_REASON_FAILED, message=message)
+        return False
+
+    def _gang_event(self, obj: Mapping[str, Any], *, type_: str, reason: str,
+                    message: str) -> None:
+        try:
+            self._handle.event_recorder.event(
+                obj, type=type_, reason=reason, action="Scheduling", message=message)
+        except Exception:  # events are best effort; never fail the pass
+            pass
 
     # --- Reserve / Unreserve -------------------------------------------------------------
 
@@ -386,6 +414,7 @@ class Coscheduling(
             return Status(Code.UNSCHEDULABLE, f"PodGroup {full} is invalid"), 0.0
         if outcome is PermitOutcome.ALLOW:
             self.manager.allow_waiting(info.namespace, info.name, plugin=NAME)
+            self.manager.record_completion(info.full_name)
             return None, 0.0
         # Wait for the siblings, and make sure they are tried next.
         siblings = self.manager.pending_siblings(pod_info, info.name)
