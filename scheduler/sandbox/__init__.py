@@ -183,6 +183,9 @@ server-side Tables for kubectl, namespace lifecycle, priority admission, 401 wit
 
 Limits (what it does not emulate)
 ---------------------------------
+* The resourceclaim controller (``claimcontroller.py``) creates claims from templates,
+  drops reservations of pods that are gone or done, deallocates unused claims and deletes
+  generated ones with their pod, as kube-controller-manager does; no metrics.
 * Controllers are minimal (``controllers.py``): Deployment -> ReplicaSet -> pods and Job ->
   pods without rollout pacing, revision history limits, pod failure/success policies,
   suspend or TTL; no StatefulSet, DaemonSet or CronJob controllers; PDB status is not

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from .app import SandboxApp
 from .auth import AuthTable
+from .claimcontroller import ClaimControllerSim
 from .errors import ApiError
 from .faults import Faults
 from .kubeconfig import default_kubeconfig_path, write_kubeconfig
@@ -103,6 +104,10 @@ class Sandbox:
         if c.simulate_controllers:
             self.controllers = ControllerSim(self.registry)
             self.registry.controllers = self.controllers
+        # kube-controller-manager's resourceclaim controller (it relies on the GC above)
+        self.claim_controller: ClaimControllerSim | None = (
+            ClaimControllerSim(self.registry) if c.simulate_controllers else None)
+        self._claim_task: asyncio.Task[None] | None = None
         self.pv_controller: PVControllerSim | None = None
         if c.simulate_pv_controller:
             self.pv_controller = PVControllerSim(self.registry)
@@ -176,19 +181,23 @@ class Sandbox:
         if self.controllers is not None:
             self._controllers_task = asyncio.create_task(self.controllers.run(), name="sandbox-controllers")
             self._controllers_task.add_done_callback(_log_crash)
+        if self.claim_controller is not None:
+            self._claim_task = asyncio.create_task(self.claim_controller.run(),
+                                                   name="sandbox-resourceclaim-controller")
+            self._claim_task.add_done_callback(_log_crash)
         log.info("sandbox listening on %s", self.url)
         return self
 
     async def stop(self) -> None:
         self.app.shutdown()
-        for task in (self._kubelet_task, self._pv_task, self._controllers_task):
+        for task in (self._kubelet_task, self._pv_task, self._controllers_task, self._claim_task):
             if task is not None:
                 task.cancel()
                 try:
                     await task
                 except asyncio.CancelledError:
                     pass
-        self._kubelet_task = self._pv_task = self._controllers_task = None
+        self._kubelet_task = self._pv_task = self._controllers_task = self._claim_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
