@@ -393,6 +393,20 @@ class PodBuilder:
         self._pod["status"].setdefault("conditions", []).append(c)
         return self
 
+    def container_status(self, name: str, *, allocated: Mapping[str, Any] | None = None,
+                         actual: Mapping[str, Any] | None = None,
+                         init: bool = False) -> PodBuilder:
+        """A container status as the kubelet reports a resize: ``allocatedResources`` (admitted)
+        and ``resources.requests`` (running)."""
+        cs: dict[str, Any] = {"name": name}
+        if allocated is not None:
+            cs["allocatedResources"] = {k: str(v) for k, v in allocated.items()}
+        if actual is not None:
+            cs["resources"] = {"requests": {k: str(v) for k, v in actual.items()}}
+        field = "initContainerStatuses" if init else "containerStatuses"
+        self._pod["status"].setdefault(field, []).append(cs)
+        return self
+
     def set(self, path: str, value: Any) -> PodBuilder:
         """Generic setter: ``.set("spec.hostNetwork", True)``."""
         set_path(self._pod, path, value)

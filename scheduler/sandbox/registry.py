@@ -221,6 +221,9 @@ class Registry:
                 else:
                     new.pop("status", None)
             if rt.group == "" and rt.plural == "pods":
+                if isinstance(new.get("spec"), dict):
+                    new["spec"] = dict(new["spec"])
+                    admission.default_tolerations(new["spec"])
                 causes = validation.pod_update_causes(cur, new)
                 validation.raise_if(causes, rt, name)
             if rt.group == "" and rt.plural == "namespaces":
