@@ -37,6 +37,7 @@ IN_TREE: Mapping[str, str] = {
     names.DEFAULT_PREEMPTION: "scheduler.plugins.defaultpreemption.plugin:DefaultPreemption",
     names.DEFAULT_BINDER: "scheduler.plugins.defaultbinder:DefaultBinder",
     names.COSCHEDULING: "scheduler.plugins.coscheduling.plugin:Coscheduling",
+    names.DYNAMIC_RESOURCES: "scheduler.plugins.dynamicresources.plugin:DynamicResources",
     names.NODE_DECLARED_FEATURES: (
         "scheduler.plugins.nodedeclaredfeatures:NodeDeclaredFeatures"
     ),
