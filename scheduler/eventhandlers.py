@@ -385,6 +385,7 @@ MOVE_ONLY_RESOURCES: dict[str, tuple[ClusterEvent, ClusterEvent, ClusterEvent | 
     "csidrivers": (ev.CSI_DRIVER_ADD, ev.CSI_DRIVER_UPDATE, None),
     "poddisruptionbudgets": (ev.PDB_ADD, ev.PDB_UPDATE, ev.PDB_DELETE),
     "podgroups": (ev.POD_GROUP_ADD, ev.POD_GROUP_UPDATE, ev.POD_GROUP_DELETE),
+    "elasticquotas": (ev.ELASTIC_QUOTA_ADD, ev.ELASTIC_QUOTA_UPDATE, ev.ELASTIC_QUOTA_DELETE),
 }
 
 

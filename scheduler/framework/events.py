@@ -59,6 +59,7 @@ class EventResource(str, enum.Enum):
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     POD_DISRUPTION_BUDGET = "policy/PodDisruptionBudget"
     POD_GROUP = "scheduling.x-k8s.io/PodGroup"
+    ELASTIC_QUOTA = "scheduling.x-k8s.io/ElasticQuota"
     WILDCARD = "*"
 
 
@@ -144,6 +145,9 @@ PDB_DELETE = _event(
 POD_GROUP_ADD = _event(EventResource.POD_GROUP, ActionType.ADD, "PodGroupAdd")
 POD_GROUP_UPDATE = _event(EventResource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate")
 POD_GROUP_DELETE = _event(EventResource.POD_GROUP, ActionType.DELETE, "PodGroupDelete")
+ELASTIC_QUOTA_ADD = _event(EventResource.ELASTIC_QUOTA, ActionType.ADD, "ElasticQuotaAdd")
+ELASTIC_QUOTA_UPDATE = _event(EventResource.ELASTIC_QUOTA, ActionType.UPDATE, "ElasticQuotaUpdate")
+ELASTIC_QUOTA_DELETE = _event(EventResource.ELASTIC_QUOTA, ActionType.DELETE, "ElasticQuotaDelete")
 
 # Queue-internal moves: these are not cluster events, but they label pods entering a queue.
 UNSCHEDULABLE_TIMEOUT = _event(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
