@@ -26,6 +26,7 @@ from scheduler.objects.pod import pod_requests
 from scheduler.objects.quantity import QuantityError, parse_quantity
 from scheduler.objects.resources import Resource
 from scheduler.objects.validation import validate_object
+from scheduler.plugins.capacityscheduling.quota import format_amount
 
 __all__ = ["ElasticQuotaController", "compute_used", "format_amount", "same_usage"]
 
@@ -37,21 +38,6 @@ NAMESPACE_SELECTOR_ANNOTATION = "scheduling.x-k8s.io/namespace-selector"
 RETRY_SECONDS = 1.0
 
 Sleep = Callable[[float], Awaitable[None]]
-_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
-
-
-def format_amount(name: str, amount: int) -> str:
-    """An amount as a quantity string: cpu in cores or millicores, bytes in the largest
-    binary unit that divides them, anything else as an integer."""
-    if name == "cpu":
-        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
-    if amount and name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
-        for suffix, size in _BINARY:
-            if amount and amount % size == 0:
-                return f"{amount // size}{suffix}"
-    return str(amount)
-
-
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}

@@ -19,6 +19,7 @@ from scheduler.sandbox import Sandbox
 from tests.builders import NodeBuilder
 from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
 from tests.integration.procs import coscheduling_config
+from tests.integration.test_explain import explain
 from tests.integration.test_kueue import _sh, section_blocks
 
 PAGE = "docs/quotas.md"
@@ -80,6 +81,11 @@ async def test_docs_quotas_page(sandbox_factory: Any, tmp_path: Path) -> None:
                            for c in conds)
 
             await wait_until(refused_over_max, timeout=10, message="the fifth worker refused by max")
+            code, out, err = await explain(pending[0]["metadata"]["name"], "-n", "team-a",
+                                           "--kubeconfig", str(kc))
+            assert code == 0, err
+            assert "ElasticQuota team-a/quota: used cpu 4; min cpu 2; max cpu 4" in out
+            assert "CapacityScheduling: the pod would take the quota over its max" in out
             await wait_until(lambda: _used_is(cluster, "team-a", "4"), timeout=10,
                              message="status.used of team A")
 

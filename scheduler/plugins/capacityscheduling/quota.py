@@ -21,8 +21,8 @@ __all__ = [
     "ElasticQuotaInfo",
     "QuotaSet",
     "over",
+    "format_amount",
     "quota_from_object",
-    "resource_list",
 ]
 
 UPPER_BOUND = 2**63 - 1  # math.MaxInt64: "no limit"
@@ -163,13 +163,19 @@ def quota_from_object(obj: Mapping[str, Any], *,
     )
 
 
-def resource_list(amounts: Resource, names: Iterable[str]) -> dict[str, str]:
-    """``amounts`` as a ResourceList over ``names`` (cpu in millicores when fractional)."""
-    out: dict[str, str] = {}
-    for name in names:
-        value = amounts.get(name)
-        if name == "cpu":
-            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
-        else:
-            out[name] = str(value)
-    return out
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_amount(name: str, amount: int) -> str:
+    """An amount as a quantity string: cpu in cores or millicores, bytes in the largest
+    binary unit that divides them, anything else as an integer; the "no limit" bound as
+    ``unlimited``."""
+    if amount >= UPPER_BOUND:
+        return "unlimited"
+    if name == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if amount and (name in ("memory", "ephemeral-storage") or name.startswith("hugepages-")):
+        for suffix, size in _BINARY:
+            if amount % size == 0:
+                return f"{amount // size}{suffix}"
+    return str(amount)
