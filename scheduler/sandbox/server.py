@@ -39,10 +39,11 @@ log = logging.getLogger("scheduler.sandbox")
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # With ``scheduler_prereqs`` (the CLI's and ``run --sandbox``'s default) the sandbox starts as a
 # cluster prepared for this scheduler: its namespace (the shipped config's leader-election
-# lease lives there) and the PodGroup CRD, identical to manifests/crds/ (a test checks), so the
+# lease lives there) and the PodGroup and ElasticQuota CRDs, identical to manifests/crds/ (a test checks), so the
 # gang examples work. A bare Sandbox() is a fresh kube-apiserver, which has neither.
 SCHEDULER_NAMESPACE = "kube-py-scheduler"
 PODGROUP_CRD = Path(__file__).parent / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+ELASTICQUOTA_CRD = Path(__file__).parent / "crds" / "scheduling.x-k8s.io_elasticquotas.yaml"
 
 
 @dataclass
@@ -145,6 +146,7 @@ class Sandbox:
             reg.create(ns_rt, "", {"metadata": {"name": SCHEDULER_NAMESPACE}})
             crd_rt = reg.catalog.builtin("apiextensions.k8s.io", "customresourcedefinitions")
             reg.create(crd_rt, "", yaml.safe_load(PODGROUP_CRD.read_text()))
+            reg.create(crd_rt, "", yaml.safe_load(ELASTICQUOTA_CRD.read_text()))
         self.add_nodes(self.config.nodes)
 
     def add_nodes(self, n: int, *, start: int | None = None) -> None:
