@@ -17,7 +17,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from scheduler.cli.common import PROG, Command, setup_logging
+from scheduler.cli.common import Command, print_error, setup_logging
 from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def handle(args: argparse.Namespace) -> int:
         registry = installed_registry()
         validate_profiles(config, registry, source=source)
     except StartupError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_USAGE
 
     rows = plugin_rows(config, registry)
