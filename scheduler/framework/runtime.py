@@ -509,6 +509,7 @@ class Framework:
         result: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
+        rejector_said = False
         final: tuple[PostFilterResult | None, Status | None] | None = None
         for name, plugin in self._post_filter:
             r, s = self._instr.call_with_result(
@@ -530,8 +531,10 @@ class Framework:
                 # pod's); no result leaves it alone (upstream's ModeNoop).
                 result = r
             reasons.extend(s.reasons)
-            if not rejector:
-                rejector = name
+            # A plugin that rejects without a reason (DynamicResources for a pod without
+            # claims) does not name the rejection while a later one says why.
+            if not rejector or (not rejector_said and s.reasons):
+                rejector, rejector_said = name, bool(s.reasons)
         if final is None:
             final = (result, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector))
         self._instr.observe_point(POST_FILTER, final[1], start)
