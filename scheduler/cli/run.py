@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from scheduler.cli.common import Command, print_error
+from scheduler.cli.common import PROG, Command, print_error
 from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
