@@ -262,11 +262,17 @@ def default_config() -> KubeSchedulerConfiguration:
 # values hold exactly this (a test compares them). Gang scheduling is on: Coscheduling joins
 # every extension point it implements and replaces PrioritySort as the queue sort; pods
 # without the ``scheduling.x-k8s.io/pod-group`` label are scheduled as by the v1 defaults.
+# Elastic quotas are on too, as scheduler-plugins' chart has them: CapacityScheduling takes
+# DefaultPreemption's place at PostFilter (before Coscheduling's, as preemption runs first
+# in scheduler-plugins' profile); without ElasticQuotas it preempts exactly as
+# DefaultPreemption does.
 SHIPPED_PROFILE: dict[str, Any] = {
     "schedulerName": DEFAULT_SCHEDULER_NAME,
     "plugins": {
-        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
         "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+        "postFilter": {"enabled": [{"name": "CapacityScheduling"}, {"name": "Coscheduling"}],
+                       "disabled": [{"name": "*"}]},
     },
     "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 60}}],
 }

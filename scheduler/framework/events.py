@@ -69,6 +69,7 @@ class EventResource(str, enum.Enum):
     RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
     RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
     DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+    ELASTIC_QUOTA = "scheduling.x-k8s.io/ElasticQuota"
     WILDCARD = "*"
 
 
@@ -166,6 +167,9 @@ RESOURCE_SLICE_DELETE = _event(EventResource.RESOURCE_SLICE, ActionType.DELETE,
                                "ResourceSliceDelete")
 DEVICE_CLASS_ADD = _event(EventResource.DEVICE_CLASS, ActionType.ADD, "DeviceClassAdd")
 DEVICE_CLASS_UPDATE = _event(EventResource.DEVICE_CLASS, ActionType.UPDATE, "DeviceClassUpdate")
+ELASTIC_QUOTA_ADD = _event(EventResource.ELASTIC_QUOTA, ActionType.ADD, "ElasticQuotaAdd")
+ELASTIC_QUOTA_UPDATE = _event(EventResource.ELASTIC_QUOTA, ActionType.UPDATE, "ElasticQuotaUpdate")
+ELASTIC_QUOTA_DELETE = _event(EventResource.ELASTIC_QUOTA, ActionType.DELETE, "ElasticQuotaDelete")
 
 # Queue-internal moves: these are not cluster events, but they label pods entering a queue.
 UNSCHEDULABLE_TIMEOUT = _event(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")

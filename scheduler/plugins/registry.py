@@ -41,6 +41,7 @@ IN_TREE: Mapping[str, str] = {
     names.NODE_DECLARED_FEATURES: (
         "scheduler.plugins.nodedeclaredfeatures:NodeDeclaredFeatures"
     ),
+    names.CAPACITY_SCHEDULING: "scheduler.plugins.capacityscheduling.plugin:CapacityScheduling",
 }
 
 
