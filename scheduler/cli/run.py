@@ -108,7 +108,7 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
 
 def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
-    from scheduler.cli.common import setup_logging
+    from scheduler.cli.common import PROG, setup_logging
 
     from scheduler.config.features import DEFAULT as FEATURE_GATES
     from scheduler.config.features import FeatureGateError
