@@ -21,6 +21,10 @@ from tests.builders import (
 )
 from sbhelpers import Http
 
+# The API server's semantics alone: no resourceclaim controller dropping the reservations of
+# the made-up pods these tests write.
+pytestmark = pytest.mark.sandbox(simulate_controllers=False)
+
 G = "/apis/resource.k8s.io/v1"
 CLASSES = f"{G}/deviceclasses"
 SLICES = f"{G}/resourceslices"
