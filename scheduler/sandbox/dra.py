@@ -14,9 +14,12 @@ node name being immutable, and the status rules a scheduler's writes must follow
 once the claim is being deleted, an allocation immutable once set). Errors name the field
 with upstream's reasons and wording.
 
-Not reproduced: CEL expressions are checked for length only, not compiled (the scheduler
-reports an expression that does not compile as the claim's or class's error), admin access
-authorization (namespace label), and fields behind alpha feature gates are kept, not dropped.
+CEL selectors are compiled with the scheduler's CEL environment (``scheduler.dra.cel``): a
+syntax error is refused as upstream; type errors (which upstream's checker also refuses) are
+not caught here and reach the scheduler as the claim's or class's error.
+
+Not reproduced: admin access authorization (namespace label), cost estimation, and fields
+behind alpha feature gates are kept, not dropped.
 """
 
 from __future__ import annotations
@@ -374,7 +377,25 @@ def _selectors(sels: Any, path: str) -> list[Cause]:
             out.append(required(f"{p}.cel.expression", "expression must not be empty"))
         elif len(expr) > CEL_EXPRESSION_MAX:
             out.append(too_long(f"{p}.cel.expression", CEL_EXPRESSION_MAX))
+        else:
+            err = cel_error(expr)
+            if err:
+                out.append(invalid_value(f"{p}.cel.expression", expr, err))
     return out
+
+
+def cel_error(expression: str) -> str:
+    """Why a selector does not compile ("" if it does), worded as kube-apiserver's
+    ``compilation failed: ERROR: <input>:line:col: ...``; through the scheduler's own CEL
+    environment (``scheduler.dra.cel``), which checks syntax, not types."""
+    from scheduler.dra.cel import CelError, compile_selector
+
+    try:
+        compile_selector(expression)
+    except CelError as e:
+        msg = str(e)
+        return "compilation failed: " + (msg[msg.index("ERROR:"):] if "ERROR:" in msg else msg)
+    return ""
 
 
 def _toleration(t: Any, path: str) -> list[Cause]:

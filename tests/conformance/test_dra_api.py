@@ -112,6 +112,10 @@ INVALID: list[tuple[str, str, dict[str, Any], list[tuple[str, str]]]] = [
     ("class: selector", CLASSES, dra_device_class("cls", selectors=[""]),
      [("spec.selectors[0].cel.expression", "FieldValueRequired")]),
     ("class: name", CLASSES, dra_device_class("Cls"), [("metadata.name", "FieldValueInvalid")]),
+    ("class: selector syntax", CLASSES, dra_device_class("syntax", selectors=["device.driver =="]),
+     [("spec.selectors[0].cel.expression", "FieldValueInvalid")]),
+    ("claim: selector syntax", CLAIMS, dra_claim("n", requests=[dra_exact("r", selectors=["device.("])]),
+     [("spec.devices.requests[0].exactly.selectors[0].cel.expression", "FieldValueInvalid")]),
     ("slice: no node placement", SLICES, dra_slice("s1", node=None, pool="p"),
      [("spec", "FieldValueRequired")]),
     ("slice: two placements", SLICES, dra_slice("s2", allNodes=True), [("spec", "FieldValueInvalid")]),
@@ -388,3 +392,10 @@ async def test_container_claim_without_pod_claims(http: Http) -> None:
     s, st = await http.post("/api/v1/namespaces/default/pods", body)
     assert s == 422 and st["details"]["causes"][0]["message"] == (
         'Not found: "gpu": must be one of the names in pod.spec.resourceClaims which is empty')
+
+
+async def test_cel_compile_error_message(http: Http) -> None:
+    s, st = await http.post(CLASSES, dra_device_class("cel-msg", selectors=["device.driver =="]))
+    assert s == 422
+    msg = st["details"]["causes"][0]["message"]
+    assert msg.startswith('Invalid value: "device.driver ==": compilation failed: ERROR: <input>:1:17: Syntax error')
