@@ -38,6 +38,9 @@ IN_TREE: Mapping[str, str] = {
     names.DEFAULT_BINDER: "scheduler.plugins.defaultbinder:DefaultBinder",
     names.COSCHEDULING: "scheduler.plugins.coscheduling.plugin:Coscheduling",
     names.CAPACITY_SCHEDULING: "scheduler.plugins.capacityscheduling.plugin:CapacityScheduling",
+    names.NODE_DECLARED_FEATURES: (
+        "scheduler.plugins.nodedeclaredfeatures:NodeDeclaredFeatures"
+    ),
 }
 
 

@@ -18,6 +18,7 @@ from scheduler.objects.labels import validate_label_value as label_value_error
 from scheduler.objects.quantity import QuantityError
 from scheduler.objects.quantity import parse_quantity as _parse_quantity
 
+from . import dra
 from .errors import ApiError, invalid
 from .resources import ResourceType
 
@@ -478,6 +479,8 @@ def check(obj: dict[str, Any], rt: ResourceType) -> None:
         causes += validate_node(obj)
     elif rt.plural == "customresourcedefinitions":
         causes += validate_crd(obj)
+    elif dra.is_dra(rt.group, rt.plural):
+        causes += dra.causes(obj, rt.plural)
     raise_if(causes, rt, name)
 
 
