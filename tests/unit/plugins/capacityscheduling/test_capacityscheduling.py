@@ -23,6 +23,7 @@ from scheduler.plugins.capacityscheduling.plugin import (
     CapacityScheduling,
 )
 from scheduler.plugins.registry import in_tree_registry
+from tests.builders import NodeBuilder, PodBuilder
 from tests.fakes import FakeHandle
 from tests.unit.plugins.capacityscheduling.harness import (
     HIGH,
@@ -244,3 +245,22 @@ async def test_with_no_quota_at_all_it_is_default_preemption() -> None:
     _, status, _ = cluster.schedule(pod("p", "free", "2", priority=HIGH))
     assert code(status) == Code.SUCCESS and status is not None and status.plugin in ("", NAME)
     assert await cluster.victims() == ["x"]
+
+
+async def test_issue_683_a_lender_gets_its_min_back_when_every_unit_is_used() -> None:
+    # scheduler-plugins #683: 5 GPUs; team A (min 4, max 5) runs 5; team B (min 1) wants 1.
+    # sum(used) + 1 > sum(min) rejects B in PreFilter; reclaim must still free one GPU.
+    gpu = "nvidia.com/gpu"
+    quotas = [quota("team-a", min={gpu: "4"}, max={gpu: "5"}),
+              quota("team-b", min={gpu: "1"}, max={gpu: "5"})]
+    n1 = NodeBuilder("n1").capacity(cpu="8", memory="64Gi", pods=110, **{gpu: 5}).obj()
+
+    def gpu_pod(name: str, ns: str, node_name: str = "") -> dict[str, Any]:
+        b = PodBuilder(name, ns).uid(f"uid-{ns}-{name}").req(**{gpu: 1}).limits(**{gpu: 1})
+        return (b.node(node_name) if node_name else b).obj()
+
+    cluster = Cluster([n1], [gpu_pod(f"a{i}", "team-a", "n1") for i in range(5)], quotas=quotas)
+    result, status, first = cluster.schedule(gpu_pod("b0", "team-b"))
+    assert first is not None and first.reasons == [REASON_OVER_MIN.format(namespace="team-b", name="b0")]
+    assert code(status) == Code.SUCCESS and result is not None and result.nominated_node_name == "n1"
+    assert len(await cluster.victims()) == 1  # team A back to its min of 4, not below
