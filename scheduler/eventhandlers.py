@@ -30,7 +30,7 @@ from scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from scheduler.metrics import Children
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node import validate_node
-from scheduler.objects.pod import PodInfo
+from scheduler.objects.pod import PodInfo, resize_report
 from scheduler.objects.validation import validate_object
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ _NODE_UPDATE_LABELS = (
     (ActionType.UPDATE_NODE_TAINT, "NodeTaintChange"),
     (ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"),
     (ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"),
+    (ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeDeclaredFeatureChange"),
 )
 
 
@@ -234,9 +235,9 @@ class EventHandlers:
 
     def _confirmed_assumed_info(self, pod: dict[str, Any]) -> PodInfo | None:
         """For the informer's copy of a pod we assumed (and bound), the assumed PodInfo
-        re-pointed at it, when nothing a PodInfo is parsed from (spec, name, namespace,
-        labels) differs: the binding set only spec.nodeName, which the assumed copy has
-        too. Every scheduled pod comes back this way once, and parsing it again was the
+        re-pointed at it, when nothing a PodInfo is parsed from (spec, the kubelet's resize
+        report, name, namespace, labels) differs: the binding set only spec.nodeName, which
+        the assumed copy has too. Every scheduled pod comes back this way once, and parsing it again was the
         largest piece of the daemon's per-pod work outside the plugins."""
         if not _has_uid(pod):
             return None
@@ -248,6 +249,7 @@ class EventHandlers:
             return None
         meta, assumed_meta = _meta(pod), _meta(assumed.pod)
         if (pod.get("spec") != assumed.pod.get("spec")
+                or resize_report(pod) != resize_report(assumed.pod)
                 or meta.get("labels") != assumed_meta.get("labels")
                 or meta.get("name") != assumed_meta.get("name")
                 or meta.get("namespace") != assumed_meta.get("namespace")):

@@ -43,6 +43,9 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     add_serving_flags(run)
     run.add_argument("--leader-elect", choices=("true", "false"), default=None,
                      help="override leaderElection.leaderElect from the config file")
+    run.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                     help="kube-scheduler's feature gates by upstream's names, e.g. "
+                     "'NodeDeclaredFeatures=true' (GA gates are locked; see docs/parity.md)")
     run.add_argument("--stop-grace-seconds", type=float, default=10.0,
                      help="on SIGTERM, how long in-flight bindings may finish "
                      "(default %(default)s)")
@@ -97,7 +100,15 @@ def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
     from scheduler.cli.common import setup_logging
 
+    from scheduler.config.features import DEFAULT as FEATURE_GATES
+    from scheduler.config.features import FeatureGateError
+
     setup_logging(args)
+    try:
+        FEATURE_GATES.set(args.feature_gates)
+    except FeatureGateError as exc:
+        print(f"{PROG}: --feature-gates: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         options = options_from_args(args)
         app = App(options)

@@ -99,6 +99,8 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (NODE_RESOURCES_BALANCED_ALLOCATION, 1),
     (IMAGE_LOCALITY, 1),
     (DEFAULT_BINDER, 0),
+    # GA in 1.37; upstream appends it to the defaults behind its (now locked) gate
+    ("NodeDeclaredFeatures", 0),
 )
 
 _DEFAULT_RESOURCE_SPEC: list[dict[str, Any]] = [

@@ -37,6 +37,9 @@ IN_TREE: Mapping[str, str] = {
     names.DEFAULT_PREEMPTION: "scheduler.plugins.defaultpreemption.plugin:DefaultPreemption",
     names.DEFAULT_BINDER: "scheduler.plugins.defaultbinder:DefaultBinder",
     names.COSCHEDULING: "scheduler.plugins.coscheduling.plugin:Coscheduling",
+    names.NODE_DECLARED_FEATURES: (
+        "scheduler.plugins.nodedeclaredfeatures:NodeDeclaredFeatures"
+    ),
 }
 
 

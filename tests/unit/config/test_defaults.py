@@ -15,7 +15,7 @@ DEFAULT_ORDER = [
     ("VolumeRestrictions", 0), ("NodeVolumeLimits", 0), ("VolumeBinding", 0),
     ("VolumeZone", 0), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
     ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
-    ("DefaultBinder", 0),
+    ("DefaultBinder", 0), ("NodeDeclaredFeatures", 0),
 ]
 
 
