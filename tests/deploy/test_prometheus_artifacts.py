@@ -129,3 +129,21 @@ def test_the_chart_ships_both_when_asked_and_neither_by_default() -> None:
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(cm["data"]["kube-py-scheduler.json"]) == artifacts.dashboard()
     assert support.errors(cm) == []
+
+
+def test_the_docs_chart_values_turn_everything_on() -> None:
+    from tests.docs.markdown import section_blocks
+
+    (block,) = section_blocks("With the chart", lang="yaml", page="docs/metrics.md")
+    values = yaml.safe_load(block.text)
+    objs = support.render(values)
+    sm = find(objs, "ServiceMonitor")
+    rule = find(objs, "PrometheusRule")
+    assert sm["metadata"]["labels"]["release"] == rule["metadata"]["labels"]["release"] == "prom"
+    assert rule["spec"] == artifacts.rule_groups()
+    (dashboard,) = [o for o in objs if o["kind"] == "ConfigMap"
+                    and (o["metadata"].get("labels") or {}).get("grafana_dashboard") == "1"]
+    assert dashboard["metadata"]["namespace"] == "monitoring"
+    bindings = [o for o in objs if o["kind"] == "ClusterRoleBinding"
+                and o["roleRef"]["name"].endswith("metrics-reader")]
+    assert [s for b in bindings for s in b["subjects"]] == values["metrics"]["readers"]
