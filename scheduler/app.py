@@ -349,6 +349,9 @@ class App:
         sched = parts.scheduler
         elector = self._elector(parts.client)
         if elector is not None:
+            # component-base's leader_election_master_status{name}: 1 leading, 0 standby.
+            self.metrics.ops.leader_election_master_status.labels(
+                name=elector.settings.name).set_function(lambda: float(elector.is_leader))
             self.health.liveness_checks["leader-election"] = elector.healthy
             self.health.info["leader-election"] = lambda: (
                 "leading" if elector.is_leader

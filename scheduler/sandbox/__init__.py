@@ -153,7 +153,9 @@ core/v1 events); authentication.k8s.io/v1 tokenreviews; authorization.k8s.io/v1
 subjectaccessreviews;
 scheduling.k8s.io/v1 priorityclasses; rbac.authorization.k8s.io/v1 roles, rolebindings,
 clusterroles, clusterrolebindings (stored only, not enforced); apiextensions.k8s.io/v1
-customresourcedefinitions and whatever they define.
+customresourcedefinitions and whatever they define; resource.k8s.io/v1 deviceclasses,
+resourceclaims (+status), resourceclaimtemplates, resourceslices (Dynamic Resource
+Allocation, with kube-apiserver's defaulting, validation and immutability: ``dra.py``).
 
 Speed (``tests/perf/bench_sandbox.py``, 2 cores, clients in other processes)
 ---------------------------------------------------------------------------

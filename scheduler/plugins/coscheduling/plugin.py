@@ -133,6 +133,21 @@ def _sibling_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE if _same_group(obj, namespace, group) else QueueingHint.SKIP
 
 
+def _freed_capacity_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Queue a gang member when an assigned pod goes away, unless it is a member of the same
+    gang: a gang's own members are released when the gang is rolled back (or taken down as
+    a whole), and what they free is what the gang already counted as its own.  Requeueing
+    on it retried the gang at once after each of its own rollbacks (issue 22)."""
+    obj = old if isinstance(old, Mapping) else new
+    if not isinstance(obj, Mapping):
+        return QueueingHint.QUEUE
+    group = pod_group_name(pod)
+    if not group:
+        return QueueingHint.QUEUE
+    namespace = (pod.get("metadata") or {}).get("namespace") or ""
+    return QueueingHint.SKIP if _same_group(obj, namespace, group) else QueueingHint.QUEUE
+
+
 class Coscheduling(
     QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, PermitPlugin, ReservePlugin,
     EnqueueExtensions,
@@ -171,8 +186,9 @@ class Coscheduling(
             # A new sibling may bring the group to minMember.
             ClusterEventWithHint(ev.UNSCHEDULED_POD_ADD, _sibling_hint),
             ClusterEventWithHint(ev.ASSIGNED_POD_ADD, _sibling_hint),
-            # Freed or added capacity may fit minResources / the rest of the gang.
-            ClusterEventWithHint(ev.ASSIGNED_POD_DELETE),
+            # Freed or added capacity may fit minResources / the rest of the gang (but not
+            # the gang's own members being released).
+            ClusterEventWithHint(ev.ASSIGNED_POD_DELETE, _freed_capacity_hint),
             ClusterEventWithHint(ev.NODE_ADD),
             ClusterEventWithHint(ev.ClusterEvent(
                 ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_ALLOCATABLE,
