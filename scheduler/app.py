@@ -38,10 +38,10 @@ from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
 from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
 from scheduler.extenders import build_ssl_context
 from scheduler.framework.builder import ProfileBuilder
-from scheduler.framework.registry import Registry, extension_points_of
+from scheduler.framework.registry import Registry, did_you_mean, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins.names import COSCHEDULING
+from scheduler.plugins.names import CAPACITY_SCHEDULING, COSCHEDULING
 from scheduler.plugins.outoftree import PluginLoadError, describe, load_entry_points
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.scheduler import Scheduler
@@ -90,53 +90,66 @@ class AppOptions:
 def validate_profiles(
     config: KubeSchedulerConfiguration, registry: Registry, *, source: str = "<default config>"
 ) -> None:
-    """Build every profile's plugins once, offline, so bad plugin args fail at startup."""
+    """Build every profile's plugins once, offline, so bad plugin args fail at startup.
+
+    Every problem is reported (one line each, naming the profile, the plugin and the field),
+    as upstream's validation aggregates its field errors: a broken plugin does not hide the
+    next one, nor a broken profile the next profile."""
     from scheduler.offline import offline_handle_kwargs  # inert stand-ins: no I/O
 
+    problems: list[str] = []
     for index, profile in enumerate(config.profiles):
         try:
             fwk = Framework(profile=profile, registry=registry, **offline_handle_kwargs())
         except PluginConfigError as exc:
-            raise StartupError(
-                f"{source}: profiles[{index}]: {exc}{_out_of_tree(registry, exc.plugin)}"
-            ) from exc
+            for error in getattr(exc, "errors", [exc]):
+                problems.append(f"{source}: profiles[{index}]: "
+                                f"{error}{_out_of_tree(registry, error.plugin)}")
+            continue
         except (KeyError, ValueError, TypeError) as exc:
-            raise StartupError(
-                f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}"
-            ) from exc
+            problems.append(f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}")
+            continue
         for name, plugin in fwk.plugins.items():
             if not extension_points_of(plugin):
-                raise StartupError(
+                problems.append(
                     f"{source}: profiles[{index}]: plugin {name!r} implements no extension "
                     f"point{_out_of_tree(registry, name)}")
-        _validate_unused_plugin_config(profile, registry, fwk, where=f"{source}: profiles[{index}]")
+        problems += _unused_plugin_config_problems(
+            profile, registry, fwk, where=f"{source}: profiles[{index}]")
     for index, extender in enumerate(config.extenders):
         try:
             build_ssl_context(extender)
         except (OSError, ssl.SSLError, ValueError) as exc:
-            raise StartupError(f"{source}: extenders[{index}].tlsConfig: {exc}") from exc
+            problems.append(f"{source}: extenders[{index}].tlsConfig: {exc}")
+    if problems:
+        raise StartupError("\n".join(problems))
 
 
-def _validate_unused_plugin_config(
+def _unused_plugin_config_problems(
     profile: Profile, registry: Registry, fwk: Framework, *, where: str
-) -> None:
+) -> list[str]:
     """pluginConfig of a plugin the profile does not enable is still checked: a typo in a
     plugin's name or args would otherwise be silently ignored (kube-scheduler ignores it;
     we would rather tell). The plugin is built offline with those args and dropped."""
+    problems: list[str] = []
     for name, args in profile.plugin_config.items():
         if name in fwk.plugins:
             continue
         if name not in registry:
-            raise StartupError(
+            suggestion = did_you_mean(name, registry)
+            hint = f"did you mean {suggestion!r}?" if suggestion else "check the name"
+            problems.append(
                 f"{where}: pluginConfig: plugin {name!r} is not registered (not an in-tree "
-                "plugin nor an installed out-of-tree one; check the name)")
+                f"plugin nor an installed out-of-tree one; {hint})")
+            continue
         probe = Profile(scheduler_name=profile.scheduler_name, plugin_config={name: args})
         try:
             ProfileBuilder(probe, registry, fwk.handle).instantiate(name)
         except PluginConfigError as exc:
-            raise StartupError(
+            problems.append(
                 f"{where}: pluginConfig: {exc} (the plugin is not enabled in this profile, "
-                f"but its args must be valid){_out_of_tree(registry, name)}") from exc
+                f"but its args must be valid){_out_of_tree(registry, name)}")
+    return problems
 
 
 def _out_of_tree(registry: Registry, plugin: str) -> str:
@@ -370,6 +383,7 @@ class App:
                                                  name="leader-lease-renewal")
         controller_stop = asyncio.Event()
         controller = self._start_podgroup_controller(sched, connection, controller_stop)
+        quota_controller = start_elastic_quota_controller(sched, parts.client, controller_stop)
         done, _ = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
         controller_stop.set()
         exit_code = EXIT_OK
@@ -386,9 +400,10 @@ class App:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if controller is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(controller, timeout=10)
+        for running in (controller, quota_controller):
+            if running is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(running, timeout=10)
         if elector is not None and exit_code != EXIT_LOST_LEASE:
             await elector.release()
         loop_task = tasks["loop"]
@@ -442,3 +457,23 @@ class App:
         from scheduler.client.delegated_auth import DelegatedAuth
 
         return DelegatedAuth(client, authentication=True, authorization=serving.authorization)
+
+
+def start_elastic_quota_controller(
+    sched: Scheduler, client: ApiClient, stop: asyncio.Event
+) -> asyncio.Task[None] | None:
+    """The ElasticQuota status controller runs beside the scheduler, only while leading and
+    only when a profile enables CapacityScheduling."""
+    if not any(fwk.get_plugin(CAPACITY_SCHEDULING) for fwk in sched.profiles.values()):
+        return None
+    from scheduler.controllers.elasticquota import ElasticQuotaController
+
+    controller = ElasticQuotaController(sched.informers, client)
+    task = asyncio.create_task(controller.run(stop=stop), name="elasticquota-controller")
+
+    def done(t: asyncio.Task[None]) -> None:
+        if not t.cancelled() and t.exception() is not None:
+            log.error("ElasticQuota controller stopped", error=repr(t.exception()))
+
+    task.add_done_callback(done)
+    return task
