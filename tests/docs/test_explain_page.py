@@ -18,7 +18,7 @@ from pathlib import Path
 
 from scheduler.sandbox.testing import SandboxProcess
 from tests.docs.readme import REPO, section_blocks
-from tests.docs.test_readme_secure_serving import _wait, background, free_port  # noqa: F401
+from tests.docs.test_secure_serving_page import _wait, background, free_port  # noqa: F401
 
 SECTION = "Why is my pod Pending?"
 PAGE = "docs/explain.md"
