@@ -193,3 +193,18 @@ def test_too_short_a_run_has_no_average_and_no_upstream_ratio() -> None:
     assert (result["scheduler_pods_per_s_avg"], result["throughput_samples"],
             result["ratio_to_upstream_floor"]) == (None, 0, None)
     assert result["scheduler_pods_per_s"] > 0
+
+
+def test_dra_shape_pods_each_use_a_claim_from_the_template() -> None:
+    from scheduler.bench.workloads import CLAIM_TEMPLATE, claim_template
+
+    w = WORKLOADS["SchedulingWithResourceClaimTemplate"]
+    assert (w.upstream_floor, w.measured_pods, w.dra_devices) == (40, 5000, "gpu=10")
+    p = w.measured(3, "py-scheduler")
+    assert p["spec"]["resourceClaims"] == [{"name": "resource",
+                                            "resourceClaimTemplateName": CLAIM_TEMPLATE}]
+    assert p["spec"]["containers"][0]["resources"]["claims"] == [{"name": "resource"}]
+    t = claim_template()
+    assert t["metadata"]["name"] == CLAIM_TEMPLATE
+    [req] = t["spec"]["spec"]["devices"]["requests"]
+    assert req["exactly"]["deviceClassName"] == "gpu.example.com"
