@@ -52,6 +52,7 @@ from scheduler.bench.workloads import (
     RACK_KEY,
     Workload,
     churn_object,
+    claim_template,
     gang_member,
     gated_pod,
     pod,
@@ -330,6 +331,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     raw_count = min(measured, args.raw_binds)
     flags = {"nodes": nodes, "simulate_kubelet": False,
              "node_cpu": node_cpu, "node_memory": node_memory}
+    if workload.dra_devices:
+        flags["dra_devices"] = workload.dra_devices
     floor: SchedulerRun | None = None
     extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
@@ -375,6 +378,9 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             for namespace in (EXISTING_NAMESPACE, MEASURED_NAMESPACE, CHURN_NAMESPACE):
                 await create_namespace(user, namespace)
             template = workload.measured
+            if workload.dra_devices:
+                await user.create(f"/apis/resource.k8s.io/v1/namespaces/{MEASURED_NAMESPACE}"
+                                  "/resourceclaimtemplates", claim_template())
             if workload.gang_size:
                 gang_size = args.gang_size or workload.gang_size
                 template = gang_member(gang_size, mixed=workload.gang_mixed)
