@@ -73,8 +73,12 @@ class Scheduler:
         rng: random.Random | None = None,
         max_concurrent_binds: int = DEFAULT_MAX_CONCURRENT_BINDS,
         health: HealthState | None = None,
+        read_only: bool = False,
     ) -> None:
         self.config = config
+        # A Scheduler that only looks (explain's): it tells no pod's owner anything, so a
+        # malformed pod it meets is neither logged nor written about (it never runs a cycle).
+        self.read_only = read_only
         self.client = client
         self.informers = informers
         # Always real metrics (a private registry when the caller has none): no None guards.
@@ -295,6 +299,8 @@ class Scheduler:
 
     def report_malformed_pod(self, pod: dict[str, Any], error: ObjectError) -> None:
         """A pod we cannot parse: tell its owner precisely, never crash."""
+        if self.read_only:
+            return
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         log.warning("cannot schedule malformed pod", pod=key, error=str(error))

@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from scheduler.cli.common import PROG, Command
+from scheduler.cli.common import PROG, Command, print_error
 from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
@@ -124,7 +124,7 @@ def handle(args: argparse.Namespace) -> int:
         app = App(options)
         app.prepare()
     except StartupError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_USAGE
 
     async def _main() -> int:

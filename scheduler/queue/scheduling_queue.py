@@ -741,6 +741,14 @@ class SchedulingQueue:
         gauge.labels(queue=UNSCHEDULABLE).set_function(
             lambda: len(self._pool.unschedulable))
         gauge.labels(queue=GATED).set_function(lambda: len(self._pool.gated))
+        # scheduler_queued_entities{queue,type}: every entity here is a pod (pod groups queue
+        # as their pods), so type="pod" mirrors scheduler_pending_pods.
+        entities = self._metrics.queued_entities
+        entities.labels(queue=ACTIVE, type="pod").set_function(lambda: len(self._active))
+        entities.labels(queue=BACKOFF, type="pod").set_function(lambda: len(self._backoff))
+        entities.labels(queue=UNSCHEDULABLE, type="pod").set_function(
+            lambda: len(self._pool.unschedulable))
+        entities.labels(queue=GATED, type="pod").set_function(lambda: len(self._pool.gated))
         self._metrics.ops.inflight_events.source = self._inflight_events
 
     def _inflight_events(self) -> dict[str, int]:
