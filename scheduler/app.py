@@ -38,7 +38,7 @@ from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
 from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
 from scheduler.extenders import build_ssl_context
 from scheduler.framework.builder import ProfileBuilder
-from scheduler.framework.registry import Registry, extension_points_of
+from scheduler.framework.registry import Registry, did_you_mean, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.names import CAPACITY_SCHEDULING, COSCHEDULING
@@ -90,53 +90,66 @@ class AppOptions:
 def validate_profiles(
     config: KubeSchedulerConfiguration, registry: Registry, *, source: str = "<default config>"
 ) -> None:
-    """Build every profile's plugins once, offline, so bad plugin args fail at startup."""
+    """Build every profile's plugins once, offline, so bad plugin args fail at startup.
+
+    Every problem is reported (one line each, naming the profile, the plugin and the field),
+    as upstream's validation aggregates its field errors: a broken plugin does not hide the
+    next one, nor a broken profile the next profile."""
     from scheduler.offline import offline_handle_kwargs  # inert stand-ins: no I/O
 
+    problems: list[str] = []
     for index, profile in enumerate(config.profiles):
         try:
             fwk = Framework(profile=profile, registry=registry, **offline_handle_kwargs())
         except PluginConfigError as exc:
-            raise StartupError(
-                f"{source}: profiles[{index}]: {exc}{_out_of_tree(registry, exc.plugin)}"
-            ) from exc
+            for error in getattr(exc, "errors", [exc]):
+                problems.append(f"{source}: profiles[{index}]: "
+                                f"{error}{_out_of_tree(registry, error.plugin)}")
+            continue
         except (KeyError, ValueError, TypeError) as exc:
-            raise StartupError(
-                f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}"
-            ) from exc
+            problems.append(f"{source}: profiles[{index}] ({profile.scheduler_name}): {exc}")
+            continue
         for name, plugin in fwk.plugins.items():
             if not extension_points_of(plugin):
-                raise StartupError(
+                problems.append(
                     f"{source}: profiles[{index}]: plugin {name!r} implements no extension "
                     f"point{_out_of_tree(registry, name)}")
-        _validate_unused_plugin_config(profile, registry, fwk, where=f"{source}: profiles[{index}]")
+        problems += _unused_plugin_config_problems(
+            profile, registry, fwk, where=f"{source}: profiles[{index}]")
     for index, extender in enumerate(config.extenders):
         try:
             build_ssl_context(extender)
         except (OSError, ssl.SSLError, ValueError) as exc:
-            raise StartupError(f"{source}: extenders[{index}].tlsConfig: {exc}") from exc
+            problems.append(f"{source}: extenders[{index}].tlsConfig: {exc}")
+    if problems:
+        raise StartupError("\n".join(problems))
 
 
-def _validate_unused_plugin_config(
+def _unused_plugin_config_problems(
     profile: Profile, registry: Registry, fwk: Framework, *, where: str
-) -> None:
+) -> list[str]:
     """pluginConfig of a plugin the profile does not enable is still checked: a typo in a
     plugin's name or args would otherwise be silently ignored (kube-scheduler ignores it;
     we would rather tell). The plugin is built offline with those args and dropped."""
+    problems: list[str] = []
     for name, args in profile.plugin_config.items():
         if name in fwk.plugins:
             continue
         if name not in registry:
-            raise StartupError(
+            suggestion = did_you_mean(name, registry)
+            hint = f"did you mean {suggestion!r}?" if suggestion else "check the name"
+            problems.append(
                 f"{where}: pluginConfig: plugin {name!r} is not registered (not an in-tree "
-                "plugin nor an installed out-of-tree one; check the name)")
+                f"plugin nor an installed out-of-tree one; {hint})")
+            continue
         probe = Profile(scheduler_name=profile.scheduler_name, plugin_config={name: args})
         try:
             ProfileBuilder(probe, registry, fwk.handle).instantiate(name)
         except PluginConfigError as exc:
-            raise StartupError(
+            problems.append(
                 f"{where}: pluginConfig: {exc} (the plugin is not enabled in this profile, "
-                f"but its args must be valid){_out_of_tree(registry, name)}") from exc
+                f"but its args must be valid){_out_of_tree(registry, name)}")
+    return problems
 
 
 def _out_of_tree(registry: Registry, plugin: str) -> str:

@@ -426,6 +426,9 @@ MOVE_ONLY_RESOURCES: dict[str, tuple[ClusterEvent, ClusterEvent, ClusterEvent | 
     "csidrivers": (ev.CSI_DRIVER_ADD, ev.CSI_DRIVER_UPDATE, None),
     "poddisruptionbudgets": (ev.PDB_ADD, ev.PDB_UPDATE, ev.PDB_DELETE),
     "podgroups": (ev.POD_GROUP_ADD, ev.POD_GROUP_UPDATE, ev.POD_GROUP_DELETE),
+    "resourceclaims": (ev.RESOURCE_CLAIM_ADD, ev.RESOURCE_CLAIM_UPDATE, ev.RESOURCE_CLAIM_DELETE),
+    "resourceslices": (ev.RESOURCE_SLICE_ADD, ev.RESOURCE_SLICE_UPDATE, ev.RESOURCE_SLICE_DELETE),
+    "deviceclasses": (ev.DEVICE_CLASS_ADD, ev.DEVICE_CLASS_UPDATE, None),
     "elasticquotas": (ev.ELASTIC_QUOTA_ADD, ev.ELASTIC_QUOTA_UPDATE, ev.ELASTIC_QUOTA_DELETE),
 }
 

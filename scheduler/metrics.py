@@ -236,7 +236,8 @@ class SchedulerMetrics:
             registry=r,
         )
         self.cache_size = Gauge(
-            "scheduler_scheduler_cache_size",
+            # upstream's name since 1.35 (before: scheduler_scheduler_cache_size, gone in 1.37)
+            "scheduler_cache_size",
             "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
             ["type"],
             registry=r,
@@ -267,6 +268,31 @@ class SchedulerMetrics:
             "scheduler_py_events_dropped",
             "Kubernetes Events not sent because the recorder's queue was full or rate-limited.",
             ["reason"],
+            registry=r,
+        )
+        # --- issue 26: series added upstream since 1.34 (engineer "parity") -----------------
+        self.queued_entities = Gauge(
+            "scheduler_queued_entities",
+            "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for "
+            "individual pods that are not members of any podgroup) by the queue type. 'active' "
+            "means number of entities in activeQ; 'backoff' means number of entities in "
+            "backoffQ; 'unschedulable' means number of entities in unschedulableEntities that "
+            "the scheduler attempted to schedule and failed; 'gated' is the number of "
+            "unschedulable entities that the scheduler never attempted to schedule because "
+            "they are gated.",
+            ["queue", "type"],
+            registry=r,
+        )
+        self.batch_attempts = Counter(
+            "scheduler_batch_attempts",
+            "Counts of results when we attempt to use batching.",
+            ["profile", "result"],
+            registry=r,
+        )
+        self.batch_cache_flushed = Counter(
+            "scheduler_batch_cache_flushed",
+            "Counts of cache flushes by reason.",
+            ["profile", "reason"],
             registry=r,
         )
         # kube-scheduler's series beside the scheduling ones (see OperationsMetrics).

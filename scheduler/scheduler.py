@@ -73,8 +73,12 @@ class Scheduler:
         rng: random.Random | None = None,
         max_concurrent_binds: int = DEFAULT_MAX_CONCURRENT_BINDS,
         health: HealthState | None = None,
+        read_only: bool = False,
     ) -> None:
         self.config = config
+        # A Scheduler that only looks (explain's): it tells no pod's owner anything, so a
+        # malformed pod it meets is neither logged nor written about (it never runs a cycle).
+        self.read_only = read_only
         self.client = client
         self.informers = informers
         # Always real metrics (a private registry when the caller has none): no None guards.
@@ -295,6 +299,8 @@ class Scheduler:
 
     def report_malformed_pod(self, pod: dict[str, Any], error: ObjectError) -> None:
         """A pod we cannot parse: tell its owner precisely, never crash."""
+        if self.read_only:
+            return
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         log.warning("cannot schedule malformed pod", pod=key, error=str(error))
@@ -351,6 +357,7 @@ class Scheduler:
                     # An extender is interested: its calls are awaited here, one cycle at
                     # a time as always, while informers and binding tasks go on.
                     await pending
+                await self._pod_group_pass(qpi)
                 # Let informers and binding tasks run between cycles.
                 await asyncio.sleep(0)
         finally:
@@ -358,6 +365,40 @@ class Scheduler:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    def _holds_a_place(self, fwk: Framework, uid: str) -> bool:
+        """The pod's attempt got it a node: waiting at Permit, or binding."""
+        return fwk.get_waiting_pod(uid) is not None or self.is_binding(uid)
+
+    async def _pod_group_pass(self, qpi: QueuedPodInfo) -> None:
+        """A gang member just got a place: try the group's other queued members now, back to
+        back, before any other pod (one pass against the same snapshot: upstream's PodGroup
+        cycle); stop at the first that gets none.  The group's plugin is then told the pass
+        is over, so a group that did not complete releases what it holds at once rather
+        than holding it while waiting for members."""
+        pod_info = qpi.pod_info
+        fwk = self.framework_for_pod(pod_info.pod)
+        if fwk is None or not self._holds_a_place(fwk, pod_info.uid):
+            return
+        group = fwk.pod_group_members(pod_info)
+        if group is None:
+            return
+        plugin, members = group
+        try:
+            for member in members:
+                if self._stopping or not self._leading:
+                    return
+                taken = self.queue.take([member])
+                if not taken:
+                    continue
+                sibling = taken[0]
+                pending = self.cycle.schedule_one(sibling)
+                if pending is not None:
+                    await pending
+                if not self._holds_a_place(fwk, sibling.pod_info.uid):
+                    break
+        finally:
+            fwk.pod_group_pass_done(plugin, pod_info)
 
     async def stop(self, *, grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> None:
         """Stop taking pods; let in-flight bindings finish (bounded); then cancel the rest."""

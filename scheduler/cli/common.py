@@ -41,3 +41,12 @@ def add_common_options(parser: argparse.ArgumentParser, *, default_log_level: st
 
 def setup_logging(args: argparse.Namespace) -> None:
     configure_logging(fmt=args.log_format, level=args.log_level)
+
+
+def print_error(error: Exception) -> None:
+    """A startup error on stderr, each of its lines prefixed with the program's name (a
+    broken config reports all its problems, one per line)."""
+    import sys
+
+    for line in str(error).splitlines() or [""]:
+        print(f"{PROG}: {line}", file=sys.stderr)

@@ -2,9 +2,12 @@
 implements, and which profiles of the active configuration enable it.
 
 The registry is the daemon's own (in-tree plugins plus installed ``kube_py_scheduler.plugins``
-entry points) and "enabled" is what the daemon would build: each profile of ``--config`` (or
+entry points) and "enabled" is what the daemon would run: each profile of ``--config`` (or
 the built-in default) is turned into its plugins offline, so a broken plugin or config is
-reported here exactly as ``run`` would report it (exit 2).
+reported here exactly as ``run`` would report it (exit 2). A plugin is enabled in a profile
+when the framework runs it at one extension point or more; one that is built (e.g. named in
+multiPoint) but disabled at every point it implements, like PrioritySort once Coscheduling
+is the profile's one queue sort, is not.
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scheduler.cli.common import PROG, Command, setup_logging
+from scheduler.cli.common import Command, print_error, setup_logging
 from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from scheduler.config.types import KubeSchedulerConfiguration
+    from scheduler.framework.registry import Registry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,29 +32,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output format (default %(default)s)")
 
 
-def handle(args: argparse.Namespace) -> int:
-    from scheduler.app import StartupError, installed_registry, validate_profiles
-    from scheduler.cli.run import load_config
+def plugin_rows(config: KubeSchedulerConfiguration, registry: Registry) -> list[dict[str, Any]]:
+    """One row per registered plugin: name, origin, the extension points it implements, the
+    profiles that run it and, per profile, the points it runs at (the framework's lists)."""
     from scheduler.framework.registry import extension_points_of
     from scheduler.framework.runtime import Framework
     from scheduler.offline import offline_handle_kwargs
 
-    setup_logging(args)
-    try:
-        config, source = load_config(args.config)
-        registry = installed_registry()
-        validate_profiles(config, registry, source=source)
-    except StartupError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
-    enabled: dict[str, list[str]] = {}
+    runs_at: dict[str, dict[str, list[str]]] = {}
     built: dict[str, list[str]] = {}
     for profile in config.profiles:
         fwk = Framework(profile=profile, registry=registry, **offline_handle_kwargs())
         for name, plugin in fwk.plugins.items():
-            enabled.setdefault(name, []).append(profile.scheduler_name)
             built[name] = extension_points_of(plugin)
+        for point, names in fwk.list_plugins().items():
+            for name in names:
+                runs_at.setdefault(name, {}).setdefault(profile.scheduler_name, []).append(point)
     rows: list[dict[str, Any]] = []
     for name in registry:
         registration = registry.registration(name)
@@ -58,8 +58,36 @@ def handle(args: argparse.Namespace) -> int:
             "name": name,
             "origin": str(registration.origin),
             "extensionPoints": points,
-            "enabledIn": enabled.get(name, []),
+            "enabledIn": list(runs_at.get(name, {})),
+            "enabledAt": runs_at.get(name, {}),
         })
+    return rows
+
+
+def _enabled_cell(row: dict[str, Any]) -> str:
+    """The profiles that run the plugin; where it runs at only some of the points it
+    implements, those points after the profile (``py-scheduler:queueSort``)."""
+    cells = []
+    for profile, points in row["enabledAt"].items():
+        partial = row["extensionPoints"] is not None and set(points) != set(row["extensionPoints"])
+        cells.append(f"{profile}:{'+'.join(points)}" if partial else profile)
+    return ",".join(cells) or "-"
+
+
+def handle(args: argparse.Namespace) -> int:
+    from scheduler.app import StartupError, installed_registry, validate_profiles
+    from scheduler.cli.run import load_config
+
+    setup_logging(args)
+    try:
+        config, source = load_config(args.config)
+        registry = installed_registry()
+        validate_profiles(config, registry, source=source)
+    except StartupError as exc:
+        print_error(exc)
+        return EXIT_USAGE
+
+    rows = plugin_rows(config, registry)
     if args.output == "json":
         print(json.dumps({"config": source, "plugins": rows}, indent=2))
         return EXIT_OK
@@ -69,7 +97,7 @@ def handle(args: argparse.Namespace) -> int:
         points = r["extensionPoints"]
         table.append((r["name"], r["origin"],
                       ",".join(points) if points is not None else "(known once built)",
-                      ",".join(r["enabledIn"]) or "-"))
+                      _enabled_cell(r)))
     widths = [max(len(row[i]) for row in table) for i in range(3)]
     for row in table:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])

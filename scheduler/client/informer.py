@@ -533,6 +533,10 @@ RESOURCES: dict[str, ResourceSpec] = {
     "replicationcontrollers": ResourceSpec("v1", "replicationcontrollers", "ReplicationController", True),
     "replicasets": ResourceSpec("apps/v1", "replicasets", "ReplicaSet", True),
     "statefulsets": ResourceSpec("apps/v1", "statefulsets", "StatefulSet", True),
+    # Dynamic Resource Allocation (the DynamicResources plugin)
+    "resourceclaims": ResourceSpec("resource.k8s.io/v1", "resourceclaims", "ResourceClaim", True),
+    "resourceslices": ResourceSpec("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
+    "deviceclasses": ResourceSpec("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
 }
 
 DEFAULT_RESOURCES: tuple[str, ...] = (
@@ -554,6 +558,9 @@ DEFAULT_RESOURCES: tuple[str, ...] = (
     "replicasets",
     "statefulsets",
     "csistoragecapacities",
+    "resourceclaims",
+    "resourceslices",
+    "deviceclasses",
 )
 
 

@@ -78,6 +78,7 @@ DEFAULT_PREEMPTION = "DefaultPreemption"
 NODE_RESOURCES_BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
 IMAGE_LOCALITY = "ImageLocality"
 DEFAULT_BINDER = "DefaultBinder"
+DYNAMIC_RESOURCES = "DynamicResources"
 
 # (name, weight) in upstream order; weight 0 = not a scored plugin / unset
 DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
@@ -95,6 +96,9 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (VOLUME_ZONE, 0),
     (POD_TOPOLOGY_SPREAD, 2),
     (INTER_POD_AFFINITY, 2),
+    # kube-scheduler 1.34+: just before DefaultPreemption, so PostFilter deallocates an idle
+    # claim before any pod is evicted
+    (DYNAMIC_RESOURCES, 0),
     (DEFAULT_PREEMPTION, 0),
     (NODE_RESOURCES_BALANCED_ALLOCATION, 1),
     (IMAGE_LOCALITY, 1),

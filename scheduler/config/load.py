@@ -2,7 +2,10 @@
 
 Unknown or duplicate fields, wrong types, a wrong apiVersion/kind and YAML syntax errors are
 all reported as :class:`ConfigError` naming the file and the field path (or line/column).
-After decoding, upstream v1 defaulting is applied and the result validated.
+After decoding, upstream v1 defaulting is applied and the result validated. Every problem is
+reported, not the first (upstream's validation returns an aggregate of field errors): the
+decoder records a field's error and goes on with that field's default, and the validation
+errors of fields that did not decode are left out (they would only repeat them).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import binascii
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 
@@ -150,17 +153,26 @@ def load_config_file(path: str | os.PathLike[str]) -> KubeSchedulerConfiguration
 
 
 class _Decoder:
+    """Decodes field by field, recording every error; a field that does not decode takes
+    its zero value so decoding goes on (``errors`` decides the outcome)."""
+
     def __init__(self, source: str) -> None:
         self.source = source
+        self.errors: list[tuple[str, str]] = []
 
-    def fail(self, path: str, msg: str) -> NoReturn:
-        raise ConfigError(self.source, [(path, msg)])
+    def fail(self, path: str, msg: str) -> None:
+        self.errors.append((path, msg))
+
+    def failed(self, path: str) -> bool:
+        """Whether ``path``, or a field inside it or around it, did not decode."""
+        return any(_related(path, bad) for bad, _ in self.errors)
 
     def obj(self, v: Any, path: str, allowed: frozenset[str] | set[str]) -> Mapping[str, Any]:
         if v is None:
             return {}
         if not isinstance(v, Mapping):
             self.fail(path, f"must be an object, got {_type(v)}")
+            return {}
         for k in v:
             if k not in allowed:
                 p = f"{path}.{k}" if path else str(k)
@@ -170,23 +182,28 @@ class _Decoder:
     def int_(self, v: Any, path: str) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
             self.fail(path, f"must be an integer, got {v!r}")
+            return 0
         if not -(2**31) <= v < 2**31:
             self.fail(path, f"must fit in a 32-bit integer, got {v}")
+            return 0
         return v
 
     def float_(self, v: Any, path: str) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             self.fail(path, f"must be a number, got {v!r}")
+            return 0.0
         return float(v)
 
     def bool_(self, v: Any, path: str) -> bool:
         if not isinstance(v, bool):
             self.fail(path, f"must be true or false, got {v!r}")
+            return False
         return v
 
     def str_(self, v: Any, path: str) -> str:
         if not isinstance(v, str):
             self.fail(path, f"must be a string, got {v!r}")
+            return ""
         return v
 
     def duration(self, v: Any, path: str) -> float:
@@ -194,13 +211,23 @@ class _Decoder:
             return parse_duration(v)
         except ValueError as exc:
             self.fail(path, str(exc))
+            return 0.0
 
     def list_(self, v: Any, path: str) -> list[Any]:
         if v is None:
             return []
         if not isinstance(v, list):
             self.fail(path, f"must be a list, got {_type(v)}")
+            return []
         return v
+
+
+def _related(path: str, other: str) -> bool:
+    """``path`` is ``other``, inside it or around it (``a.b`` and ``a.b[0].c``)."""
+    if not path or not other:
+        return False
+    short, long = sorted((path, other), key=len)
+    return long == short or long.startswith((short + ".", short + "["))
 
 
 def _type(v: Any) -> str:
@@ -251,6 +278,8 @@ def parse_config(data: Mapping[str, Any], *, source: str = "<config>"
         d.fail("apiVersion", f"must be {API_VERSION!r}, got {api_version!r}")
     if top.get("kind") != KIND:
         d.fail("kind", f"must be {KIND!r}, got {top.get('kind')!r}")
+    if d.failed("apiVersion") or d.failed("kind") or not isinstance(data, Mapping):
+        raise ConfigError(source, d.errors)  # another type: its fields mean nothing here
 
     cfg = KubeSchedulerConfiguration()
     if "parallelism" in top:
@@ -286,7 +315,9 @@ def parse_config(data: Mapping[str, Any], *, source: str = "<config>"
     cfg.profiles = profiles
     apply_extender_ignored_resources(cfg)
 
-    errors = validate_config(cfg)
+    # A field that did not decode holds a zero value: its validation errors would repeat it.
+    errors = [*d.errors, *((path, msg) for path, msg in validate_config(cfg)
+                           if not d.failed(path))]
     if errors:
         raise ConfigError(source, errors)
     return cfg
@@ -356,10 +387,13 @@ def _profile(d: _Decoder, raw: Any, path: str) -> Profile:
         pco = d.obj(pc, pcp, _PLUGIN_CONFIG_FIELDS)
         pname = d.str_(pco.get("name"), f"{pcp}.name")
         if not pname:
-            d.fail(f"{pcp}.name", "required")
+            if not d.failed(f"{pcp}.name"):
+                d.fail(f"{pcp}.name", "required")
+            continue
         if pname in seen:
             d.fail(f"{pcp}.name", f"duplicate value {pname!r} (also at "
                    f"{path}.pluginConfig[{seen[pname]}])")
+            continue
         seen[pname] = j
         prof.plugin_config[pname] = _args(d, pname, pco.get("args"), f"{pcp}.args")
     return prof
@@ -370,6 +404,7 @@ def _args(d: _Decoder, name: str, raw: Any, path: str) -> dict[str, Any]:
         return {}
     if not isinstance(raw, Mapping):
         d.fail(path, f"must be an object, got {_type(raw)}")
+        return {}
     args = dict(raw)
     if "apiVersion" in args and args["apiVersion"] != API_VERSION:
         d.fail(f"{path}.apiVersion", f"must be {API_VERSION!r}, got {args['apiVersion']!r}")
@@ -390,6 +425,8 @@ def _plugins(d: _Decoder, raw: Any, path: str) -> Plugins:
     plugins = Plugins()
     obj = d.obj(raw, path, frozenset(EXTENSION_POINT_KEYS))
     for key, val in obj.items():
+        if key not in EXTENSION_POINT_KEYS:
+            continue  # reported as an unknown field
         pp = f"{path}.{key}"
         so = d.obj(val, pp, _PLUGIN_SET_FIELDS)
         ps = PluginSet(
@@ -405,14 +442,15 @@ def _plugins(d: _Decoder, raw: Any, path: str) -> Plugins:
 def _plugin_ref(d: _Decoder, raw: Any, path: str) -> PluginRef:
     obj = d.obj(raw, path, _PLUGIN_FIELDS)
     name = d.str_(obj.get("name"), f"{path}.name")
-    if not name:
+    if not name and not d.failed(f"{path}.name"):
         d.fail(f"{path}.name", "required")
     weight = 0
     if obj.get("weight") is not None:
         w = obj["weight"]
         if isinstance(w, bool) or not isinstance(w, int) or w < 0:
             d.fail(f"{path}.weight", f"must be a positive integer, got {w!r}")
-        weight = d.int_(w, f"{path}.weight")
+        else:
+            weight = d.int_(w, f"{path}.weight")
     return PluginRef(name, weight)
 
 
@@ -433,7 +471,8 @@ def _extender(d: _Decoder, raw: Any, path: str) -> Extender:
         # int64 in v1
         if isinstance(w, bool) or not isinstance(w, int) or not -(2**63) <= w < 2**63:
             d.fail(f"{path}.weight", f"must be a 64-bit integer, got {w!r}")
-        ext.weight = w
+        else:
+            ext.weight = w
     if obj.get("httpTimeout") is not None:
         timeout = d.duration(obj["httpTimeout"], f"{path}.httpTimeout")
         # 0 means the default, as upstream (NewHTTPExtender)

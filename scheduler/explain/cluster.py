@@ -3,7 +3,9 @@
 ``explain`` builds a real ``Scheduler`` (the daemon's wiring: informers, event handlers,
 cache, queue, nominator, one framework per profile from the same config and registry) on a
 client that refuses every verb but GET, lets its informers list everything once, and stops
-them.  The scheduling loop never runs, so nothing is bound, evicted, patched or recorded.
+them.  The scheduling loop never runs, so nothing is bound, evicted, patched or recorded;
+and, read-only, it says nothing about what it would have written (another pod it cannot
+parse is the daemon's to report, not explain's).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ async def load_cluster(
             recorder_factory=lambda _name: _NoEvents(),
             update_pod_condition=_no_condition_update,
             registry=registry if registry is not None else in_tree_registry(),
+            read_only=True,
         )
         informers.start()
         try:

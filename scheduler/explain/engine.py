@@ -287,7 +287,13 @@ def _record_filter(
         plugin = status.plugin or (EXTENDER_NAME if name in by_extenders else PRE_FILTER_RESULT)
         if plugin == PRE_FILTER_RESULT:
             excluded.append(name)
-        result.verdicts.append(NodeVerdict(name, plugin, status.code.label, list(status.reasons)))
+        reasons = list(status.reasons)
+        # A plugin that knows more than its status says (DynamicResources: which request
+        # of which claim, and why) adds it per node.
+        node_details = getattr(fwk.get_plugin(plugin), "node_details", None)
+        if callable(node_details):
+            reasons += [r for r in node_details(state, name) if r not in reasons]
+        result.verdicts.append(NodeVerdict(name, plugin, status.code.label, reasons))
     if excluded and pre_status is None:
         allowed = sorted(n.name for n in all_nodes if n.name not in set(excluded))
         for name in sorted(diagnosis.unschedulable_plugins):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from scheduler.config.defaults import effective_plugins, merge_plugin_args
 from scheduler.config.types import PluginRef, PluginSet, Profile
-from scheduler.framework.errors import PluginConfigError
+from scheduler.framework.errors import PluginConfigError, ProfileConfigErrors
 from scheduler.framework.interfaces import EXTENSION_POINTS, Handle, Plugin, ScorePlugin
 from scheduler.framework.registry import Registry, UnknownPluginError
 from scheduler.framework.types import MAX_NODE_SCORE, MAX_TOTAL_SCORE
@@ -57,8 +57,14 @@ class ProfileBuilder:
         for ps in (*sets.values(), multi):
             for ref in ps.enabled:
                 needed.setdefault(ref.name, None)
+        failed: list[PluginConfigError] = []
         for name in needed:
-            built.plugins[name] = self.instantiate(name)
+            try:
+                built.plugins[name] = self.instantiate(name)
+            except PluginConfigError as exc:  # build the others: report every bad plugin
+                failed.append(exc)
+        if failed:
+            raise failed[0] if len(failed) == 1 else ProfileConfigErrors(failed)
 
         # Plugins configured at specific points (upstream updatePluginList).
         for point, ps in sets.items():
@@ -102,8 +108,9 @@ class ProfileBuilder:
         the profile, the plugin and the field."""
         try:
             factory = self._registry.get(name)
-        except UnknownPluginError:
-            raise self._config_error("plugin is not registered", plugin=name) from None
+        except UnknownPluginError as exc:
+            hint = f" (did you mean {exc.suggestion!r}?)" if exc.suggestion else ""
+            raise self._config_error(f"plugin is not registered{hint}", plugin=name) from None
         except Exception as exc:  # a plugin module that fails to import
             raise self._config_error(f"cannot load plugin: {exc}", plugin=name) from exc
         args = merge_plugin_args(name, self._profile.plugin_config.get(name))

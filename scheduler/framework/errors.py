@@ -53,6 +53,21 @@ class PluginConfigError(ValueError):
         self.detail = message
 
 
+class ProfileConfigErrors(PluginConfigError):
+    """Every ``PluginConfigError`` of one profile, found in one pass (each plugin is built,
+    the first failure does not hide the others); ``str()`` is one line per error."""
+
+    def __init__(self, errors: list[PluginConfigError]) -> None:
+        first = errors[0]
+        super().__init__(profile=first.profile, plugin=first.plugin, field=first.field,
+                         message=first.detail)
+        self.args = ("\n".join(str(e) for e in errors),)
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def guard_error(status: Status, prefix: str, plugin: str) -> Status:
     """Wrap a non-rejection status as upstream's ``AsStatus(fmt.Errorf(prefix: err))``,
     keeping the original exception (AlreadyBoundError ...) for the caller."""

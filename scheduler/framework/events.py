@@ -66,6 +66,9 @@ class EventResource(str, enum.Enum):
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     POD_DISRUPTION_BUDGET = "policy/PodDisruptionBudget"
     POD_GROUP = "scheduling.x-k8s.io/PodGroup"
+    RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
+    RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
+    DEVICE_CLASS = "resource.k8s.io/DeviceClass"
     ELASTIC_QUOTA = "scheduling.x-k8s.io/ElasticQuota"
     WILDCARD = "*"
 
@@ -152,6 +155,18 @@ PDB_DELETE = _event(
 POD_GROUP_ADD = _event(EventResource.POD_GROUP, ActionType.ADD, "PodGroupAdd")
 POD_GROUP_UPDATE = _event(EventResource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate")
 POD_GROUP_DELETE = _event(EventResource.POD_GROUP, ActionType.DELETE, "PodGroupDelete")
+RESOURCE_CLAIM_ADD = _event(EventResource.RESOURCE_CLAIM, ActionType.ADD, "ResourceClaimAdd")
+RESOURCE_CLAIM_UPDATE = _event(EventResource.RESOURCE_CLAIM, ActionType.UPDATE,
+                               "ResourceClaimUpdate")
+RESOURCE_CLAIM_DELETE = _event(EventResource.RESOURCE_CLAIM, ActionType.DELETE,
+                               "ResourceClaimDelete")
+RESOURCE_SLICE_ADD = _event(EventResource.RESOURCE_SLICE, ActionType.ADD, "ResourceSliceAdd")
+RESOURCE_SLICE_UPDATE = _event(EventResource.RESOURCE_SLICE, ActionType.UPDATE,
+                               "ResourceSliceUpdate")
+RESOURCE_SLICE_DELETE = _event(EventResource.RESOURCE_SLICE, ActionType.DELETE,
+                               "ResourceSliceDelete")
+DEVICE_CLASS_ADD = _event(EventResource.DEVICE_CLASS, ActionType.ADD, "DeviceClassAdd")
+DEVICE_CLASS_UPDATE = _event(EventResource.DEVICE_CLASS, ActionType.UPDATE, "DeviceClassUpdate")
 ELASTIC_QUOTA_ADD = _event(EventResource.ELASTIC_QUOTA, ActionType.ADD, "ElasticQuotaAdd")
 ELASTIC_QUOTA_UPDATE = _event(EventResource.ELASTIC_QUOTA, ActionType.UPDATE, "ElasticQuotaUpdate")
 ELASTIC_QUOTA_DELETE = _event(EventResource.ELASTIC_QUOTA, ActionType.DELETE, "ElasticQuotaDelete")

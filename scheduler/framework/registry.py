@@ -12,8 +12,9 @@ to import names itself (and its origin) instead of breaking every profile.
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -26,6 +27,7 @@ __all__ = [
     "Registration",
     "Registry",
     "UnknownPluginError",
+    "did_you_mean",
     "extension_points_of",
 ]
 
@@ -52,12 +54,27 @@ IN_TREE = PluginOrigin()
 
 
 class UnknownPluginError(KeyError):
-    def __init__(self, name: str) -> None:
+    """A name no registration has; ``suggestion`` is the closest registered name, if any
+    is close (a misspelling: ``NodeResourcesFitt``)."""
+
+    def __init__(self, name: str, *, known: Iterable[str] = ()) -> None:
         super().__init__(name)
         self.plugin_name = name
+        self.suggestion = did_you_mean(name, known)
 
     def __str__(self) -> str:
-        return f"plugin {self.plugin_name!r} is not registered"
+        hint = f" (did you mean {self.suggestion!r}?)" if self.suggestion else ""
+        return f"plugin {self.plugin_name!r} is not registered{hint}"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name`` when it is close enough to be a typo (case
+    aside), else None."""
+    by_folded = {k.casefold(): k for k in known}
+    if name.casefold() in by_folded:
+        return by_folded[name.casefold()]
+    close = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.8)
+    return by_folded[close[0]] if close else None
 
 
 class DuplicatePluginError(ValueError):
@@ -137,7 +154,7 @@ class Registry:
     def registration(self, name: str) -> Registration:
         entry = self._entries.get(name)
         if entry is None:
-            raise UnknownPluginError(name)
+            raise UnknownPluginError(name, known=self._entries)
         return entry
 
     def origin(self, name: str) -> PluginOrigin:

@@ -102,6 +102,8 @@ _UPDATE_LABEL = UNSCHEDULED_POD_UPDATE.label
 POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 # The longest ``pop`` sleeps before looking at backoffQ's head again (the flush period).
 _MAX_POP_WAIT = 1.0
+# ``take``: a gang member whose backoff ends this soon is tried with the member popped.
+GROUP_BACKOFF_TOLERANCE_SECONDS = 1.0
 
 
 class QueueError(Exception):
@@ -344,6 +346,32 @@ class SchedulingQueue:
             except TimeoutError:
                 pass
 
+    def take(self, pods: Iterable[dict[str, Any]], *,
+             within: float = GROUP_BACKOFF_TOLERANCE_SECONDS) -> list[QueuedPodInfo]:
+        """Take these pods out of the queue for attempts now, as ``pop`` would (a gang's
+        members tried in one pass with the member just popped).  Only pods held in activeQ,
+        backoffQ or the unschedulable pool whose backoff ends within ``within`` seconds are
+        taken (members failed together end their backoff together); gated pods, pods in
+        flight and pods still backing off longer stay."""
+        taken: list[QueuedPodInfo] = []
+        for pod in pods:
+            found = self._find(pod_key(pod))
+            if found is None or found[0] == GATED:
+                continue
+            qpi = found[1]
+            if (qpi.pod_info.uid or qpi.key) in self._in_flight:
+                continue
+            if self._backoff.backoff_remaining(qpi) > within:
+                continue
+            self._active.remove(qpi.key)
+            self._backoff.remove(qpi.key)
+            self._pool.remove(qpi.key)
+            if qpi.initial_attempt_timestamp is None:
+                qpi.initial_attempt_timestamp = self._clock()
+            self._start_attempt(qpi)
+            taken.append(qpi)
+        return taken
+
     def pop_nowait(self) -> QueuedPodInfo | None:
         if self._closed:
             return None
@@ -533,6 +561,10 @@ class SchedulingQueue:
             log.warning("pod queued while its attempt is in flight; not popping it",
                         pod=qpi.key)
             self._backoff.add(qpi)
+        self._start_attempt(qpi)
+        return qpi
+
+    def _start_attempt(self, qpi: QueuedPodInfo) -> None:
         self._cycle += 1
         qpi.attempts += 1
         # A new attempt: the rejectors of the previous one no longer apply.
@@ -541,7 +573,6 @@ class SchedulingQueue:
         qpi.gated = False
         qpi.gating_plugin = ""
         self._in_flight[qpi.pod_info.uid or qpi.key] = _InFlight(qpi)
-        return qpi
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
         try:
@@ -710,6 +741,14 @@ class SchedulingQueue:
         gauge.labels(queue=UNSCHEDULABLE).set_function(
             lambda: len(self._pool.unschedulable))
         gauge.labels(queue=GATED).set_function(lambda: len(self._pool.gated))
+        # scheduler_queued_entities{queue,type}: every entity here is a pod (pod groups queue
+        # as their pods), so type="pod" mirrors scheduler_pending_pods.
+        entities = self._metrics.queued_entities
+        entities.labels(queue=ACTIVE, type="pod").set_function(lambda: len(self._active))
+        entities.labels(queue=BACKOFF, type="pod").set_function(lambda: len(self._backoff))
+        entities.labels(queue=UNSCHEDULABLE, type="pod").set_function(
+            lambda: len(self._pool.unschedulable))
+        entities.labels(queue=GATED, type="pod").set_function(lambda: len(self._pool.gated))
         self._metrics.ops.inflight_events.source = self._inflight_events
 
     def _inflight_events(self) -> dict[str, int]:

@@ -526,6 +526,8 @@ class Registry:
             self.kubelet.pod_changed(obj)
         elif rt.group == "" and rt.plural == "nodes" and self.kubelet is not None and prev is None:
             self.kubelet.node_added(obj)
+        elif rt.plural == "resourceclaims" and rt.group == "resource.k8s.io" and self.kubelet is not None:
+            self.kubelet.claim_changed(obj)
         if self.controllers is not None and (rt.plural in controllers.WORKLOAD_PLURALS
                                              or obj["metadata"].get("ownerReferences")):
             self.controllers.observe(rt, obj)

@@ -56,14 +56,15 @@ def test_walk_through_runs_as_written(
         background.append(subprocess.Popen(
             ["bash", "-c", "exec " + run.removesuffix("&").strip()], env=ENV, cwd=REPO,
             stdout=subprocess.DEVNULL, stderr=log_file, text=True))
-    _wait(lambda: kubeconfig.exists(), "the sandbox's kubeconfig", background)
+    _wait(lambda: kubeconfig.exists(), "the sandbox's kubeconfig", background, log=log)
 
     # The demo workload is created, then the daemon fails demo-too-big once.
     def daemon_has_tried() -> bool:
         done = sh(from_scheduler)
         return done.returncode == 0 and "last attempt:" in done.stdout
 
-    _wait(daemon_has_tried, "the daemon's first attempt at demo-too-big", background)
+    _wait(daemon_has_tried, "the daemon's first attempt at demo-too-big", background,
+          log=log)
 
     done = sh(table)
     assert done.returncode == 0, done.stderr
@@ -94,7 +95,7 @@ def test_walk_through_runs_as_written(
     # `kill -USR2 <pid>`: the daemon logs its cache and queue, and keeps running.
     background[0].send_signal(signal.SIGUSR2)
     _wait(lambda: "dump of the scheduling queue" in log.read_text(), "the SIGUSR2 dump",
-          background)
+          background, log=log)
     text = log.read_text()
     assert text.count("cached node") == 4 and "dump of the scheduler cache" in text
     assert sh(from_scheduler).returncode == 0

@@ -4,8 +4,11 @@ the kubectl block in another, then Ctrl-C.
 Command 1 is ``python3 -m venv .venv && . .venv/bin/activate && pip install -e . &&
 kube-py-scheduler run --sandbox``: the test suite already runs inside that virtualenv with
 the package installed (``.ci/run`` runs command 2, which makes the same one), so the test
-executes the command after the install steps, exactly as written. Command 2 is the test
-command itself (``test_readme.py`` checks ``.ci/run`` runs it verbatim).
+executes the command after the install steps as written, with one flag added: a free
+serving port (``--metrics-bind-address 127.0.0.1:0``) in place of the default 10259, which
+the quick start's own scheduler may hold in another terminal while the suite runs (tests
+never depend on a fixed port). Command 2 is the test command itself (``test_readme.py``
+checks ``.ci/run`` runs it verbatim).
 """
 
 from __future__ import annotations
@@ -35,6 +38,25 @@ def _kubectl_block() -> list[str]:
     return section_blocks("Quick start", lang="bash")[1].commands()
 
 
+# The quick start's scheduler, run in another terminal, holds 10259; tests take any free port.
+FREE_SERVING_PORT = "--metrics-bind-address 127.0.0.1:0"
+
+
+def _first_lines(proc: subprocess.Popen[str], count: int) -> list[str]:
+    """The first lines the command prints; if it exits first, an AssertionError with its
+    exit code and stderr (the cause, e.g. a port in use), not just the empty lines."""
+    assert proc.stdout is not None and proc.stderr is not None
+    lines = [proc.stdout.readline() for _ in range(count)]
+    if not all(lines):
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            code = None
+        stderr = proc.stderr.read() if code is not None else "(still running)"
+        raise AssertionError(f"{proc.args} printed {lines!r} and exited {code}: {stderr}")
+    return lines
+
+
 # As in the activated virtualenv of the quick start: its bin first on PATH.
 VENV_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
@@ -48,12 +70,12 @@ def _shell(command: str, kubeconfig: str) -> subprocess.CompletedProcess[str]:
 def test_quick_start_runs_the_demo_and_the_kubectl_block_shows_it(tmp_path: Path) -> None:
     command = _run_command()
     assert command == "kube-py-scheduler run --sandbox"
-    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=REPO, text=True,
+    proc = subprocess.Popen(["bash", "-c", f"exec {command} {FREE_SERVING_PORT}"], cwd=REPO,
+                            text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, env={**os.environ, "PATH": VENV_PATH})
     try:
-        assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(2)]
+        lines = _first_lines(proc, 2)
         match = re.search(r"export KUBECONFIG=(\S+)", lines[1])
         assert match, f"no kubeconfig path printed: {lines!r}"
         kubeconfig = match.group(1)

@@ -91,12 +91,17 @@ def test_local_walk_through_runs_as_written(
     assert any('queue="active"' in line for line in lines)
 
 
-def _wait(predicate: Any, what: str, procs: list[subprocess.Popen[str]]) -> None:
+def _wait(predicate: Any, what: str, procs: list[subprocess.Popen[str]], *,
+          log: Path | None = None) -> None:
+    """Wait for ``predicate``; a process that exits first fails with its exit code and its
+    stderr (or ``log``, where its stderr went), which say the cause (e.g. a port in use)."""
     deadline = time.monotonic() + 60
     while not predicate():
         for proc in procs:
             if proc.poll() is not None:
-                raise AssertionError(f"{proc.args} exited: {proc.stderr.read() if proc.stderr else ''}")
+                stderr = proc.stderr.read() if proc.stderr else \
+                    (log.read_text() if log is not None else "")
+                raise AssertionError(f"{proc.args} exited {proc.returncode}: {stderr}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)

@@ -318,3 +318,38 @@ async def test_a_gated_pod_is_said_not_to_be_attempted(
     assert "Not attempted: PreEnqueue SchedulingGates keeps the pod out of the active queue: " \
         "waiting for scheduling gates: [example.com/quota]" in flat
     assert "Result: the scheduler would pick a" in out
+
+
+@pytest.mark.parametrize("corruption", [
+    pytest.param(("spec", "containers", 0, "resources", "requests", "cpu"), id="bad-quantity"),
+    pytest.param(("spec", "tolerations"), id="tolerations-not-a-list"),
+])
+async def test_unrelated_malformed_pods_are_not_mentioned(
+    sandbox_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    corruption: tuple[Any, ...],
+) -> None:
+    """explain writes nothing and says nothing about what it did not write: another pod
+    it cannot parse gets no warning (no refused condition update, no 'malformed')."""
+    from scheduler.sandbox.testing import SandboxAdmin
+
+    sb: Sandbox = await sandbox_factory(nodes=0, simulate_kubelet=False)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        await cluster.create_node(for_api(make_node("a")))
+        await cluster.create_pod(pod("web"))
+    bad = pod("broken")
+    target: Any = bad
+    for key in corruption[:-1]:
+        target = target[key]
+    target[corruption[-1]] = "not-a-value"
+    bad["metadata"]["namespace"] = "default"
+    await SandboxAdmin(sb.url, sb.token).araw_put(bad)
+    capfd.readouterr()
+    code, out, err = await explain("web", "--kubeconfig", str(kc))
+    assert code == 0, err
+    assert "web" in out
+    logged = capfd.readouterr()
+    for text in (err, logged.err, logged.out):
+        assert "ReadOnlyViolation" not in text
+        assert "side task" not in text
+        assert "broken" not in text

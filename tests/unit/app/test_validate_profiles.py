@@ -44,3 +44,50 @@ def test_plugin_config_of_plugins_not_enabled_is_validated(
         validate_profiles(config, in_tree_registry(), source="cfg.yaml")
     assert error in str(info.value)
     assert str(info.value).startswith("cfg.yaml: profiles[0]: pluginConfig")
+
+
+def _profiles(*profiles: dict[str, Any]) -> Any:
+    return parse_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": list(profiles),
+    })
+
+
+@pytest.mark.parametrize(("profiles", "lines"), [
+    pytest.param(
+        [{"schedulerName": "a",
+          "plugins": {"score": {"enabled": [{"name": "NodeResourcesFitt", "weight": 2}]}},
+          "pluginConfig": [
+              {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Bogus"}}},
+              {"name": "PodTopologySpread", "args": {"defaultingType": "Nope"}}]},
+         {"schedulerName": "b",
+          "pluginConfig": [{"name": "Coschedulling", "args": {}}]}],
+        ["cfg.yaml: profiles[0]: profile 'a': plugin 'NodeResourcesFitt': plugin is not "
+         "registered (did you mean 'NodeResourcesFit'?)",
+         "cfg.yaml: profiles[0]: profile 'a': plugin 'NodeResourcesFit': "
+         "NodeResourcesFit.args.scoringStrategy.type: unsupported value 'Bogus'",
+         "cfg.yaml: profiles[0]: profile 'a': plugin 'PodTopologySpread': "
+         "PodTopologySpread.args.defaultingType: Unsupported value: 'Nope'",
+         "cfg.yaml: profiles[1]: pluginConfig: plugin 'Coschedulling' is not registered (not "
+         "an in-tree plugin nor an installed out-of-tree one; did you mean 'Coscheduling'?)"],
+        id="every-plugin-of-every-profile"),
+    pytest.param(
+        [{"schedulerName": "a", "plugins": {"filter": {"enabled": [{"name": "nodeports"}]}}}],
+        ["cfg.yaml: profiles[0]: profile 'a': plugin 'nodeports': plugin is not registered "
+         "(did you mean 'NodePorts'?)"],
+        id="case-typo"),
+    pytest.param(
+        [{"schedulerName": "a", "plugins": {"filter": {"enabled": [{"name": "Zzyzx"}]}}}],
+        ["cfg.yaml: profiles[0]: profile 'a': plugin 'Zzyzx': plugin is not registered"],
+        id="no-close-name-no-suggestion"),
+])
+def test_every_profile_problem_is_reported(profiles: list[dict[str, Any]],
+                                           lines: list[str]) -> None:
+    with pytest.raises(StartupError) as info:
+        validate_profiles(_profiles(*profiles), in_tree_registry(), source="cfg.yaml")
+    got = str(info.value).splitlines()
+    assert len(got) == len(lines), got
+    for line, expected in zip(got, lines, strict=True):
+        assert line.startswith(expected), (line, expected)
+    assert all(line == expected for line, expected in zip(got, lines, strict=True)
+               if expected.endswith(("?)", "registered")))

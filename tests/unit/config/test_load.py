@@ -195,3 +195,45 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_parse_duration_errors(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("fields", "errors"),
+    [
+        pytest.param(
+            {"parallelism": "x", "percentageOfNodesToScore": 150,
+             "profiles": [{"schedulerName": "a", "bogus": 1,
+                           "plugins": {"score": {"enabled": [{"name": "X", "weight": "y"}]}}},
+                          {"schedulerName": "b", "percentageOfNodesToScore": -1}]},
+            [("parallelism", "must be an integer, got 'x'"),
+             ("profiles[0].bogus", "unknown field"),
+             ("profiles[0].plugins.score.enabled[0].weight", "must be a positive integer, got 'y'"),
+             ("profiles[1].percentageOfNodesToScore", "not in valid range [0-100], got -1"),
+             ("percentageOfNodesToScore", "not in valid range [0-100], got 150")],
+            id="decoding-and-validation-errors-together"),
+        pytest.param(
+            {"leaderElection": {"leaseDuration": "soon", "retryPeriod": 5},
+             "profiles": [{"schedulerName": "a",
+                           "pluginConfig": [{"name": "", "args": {}},
+                                            {"name": "NodeResourcesFit", "args": {"nope": 1}},
+                                            {"name": "NodeResourcesFit", "args": {}}]}]},
+            [("leaderElection.leaseDuration",
+              "invalid duration 'soon' (expected e.g. \"15s\", \"1m30s\")"),
+             ("leaderElection.retryPeriod", "must be a duration string like \"15s\", got 5"),
+             ("profiles[0].pluginConfig[0].name", "required"),
+             ("profiles[0].pluginConfig[1].args.nope", "unknown field"),
+             ("profiles[0].pluginConfig[2].name",
+              "duplicate value 'NodeResourcesFit' (also at profiles[0].pluginConfig[1])")],
+            id="a-field-that-does-not-decode-is-not-also-a-validation-error"),
+    ],
+)
+def test_every_error_is_reported_with_its_path(
+        fields: dict[str, Any], errors: list[tuple[str, str]]) -> None:
+    """Upstream's validation returns every field error (an aggregate), not the first."""
+    data = {"apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration", **fields}
+    with pytest.raises(ConfigError) as ei:
+        parse_config(data, source="cfg.yaml")
+    got = [(path, msg.split(" (known fields")[0]) for path, msg in ei.value.errors]
+    assert got == errors
+    assert str(ei.value).splitlines() == [f"cfg.yaml: {p}: {m}" for p, m in ei.value.errors]

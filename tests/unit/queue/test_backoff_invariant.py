@@ -119,3 +119,58 @@ def test_the_copy_stays_queued_when_the_attempt_ends_without_a_requeue() -> None
     queue.flush_backoff_completed()
     again = queue.pop_nowait()
     assert again is not None and again.pod_info.name == "p"
+
+
+# --- take: a gang's members tried in the same pass -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("where", "waited", "taken"),
+    [
+        ("active", 0.0, True),
+        ("unschedulable", 0.0, True),   # backoff (1 s) ends within the 1 s tolerance
+        ("backoff", 0.5, True),
+        ("gated", 0.0, False),
+        ("in-flight", 0.0, False),
+        ("absent", 0.0, False),
+    ],
+)
+def test_take(where: str, waited: float, taken: bool) -> None:
+    clock = Clock()
+    queue = make_queue(clock=clock)
+    pod = make_pod("p")
+    if where == "gated":
+        from tests.builders import PodBuilder
+        pod = PodBuilder("p").scheduling_gates("x").obj()
+    if where != "absent":
+        queue.add(pod)
+    if where in ("unschedulable", "backoff", "in-flight"):
+        qpi = pop(queue)
+        if where == "backoff":
+            queue.move_all_to_active_or_backoff_queue(NODE_ADD)
+        if where != "in-flight":
+            fail(queue, qpi, FIT)
+    clock.advance(waited)
+    before = queue.scheduling_cycle()
+    got = queue.take([pod])
+    assert bool(got) == taken
+    if taken:
+        assert queue.queue_of(pod) == "in-flight"
+        assert queue.scheduling_cycle() == before + 1
+        assert got[0].attempts == (1 if where == "active" else 2)
+        assert not got[0].unschedulable_plugins
+
+
+def test_take_leaves_a_member_backing_off_for_longer() -> None:
+    clock = Clock()
+    queue = make_queue(clock=clock, pod_initial_backoff=1.0, pod_max_backoff=10.0)
+    pod = make_pod("p")
+    queue.add(pod)
+    for _ in range(3):  # backoff 4 s after the third failure
+        qpi = queue.take([pod])[0] if queue.queue_of(pod) != "active" else pop(queue)
+        fail(queue, qpi, FIT)
+        clock.advance(10)
+    clock.advance(-10 + 0.5)
+    assert queue.take([pod]) == []
+    clock.advance(3)
+    assert [q.pod_info.name for q in queue.take([pod])] == ["p"]
