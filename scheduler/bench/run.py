@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import bisect
 import json
+import math
 import os
 import resource
 import statistics
@@ -38,7 +39,12 @@ from scheduler.bench.ceiling import (
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
 from scheduler.bench.report import Progress, percentile
-from scheduler.bench.throughput import Throughput, barrier_stop, scheduling_throughput
+from scheduler.bench.throughput import (
+    SAMPLE_INTERVAL_S,
+    Throughput,
+    barrier_stop,
+    scheduling_throughput,
+)
 from scheduler.bench.workloads import (
     CHURN_NAMESPACE,
     EXISTING_NAMESPACE,
@@ -46,6 +52,7 @@ from scheduler.bench.workloads import (
     RACK_KEY,
     Workload,
     churn_object,
+    claim_template,
     gang_member,
     gated_pod,
     pod,
@@ -54,6 +61,8 @@ from scheduler.bench.workloads import (
 )
 
 FLOOR_SCHEDULER_NAME = "bench-floor"
+# The span of binds the size advice aims for: the baseline tick, one sampled tick, a margin.
+MIN_SAMPLED_SECONDS = 3
 FLOOR_NAMESPACE = "bench-floor"
 
 
@@ -322,6 +331,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     raw_count = min(measured, args.raw_binds)
     flags = {"nodes": nodes, "simulate_kubelet": False,
              "node_cpu": node_cpu, "node_memory": node_memory}
+    if workload.dra_devices:
+        flags["dra_devices"] = workload.dra_devices
     floor: SchedulerRun | None = None
     extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
@@ -367,6 +378,9 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             for namespace in (EXISTING_NAMESPACE, MEASURED_NAMESPACE, CHURN_NAMESPACE):
                 await create_namespace(user, namespace)
             template = workload.measured
+            if workload.dra_devices:
+                await user.create(f"/apis/resource.k8s.io/v1/namespaces/{MEASURED_NAMESPACE}"
+                                  "/resourceclaimtemplates", claim_template())
             if workload.gang_size:
                 gang_size = args.gang_size or workload.gang_size
                 template = gang_member(gang_size, mixed=workload.gang_mixed)
@@ -407,6 +421,19 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     return _result(workload, nodes=nodes, measured=len(pods), existing=existing, gated=gated,
                    confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
                    with_event_rate=with_event_rate, floor=floor, run=run)
+
+
+def no_average_reason(*, samples: int, pods: int, window: float, rate: float) -> str:
+    """Why a run has no SchedulingThroughput Average (nor a ratio to upstream's floor) and
+    what ``--pods`` would give one: upstream's collector records nothing at the first tick
+    that sees a bound pod (the baseline), so the binds must span two 1 s ticks and more."""
+    span = MIN_SAMPLED_SECONDS * SAMPLE_INTERVAL_S
+    enough = max(100, math.ceil(rate * span / 100) * 100) if rate > 0 else None
+    size = (f"at this rate ({rate:.0f} pods/s), --pods {enough} or more gives a figure"
+            if enough is not None else "a run of more pods gives a figure")
+    return (f"too few 1 s samples ({samples}): {pods} pods were bound in {window:.2f} s, and "
+            f"upstream's Average needs the binds to span at least two 1 s ticks (the first "
+            f"is its baseline); {size}")
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -482,6 +509,9 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "batched_node_filters_per_pod": round(run.batch_reused / max(run.bound, 1), 1),
     })
+    if average is None:
+        result["no_average_because"] = no_average_reason(
+            samples=len(upstream.samples), pods=run.bound, window=run.window, rate=rate)
     if workload.extender:
         result["extender_calls"] = run.extender_calls
     if workload.note:

@@ -77,6 +77,9 @@ class Workload:
     gang_topology: bool = False
     # examples/extenders' HTTP extender, in its own process, filters and prioritizes
     extender: bool = False
+    # simulated DRA driver devices (sandbox --dra-devices); the measured pods then each use
+    # a claim from the ResourceClaimTemplate ``claim_template()`` (one device)
+    dra_devices: str = ""
     note: str = ""
     aliases: tuple[str, ...] = field(default=())
 
@@ -180,6 +183,26 @@ def _legacy_spread(i: int, scheduler: str) -> dict[str, Any]:
     return p
 
 
+CLAIM_TEMPLATE = "one-device"
+DRA_DEVICE_CLASS = "gpu.example.com"  # the simulated driver's class for kind "gpu"
+
+
+def claim_template() -> dict[str, Any]:
+    """Upstream's DRA scheduler_perf template: one device of the test driver's class."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": CLAIM_TEMPLATE, "namespace": MEASURED_NAMESPACE},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "req-0", "exactly": {"deviceClassName": DRA_DEVICE_CLASS}}]}}}}
+
+
+def _with_claim(i: int, scheduler: str) -> dict[str, Any]:
+    p = pod(f"claim-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler)
+    p["spec"]["resourceClaims"] = [{"name": "resource",
+                                    "resourceClaimTemplateName": CLAIM_TEMPLATE}]
+    p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "resource"}]
+    return p
+
+
 GANG_SIZE = 8
 # Gang topology workloads: a rack label on every node, RACK_SIZE nodes a rack.
 RACK_KEY = "bench.kube-py-scheduler.io/rack"
@@ -206,6 +229,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              churn=Churn("recreate", 1.0, ("node", "large-pod", "service")),
              note="every second a node, an unschedulable 9-CPU priority-10 pod and a "
                   "service are replaced"),
+    Workload("SchedulingWithResourceClaimTemplate", 40, 5000, _with_claim,
+             dra_devices="gpu=10",
+             note="upstream's fast variant: 500 nodes with 10 devices each (run with "
+                  "--nodes 500), every pod gets one through its own claim from a template "
+                  "(the sandbox's resourceclaim controller creates them); upstream's floor "
+                  "is 56 with queueing hints"),
     Workload("gang", None, 5000, gang_member(GANG_SIZE), node_cpu="32",
              node_memory="128Gi", gang_size=GANG_SIZE,
              note="PodGroups of 8, all-or-nothing (Coscheduling)"),
