@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 import builtins
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import ClusterEventWithHint
@@ -120,6 +120,29 @@ class PostFilterPlugin(Plugin):
         node_to_status: Mapping[str, Status],
     ) -> tuple[PostFilterResult | None, Status | None]:
         """Called when no node fits (preemption, gang rejection)."""
+
+
+# node name -> (victims, most important first; PodDisruptionBudgets their eviction violates)
+PreemptionVictims = dict[str, tuple[list[PodInfo], int]]
+
+
+@runtime_checkable
+class ExtenderPreemption(Protocol):
+    """A PostFilter plugin whose preemption candidates the HTTP extenders' preempt verb may
+    narrow (upstream: the preemption Evaluator's ``callExtenders``).
+
+    Extender calls are I/O and PostFilter is not, so the scheduling cycle calls these two
+    before PostFilter, knowing no concrete plugin: ``preemption_victims`` runs the dry run
+    and returns the candidates to offer the extenders (None when there is nothing to offer:
+    the plugin's PostFilter then answers alone); ``narrow_preemption`` hands back what the
+    extenders kept, or the Status of their failure, and PostFilter chooses from that instead
+    of a second dry run."""
+
+    def preemption_victims(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> PreemptionVictims | None: ...
+
+    def narrow_preemption(self, state: CycleState, kept: PreemptionVictims | Status) -> None: ...
 
 
 class PreScorePlugin(Plugin):

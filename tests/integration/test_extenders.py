@@ -56,7 +56,7 @@ def widget_nodes() -> list[dict[str, Any]]:
 
 
 def widget_pod(name: str) -> dict[str, Any]:
-    return api(pod(name).req(cpu="100m", memory="128Mi", **{WIDGET: "1"}))
+    return api(pod(name).req(cpu="100m", memory="128Mi", **{WIDGET: "1"}).limits(**{WIDGET: "1"}))
 
 
 def config_with(*extenders: Extender) -> KubeSchedulerConfiguration:
@@ -235,8 +235,8 @@ async def test_hami_shaped_config_filters_by_name_and_binds(
                 # must not (ignoredByScheduler)
                 await cluster.create_node(node(n))
             async with running_scheduler(kc, config=config):
-                gpu = api(pod("gpu").req(cpu="100m", memory="128Mi", **{"nvidia.com/gpu": "1",
-                                                                          "nvidia.com/gpumem": "1000"}))
+                hami = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}
+                gpu = api(pod("gpu").req(cpu="100m", memory="128Mi", **hami).limits(**hami))
                 await cluster.create_pod(gpu)
                 await cluster.create_pod(api(pod("cpu-only")))
                 placement = await wait_bound(cluster, ["gpu", "cpu-only"])
@@ -248,8 +248,11 @@ async def test_hami_shaped_config_filters_by_name_and_binds(
                 assert bound is not None
                 assert bind_args == {"PodName": "gpu", "PodNamespace": "default",
                                      "PodUID": bound["metadata"]["uid"], "Node": "node-b"}
-                events = await cluster.events_for("gpu")
-                assert any(e["reason"] == "Scheduled" for e in events)
+
+                async def scheduled_event() -> bool:  # recorded after the bind, in the background
+                    return any(e["reason"] == "Scheduled" for e in await cluster.events_for("gpu"))
+
+                await wait_until(scheduled_event, message="the Scheduled event of gpu")
     finally:
         await fake.binder.close()
 
@@ -484,8 +487,9 @@ async def test_tas_shaped_config_over_mutual_tls(sandbox_factory: Any, tmp_path:
             for n in NODES:
                 await cluster.create_node(node(n))
             async with running_scheduler(kc, config=config):
+                tas_resource = {"telemetry/scheduling": "1"}
                 await cluster.create_pod(api(pod("t").req(
-                    cpu="100m", memory="128Mi", **{"telemetry/scheduling": "1"})))
+                    cpu="100m", memory="128Mi", **tas_resource).limits(**tas_resource)))
                 assert await wait_bound(cluster, ["t"]) == {"t": "node-c"}
         (filter_args,) = tas.calls("scheduler/filter")
         (prio_args,) = tas.calls("scheduler/prioritize")

@@ -170,6 +170,8 @@ def _node(name: str, *, gpus: int = 0) -> dict[str, Any]:
 
 def _pod(name: str, *, cpu: str = "100m", node: str = "", **scalars: Any) -> dict[str, Any]:
     b = PodBuilder(name).scheduler_name(SCHEDULER).req(cpu=cpu, memory="64Mi", **scalars)
+    if scalars:  # extended resources: the API server wants the limit, equal to the request
+        b.limits(**scalars)
     if node:
         b.node(node)
     return for_api(b.obj())
