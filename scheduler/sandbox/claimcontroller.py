@@ -151,13 +151,19 @@ class ClaimControllerSim:
             for typ, ev in buf:
                 if typ in ("BOOKMARK", "ERROR"):
                     continue
-                if plural == "pods":
-                    self._pod_event(typ, ev.obj)
-                elif plural == "resourceclaims":
-                    self._claim_event(typ, ev.obj)
-                elif typ != DELETED:  # a template appeared or changed: retry pods waiting for one
-                    ns = ev.obj["metadata"].get("namespace", "")
-                    self._pods |= {k for k in self._waiting_for_template if k[0] == ns}
+                try:
+                    if plural == "pods":
+                        self._pod_event(typ, ev.obj)
+                    elif plural == "resourceclaims":
+                        self._claim_event(typ, ev.obj)
+                    elif typ != DELETED:  # a template appeared or changed: retry pods waiting for one
+                        ns = ev.obj["metadata"].get("namespace", "")
+                        self._pods |= {k for k in self._waiting_for_template if k[0] == ns}
+                except (AttributeError, KeyError, TypeError, ValueError) as err:
+                    # a malformed object (written around validation): named, skipped, the rest goes on
+                    md = ev.obj.get("metadata") if isinstance(ev.obj.get("metadata"), dict) else {}
+                    log.warning("resourceclaim controller: ignoring malformed %s %s/%s: %r", plural,
+                                md.get("namespace", ""), md.get("name", ""), err)
 
     def _pod_event(self, typ: str, pod: Obj) -> None:
         md = pod["metadata"]
@@ -284,6 +290,9 @@ class ClaimControllerSim:
             log.warning("resourceclaim controller: %s %s/%s: %s", what, ns, name, err.message)
             if err.code == 409:  # retried at once; other errors on the next event
                 (self._pods if what == "pod" else self._claims).add((ns, name))
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            # a malformed object (written around validation): named and skipped
+            log.warning("resourceclaim controller: ignoring malformed %s %s/%s: %r", what, ns, name, err)
 
     # ------------------------------------------------------------ pods
 
