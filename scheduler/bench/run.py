@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import bisect
 import json
+import math
 import os
 import resource
 import statistics
@@ -38,7 +39,12 @@ from scheduler.bench.ceiling import (
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
 from scheduler.bench.report import Progress, percentile
-from scheduler.bench.throughput import Throughput, barrier_stop, scheduling_throughput
+from scheduler.bench.throughput import (
+    SAMPLE_INTERVAL_S,
+    Throughput,
+    barrier_stop,
+    scheduling_throughput,
+)
 from scheduler.bench.workloads import (
     CHURN_NAMESPACE,
     EXISTING_NAMESPACE,
@@ -52,6 +58,8 @@ from scheduler.bench.workloads import (
 )
 
 FLOOR_SCHEDULER_NAME = "bench-floor"
+# The span of binds the size advice aims for: the baseline tick, one sampled tick, a margin.
+MIN_SAMPLED_SECONDS = 3
 FLOOR_NAMESPACE = "bench-floor"
 
 
@@ -404,6 +412,19 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                    with_event_rate=with_event_rate, floor=floor, run=run)
 
 
+def no_average_reason(*, samples: int, pods: int, window: float, rate: float) -> str:
+    """Why a run has no SchedulingThroughput Average (nor a ratio to upstream's floor) and
+    what ``--pods`` would give one: upstream's collector records nothing at the first tick
+    that sees a bound pod (the baseline), so the binds must span two 1 s ticks and more."""
+    span = MIN_SAMPLED_SECONDS * SAMPLE_INTERVAL_S
+    enough = max(100, math.ceil(rate * span / 100) * 100) if rate > 0 else None
+    size = (f"at this rate ({rate:.0f} pods/s), --pods {enough} or more gives a figure"
+            if enough is not None else "a run of more pods gives a figure")
+    return (f"too few 1 s samples ({samples}): {pods} pods were bound in {window:.2f} s, and "
+            f"upstream's Average needs the binds to span at least two 1 s ticks (the first "
+            f"is its baseline); {size}")
+
+
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
@@ -477,6 +498,9 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "batched_node_filters_per_pod": round(run.batch_reused / max(run.bound, 1), 1),
     })
+    if average is None:
+        result["no_average_because"] = no_average_reason(
+            samples=len(upstream.samples), pods=run.bound, window=run.window, rate=rate)
     if workload.extender:
         result["extender_calls"] = run.extender_calls
     if workload.note:

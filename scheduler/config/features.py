@@ -72,7 +72,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("SchedulerPopFromBackoffQ", GA, True, True),
     _g("SchedulerQueueingHints", GA, True, True),
     _g("StorageCapacityScoring", BETA, True, False),
-    _g("TaintTolerationComparisonOperators", ALPHA, False, False),
+    _g("TaintTolerationComparisonOperators", ALPHA, False, True),
     _g("VolumeLimitScaling", BETA, True, False),
 )
 

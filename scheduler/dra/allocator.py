@@ -344,18 +344,17 @@ def _tolerated(alt: _Alternative, d: Device) -> bool:
 
 
 def _selected(alt: _Alternative, d: Device, claim: str, req_name: str) -> bool:
-    for where, sel in alt.class_selectors:
-        try:
-            if not sel.matches(d.env):
-                return False
-        except CelError as e:
-            raise AllocationError(f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
-    for where, sel in alt.selectors:
-        try:
-            if not sel.matches(d.env):
-                return False
-        except CelError as e:
-            raise AllocationError(f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
+    cache = d.selected
+    for where, sel in (*alt.class_selectors, *alt.selectors):
+        hit = cache.get(sel.expression)
+        if hit is None:
+            try:
+                hit = cache[sel.expression] = sel.matches(d.env)
+            except CelError as e:
+                raise AllocationError(
+                    f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
+        if not hit:
+            return False
     return True
 
 
@@ -372,18 +371,19 @@ def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] 
         {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
 
 
-def allocate(
-    claims: Sequence[Mapping[str, Any]],
-    *,
-    node: Mapping[str, Any],
-    inventory: Inventory,
-    classes: Mapping[str, Mapping[str, Any]],
-    in_use: AbstractSet[DeviceID],
-    step_budget: int = DEFAULT_STEP_BUDGET,
-) -> Outcome:
-    """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
-    why not.  Raises AllocationError when a claim or class is malformed."""
-    node_name = str((node.get("metadata") or {}).get("name") or "")
+@dataclass(slots=True)
+class Prepared:
+    """Claims parsed and their classes' selectors compiled: once per pod, not per node."""
+
+    claims: Sequence[Mapping[str, Any]]
+    requests: list[_Request]
+    constraints: list[list[_Constraint]]
+    configs: list[list[Any]]
+
+
+def prepare(claims: Sequence[Mapping[str, Any]],
+            classes: Mapping[str, Mapping[str, Any]]) -> Prepared:
+    """Parse ``claims``; AllocationError names the claim or class and the field."""
     requests: list[_Request] = []
     constraints: list[list[_Constraint]] = []
     configs: list[list[Any]] = []
@@ -394,6 +394,26 @@ def allocate(
         spec = claim.get("spec") or {}
         cfg = (spec.get("devices") or {}).get("config") if isinstance(spec, Mapping) else None
         configs.append(cfg if isinstance(cfg, list) else [])
+    return Prepared(claims, requests, constraints, configs)
+
+
+def allocate(
+    claims: Sequence[Mapping[str, Any]] | Prepared,
+    *,
+    node: Mapping[str, Any],
+    inventory: Inventory,
+    classes: Mapping[str, Mapping[str, Any]] | None = None,
+    in_use: AbstractSet[DeviceID],
+    step_budget: int = DEFAULT_STEP_BUDGET,
+) -> Outcome:
+    """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
+    why not.  Raises AllocationError when a claim or class is malformed (or a selector
+    fails on one of the node's devices)."""
+    prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
+    claims = prepared.claims
+    requests, constraints, configs = (prepared.requests, prepared.constraints,
+                                      prepared.configs)
+    node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
     candidates: list[list[list[Device] | None]] = []
     details: list[str] = []
@@ -402,8 +422,9 @@ def allocate(
         why: list[str] = []
         for alt in req.alternatives:
             matching = [d for d in devices if _selected(alt, d, req.claim, req.name)]
-            usable = [d for d in matching if _tolerated(alt, d)]
-            free = usable if alt.admin else [d for d in usable if d.id not in in_use]
+            usable = [d for d in matching if not d.taints or _tolerated(alt, d)]
+            free = usable if alt.admin or not in_use else [
+                d for d in usable if d.id not in in_use]
             label = f"claim {req.claim}, request {alt.result_name}"
             if alt.mode == MODE_ALL:
                 incomplete = [d for d in matching if d.pool_ref is not None

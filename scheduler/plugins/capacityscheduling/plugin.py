@@ -42,7 +42,7 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import PostFilterResult, PreFilterResult
 from scheduler.objects.labels import parse_selector_string
-from scheduler.objects.pod import PodInfo, is_being_deleted, is_terminal
+from scheduler.objects.pod import PodInfo, is_being_deleted, is_terminal, pod_requests
 from scheduler.objects.resources import Resource
 from scheduler.objects.validation import validate_object
 from scheduler.plugins import names
@@ -73,11 +73,18 @@ NAME = names.CAPACITY_SCHEDULING
 QUOTAS = "elasticquotas"
 NAMESPACES = "namespaces"
 QUOTA_KIND = "ElasticQuota"
+PODGROUPS = "podgroups"
+PODS = "pods"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # Coscheduling's (a sibling plugin)
 NAMESPACE_SELECTOR_ANNOTATION = "scheduling.x-k8s.io/namespace-selector"
 
 # scheduler-plugins' wording
 REASON_OVER_MAX = "Pod {namespace}/{name} is rejected in PreFilter because ElasticQuota {quota} is more than Max"
 REASON_OVER_MIN = "Pod {namespace}/{name} is rejected in PreFilter because total ElasticQuota used is more than min"
+# ours: a gang (Coscheduling's PodGroup) is admitted against its quota as a whole
+REASON_GANG_OVER_MAX = (
+    "Pod {namespace}/{name} is rejected in PreFilter because ElasticQuota {quota} is more than "
+    "Max for PodGroup {group} ({count} member(s) still to place)")
 ERR_NO_VICTIMS_ON_NODE = "No victims found on node {node} for preemptor pod {pod}"
 ERR_QUOTA_EXCEEDED = "global quota max exceeded"
 
@@ -280,11 +287,58 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
             pre.rejected_by = "max"
             return None, Status(Code.UNSCHEDULABLE, REASON_OVER_MAX.format(
                 namespace=pod_info.namespace, name=pod_info.name, quota=eq.namespace), plugin=NAME)
+        gang = self._gang_rest(pod_info, counted=eq.pods)
+        if gang is not None:
+            group, count, rest = gang
+            with_gang = in_eq.clone()
+            with_gang.add(rest)
+            if eq.used_over_max_with(with_gang):
+                pre.rejected_by = "max"
+                return None, Status(Code.UNSCHEDULABLE, REASON_GANG_OVER_MAX.format(
+                    namespace=pod_info.namespace, name=pod_info.name, quota=eq.namespace,
+                    group=group, count=count), plugin=NAME)
         if quotas.aggregated_used_over_min_with(in_all):
             pre.rejected_by = "min"
             return None, Status(Code.UNSCHEDULABLE, REASON_OVER_MIN.format(
                 namespace=pod_info.namespace, name=pod_info.name), plugin=NAME)
         return None, None
+
+    def _gang_rest(self, pod_info: PodInfo, *, counted: Mapping[str, Resource]
+                   ) -> tuple[str, int, Resource] | None:
+        """For a member of a PodGroup still short of minMember: (group, members still to
+        place besides this pod, their requests), taking pending siblings by name (members
+        bound, assumed or reserved already count in the quota's used); None for
+        a pod outside a gang. A gang whose members cannot all fit its quota's max is
+        refused before any member holds quota (Coscheduling keeps the placed ones waiting)."""
+        group = pod_info.labels.get(POD_GROUP_LABEL)
+        if not group:
+            return None
+        pg = self._handle.listers.get(PODGROUPS, pod_info.namespace, group)
+        spec = pg.get("spec") if isinstance(pg, dict) else None
+        min_member = spec.get("minMember") if isinstance(spec, dict) else None
+        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member <= 1:
+            return None
+        placed = 0
+        waiting: list[dict[str, Any]] = []
+        for p in self._handle.listers.list(PODS, pod_info.namespace):
+            meta = p.get("metadata") or {}
+            if (meta.get("labels") or {}).get(POD_GROUP_LABEL) != group or is_terminal(p):
+                continue
+            uid = str(meta.get("uid") or "")
+            if (p.get("spec") or {}).get("nodeName") or uid in counted:
+                placed += 1
+            elif uid != pod_info.uid and not is_being_deleted(p):
+                waiting.append(p)
+        need = min_member - placed - 1  # besides this pod
+        if need <= 0:
+            return None
+        rest = Resource()
+        for p in sorted(waiting, key=lambda o: str((o.get("metadata") or {}).get("name")))[:need]:
+            try:
+                rest.add(pod_requests(p))
+            except Exception:  # noqa: BLE001 - a malformed sibling: its own cycle reports it
+                continue
+        return group, need, rest
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self._extensions

@@ -157,6 +157,9 @@ class ClaimTracker:
             out.update(hit[1])
         for key in [k for k in seen if k not in present]:
             del seen[key]
+        for key in [k for k in self._in_flight if k not in present]:
+            # In flight claims were read from the informer: gone from it means deleted.
+            del self._in_flight[key]
         for _uid, alloc in self._in_flight.values():
             out.update(device_ids_of(alloc))
         return out
