@@ -119,7 +119,7 @@ def apply_feature_gates(gates: FeatureGates) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
-    from scheduler.cli.common import setup_logging
+    from scheduler.cli.common import PROG, setup_logging
 
     from scheduler.config.features import DEFAULT as FEATURE_GATES
     from scheduler.config.features import FeatureGateError
@@ -153,6 +153,18 @@ def handle(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+def demo_gpu_pods(dra_devices: str, nodes: int) -> int:
+    """One GPU pod more than the simulated driver's GPUs, so one waits (none without GPUs, or
+    with more than 8: the demo stays small)."""
+    from scheduler.sandbox.dradriver import parse_device_kinds
+
+    gpu = next((k for k in parse_device_kinds(dra_devices) if k.name == "gpu"), None) if dra_devices else None
+    if gpu is None:
+        return 0
+    gpus = gpu.count * min(nodes, gpu.nodes if gpu.nodes is not None else nodes)
+    return gpus + 1 if 0 < gpus <= 8 else 0
+
+
 async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
     """Start the sandbox, create the demo workload, run the daemon against it, stop it."""
     from scheduler.client.api import ApiClient
@@ -170,7 +182,7 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
         print("  kubectl get pods -o wide -w", flush=True)
         async with ApiClient(load_connection(kubeconfig=path), qps=0) as client:
             await create_demo_workload(
-                client, pods=args.demo_pods,
+                client, pods=args.demo_pods, gpu_pods=demo_gpu_pods(args.dra_devices, args.nodes),
                 scheduler_name=app.options.config.profiles[0].scheduler_name,
             )
         app.options.kubeconfig = path
