@@ -41,7 +41,7 @@ from scheduler.framework.builder import ProfileBuilder
 from scheduler.framework.registry import Registry, did_you_mean, extension_points_of
 from scheduler.framework.runtime import Framework, PluginConfigError
 from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins.names import COSCHEDULING
+from scheduler.plugins.names import CAPACITY_SCHEDULING, COSCHEDULING
 from scheduler.plugins.outoftree import PluginLoadError, describe, load_entry_points
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.scheduler import Scheduler
@@ -362,6 +362,9 @@ class App:
         sched = parts.scheduler
         elector = self._elector(parts.client)
         if elector is not None:
+            # component-base's leader_election_master_status{name}: 1 leading, 0 standby.
+            self.metrics.ops.leader_election_master_status.labels(
+                name=elector.settings.name).set_function(lambda: float(elector.is_leader))
             self.health.liveness_checks["leader-election"] = elector.healthy
             self.health.info["leader-election"] = lambda: (
                 "leading" if elector.is_leader
@@ -380,6 +383,7 @@ class App:
                                                  name="leader-lease-renewal")
         controller_stop = asyncio.Event()
         controller = self._start_podgroup_controller(sched, connection, controller_stop)
+        quota_controller = start_elastic_quota_controller(sched, parts.client, controller_stop)
         done, _ = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
         controller_stop.set()
         exit_code = EXIT_OK
@@ -396,9 +400,10 @@ class App:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if controller is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(controller, timeout=10)
+        for running in (controller, quota_controller):
+            if running is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(running, timeout=10)
         if elector is not None and exit_code != EXIT_LOST_LEASE:
             await elector.release()
         loop_task = tasks["loop"]
@@ -452,3 +457,23 @@ class App:
         from scheduler.client.delegated_auth import DelegatedAuth
 
         return DelegatedAuth(client, authentication=True, authorization=serving.authorization)
+
+
+def start_elastic_quota_controller(
+    sched: Scheduler, client: ApiClient, stop: asyncio.Event
+) -> asyncio.Task[None] | None:
+    """The ElasticQuota status controller runs beside the scheduler, only while leading and
+    only when a profile enables CapacityScheduling."""
+    if not any(fwk.get_plugin(CAPACITY_SCHEDULING) for fwk in sched.profiles.values()):
+        return None
+    from scheduler.controllers.elasticquota import ElasticQuotaController
+
+    controller = ElasticQuotaController(sched.informers, client)
+    task = asyncio.create_task(controller.run(stop=stop), name="elasticquota-controller")
+
+    def done(t: asyncio.Task[None]) -> None:
+        if not t.cancelled() and t.exception() is not None:
+            log.error("ElasticQuota controller stopped", error=repr(t.exception()))
+
+    task.add_done_callback(done)
+    return task

@@ -18,6 +18,7 @@ PodGroup event moves no pod.  Each is logged once per problem, with the object a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +27,10 @@ import structlog
 from scheduler.cache.cache import CacheError
 from scheduler.framework import events as ev
 from scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from scheduler.metrics import Children
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node import validate_node
-from scheduler.objects.pod import PodInfo
+from scheduler.objects.pod import PodInfo, resize_report
 from scheduler.objects.validation import validate_object
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ _NODE_UPDATE_LABELS = (
     (ActionType.UPDATE_NODE_TAINT, "NodeTaintChange"),
     (ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"),
     (ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"),
+    (ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeDeclaredFeatureChange"),
 )
 
 
@@ -84,10 +87,18 @@ class _Once:
         self._seen.pop(key, None)
 
 
+_NODE_UPDATE = "NodeUpdate"  # upstream's label for a node update, whatever changed
+
+
 class EventHandlers:
     def __init__(self, sched: Scheduler) -> None:
         self.sched = sched
         self._once = _Once()
+        # scheduler_event_handling_duration_seconds{event}: one observation per event handled.
+        self._handling = Children(sched.metrics.ops.event_handling_duration)
+
+    def _handled(self, label: str, started: float) -> None:
+        self._handling(label).observe(time.perf_counter() - started)
 
     def _log_once(self, kind: str, key: str, error: Exception, what: str, *,
                   name: str | None = None) -> bool:
@@ -107,42 +118,55 @@ class EventHandlers:
         return isinstance(name, str) and name in self.sched.profiles
 
     def on_pod_add(self, pod: dict[str, Any]) -> None:
+        started = time.perf_counter()
         if _assigned(pod):
             self.add_pod_to_cache(pod)
+            self._handled(ev.ASSIGNED_POD_ADD.label, started)
         elif self.responsible_for(pod):
             self.add_pod_to_queue(pod)
+            self._handled(ev.UNSCHEDULED_POD_ADD.label, started)
 
     def on_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        started = time.perf_counter()
         old_assigned, new_assigned = _assigned(old), _assigned(new)
         if old_assigned and new_assigned:
             self.update_pod_in_cache(old, new)
+            self._handled(ev.ASSIGNED_POD_UPDATE.label, started)
             return
         if new_assigned:
             # Bound (by us or anyone): leaves the queue, enters the cache.
             if self.responsible_for(old):
                 self.delete_pod_from_queue(old, bound=True)
             self.add_pod_to_cache(new)
+            self._handled(ev.ASSIGNED_POD_ADD.label, started)
             return
         if old_assigned:
             # nodeName cannot be unset through the API; treat it as delete + add to be safe.
             self.delete_pod_from_cache(old)
             if self.responsible_for(new):
                 self.add_pod_to_queue(new)
+            self._handled(ev.ASSIGNED_POD_DELETE.label, started)
             return
         old_ours, new_ours = self.responsible_for(old), self.responsible_for(new)
         if old_ours and new_ours:
             self.update_pod_in_queue(old, new)
+            self._handled(ev.UNSCHEDULED_POD_UPDATE.label, started)
         elif old_ours:
             self.delete_pod_from_queue(old, bound=False)
+            self._handled(ev.UNSCHEDULED_POD_DELETE.label, started)
         elif new_ours:
             self.add_pod_to_queue(new)
+            self._handled(ev.UNSCHEDULED_POD_ADD.label, started)
 
     def on_pod_delete(self, obj: Any) -> None:
+        started = time.perf_counter()
         pod = _unwrap(obj)
         if _assigned(pod):
             self.delete_pod_from_cache(pod)
+            self._handled(ev.ASSIGNED_POD_DELETE.label, started)
         elif self.responsible_for(pod):
             self.delete_pod_from_queue(pod, bound=False)
+            self._handled(ev.UNSCHEDULED_POD_DELETE.label, started)
 
     def _report_malformed(self, pod: dict[str, Any], exc: ObjectError) -> None:
         # Once per problem: our own condition patch comes back as an update of the same pod.
@@ -211,9 +235,9 @@ class EventHandlers:
 
     def _confirmed_assumed_info(self, pod: dict[str, Any]) -> PodInfo | None:
         """For the informer's copy of a pod we assumed (and bound), the assumed PodInfo
-        re-pointed at it, when nothing a PodInfo is parsed from (spec, name, namespace,
-        labels) differs: the binding set only spec.nodeName, which the assumed copy has
-        too. Every scheduled pod comes back this way once, and parsing it again was the
+        re-pointed at it, when nothing a PodInfo is parsed from (spec, the kubelet's resize
+        report, name, namespace, labels) differs: the binding set only spec.nodeName, which
+        the assumed copy has too. Every scheduled pod comes back this way once, and parsing it again was the
         largest piece of the daemon's per-pod work outside the plugins."""
         if not _has_uid(pod):
             return None
@@ -225,6 +249,7 @@ class EventHandlers:
             return None
         meta, assumed_meta = _meta(pod), _meta(assumed.pod)
         if (pod.get("spec") != assumed.pod.get("spec")
+                or resize_report(pod) != resize_report(assumed.pod)
                 or meta.get("labels") != assumed_meta.get("labels")
                 or meta.get("name") != assumed_meta.get("name")
                 or meta.get("namespace") != assumed_meta.get("namespace")):
@@ -288,12 +313,19 @@ class EventHandlers:
         return True
 
     def on_node_add(self, node: dict[str, Any]) -> None:
+        started = time.perf_counter()
         if not self._valid_node(node):
             return
         self.sched.cache.add_node(node)
         self.sched.queue.move_all_to_active_or_backoff_queue(ev.NODE_ADD, None, node)
+        self._handled(ev.NODE_ADD.label, started)
 
     def on_node_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        self._on_node_update(old, new)
+        self._handled(_NODE_UPDATE, started)
+
+    def _on_node_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         cache = self.sched.cache
         if not self._valid_node(new):
             # Withdraw the version we hold: a node we cannot read is not a node to use.
@@ -322,12 +354,14 @@ class EventHandlers:
         return True
 
     def on_node_delete(self, obj: Any) -> None:
+        started = time.perf_counter()
         node = _unwrap(obj)
         self._once.clear(f"Node:{_name(node)}")
         if not self._remove_node(node):
             log.debug("deleted node was not in the cache", node=_name(node))
             return
         self.sched.queue.move_all_to_active_or_backoff_queue(ev.NODE_DELETE, node, None)
+        self._handled(ev.NODE_DELETE.label, started)
 
     # --- everything else: only moves pods --------------------------------------------------
 
@@ -353,18 +387,24 @@ class EventHandlers:
             return False
 
         def on_add(obj: dict[str, Any]) -> None:
+            started = time.perf_counter()
             if valid(obj):
                 queue.move_all_to_active_or_backoff_queue(add, None, obj)
+                self._handled(add.label, started)
 
         def on_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+            started = time.perf_counter()
             if _resource_version(old) == _resource_version(new):
                 return
             if valid(new) and validate_object(kind, old) is None:
                 queue.move_all_to_active_or_backoff_queue(update, old, new)
+                self._handled(update.label, started)
             elif valid(new):
                 queue.move_all_to_active_or_backoff_queue(add, None, new)  # fixed
+                self._handled(add.label, started)
 
         def on_delete(obj: Any) -> None:
+            started = time.perf_counter()
             obj = _unwrap(obj)
             if delete is None:
                 return
@@ -372,6 +412,7 @@ class EventHandlers:
                 self._once.clear(f"{kind}:{_object_key(obj)}")
                 return
             queue.move_all_to_active_or_backoff_queue(delete, obj, None)
+            self._handled(delete.label, started)
 
         return on_add, on_update, on_delete
 
@@ -385,6 +426,10 @@ MOVE_ONLY_RESOURCES: dict[str, tuple[ClusterEvent, ClusterEvent, ClusterEvent | 
     "csidrivers": (ev.CSI_DRIVER_ADD, ev.CSI_DRIVER_UPDATE, None),
     "poddisruptionbudgets": (ev.PDB_ADD, ev.PDB_UPDATE, ev.PDB_DELETE),
     "podgroups": (ev.POD_GROUP_ADD, ev.POD_GROUP_UPDATE, ev.POD_GROUP_DELETE),
+    "resourceclaims": (ev.RESOURCE_CLAIM_ADD, ev.RESOURCE_CLAIM_UPDATE, ev.RESOURCE_CLAIM_DELETE),
+    "resourceslices": (ev.RESOURCE_SLICE_ADD, ev.RESOURCE_SLICE_UPDATE, ev.RESOURCE_SLICE_DELETE),
+    "deviceclasses": (ev.DEVICE_CLASS_ADD, ev.DEVICE_CLASS_UPDATE, None),
+    "elasticquotas": (ev.ELASTIC_QUOTA_ADD, ev.ELASTIC_QUOTA_UPDATE, ev.ELASTIC_QUOTA_DELETE),
 }
 
 

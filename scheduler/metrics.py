@@ -10,11 +10,18 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 # The le label as prometheus_client's Histogram writes it (Go's float formatting, +Inf).
@@ -229,7 +236,8 @@ class SchedulerMetrics:
             registry=r,
         )
         self.cache_size = Gauge(
-            "scheduler_scheduler_cache_size",
+            # upstream's name since 1.35 (before: scheduler_scheduler_cache_size, gone in 1.37)
+            "scheduler_cache_size",
             "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
             ["type"],
             registry=r,
@@ -262,3 +270,125 @@ class SchedulerMetrics:
             ["reason"],
             registry=r,
         )
+        # --- issue 26: series added upstream since 1.34 (engineer "parity") -----------------
+        self.queued_entities = Gauge(
+            "scheduler_queued_entities",
+            "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for "
+            "individual pods that are not members of any podgroup) by the queue type. 'active' "
+            "means number of entities in activeQ; 'backoff' means number of entities in "
+            "backoffQ; 'unschedulable' means number of entities in unschedulableEntities that "
+            "the scheduler attempted to schedule and failed; 'gated' is the number of "
+            "unschedulable entities that the scheduler never attempted to schedule because "
+            "they are gated.",
+            ["queue", "type"],
+            registry=r,
+        )
+        self.batch_attempts = Counter(
+            "scheduler_batch_attempts",
+            "Counts of results when we attempt to use batching.",
+            ["profile", "result"],
+            registry=r,
+        )
+        self.batch_cache_flushed = Counter(
+            "scheduler_batch_cache_flushed",
+            "Counts of cache flushes by reason.",
+            ["profile", "reason"],
+            registry=r,
+        )
+        # kube-scheduler's series beside the scheduling ones (see OperationsMetrics).
+        self.ops = OperationsMetrics(r)
+
+
+# --- kube-scheduler's operational series: algorithm, events, hints, leader election, the
+# REST client and the process (issue 20). One block, so that parallel additions merge.
+
+REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+# scheduler_queueing_hint_execution_duration_seconds{hint}, as upstream spells it.
+HINT_QUEUE = "Queue"
+HINT_QUEUE_SKIP = "QueueSkip"
+HINT_ERROR = "Error"
+# scheduler_inflight_events{event} of a pod being scheduled (upstream's PodPopped entry).
+POD_POPPED = "PodPopped"
+
+
+class OperationsMetrics:
+    """The series kube-scheduler exports beside the scheduling ones, with its names, labels
+    and buckets. Those observed per cycle or per event are ``BulkHistogram``s (one bisect,
+    no lock); leader election's gauge and the in-flight events are read when scraped."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.scheduling_algorithm_duration = BulkHistogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds",
+            [],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.event_handling_duration = BulkHistogram(
+            "scheduler_event_handling_duration_seconds",
+            "Event handling latency in seconds.",
+            ["event"],
+            buckets=_exponential(0.0001, 2, 12),
+            registry=r,
+        )
+        self.queueing_hint_execution_duration = BulkHistogram(
+            "scheduler_queueing_hint_execution_duration_seconds",
+            "Duration for running a queueing hint function of a plugin.",
+            ["plugin", "event", "hint"],
+            buckets=_exponential(0.00001, 1.5, 20),
+            registry=r,
+        )
+        self.pod_scheduled_after_flush = Counter(
+            "scheduler_pod_scheduled_after_flush",
+            "Number of pods that were successfully scheduled after being flushed from "
+            "unschedulablePods due to timeout. This metric helps detect potential queueing hint "
+            "misconfigurations or event handling issues.",
+            registry=r,
+        )
+        self.inflight_events = InflightEvents(r)
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease. Please "
+            "make sure to group by name.",
+            ["name"],
+            registry=r,
+        )
+        self.rest_client_requests = Counter(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"],
+            registry=r,
+        )
+        self.rest_client_request_duration = BulkHistogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"],
+            buckets=REST_CLIENT_BUCKETS,
+            registry=r,
+        )
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds,
+        # process_open_fds, process_max_fds, process_virtual_memory_bytes (from /proc).
+        ProcessCollector(registry=r)
+
+
+class InflightEvents:
+    """scheduler_inflight_events{event}: read from the scheduling queue when scraped (the
+    queue sets ``source``), so tracking an event costs the hot path nothing."""
+
+    NAME = "scheduler_inflight_events"
+    HELP = "Number of events currently tracked in the scheduling queue."
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.source: Callable[[], Mapping[str, int]] | None = None
+        registry.register(self)
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.NAME, self.HELP, labels=["event"])
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=["event"])
+        if self.source is not None:
+            for event, count in sorted(self.source().items()):
+                family.add_metric([event], float(count))
+        yield family

@@ -105,6 +105,9 @@ class SchedulingCycle:
         # Opportunistic batching (framework/batching.py); None turns it off.
         self.batches: BatchCache | None = BatchCache()
         self._batch: Batch | None = None  # the current cycle's, set after PreFilter
+        ops = sched.metrics.ops
+        self._algorithm_duration = ops.scheduling_algorithm_duration.labels()
+        self._scheduled_after_flush = ops.pod_scheduled_after_flush
 
     # --- scheduling cycle ------------------------------------------------------------------
 
@@ -171,6 +174,8 @@ class SchedulingCycle:
                 fwk, qpi, status, nominating=result.nominating, attempt=attempt
             )
             return
+        if qpi.flushed:
+            self._scheduled_after_flush.inc()
         self.sched.start_binding(
             self.binding_cycle(
                 fwk, state, qpi, assumed_info=assumed_info, result=result, attempt=attempt
@@ -188,22 +193,28 @@ class SchedulingCycle:
         failure), the assumed pod's info (None until assumed) and a Status: Success, a
         rejection carrying a FitError, or an Error.
         """
+        started = time.perf_counter()
         try:
             result = self.schedule_pod(fwk, state, qpi.pod_info)
         except Exception as exc:
             return self._schedule_failed(fwk, state, qpi.pod_info, exc)
+        # scheduler_scheduling_algorithm_duration_seconds: a host found (upstream observes it
+        # on success only, before assume).
+        self._algorithm_duration.observe(time.perf_counter() - started)
         return self._assume_reserve_permit(fwk, state, qpi.pod_info, result)
 
     async def scheduling_cycle_with_extenders(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, extenders: Extenders
     ) -> tuple[ScheduleResult, PodInfo | None, Status]:
         """scheduling_cycle with the extenders' Filter, Prioritize and Preempt verbs."""
+        started = time.perf_counter()
         try:
             result = await self.schedule_pod_with_extenders(fwk, state, qpi.pod_info, extenders)
         except Exception as exc:
             if isinstance(exc, FitError) and fwk.has_post_filter_plugins():
                 await self._preempt_with_extenders(fwk, state, qpi.pod_info, exc, extenders)
             return self._schedule_failed(fwk, state, qpi.pod_info, exc)
+        self._algorithm_duration.observe(time.perf_counter() - started)
         return self._assume_reserve_permit(fwk, state, qpi.pod_info, result)
 
     async def _preempt_with_extenders(

@@ -357,6 +357,7 @@ class Scheduler:
                     # An extender is interested: its calls are awaited here, one cycle at
                     # a time as always, while informers and binding tasks go on.
                     await pending
+                await self._pod_group_pass(qpi)
                 # Let informers and binding tasks run between cycles.
                 await asyncio.sleep(0)
         finally:
@@ -364,6 +365,40 @@ class Scheduler:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    def _holds_a_place(self, fwk: Framework, uid: str) -> bool:
+        """The pod's attempt got it a node: waiting at Permit, or binding."""
+        return fwk.get_waiting_pod(uid) is not None or self.is_binding(uid)
+
+    async def _pod_group_pass(self, qpi: QueuedPodInfo) -> None:
+        """A gang member just got a place: try the group's other queued members now, back to
+        back, before any other pod (one pass against the same snapshot: upstream's PodGroup
+        cycle); stop at the first that gets none.  The group's plugin is then told the pass
+        is over, so a group that did not complete releases what it holds at once rather
+        than holding it while waiting for members."""
+        pod_info = qpi.pod_info
+        fwk = self.framework_for_pod(pod_info.pod)
+        if fwk is None or not self._holds_a_place(fwk, pod_info.uid):
+            return
+        group = fwk.pod_group_members(pod_info)
+        if group is None:
+            return
+        plugin, members = group
+        try:
+            for member in members:
+                if self._stopping or not self._leading:
+                    return
+                taken = self.queue.take([member])
+                if not taken:
+                    continue
+                sibling = taken[0]
+                pending = self.cycle.schedule_one(sibling)
+                if pending is not None:
+                    await pending
+                if not self._holds_a_place(fwk, sibling.pod_info.uid):
+                    break
+        finally:
+            fwk.pod_group_pass_done(plugin, pod_info)
 
     async def stop(self, *, grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> None:
         """Stop taking pods; let in-flight bindings finish (bounded); then cancel the rest."""

@@ -393,6 +393,20 @@ class PodBuilder:
         self._pod["status"].setdefault("conditions", []).append(c)
         return self
 
+    def container_status(self, name: str, *, allocated: Mapping[str, Any] | None = None,
+                         actual: Mapping[str, Any] | None = None,
+                         init: bool = False) -> PodBuilder:
+        """A container status as the kubelet reports a resize: ``allocatedResources`` (admitted)
+        and ``resources.requests`` (running)."""
+        cs: dict[str, Any] = {"name": name}
+        if allocated is not None:
+            cs["allocatedResources"] = {k: str(v) for k, v in allocated.items()}
+        if actual is not None:
+            cs["resources"] = {"requests": {k: str(v) for k, v in actual.items()}}
+        field = "initContainerStatuses" if init else "containerStatuses"
+        self._pod["status"].setdefault(field, []).append(cs)
+        return self
+
     def set(self, path: str, value: Any) -> PodBuilder:
         """Generic setter: ``.set("spec.hostNetwork", True)``."""
         set_path(self._pod, path, value)
@@ -517,3 +531,107 @@ def make_node(name: str = "node", *, cpu: Any = "4", memory: Any = "16Gi", pods:
     if labels:
         b.labels(labels)
     return b.obj()
+
+
+# ---------------------------------------------------------------- DRA (resource.k8s.io/v1) objects
+
+DRA_API = "resource.k8s.io/v1"
+
+
+def dra_exact(name: str = "gpu", device_class: str = "gpu.example.com", *, count: int | None = None,
+              mode: str | None = None, selectors: Sequence[str] = (), **extra: Any) -> dict[str, Any]:
+    """One ``spec.devices.requests[]`` entry of kind ``exactly``."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class, **extra}
+    if mode is not None:
+        exactly["allocationMode"] = mode
+    if count is not None:
+        exactly["count"] = count
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": exactly}
+
+
+def dra_device_class(name: str = "gpu.example.com", *, selectors: Sequence[str] = (),
+                     **spec: Any) -> dict[str, Any]:
+    sp: dict[str, Any] = dict(spec)
+    if selectors:
+        sp["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": sp}
+
+
+def dra_claim(name: str = "claim", namespace: str = "default", *,
+              requests: Sequence[dict[str, Any]] | None = None, **devices: Any) -> dict[str, Any]:
+    reqs = list(requests) if requests is not None else [dra_exact()]
+    return {"apiVersion": DRA_API, "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"devices": {"requests": reqs, **devices}}}
+
+
+def dra_claim_template(name: str = "gpu-template", namespace: str = "default", *,
+                       requests: Sequence[dict[str, Any]] | None = None,
+                       labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    reqs = list(requests) if requests is not None else [dra_exact()]
+    spec: dict[str, Any] = {"spec": {"devices": {"requests": reqs}}}
+    if labels:
+        spec["metadata"] = {"labels": dict(labels)}
+    return {"apiVersion": DRA_API, "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def dra_device(name: str, **attributes: Any) -> dict[str, Any]:
+    """A device with typed attributes (bool/int/str values) and an optional ``capacity`` map."""
+    capacity = attributes.pop("capacity", None)
+    attrs: dict[str, Any] = {}
+    for k, v in attributes.items():
+        if isinstance(v, bool):
+            attrs[k] = {"bool": v}
+        elif isinstance(v, int):
+            attrs[k] = {"int": v}
+        else:
+            attrs[k] = {"string": v}
+    d: dict[str, Any] = {"name": name}
+    if attrs:
+        d["attributes"] = attrs
+    if capacity:
+        d["capacity"] = {k: {"value": v} for k, v in capacity.items()}
+    return d
+
+
+def dra_slice(name: str = "node-1-gpu", *, node: str | None = "node-1", driver: str = "gpu.example.com",
+              pool: str | None = None, devices: Sequence[dict[str, Any]] | None = None,
+              slice_count: int = 1, generation: int = 0, **spec: Any) -> dict[str, Any]:
+    sp: dict[str, Any] = {"driver": driver,
+                          "pool": {"name": pool or node or "pool", "generation": generation,
+                                   "resourceSliceCount": slice_count}}
+    if node is not None:
+        sp["nodeName"] = node
+    sp["devices"] = list(devices) if devices is not None else [dra_device(f"gpu-{i}", index=i) for i in range(2)]
+    sp.update(spec)
+    return {"apiVersion": DRA_API, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": sp}
+
+
+def dra_allocation(node: str, results: Sequence[tuple[str, str, str, str]]) -> dict[str, Any]:
+    """``status.allocation`` as kube-scheduler writes it: results are (request, driver, pool,
+    device); the node selector pins the node by name (matchFields metadata.name)."""
+    return {"devices": {"results": [{"request": r, "driver": d, "pool": p, "device": dev}
+                                     for r, d, p, dev in results]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}
+
+
+def dra_consumer(pod_name: str, uid: str) -> dict[str, Any]:
+    """A ``status.reservedFor`` entry naming a pod."""
+    return {"resource": "pods", "name": pod_name, "uid": uid}
+
+
+def with_pod_claims(pod: dict[str, Any], *claims: tuple[str, str, str]) -> dict[str, Any]:
+    """Give a pod dict ``spec.resourceClaims`` entries (name, "template"|"claim", source name)
+    and a first container that uses them all."""
+    spec = pod.setdefault("spec", {})
+    spec["resourceClaims"] = [
+        {"name": n, "resourceClaimTemplateName": src} if kind == "template" else {"name": n, "resourceClaimName": src}
+        for n, kind, src in claims]
+    cs = spec.get("containers") or [{"name": "c", "image": "busybox"}]
+    cs[0] = {**cs[0], "resources": {**(cs[0].get("resources") or {}), "claims": [{"name": n} for n, _, _ in claims]}}
+    spec["containers"] = cs
+    return pod

@@ -12,10 +12,12 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler import __version__
+from scheduler import KUBE_SCHEDULER_RELEASE, __version__
 from scheduler.logging import LEVELS, configure_logging
 
 PROG = "kube-py-scheduler"
+# `--version`: ours, and the kube-scheduler release whose behaviour we match.
+VERSION = f"{PROG} {__version__} (kube-scheduler v{KUBE_SCHEDULER_RELEASE})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +36,7 @@ def add_common_options(parser: argparse.ArgumentParser, *, default_log_level: st
                        help="log level, any case (default %(default)s)")
     group.add_argument("--log-format", choices=("json", "console"), default="console",
                        help="log line format (default %(default)s)")
-    group.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    group.add_argument("--version", action="version", version=VERSION)
 
 
 def setup_logging(args: argparse.Namespace) -> None:

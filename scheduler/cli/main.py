@@ -7,7 +7,6 @@ import difflib
 import sys
 from collections.abc import Sequence
 
-from scheduler import __version__
 from scheduler.cli import (
     bench,
     completion,
@@ -17,7 +16,7 @@ from scheduler.cli import (
     run,
     sandbox,
 )
-from scheduler.cli.common import PROG, Command, add_common_options
+from scheduler.cli.common import PROG, VERSION, Command, add_common_options
 
 COMMANDS: tuple[Command, ...] = (
     run.COMMAND,
@@ -37,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A secondary Kubernetes scheduler with kube-scheduler semantics. "
         f"Flags without a subcommand mean `{DEFAULT_COMMAND}`.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help, description=command.description)

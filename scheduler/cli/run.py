@@ -37,12 +37,18 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                      help="with --sandbox: number of simulated nodes (default %(default)s)")
     run.add_argument("--demo-pods", type=int, default=12,
                      help="with --sandbox: demo pods to create (default %(default)s)")
+    run.add_argument("--dra-devices", default="gpu=2:nodes=1", metavar="KIND=COUNT[:KEY=VALUE...]",
+                     help="with --sandbox: the simulated DRA driver's devices, e.g. gpu=8 or "
+                     "gpu=4:memory=40Gi:nodes=2 ('' for none; default %(default)s)")
     run.add_argument("--sandbox-kubeconfig-out", default=None,
                      help="with --sandbox: where to write the sandbox kubeconfig for kubectl "
                      "(default: a file in the temp directory, printed at start)")
     add_serving_flags(run)
     run.add_argument("--leader-elect", choices=("true", "false"), default=None,
                      help="override leaderElection.leaderElect from the config file")
+    run.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                     help="kube-scheduler's feature gates by upstream's names, e.g. "
+                     "'NodeDeclaredFeatures=true' (GA gates are locked; see docs/parity.md)")
     run.add_argument("--stop-grace-seconds", type=float, default=10.0,
                      help="on SIGTERM, how long in-flight bindings may finish "
                      "(default %(default)s)")
@@ -83,6 +89,13 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         raise StartupError(f"--demo-pods: must be >= 0, got {args.demo_pods}")
     if args.stop_grace_seconds < 0:
         raise StartupError("--stop-grace-seconds: must be >= 0")
+    if args.sandbox and args.dra_devices:
+        from scheduler.sandbox.dradriver import parse_device_kinds
+
+        try:
+            parse_device_kinds(args.dra_devices)
+        except ValueError as exc:
+            raise StartupError(f"--dra-devices: {exc}") from exc
     return AppOptions(
         config=config,
         config_source=source,
@@ -97,7 +110,15 @@ def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
     from scheduler.cli.common import setup_logging
 
+    from scheduler.config.features import DEFAULT as FEATURE_GATES
+    from scheduler.config.features import FeatureGateError
+
     setup_logging(args)
+    try:
+        FEATURE_GATES.set(args.feature_gates)
+    except FeatureGateError as exc:
+        print(f"{PROG}: --feature-gates: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         options = options_from_args(args)
         app = App(options)
@@ -127,7 +148,7 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
     from scheduler.demo import create_demo_workload
     from scheduler.sandbox import Sandbox
 
-    sandbox = Sandbox.start_in_thread(nodes=args.nodes, scheduler_prereqs=True)
+    sandbox = Sandbox.start_in_thread(nodes=args.nodes, scheduler_prereqs=True, dra_devices=args.dra_devices)
     # One kubeconfig per sandbox (its own default path unless one is given), so a second
     # sandbox never overwrites the first one's.
     path = str(sandbox.write_kubeconfig(args.sandbox_kubeconfig_out))

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -337,6 +337,13 @@ class ApiClient:
         self._user_agent = user_agent
         self._lean_heads: dict[str | None, str] = {}
         self._bind_results = Children(metrics.bind_requests) if metrics is not None else None
+        # client-go's rest_client_requests_total / rest_client_request_duration_seconds: one
+        # count and one observation per request sent (retries included), host as in the URL.
+        self._rest_host = urlsplit(self._base).netloc
+        self._rest_results = (
+            Children(metrics.ops.rest_client_requests) if metrics is not None else None)
+        self._rest_durations = (
+            Children(metrics.ops.rest_client_request_duration) if metrics is not None else None)
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._session: aiohttp.ClientSession | None = None
@@ -463,6 +470,30 @@ class ApiClient:
             return resp
 
     async def _send_once(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        params: Mapping[str, str] | None,
+        content_type: str | None,
+    ) -> ApiResponse:
+        if self._rest_results is None:
+            return await self._send_uncounted(method, path, data, params, content_type)
+        started = time.perf_counter()
+        try:
+            resp = await self._send_uncounted(method, path, data, params, content_type)
+        except ApiConnectionError:
+            self._count_rest(method, "<error>", started)
+            raise
+        self._count_rest(method, str(resp.status), started)
+        return resp
+
+    def _count_rest(self, method: str, code: str, started: float) -> None:
+        assert self._rest_results is not None and self._rest_durations is not None
+        self._rest_durations(method, self._rest_host).observe(time.perf_counter() - started)
+        self._rest_results(code, method, self._rest_host).inc()
+
+    async def _send_uncounted(
         self,
         method: str,
         path: str,
@@ -630,6 +661,7 @@ class ApiClient:
             read_timeout = (server_timeout + 60.0) if server_timeout > 0 else 900.0
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout, sock_read=read_timeout)
         session = self._ensure_session()
+        started = time.perf_counter()
         try:
             async with session.get(
                 self._base + path,
@@ -638,6 +670,9 @@ class ApiClient:
                 timeout=timeout,
                 **self._request_kwargs(),
             ) as resp:
+                if self._rest_results is not None:  # counted when the answer's head arrives
+                    self._count_rest("GET", str(resp.status), started)
+                    started = 0.0
                 if resp.status != 200:
                     raw = await resp.read()
                     raise error_for(
@@ -652,6 +687,8 @@ class ApiClient:
                 for event in parser.finish():
                     yield event
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            if self._rest_results is not None and started:
+                self._count_rest("GET", "<error>", started)
             raise ApiConnectionError(f"WATCH {path}: {type(exc).__name__}: {exc}") from exc
 
 

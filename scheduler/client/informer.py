@@ -527,11 +527,16 @@ RESOURCES: dict[str, ResourceSpec] = {
     "csistoragecapacities": ResourceSpec("storage.k8s.io/v1", "csistoragecapacities", "CSIStorageCapacity", True),
     "poddisruptionbudgets": ResourceSpec("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
     "podgroups": ResourceSpec("scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup", True),
+    "elasticquotas": ResourceSpec("scheduling.x-k8s.io/v1alpha1", "elasticquotas", "ElasticQuota", True),
     "namespaces": ResourceSpec("v1", "namespaces", "Namespace", False),
     "services": ResourceSpec("v1", "services", "Service", True),
     "replicationcontrollers": ResourceSpec("v1", "replicationcontrollers", "ReplicationController", True),
     "replicasets": ResourceSpec("apps/v1", "replicasets", "ReplicaSet", True),
     "statefulsets": ResourceSpec("apps/v1", "statefulsets", "StatefulSet", True),
+    # Dynamic Resource Allocation (the DynamicResources plugin)
+    "resourceclaims": ResourceSpec("resource.k8s.io/v1", "resourceclaims", "ResourceClaim", True),
+    "resourceslices": ResourceSpec("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
+    "deviceclasses": ResourceSpec("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
 }
 
 DEFAULT_RESOURCES: tuple[str, ...] = (
@@ -544,6 +549,7 @@ DEFAULT_RESOURCES: tuple[str, ...] = (
     "csidrivers",
     "poddisruptionbudgets",
     "podgroups",
+    "elasticquotas",
     "namespaces",
     # PodTopologySpread's system default constraints select pods by their owning
     # Service/ReplicaSet/StatefulSet/ReplicationController, as upstream's informers do.
@@ -552,6 +558,9 @@ DEFAULT_RESOURCES: tuple[str, ...] = (
     "replicasets",
     "statefulsets",
     "csistoragecapacities",
+    "resourceclaims",
+    "resourceslices",
+    "deviceclasses",
 )
 
 

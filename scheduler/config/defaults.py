@@ -78,6 +78,7 @@ DEFAULT_PREEMPTION = "DefaultPreemption"
 NODE_RESOURCES_BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
 IMAGE_LOCALITY = "ImageLocality"
 DEFAULT_BINDER = "DefaultBinder"
+DYNAMIC_RESOURCES = "DynamicResources"
 
 # (name, weight) in upstream order; weight 0 = not a scored plugin / unset
 DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
@@ -95,10 +96,15 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (VOLUME_ZONE, 0),
     (POD_TOPOLOGY_SPREAD, 2),
     (INTER_POD_AFFINITY, 2),
+    # kube-scheduler 1.34+: just before DefaultPreemption, so PostFilter deallocates an idle
+    # claim before any pod is evicted
+    (DYNAMIC_RESOURCES, 0),
     (DEFAULT_PREEMPTION, 0),
     (NODE_RESOURCES_BALANCED_ALLOCATION, 1),
     (IMAGE_LOCALITY, 1),
     (DEFAULT_BINDER, 0),
+    # GA in 1.37; upstream appends it to the defaults behind its (now locked) gate
+    ("NodeDeclaredFeatures", 0),
 )
 
 _DEFAULT_RESOURCE_SPEC: list[dict[str, Any]] = [
@@ -256,11 +262,17 @@ def default_config() -> KubeSchedulerConfiguration:
 # values hold exactly this (a test compares them). Gang scheduling is on: Coscheduling joins
 # every extension point it implements and replaces PrioritySort as the queue sort; pods
 # without the ``scheduling.x-k8s.io/pod-group`` label are scheduled as by the v1 defaults.
+# Elastic quotas are on too, as scheduler-plugins' chart has them: CapacityScheduling takes
+# DefaultPreemption's place at PostFilter (before Coscheduling's, as preemption runs first
+# in scheduler-plugins' profile); without ElasticQuotas it preempts exactly as
+# DefaultPreemption does.
 SHIPPED_PROFILE: dict[str, Any] = {
     "schedulerName": DEFAULT_SCHEDULER_NAME,
     "plugins": {
-        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
         "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+        "postFilter": {"enabled": [{"name": "CapacityScheduling"}, {"name": "Coscheduling"}],
+                       "disabled": [{"name": "*"}]},
     },
     "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 60}}],
 }

@@ -22,8 +22,9 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import NO_NODES_AVAILABLE, Diagnosis, FitError
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.capacityscheduling.quota import format_amount
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
-from scheduler.plugins.names import COSCHEDULING, DEFAULT_PREEMPTION
+from scheduler.plugins.names import CAPACITY_SCHEDULING, COSCHEDULING, DEFAULT_PREEMPTION
 from scheduler.find_nodes import effective_percentage, num_feasible_nodes_to_find
 from scheduler.schedule_one import failure_message
 
@@ -98,6 +99,19 @@ class GangState:
 
 
 @dataclass
+class QuotaState:
+    """The pod's ElasticQuota as CapacityScheduling counts it (quantities as strings)."""
+
+    quota: str
+    min: dict[str, str]
+    max: dict[str, str]
+    used: dict[str, str]
+    # which PreFilter rule turned the pod away: "max", "min" (the sum of used over the sum
+    # of mins) or "" when neither did
+    rejected_by: str = ""
+
+
+@dataclass
 class Explanation:
     """Everything ``explain`` found for one pod; ``render`` turns it into text or the
     simulator's keys."""
@@ -128,6 +142,7 @@ class Explanation:
     error: str = ""
     preemption: PreemptionPlan | None = None
     gang: GangState | None = None
+    quota: QuotaState | None = None
     # Set when a PreEnqueue plugin keeps the pod out of the active queue (scheduling gates,
     # a missing PodGroup ...): the daemon does not even try it.
     gated_by: str = ""
@@ -181,6 +196,7 @@ async def explain_pod(sched: Scheduler, fwk: Framework, pod: dict[str, Any]) -> 
         prefilter_result={}, verdicts=[], nominated_node=nominated,
     )
     result.gang = gang_state(fwk, pod_info)
+    result.quota = quota_state(fwk, pod_info)
     gate = fwk.run_pre_enqueue_plugins(pod_info)
     if gate is not None and not gate.is_success():
         result.gated_by, result.gated_message = gate.plugin, gate.message()
@@ -271,7 +287,13 @@ def _record_filter(
         plugin = status.plugin or (EXTENDER_NAME if name in by_extenders else PRE_FILTER_RESULT)
         if plugin == PRE_FILTER_RESULT:
             excluded.append(name)
-        result.verdicts.append(NodeVerdict(name, plugin, status.code.label, list(status.reasons)))
+        reasons = list(status.reasons)
+        # A plugin that knows more than its status says (DynamicResources: which request
+        # of which claim, and why) adds it per node.
+        node_details = getattr(fwk.get_plugin(plugin), "node_details", None)
+        if callable(node_details):
+            reasons += [r for r in node_details(state, name) if r not in reasons]
+        result.verdicts.append(NodeVerdict(name, plugin, status.code.label, reasons))
     if excluded and pre_status is None:
         allowed = sorted(n.name for n in all_nodes if n.name not in set(excluded))
         for name in sorted(diagnosis.unschedulable_plugins):
@@ -428,3 +450,28 @@ def gang_state(fwk: Framework, pod_info: PodInfo) -> GangState | None:
         pod_group=full, found=True, min_member=info.min_member, members=members,
         assigned=assigned, pending=pending, missing="; ".join(missing),
     )
+
+
+def quota_state(fwk: Framework, pod_info: PodInfo) -> QuotaState | None:
+    """The pod's ElasticQuota as CapacityScheduling counts it, and which rule (if any) its
+    PreFilter applies to the pod; None without the plugin or a quota."""
+    plugin: Any = fwk.get_plugin(CAPACITY_SCHEDULING)
+    usage = getattr(plugin, "usage", None)
+    if usage is None:
+        return None
+    quotas = usage()
+    eq = quotas.get(pod_info.namespace)
+    if eq is None:
+        return None
+    names = list(eq.resource_names) or ["cpu", "memory"]
+
+    def show(amounts: Any) -> dict[str, str]:
+        return {n: format_amount(n, amounts.get(n)) for n in names}
+
+    rejected = ""
+    if eq.used_over_max_with(pod_info.requests):
+        rejected = "max"
+    elif quotas.aggregated_used_over_min_with(pod_info.requests):
+        rejected = "min"
+    return QuotaState(quota=eq.key, min=show(eq.min), max=show(eq.max), used=show(eq.used),
+                      rejected_by=rejected)

@@ -110,6 +110,10 @@ def to_simulator(explanation: Explanation, *, daemon: dict[str, Any] | None = No
             "members": g.members, "assigned": g.assigned, "pending": list(g.pending),
             "missing": g.missing,
         }
+    if e.quota is not None:
+        q = e.quota
+        out["elasticquota"] = {"name": q.quota, "min": q.min, "max": q.max, "used": q.used,
+                               "rejectedBy": q.rejected_by}
     if daemon is not None:
         out["daemon"] = daemon
     return out
@@ -252,6 +256,19 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
             if g.pending:
                 lines.append("  pending: " + _names(g.pending, WIDTH - 11))
             lines.append(_clip("  missing: " + (g.missing or "nothing"), WIDTH))
+    if e.quota is not None:
+        q = e.quota
+
+        def amounts(m: dict[str, str]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in m.items())
+
+        lines.append("")
+        lines.append(f"ElasticQuota {q.quota}: used {amounts(q.used)}; min {amounts(q.min)}; "
+                     f"max {amounts(q.max)}")
+        rule = {"max": "the pod would take the quota over its max",
+                "min": "the pod would take the sum of used over the sum of mins"}.get(
+                    q.rejected_by, "the pod fits the quota")
+        lines.append(f"  CapacityScheduling: {rule}")
     if daemon is not None:
         lines.append("")
         lines.extend(daemon_lines(daemon))

@@ -8,8 +8,9 @@ A plugin (in-tree or from an installed package) imports from ``scheduler.framewo
 
 - the extension-point interfaces (``PreEnqueuePlugin`` ... ``PostBindPlugin``), their base
   ``Plugin``, ``EnqueueExtensions`` and the optional ``PreFilterExtensions`` /
-  ``ScoreExtensions`` / ``ScoreValuesNormalizer`` protocols, and ``SignPlugin`` (a Filter
-  or Score plugin signing the pod fields it reads, for opportunistic batching);
+  ``ScoreExtensions`` / ``ScoreValuesNormalizer`` protocols, ``SignPlugin`` (a Filter
+  or Score plugin signing the pod fields it reads, for opportunistic batching) and
+  ``PodGroupPlugin`` (a plugin whose groups of pods are tried in one pass);
 - ``Status`` and ``Code`` (unschedulable is a Status, never an exception), ``CycleState``,
   ``read_state``/``missing_state`` (a Pre* step's data read back, with upstream's error);
 - the views plugins receive: ``NodeInfo``, ``PodInfo``, ``QueuedPodInfo``, ``NodeScore``,
@@ -53,6 +54,7 @@ from scheduler.framework.interfaces import (
     Plugin,
     PluginArgs,
     PluginFactory,
+    PodGroupPlugin,
     PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
@@ -108,6 +110,7 @@ __all__ = [
     "PluginOrigin",
     "PodInfo",
     "PodNominator",
+    "PodGroupPlugin",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",

@@ -49,6 +49,13 @@ if TYPE_CHECKING:
 # What kept results are held in: lists (statuses, scores, nodes) and known-masks.
 _Seq = TypeVar("_Seq", list[Any], bytearray)
 
+# scheduler_batch_attempts_total{result} and scheduler_batch_cache_flushed_total{reason}: upstream's
+# values.  A "hint" here is the results kept for the pod's signature (used whenever present).
+ATTEMPT_NO_HINT = "no_hint"
+ATTEMPT_HINT_USED = "hint_used"
+FLUSH_EXPIRED = "expired"
+FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
+
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).
 MAX_WINDOWS = 64
@@ -605,11 +612,21 @@ class BatchCache:
         # node count or image spread touches every node's score without touching the node.
         epoch = (num_nodes, image_generation)
         results = self._entries.get(key)
+        metrics, profile = fwk.metrics, fwk.profile_name
         if results is None or results.epoch != epoch:
+            if results is not None:
+                # the node count or image spread moved: every kept score may have (upstream's
+                # reason for a hint that no longer holds)
+                metrics.batch_cache_flushed.labels(profile, FLUSH_EXPIRED).inc()
+            metrics.batch_attempts.labels(profile, ATTEMPT_NO_HINT).inc()
             results = _Results(epoch)
             self._entries[key] = results
             while len(self._entries) > self._max:
+                # pods of other signatures pushed the oldest out
+                metrics.batch_cache_flushed.labels(profile, FLUSH_POD_INCOMPATIBLE).inc()
                 self._entries.popitem(last=False)
+        else:
+            metrics.batch_attempts.labels(profile, ATTEMPT_HINT_USED).inc()
         self._entries.move_to_end(key)
         if not unsigned:
             return Batch(self, fwk, results, snapshot=snapshot)

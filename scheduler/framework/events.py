@@ -15,6 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import pod_requests, resize_report
+from scheduler.objects.resources import Resource
+
 
 class ActionType(enum.IntFlag):
     ADD = 1 << 0
@@ -30,6 +34,8 @@ class ActionType(enum.IntFlag):
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1 << 10
     # Any other update (a PVC's phase, a PodGroup's spec ...).
     UPDATE_OTHER = 1 << 11
+    # status.declaredFeatures changed (NodeDeclaredFeatures, KEP-5328).
+    UPDATE_NODE_DECLARED_FEATURE = 1 << 12
     UPDATE = (
         UPDATE_NODE_ALLOCATABLE
         | UPDATE_NODE_LABEL
@@ -41,6 +47,7 @@ class ActionType(enum.IntFlag):
         | UPDATE_POD_TOLERATION
         | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
         | UPDATE_OTHER
+        | UPDATE_NODE_DECLARED_FEATURE
     )
     ALL = ADD | DELETE | UPDATE
 
@@ -59,6 +66,10 @@ class EventResource(str, enum.Enum):
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     POD_DISRUPTION_BUDGET = "policy/PodDisruptionBudget"
     POD_GROUP = "scheduling.x-k8s.io/PodGroup"
+    RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
+    RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
+    DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+    ELASTIC_QUOTA = "scheduling.x-k8s.io/ElasticQuota"
     WILDCARD = "*"
 
 
@@ -144,6 +155,21 @@ PDB_DELETE = _event(
 POD_GROUP_ADD = _event(EventResource.POD_GROUP, ActionType.ADD, "PodGroupAdd")
 POD_GROUP_UPDATE = _event(EventResource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate")
 POD_GROUP_DELETE = _event(EventResource.POD_GROUP, ActionType.DELETE, "PodGroupDelete")
+RESOURCE_CLAIM_ADD = _event(EventResource.RESOURCE_CLAIM, ActionType.ADD, "ResourceClaimAdd")
+RESOURCE_CLAIM_UPDATE = _event(EventResource.RESOURCE_CLAIM, ActionType.UPDATE,
+                               "ResourceClaimUpdate")
+RESOURCE_CLAIM_DELETE = _event(EventResource.RESOURCE_CLAIM, ActionType.DELETE,
+                               "ResourceClaimDelete")
+RESOURCE_SLICE_ADD = _event(EventResource.RESOURCE_SLICE, ActionType.ADD, "ResourceSliceAdd")
+RESOURCE_SLICE_UPDATE = _event(EventResource.RESOURCE_SLICE, ActionType.UPDATE,
+                               "ResourceSliceUpdate")
+RESOURCE_SLICE_DELETE = _event(EventResource.RESOURCE_SLICE, ActionType.DELETE,
+                               "ResourceSliceDelete")
+DEVICE_CLASS_ADD = _event(EventResource.DEVICE_CLASS, ActionType.ADD, "DeviceClassAdd")
+DEVICE_CLASS_UPDATE = _event(EventResource.DEVICE_CLASS, ActionType.UPDATE, "DeviceClassUpdate")
+ELASTIC_QUOTA_ADD = _event(EventResource.ELASTIC_QUOTA, ActionType.ADD, "ElasticQuotaAdd")
+ELASTIC_QUOTA_UPDATE = _event(EventResource.ELASTIC_QUOTA, ActionType.UPDATE, "ElasticQuotaUpdate")
+ELASTIC_QUOTA_DELETE = _event(EventResource.ELASTIC_QUOTA, ActionType.DELETE, "ElasticQuotaDelete")
 
 # Queue-internal moves: these are not cluster events, but they label pods entering a queue.
 UNSCHEDULABLE_TIMEOUT = _event(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
@@ -172,6 +198,8 @@ def node_update_action(old: dict[str, Any], new: dict[str, Any]) -> ActionType:
         action |= ActionType.UPDATE_NODE_CONDITION
     if old_meta.get("annotations") != new_meta.get("annotations"):
         action |= ActionType.UPDATE_NODE_ANNOTATION
+    if old_status.get("declaredFeatures") != new_status.get("declaredFeatures"):
+        action |= ActionType.UPDATE_NODE_DECLARED_FEATURE
     return action
 
 
@@ -191,13 +219,38 @@ def pod_update_action(old: dict[str, Any], new: dict[str, Any]) -> ActionType:
         action |= ActionType.UPDATE_POD_TOLERATION
     if old_spec.get("schedulingGates") and not new_spec.get("schedulingGates"):
         action |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-    if _requests(old_spec) != _requests(new_spec) or _terminated(new) and not _terminated(old):
+    if _scaled_down(old, new) or _terminated(new) and not _terminated(old):
         action |= ActionType.UPDATE_POD_SCALE_DOWN
     return action or ActionType.UPDATE_OTHER
 
 
-def _requests(spec: dict[str, Any]) -> list[Any]:
-    return [(c.get("resources") or {}).get("requests") for c in spec.get("containers") or []]
+def _sizing(pod: dict[str, Any]) -> tuple[Any, ...]:
+    """What a pod's effective requests are computed from (spec and the kubelet's resize
+    report), to skip recomputing them on the many updates that change none of it."""
+    spec = pod.get("spec") or {}
+    return (spec.get("containers"), spec.get("initContainers"), spec.get("resources"),
+            spec.get("overhead"), resize_report(pod))
+
+
+def _scaled_down(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Upstream's UpdatePodScaleDown: some resource of the effective requests (resize-aware:
+    the larger of desired and reported sizes) went down or away, e.g. when the kubelet
+    reports a shrink done."""
+    if _sizing(old) == _sizing(new):
+        return False
+    try:
+        before, after = pod_requests(old), pod_requests(new)
+    except ObjectError:
+        return True  # cannot tell: let the hints look
+    return _any_lower(before, after)
+
+
+def _any_lower(before: Resource, after: Resource) -> bool:
+    if (after.milli_cpu < before.milli_cpu or after.memory < before.memory
+            or after.ephemeral_storage < before.ephemeral_storage):
+        return True
+    return any(after.scalar_resources.get(k, 0) < v
+               for k, v in before.scalar_resources.items())
 
 
 def _terminated(pod: dict[str, Any]) -> bool:

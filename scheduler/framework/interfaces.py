@@ -235,6 +235,23 @@ class PostBindPlugin(Plugin):
     def post_bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None: ...
 
 
+class PodGroupPlugin(abc.ABC):
+    """A plugin that schedules some pods as a group (a gang): the scheduler tries the
+    group's queued members in one pass, back to back against the same snapshot, with no
+    other pod in between (upstream 1.36's PodGroup scheduling cycle), and tells the plugin
+    when the pass is over so a group that did not complete holds nothing.  Not an extension
+    point of the configuration: a plugin enabled at any point that implements it is asked."""
+
+    @abc.abstractmethod
+    def pod_group_members(self, pod_info: PodInfo) -> list[dict[str, Any]] | None:
+        """None if the pod is not in a group this plugin schedules; else the group's other
+        pending members to try in the same pass (in this order)."""
+
+    @abc.abstractmethod
+    def pod_group_pass_done(self, pod_info: PodInfo) -> None:
+        """The pass that began with ``pod_info`` is over (every member tried)."""
+
+
 EXTENSION_POINTS: dict[str, type[Plugin]] = {
     "preEnqueue": PreEnqueuePlugin,
     "queueSort": QueueSortPlugin,

@@ -38,9 +38,9 @@ from scheduler.framework.instrumentation import (  # extension point labels, as 
 )
 from scheduler.framework.interfaces import (
     ApiClient, BindPlugin, EnqueueExtensions, EventRecorder, ExtenderPreemption, FilterPlugin,
-    NodeInfoLister, ObjectLister, PermitPlugin, Plugin, PodNominator, PostBindPlugin,
-    PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin,
-    QueueSortPlugin, ReservePlugin, ScorePlugin,
+    NodeInfoLister, ObjectLister, PermitPlugin, Plugin, PodGroupPlugin, PodNominator,
+    PostBindPlugin, PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
+    PreScorePlugin, QueueSortPlugin, ReservePlugin, ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.nominated import filter_with_nominated_pods
@@ -194,6 +194,21 @@ class Framework:
 
     def has_permit_plugins(self) -> bool:
         return bool(self._permit)
+
+    def pod_group_members(self, pod_info: PodInfo) -> tuple[str, list[dict[str, Any]]] | None:
+        """(plugin, the other pending members to try in the same pass) if a PodGroupPlugin
+        schedules the pod as part of a group, else None."""
+        for name, plugin in self.plugins.items():
+            if isinstance(plugin, PodGroupPlugin):
+                members = plugin.pod_group_members(pod_info)
+                if members is not None:
+                    return name, members
+        return None
+
+    def pod_group_pass_done(self, plugin: str, pod_info: PodInfo) -> None:
+        group_plugin = self.plugins.get(plugin)
+        if isinstance(group_plugin, PodGroupPlugin):
+            group_plugin.pod_group_pass_done(pod_info)
 
     def reject_waiting_pod(self, uid: str) -> bool:
         """Reject a pod waiting at Permit (it was deleted ...); False if it is not waiting."""
@@ -501,6 +516,7 @@ class Framework:
         result: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
+        rejector_said = False
         final: tuple[PostFilterResult | None, Status | None] | None = None
         for name, plugin in self._post_filter:
             r, s = self._instr.call_with_result(
@@ -522,8 +538,10 @@ class Framework:
                 # pod's); no result leaves it alone (upstream's ModeNoop).
                 result = r
             reasons.extend(s.reasons)
-            if not rejector:
-                rejector = name
+            # A plugin that rejects without a reason (DynamicResources for a pod without
+            # claims) does not name the rejection while a later one says why.
+            if not rejector or (not rejector_said and s.reasons):
+                rejector, rejector_said = name, bool(s.reasons)
         if final is None:
             final = (result, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector))
         self._instr.observe_point(POST_FILTER, final[1], start)

@@ -35,6 +35,9 @@ class QueuedPodInfo:
     gated: bool = False
     gating_plugin: str = ""
     consecutive_errors: int = 0
+    # Moved out of the unschedulable pool by the leftover flush (not by an event), counted
+    # in scheduler_pod_scheduled_after_flush_total if its next attempt succeeds.
+    flushed: bool = False
 
     @property
     def pod(self) -> dict[str, object]:

@@ -5,13 +5,16 @@ Requests are computed the way kube-scheduler does for a pod that went through ap
 defaulting: a container's missing requests default to its limits (the sandbox may hand us
 un-defaulted pods), sidecars (init containers with ``restartPolicy: Always``) add to the
 running total, each ordinary init container is maxed against it, pod-level ``spec.resources``
-requests override cpu/memory, and ``spec.overhead`` is added on top.
+requests (cpu, memory, hugepages) override the containers' sum, and ``spec.overhead`` is added
+on top.  While an in-place resize is pending or in progress, each resource counts the larger of
+the desired (spec) and the kubelet-reported (``status.containerStatuses[].allocatedResources`` /
+``.resources``) sizes, as upstream's PodRequests with InPlacePodVerticalScaling.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
 from scheduler.objects.errors import ObjectError
@@ -46,6 +49,13 @@ __all__ = [
     "scheduler_name",
     "pod_requests",
     "pod_non_zero_requests",
+    "is_pod_resize_deferred",
+    "resize_report",
+    "is_pod_resize_infeasible",
+    "POD_RESIZE_PENDING",
+    "POD_RESIZE_IN_PROGRESS",
+    "POD_REASON_DEFERRED",
+    "POD_REASON_INFEASIBLE",
     "pod_host_ports",
     "parse_scheduling_gates",
     "PodInfo",
@@ -139,10 +149,11 @@ def _max(dst: dict[str, int], src: Mapping[str, int]) -> None:
 
 
 class _Container:
-    __slots__ = ("requests", "sidecar", "ports")
+    __slots__ = ("name", "requests", "sidecar", "ports")
 
-    def __init__(self, requests: dict[str, int], sidecar: bool,
+    def __init__(self, name: str, requests: dict[str, int], sidecar: bool,
                  ports: list[tuple[str, str, int]]) -> None:
+        self.name = name
         self.requests = requests
         self.sidecar = sidecar
         self.ports = ports
@@ -239,16 +250,24 @@ def _containers(pod: Mapping[str, Any], field: str) -> list[_Container]:
             raise _err(pod, where, "must be an object")
         sidecar = init and c.get("restartPolicy") == "Always"
         ports = _ports(pod, c, where) if (not init or sidecar) else []
-        out.append(_Container(_resources(pod, c, where), sidecar, ports))
+        name = c.get("name")
+        out.append(_Container(name if isinstance(name, str) else "", _resources(pod, c, where),
+                              sidecar, ports))
     return out
 
 
+def _spec_requests(c: _Container) -> Mapping[str, int]:
+    return c.requests
+
+
 def _aggregate(containers: list[_Container], inits: list[_Container],
-               non_missing: Mapping[str, int] | None) -> dict[str, int]:
+               non_missing: Mapping[str, int] | None,
+               pick: Callable[[_Container], Mapping[str, int]] = _spec_requests,
+               ) -> dict[str, int]:
     def reqs_of(c: _Container) -> Mapping[str, int]:
         if not non_missing:
-            return c.requests
-        r = dict(c.requests)
+            return pick(c)
+        r = dict(pick(c))
         for k, v in non_missing.items():
             if k not in r:
                 r[k] = v
@@ -284,6 +303,100 @@ class _Parsed:
         self.host_ports = host_ports
 
 
+# In-place pod resize (KEP-1287, GA in 1.35): the kubelet reports a resize through these pod
+# conditions, and each container's admitted (``allocatedResources``) and running
+# (``resources``) sizes through its status.
+POD_RESIZE_PENDING = "PodResizePending"
+POD_RESIZE_IN_PROGRESS = "PodResizeInProgress"
+POD_REASON_DEFERRED = "Deferred"
+POD_REASON_INFEASIBLE = "Infeasible"
+
+
+def _resize_pending_reason(pod: Mapping[str, Any]) -> str | None:
+    status = pod.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for c in conditions:
+        if isinstance(c, Mapping) and c.get("type") == POD_RESIZE_PENDING:
+            reason = c.get("reason")
+            return reason if isinstance(reason, str) else ""
+    return None
+
+
+def is_pod_resize_infeasible(pod: Mapping[str, Any]) -> bool:
+    """``PodResizePending`` with reason ``Infeasible``: the node can never fit the new size."""
+    return _resize_pending_reason(pod) == POD_REASON_INFEASIBLE
+
+
+def is_pod_resize_deferred(pod: Mapping[str, Any]) -> bool:
+    """``PodResizePending`` with reason ``Deferred``: the kubelet retries it when room frees."""
+    return _resize_pending_reason(pod) == POD_REASON_DEFERRED
+
+
+class _ContainerStatus:
+    __slots__ = ("allocated", "actual")
+
+    def __init__(self, allocated: dict[str, int] | None, actual: dict[str, int] | None) -> None:
+        self.allocated = allocated
+        self.actual = actual
+
+
+def _container_statuses(pod: Mapping[str, Any]) -> dict[str, _ContainerStatus]:
+    """Container name -> the sizes the kubelet reports (regular containers first, as upstream's
+    lookup by name)."""
+    status = pod.get("status")
+    if not isinstance(status, Mapping):
+        return {}
+    out: dict[str, _ContainerStatus] = {}
+    for field in ("containerStatuses", "initContainerStatuses"):
+        raw = status.get(field)
+        if raw is None or raw == []:
+            continue
+        if not isinstance(raw, list):
+            raise _err(pod, f"status.{field}", "must be a list")
+        for i, cs in enumerate(raw):
+            where = f"status.{field}[{i}]"
+            if not isinstance(cs, Mapping):
+                raise _err(pod, where, "must be an object")
+            allocated = actual = None
+            if cs.get("allocatedResources") is not None:
+                allocated = _parse_rl(pod, cs["allocatedResources"], f"{where}.allocatedResources")
+                _check_amounts(pod, allocated, f"{where}.allocatedResources")
+            res = cs.get("resources")
+            if res is not None:
+                if not isinstance(res, Mapping):
+                    raise _err(pod, f"{where}.resources", "must be an object")
+                if res.get("requests") is not None:
+                    actual = _parse_rl(pod, res["requests"], f"{where}.resources.requests")
+                    _check_amounts(pod, actual, f"{where}.resources.requests")
+            name = cs.get("name")
+            if isinstance(name, str) and name not in out and (allocated is not None
+                                                             or actual is not None):
+                out[name] = _ContainerStatus(allocated, actual)
+    return out
+
+
+def resize_report(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The parts of a pod's status its effective requests are computed from (the kubelet's
+    resize report): equal reports and equal specs give equal requests."""
+    status = pod.get("status")
+    if not isinstance(status, Mapping):
+        return (None, None, None)
+    return (status.get("containerStatuses"), status.get("initContainerStatuses"),
+            _resize_pending_reason(pod))
+
+
+_NONE: Mapping[str, int] = {}
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    # upstream IsSupportedPodLevelResource: cpu, memory and hugepages
+    return name in _POD_LEVEL_RESOURCES or is_hugepage_resource_name(name)
+
+
 def _parse_resources(pod: Mapping[str, Any]) -> _Parsed:
     spec = _spec(pod)
     if not isinstance(spec, Mapping):
@@ -291,23 +404,52 @@ def _parse_resources(pod: Mapping[str, Any]) -> _Parsed:
     containers = _containers(pod, "containers")
     inits = _containers(pod, "initContainers")
     pod_level = {k: v for k, v in _resources(pod, spec, "spec").items()
-                 if k in _POD_LEVEL_RESOURCES}
+                 if _is_pod_level_resource(k)}
     overhead = _parse_rl(pod, spec.get("overhead"), "spec.overhead")
     _check_amounts(pod, overhead, "spec.overhead")
+    statuses = _container_statuses(pod)
+    infeasible = is_pod_resize_infeasible(pod)
+
+    # Upstream's AggregateContainerRequests with UseStatusResources (InPlacePodVerticalScaling,
+    # GA): per resource the larger of the desired (spec), admitted (allocatedResources) and
+    # running (resources.requests) sizes, so a pod shrinking from 3 CPU to 1 CPU still counts 3
+    # until the kubelet reports the new size; an infeasible resize counts what runs, not spec.
+    def allocated(c: _Container) -> Mapping[str, int]:
+        cs = statuses.get(c.name)
+        if cs is not None and cs.allocated is not None:
+            return cs.allocated
+        return _NONE if infeasible else c.requests
+
+    def actual(c: _Container) -> Mapping[str, int]:
+        cs = statuses.get(c.name)
+        if cs is not None and cs.actual is not None:
+            return cs.actual
+        if cs is not None and cs.allocated is not None:
+            return cs.allocated
+        return _NONE if infeasible else c.requests
+
+    def aggregate(non_missing: Mapping[str, int] | None) -> dict[str, int]:
+        spec_total = _aggregate(containers, inits, non_missing)
+        if not statuses and not infeasible:
+            return spec_total  # nothing reported: all three sizes are the spec
+        total = {} if infeasible else spec_total
+        _max(total, _aggregate(containers, inits, non_missing, actual))
+        _max(total, _aggregate(containers, inits, non_missing, allocated))
+        return total
 
     def finish(reqs: dict[str, int]) -> dict[str, int]:
         reqs.update(pod_level)
         _add(reqs, overhead)
         return reqs
 
-    reqs = finish(_aggregate(containers, inits, None))
+    reqs = finish(aggregate(None))
     if pod_level:
         # only resources that neither pod level nor any container set get the default
         non_missing = {k: d for k, d in ((CPU, _DEFAULT_CPU_NANO), (MEMORY, _DEFAULT_MEM_NANO))
                        if k not in reqs}
     else:
         non_missing = {CPU: _DEFAULT_CPU_NANO, MEMORY: _DEFAULT_MEM_NANO}
-    non_zero = finish(_aggregate(containers, inits, non_missing)) if non_missing else reqs
+    non_zero = finish(aggregate(non_missing)) if non_missing else reqs
     ports: list[tuple[str, str, int]] = []
     for c in inits:
         ports.extend(c.ports)

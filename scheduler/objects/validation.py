@@ -1,5 +1,5 @@
 """Shape checks for the objects the scheduler only reads (PVs, PVCs, StorageClasses, CSINodes,
-CSIDrivers, PDBs, PodGroups): the fields a plugin or a queueing hint reads must have the type
+CSIDrivers, PDBs, PodGroups, ElasticQuotas): the fields a plugin or a queueing hint reads must have the type
 kube-apiserver (or the CRD schema) guarantees, or the object is malformed.
 
 The event handlers run :func:`validate_object` on every informer event so a malformed object
@@ -201,6 +201,20 @@ def _pod_group(o: _Obj) -> None:
     o.object("status")
 
 
+def _elastic_quota(o: _Obj) -> None:
+    """scheduler-plugins' ElasticQuota: quantities well formed and non-negative, min <= max
+    for every resource both name."""
+    o.object("spec")
+    o.quantities("spec.min")
+    o.quantities("spec.max")
+    low = parse_resource_list_nano(o.get("spec.min"), where="spec.min")
+    high = parse_resource_list_nano(o.get("spec.max"), where="spec.max")
+    for name in sorted(low.keys() & high.keys()):
+        if low[name] > high[name]:
+            raise o.err(f"spec.min.{name}", f"must be less than or equal to spec.max.{name}")
+    o.object("status")
+
+
 _CHECKS: dict[str, _Check] = {
     "PersistentVolume": _pv,
     "PersistentVolumeClaim": _pvc,
@@ -209,6 +223,7 @@ _CHECKS: dict[str, _Check] = {
     "CSIDriver": _csi_driver,
     "PodDisruptionBudget": _pdb,
     "PodGroup": _pod_group,
+    "ElasticQuota": _elastic_quota,
 }
 
 

@@ -37,6 +37,11 @@ IN_TREE: Mapping[str, str] = {
     names.DEFAULT_PREEMPTION: "scheduler.plugins.defaultpreemption.plugin:DefaultPreemption",
     names.DEFAULT_BINDER: "scheduler.plugins.defaultbinder:DefaultBinder",
     names.COSCHEDULING: "scheduler.plugins.coscheduling.plugin:Coscheduling",
+    names.DYNAMIC_RESOURCES: "scheduler.plugins.dynamicresources.plugin:DynamicResources",
+    names.NODE_DECLARED_FEATURES: (
+        "scheduler.plugins.nodedeclaredfeatures:NodeDeclaredFeatures"
+    ),
+    names.CAPACITY_SCHEDULING: "scheduler.plugins.capacityscheduling.plugin:CapacityScheduling",
 }
 
 

@@ -117,6 +117,14 @@ class BackoffQueue:
         """The ordering window in which the pod's backoff ends (upstream getBackoffTime)."""
         return align_to_window(qpi.timestamp + self.backoff_duration(qpi))
 
+    def backoff_remaining(self, qpi: QueuedPodInfo) -> float:
+        """Seconds until the pod's own backoff (from its last failure) is over, unaligned to
+        windows; 0 when it is over or the pod was never tried.  No pod may start an attempt
+        before this is 0, whatever moved it."""
+        if qpi.attempts == 0:
+            return 0.0
+        return max(0.0, qpi.timestamp + self.backoff_duration(qpi) - self._clock())
+
     def is_backing_off(self, qpi: QueuedPodInfo) -> bool:
         """Until the window after its expiry begins (upstream isPodBackingoff)."""
         if qpi.gated or qpi.attempts == 0:
@@ -140,13 +148,21 @@ class BackoffQueue:
         return entry.qpi
 
     def pop_rejected(self) -> QueuedPodInfo | None:
-        """The head of the rejected pods' heap, backoff over or not (upstream popBackoff:
-        activeQ is empty, so it is the best pod to try); pods that failed with an error wait
-        out their backoff."""
+        """The head of the rejected pods' heap once its own backoff is over, before the
+        window-aligned flush would move it (upstream popBackoff: activeQ is empty, so it is
+        the best pod to try).  Unlike upstream, a pod whose backoff is not over is never
+        popped: events can move a rejected pod here many times a second (a gang's own
+        rollback, churn), and backoff is the only brake on how often it is tried.  Pods that
+        failed with an error wait for the flush."""
         entry = self._rejected.head()
-        if entry is None:
+        if entry is None or self.backoff_remaining(entry.qpi) > 0:
             return None
         return self._take(self._rejected, entry)
+
+    def next_pop_in(self) -> float | None:
+        """Seconds until ``pop_rejected`` may return the current head (None: empty)."""
+        entry = self._rejected.head()
+        return None if entry is None else self.backoff_remaining(entry.qpi)
 
     def pop_completed(self) -> Iterator[QueuedPodInfo]:
         """Pop every pod whose backoff is over, rejected ones first (each heap in order)."""

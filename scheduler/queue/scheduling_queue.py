@@ -5,15 +5,24 @@ Like kube-scheduler's PriorityQueue, pods live in exactly one of:
 * activeQ — a heap ordered by the QueueSort plugin; ``pop`` takes its head;
 * backoffQ — pods waiting out their backoff (initial x 2^(attempts-1), capped), ordered by
   1-second expiry windows then priority, flushed into activeQ every second; with activeQ
-  empty ``pop`` takes its head at once (upstream SchedulerPopFromBackoffQ), so it must pass
-  PreEnqueue before it enters;
+  empty ``pop`` takes its head as soon as its own backoff is over, before the flush
+  (upstream SchedulerPopFromBackoffQ, less its popping of pods still backing off), so it
+  must pass PreEnqueue before it enters;
 * the unschedulable pool — pods rejected by some plugins; they leave it only when a cluster
   event those plugins registered (and whose queueing hint does not answer Skip) happens, or
   after ``max_in_unschedulable`` seconds;
 * the gated set — pods a PreEnqueue plugin refused (scheduling gates ...); they re-run
   PreEnqueue when they are updated or when an event their gating plugin registered happens;
 
-or they are in flight: popped and being scheduled (until ``done`` or a requeue).  A cluster event
+or they are in flight: popped and being scheduled (until ``done`` or a requeue).
+
+One invariant holds whatever the events: no pod starts an attempt before the backoff of its
+last failure is over.  Events and activations may move a pod towards activeQ, but a pod still
+backing off waits in backoffQ (``_move_to_active``; the one exception is a Pending plugin
+answering Queue for the event it waited for, as upstream's queueImmediately), and
+``pop`` never takes one early.  Without it a stream of events (a gang's own rollback freeing
+what it held, node churn) retries the same pods as fast as the loop turns.  And a pod is
+never popped for a new attempt while its previous one is in flight (assumed or binding).  A cluster event
 that arrives while a pod is in flight may be the one that makes it schedulable: the
 moveRequestCycle rule sends such a pod to backoffQ rather than to the pool, so it is not stuck
 waiting for an event that already happened.
@@ -53,7 +62,14 @@ from scheduler.framework.events import (
 )
 from scheduler.framework.status import Status
 from scheduler.framework.types import QueuedPodInfo
-from scheduler.metrics import Children, SchedulerMetrics
+from scheduler.metrics import (
+    HINT_ERROR,
+    HINT_QUEUE,
+    HINT_QUEUE_SKIP,
+    POD_POPPED,
+    Children,
+    SchedulerMetrics,
+)
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo, pod_key, pod_priority
 from scheduler.queue.active_queue import ActiveQueue, Less
@@ -84,6 +100,10 @@ HintEntry = tuple[ClusterEvent, str, QueueingHintFn | None]
 _UPDATE_LABEL = UNSCHEDULED_POD_UPDATE.label
 # scheduler_queue_incoming_pods_total{queue="active"} label of a pod popped from backoffQ.
 POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
+# The longest ``pop`` sleeps before looking at backoffQ's head again (the flush period).
+_MAX_POP_WAIT = 1.0
+# ``take``: a gang member whose backoff ends this soon is tried with the member popped.
+GROUP_BACKOFF_TOLERANCE_SECONDS = 1.0
 
 
 class QueueError(Exception):
@@ -163,6 +183,7 @@ class SchedulingQueue:
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
 
         self._incoming_pods = Children(self._metrics.queue_incoming_pods)
+        self._hint_durations = Children(self._metrics.ops.queueing_hint_execution_duration)
         self._export_gauges()
 
         self._cycle = 0
@@ -314,7 +335,42 @@ class SchedulingQueue:
             if qpi is not None:
                 return qpi
             self._wakeup.clear()
-            await self._wakeup.wait()
+            delay = self._backoff.next_pop_in()
+            if delay is None:
+                await self._wakeup.wait()
+                continue
+            # backoffQ's head may be popped once its backoff is over: no event will say so.
+            try:
+                await asyncio.wait_for(self._wakeup.wait(),
+                                       timeout=min(max(delay, 0.001), _MAX_POP_WAIT))
+            except TimeoutError:
+                pass
+
+    def take(self, pods: Iterable[dict[str, Any]], *,
+             within: float = GROUP_BACKOFF_TOLERANCE_SECONDS) -> list[QueuedPodInfo]:
+        """Take these pods out of the queue for attempts now, as ``pop`` would (a gang's
+        members tried in one pass with the member just popped).  Only pods held in activeQ,
+        backoffQ or the unschedulable pool whose backoff ends within ``within`` seconds are
+        taken (members failed together end their backoff together); gated pods, pods in
+        flight and pods still backing off longer stay."""
+        taken: list[QueuedPodInfo] = []
+        for pod in pods:
+            found = self._find(pod_key(pod))
+            if found is None or found[0] == GATED:
+                continue
+            qpi = found[1]
+            if (qpi.pod_info.uid or qpi.key) in self._in_flight:
+                continue
+            if self._backoff.backoff_remaining(qpi) > within:
+                continue
+            self._active.remove(qpi.key)
+            self._backoff.remove(qpi.key)
+            self._pool.remove(qpi.key)
+            if qpi.initial_attempt_timestamp is None:
+                qpi.initial_attempt_timestamp = self._clock()
+            self._start_attempt(qpi)
+            taken.append(qpi)
+        return taken
 
     def pop_nowait(self) -> QueuedPodInfo | None:
         if self._closed:
@@ -343,6 +399,11 @@ class SchedulingQueue:
         if flight is not None and flight.deleted:
             return
         found = self._find(key)
+        if found is not None and flight is not None and found[0] == BACKOFF:
+            # A copy queued while this attempt was in flight (see ``_pop``): the attempt's
+            # own outcome, with its rejectors and attempt count, replaces it.
+            self._backoff.remove(key)
+            found = None
         if found is not None:
             raise QueueError(f"pod {key} is already in the {found[0]} queue", pod=key)
         if flight is not None and flight.latest is not None:
@@ -356,6 +417,7 @@ class SchedulingQueue:
         else:
             qpi.consecutive_errors += 1
         qpi.timestamp = self._clock()
+        qpi.flushed = False  # back from an attempt: a later move is no longer the flush's
 
         strategy = _Strategy.SKIP
         if flight is not None:
@@ -364,7 +426,7 @@ class SchedulingQueue:
             if flight.activated:
                 strategy = max(strategy, _Strategy.AFTER_BACKOFF)
         if strategy is _Strategy.IMMEDIATELY:
-            self._move_to_active(qpi, SCHEDULE_ATTEMPT_FAILURE)
+            self._move_to_active(qpi, SCHEDULE_ATTEMPT_FAILURE, pending_resolved=True)
         elif (
             strategy is _Strategy.AFTER_BACKOFF
             or not rejectors
@@ -385,7 +447,12 @@ class SchedulingQueue:
         """Pods unschedulable for longer than ``max_in_unschedulable`` get another try."""
         stale = self._pool.stale(self._clock(), self._max_in_unschedulable)
         if stale:
+            for qpi in stale:
+                qpi.flushed = True
             self._move_pods(stale, UNSCHEDULABLE_TIMEOUT, None, None)
+            for qpi in stale:
+                # A gated pod never attempts: a later move is not the flush's doing.
+                qpi.flushed = qpi.flushed and not qpi.gated
 
     async def run(
         self,
@@ -438,6 +505,17 @@ class SchedulingQueue:
             return found[0]
         return "in-flight" if _uid(pod) in self._in_flight else None
 
+    def attempts_of(self, pod: dict[str, Any]) -> int | None:
+        """How many times the pod was popped for a cycle (queued or in flight); None when
+        the queue does not hold it."""
+        found = self._find(pod_key(pod))
+        if found is not None:
+            return found[1].attempts
+        for flight in self._in_flight.values():
+            if flight.qpi.key == pod_key(pod):
+                return flight.qpi.attempts
+        return None
+
     def in_flight_pods(self) -> list[dict[str, Any]]:
         return [f.qpi.pod_info.pod for f in self._in_flight.values()]
 
@@ -466,14 +544,27 @@ class SchedulingQueue:
         return None
 
     def _pop(self) -> QueuedPodInfo | None:
-        # With activeQ empty the best pod to try is backoffQ's head rather than none
-        # (upstream SchedulerPopFromBackoffQ).
-        qpi = self._active.pop()
-        if qpi is None:
-            qpi = self._backoff.pop_rejected()
+        while True:
+            # With activeQ empty the best pod to try is backoffQ's head rather than none
+            # (upstream SchedulerPopFromBackoffQ), once its backoff is over.
+            qpi = self._active.pop()
             if qpi is None:
-                return None
-            self._incoming(ACTIVE, POP_FROM_BACKOFF_Q)
+                qpi = self._backoff.pop_rejected()
+                if qpi is None:
+                    return None
+                self._incoming(ACTIVE, POP_FROM_BACKOFF_Q)
+            if (qpi.pod_info.uid or qpi.key) not in self._in_flight:
+                break
+            # Its previous attempt is still in flight (assumed, waiting or binding): a second
+            # attempt now could place it twice.  It waits in backoffQ; the flight's outcome
+            # (bound, or requeued) settles which copy stays.
+            log.warning("pod queued while its attempt is in flight; not popping it",
+                        pod=qpi.key)
+            self._backoff.add(qpi)
+        self._start_attempt(qpi)
+        return qpi
+
+    def _start_attempt(self, qpi: QueuedPodInfo) -> None:
         self._cycle += 1
         qpi.attempts += 1
         # A new attempt: the rejectors of the previous one no longer apply.
@@ -482,7 +573,6 @@ class SchedulingQueue:
         qpi.gated = False
         qpi.gating_plugin = ""
         self._in_flight[qpi.pod_info.uid or qpi.key] = _InFlight(qpi)
-        return qpi
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
         try:
@@ -499,14 +589,29 @@ class SchedulingQueue:
         if status.plugin:
             qpi.unschedulable_plugins.add(status.plugin)
 
-    def _move_to_active(self, qpi: QueuedPodInfo, label: str) -> bool:
-        """activeQ if PreEnqueue passes (True), else the gated set (False)."""
+    def _move_to_active(self, qpi: QueuedPodInfo, label: str, *,
+                        pending_resolved: bool = False) -> bool:
+        """activeQ if PreEnqueue passes (True), else the gated set (False); a pod whose
+        backoff is not over goes to backoffQ instead (True: it is on its way to activeQ),
+        unless ``pending_resolved``: a Pending plugin said the event it waited for came (a
+        Pending rejection is not a failure to penalise; upstream queueImmediately)."""
         key = qpi.key
         self._run_pre_enqueue(qpi)
-        self._backoff.remove(key)
         if qpi.gated:
+            self._backoff.remove(key)
             self._pool_put(qpi, label)
             return False
+        if not pending_resolved and self._backoff.backoff_remaining(qpi) > 0:
+            # Whatever moved it (an event, an activation), it was
+            # tried too recently: it waits out its backoff (the queue's invariant).
+            self._pool.remove(key)
+            if key not in self._backoff:
+                self._backoff.add(qpi)
+                self._incoming(BACKOFF, label)
+                log.debug("pod moved to backoffQ", pod=key, trigger=label)
+                self._wakeup.set()
+            return True
+        self._backoff.remove(key)
         self._pool.remove(key)
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self._clock()
@@ -545,7 +650,9 @@ class SchedulingQueue:
         if strategy is _Strategy.AFTER_BACKOFF and self._backoff.is_backing_off(qpi):
             self._move_to_backoff(qpi, label)
             return BACKOFF
-        return ACTIVE if self._move_to_active(qpi, label) else GATED
+        moved = self._move_to_active(
+            qpi, label, pending_resolved=strategy is _Strategy.IMMEDIATELY)
+        return ACTIVE if moved else GATED
 
     def _is_event_of_interest(self, event: ClusterEvent) -> bool:
         # One answer per event kind (the registrations are fixed): every bound pod and every
@@ -599,13 +706,18 @@ class SchedulingQueue:
                 continue
             hint = QueueingHint.QUEUE
             if hint_fn is not None:
+                started = time.perf_counter()
                 try:
                     hint = hint_fn(pod, old, new)
+                    outcome = HINT_QUEUE_SKIP if hint is QueueingHint.SKIP else HINT_QUEUE
                 except Exception:
                     # Never leave a pod stuck because a hint is buggy: treat it as Queue.
                     log.exception("queueing hint raised; requeueing the pod", pod=qpi.key,
                                   plugin=plugin, cluster_event=event.label)
                     hint = QueueingHint.QUEUE
+                    outcome = HINT_ERROR
+                self._hint_durations(plugin, event.label, outcome).observe(
+                    time.perf_counter() - started)
             if hint is QueueingHint.SKIP:
                 continue
             if plugin in qpi.pending_plugins:
@@ -629,3 +741,23 @@ class SchedulingQueue:
         gauge.labels(queue=UNSCHEDULABLE).set_function(
             lambda: len(self._pool.unschedulable))
         gauge.labels(queue=GATED).set_function(lambda: len(self._pool.gated))
+        # scheduler_queued_entities{queue,type}: every entity here is a pod (pod groups queue
+        # as their pods), so type="pod" mirrors scheduler_pending_pods.
+        entities = self._metrics.queued_entities
+        entities.labels(queue=ACTIVE, type="pod").set_function(lambda: len(self._active))
+        entities.labels(queue=BACKOFF, type="pod").set_function(lambda: len(self._backoff))
+        entities.labels(queue=UNSCHEDULABLE, type="pod").set_function(
+            lambda: len(self._pool.unschedulable))
+        entities.labels(queue=GATED, type="pod").set_function(lambda: len(self._pool.gated))
+        self._metrics.ops.inflight_events.source = self._inflight_events
+
+    def _inflight_events(self) -> dict[str, int]:
+        """scheduler_inflight_events: upstream keeps one list of the pods popped
+        (``PodPopped``) and the events seen since; this queue keeps, per pod being
+        scheduled, the updates of that pod (other events only mark the move request
+        cycle), so it reports the pods in flight and those updates by event."""
+        counts = {POD_POPPED: len(self._in_flight)}
+        for flight in self._in_flight.values():
+            for event, _old, _new in flight.updates:
+                counts[event.label] = counts.get(event.label, 0) + 1
+        return counts

@@ -153,7 +153,9 @@ core/v1 events); authentication.k8s.io/v1 tokenreviews; authorization.k8s.io/v1
 subjectaccessreviews;
 scheduling.k8s.io/v1 priorityclasses; rbac.authorization.k8s.io/v1 roles, rolebindings,
 clusterroles, clusterrolebindings (stored only, not enforced); apiextensions.k8s.io/v1
-customresourcedefinitions and whatever they define.
+customresourcedefinitions and whatever they define; resource.k8s.io/v1 deviceclasses,
+resourceclaims (+status), resourceclaimtemplates, resourceslices (Dynamic Resource
+Allocation, with kube-apiserver's defaulting, validation and immutability: ``dra.py``).
 
 Speed (``tests/perf/bench_sandbox.py``, 2 cores, clients in other processes)
 ---------------------------------------------------------------------------
@@ -181,6 +183,13 @@ server-side Tables for kubectl, namespace lifecycle, priority admission, 401 wit
 
 Limits (what it does not emulate)
 ---------------------------------
+* DRA: ``--dra-devices gpu=8`` runs a simulated driver (``dradriver.py``) publishing a
+  ResourceSlice per node and a DeviceClass; the kubelet starts a pod with claims only once
+  they are allocated for its node and reserved for it. No device preparation (CDI), no
+  extended-resource mapping, no device taint rules.
+* The resourceclaim controller (``claimcontroller.py``) creates claims from templates,
+  drops reservations of pods that are gone or done, deallocates unused claims and deletes
+  generated ones with their pod, as kube-controller-manager does; no metrics.
 * Controllers are minimal (``controllers.py``): Deployment -> ReplicaSet -> pods and Job ->
   pods without rollout pacing, revision history limits, pod failure/success policies,
   suspend or TTL; no StatefulSet, DaemonSet or CronJob controllers; PDB status is not

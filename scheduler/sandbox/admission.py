@@ -63,6 +63,17 @@ def _default_container(c: Obj) -> Obj:
     return c
 
 
+def default_tolerations(spec: Obj) -> None:
+    """DefaultTolerationSeconds (on create and on update, as upstream): a pod without its own
+    not-ready/unreachable NoExecute tolerations gets the 300 s ones, so an update that
+    replaces the list (a merge patch adding one toleration) keeps them."""
+    tols = list(spec.get("tolerations") or [])
+    for dt in DEFAULT_TOLERATIONS:
+        if not any(t.get("key") == dt["key"] and t.get("effect") in (None, "", "NoExecute") for t in tols if isinstance(t, dict)):
+            tols.append(dict(dt))
+    spec["tolerations"] = tols
+
+
 def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
     g, p = rt.group, rt.plural
     if g == "" and p == "pods":
@@ -78,13 +89,15 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
         for k in ("containers", "initContainers"):
             if isinstance(spec.get(k), list):
                 spec[k] = [_default_container(c) if isinstance(c, dict) else c for c in spec[k]]
-        tols = list(spec.get("tolerations") or [])
-        for dt in DEFAULT_TOLERATIONS:
-            if not any(t.get("key") == dt["key"] and t.get("effect") in (None, "", "NoExecute") for t in tols if isinstance(t, dict)):
-                tols.append(dict(dt))
-        spec["tolerations"] = tols
+        default_tolerations(spec)
         obj["spec"] = spec
         status: Obj = {"phase": "Pending", "qosClass": _qos(spec)}
+        if spec.get("schedulingGates"):
+            # kube-apiserver's pod strategy marks a pod created gated (kubectl: SchedulingGated)
+            status["conditions"] = [{
+                "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": None, "lastTransitionTime": now_iso()}]
         obj["status"] = status
     elif g == "" and p == "namespaces":
         md = obj["metadata"]

@@ -54,6 +54,16 @@ def _labels(s: str) -> dict[str, str]:
     return out
 
 
+def _dra_devices(s: str) -> str:
+    from .dradriver import parse_device_kinds
+
+    try:
+        parse_device_kinds(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return s
+
+
 def _auth_user(s: str) -> tuple[str, tuple[str, list[str]]]:
     try:
         return parse_user(s)
@@ -100,6 +110,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run Deployment/ReplicaSet/Job controllers and garbage collection (default on)")
     p.add_argument("--simulate-pv-controller", action=argparse.BooleanOptionalAction, default=True,
                    help="bind and provision PersistentVolumes like the PV controller (default on)")
+    p.add_argument("--dra-devices", type=_dra_devices, action="append", default=[],
+                   metavar="KIND=COUNT[:KEY=VALUE...]",
+                   help="simulated DRA driver: a ResourceSlice per node with COUNT devices of driver "
+                        "KIND.example.com and a DeviceClass of that name, e.g. gpu=8 or "
+                        "gpu=4:memory=40Gi:model=a100 (repeatable or comma-separated)")
     p.add_argument("--auth-user", type=_auth_user, action="append", default=[], metavar="TOKEN=USERNAME[:G1;G2]",
                    help="a token TokenReview accepts, with its user and groups (repeatable)")
     p.add_argument("--auth-allow", type=_auth_allow, action="append", default=[], metavar="USERNAME:VERB:PATH",
@@ -128,7 +143,7 @@ async def _serve(args: argparse.Namespace) -> None:
         max_mutating_requests_inflight=max(1, args.max_mutating_requests_inflight),
         bookmark_interval=args.bookmark_interval,
         simulate_pv_controller=args.simulate_pv_controller, simulate_controllers=args.simulate_controllers,
-        scheduler_prereqs=args.scheduler_prereqs,
+        scheduler_prereqs=args.scheduler_prereqs, dra_devices=",".join(args.dra_devices),
         auth_users=dict(args.auth_user), auth_allow=list(args.auth_allow),
     )
     try:

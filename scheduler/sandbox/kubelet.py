@@ -9,6 +9,11 @@ after its grace period, capped at ``max_grace`` seconds of real time.
 A node is simulated unless it carries the annotation
 ``sandbox.kube-py-scheduler.io/simulated: "false"`` (the sandbox's own nodes carry "true";
 nodes created by clients are simulated by default, so tests can add nodes freely).
+
+A pod with ``spec.resourceClaims`` starts only once each of its claims exists (a generated one
+owned by the pod), is allocated for the pod's node (``status.allocation.nodeSelector``) and
+reserved for the pod, as the kubelet's DRA manager requires before it prepares the devices;
+until then it stays Pending and is looked at again whenever one of its claims changes.
 """
 
 from __future__ import annotations
@@ -121,6 +126,8 @@ class KubeletSim:
         self._terminating: set[tuple[str, str]] = set()
         self._ips = itertools.count(1)
         self._wake = asyncio.Event()
+        # (namespace, claim name) -> pods (ns, name, uid) that wait for that claim
+        self._claim_waiters: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
 
     # ------------------------------------------------------------ policy
 
@@ -175,6 +182,54 @@ class KubeletSim:
         for e in self.registry.ts_of("", "pods").entries():
             if (e.obj.get("spec") or {}).get("nodeName") == name:
                 self.pod_changed(e.obj)
+
+    def claim_changed(self, claim: Obj) -> None:
+        """A ResourceClaim was written: pods waiting for it may start now."""
+        md = claim["metadata"]
+        waiters = self._claim_waiters.pop((md.get("namespace", ""), md["name"]), None)
+        if waiters:
+            for ns, name, uid in waiters:
+                self._start[(ns, name)] = uid
+            self._wake.set()
+
+    def claims_ready(self, pod: Obj, node: Obj) -> tuple[bool, list[str]]:
+        """Whether the pod's claims let it start on ``node``, and the claims to wait for
+        (a claim not generated yet is waited for through the pod's own status update)."""
+        from scheduler.objects.errors import ObjectError
+        from scheduler.objects.node_affinity import node_selector_matches
+
+        from .claimcontroller import ClaimNotFound, claim_name, is_for_pod, reserved_for_pod
+
+        md = pod["metadata"]
+        ns = md.get("namespace", "")
+        claims_rt = self.registry.catalog.builtin("resource.k8s.io", "resourceclaims")
+        blocked: list[str] = []
+        ready = True
+        for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if not isinstance(pc, dict):
+                continue
+            try:
+                cname, check_owner = claim_name(pod, pc)
+            except ClaimNotFound:
+                ready = False
+                continue
+            if cname is None:
+                continue
+            e = self.registry.ts(claims_rt).get(ns, cname)
+            claim = e.obj if e is not None else None
+            ok = claim is not None and (not check_owner or is_for_pod(pod, claim))
+            if ok:
+                assert claim is not None
+                alloc = (claim.get("status") or {}).get("allocation")
+                try:
+                    ok = (isinstance(alloc, dict) and reserved_for_pod(pod, claim)
+                          and node_selector_matches(alloc.get("nodeSelector"), node))
+                except ObjectError:
+                    ok = False
+            if not ok:
+                ready = False
+                blocked.append(cname)
+        return ready, blocked
 
     def pod_terminating(self, pod: Obj, grace: float) -> None:
         md = pod["metadata"]
@@ -243,6 +298,12 @@ class KubeletSim:
         if not self.is_simulated(node):
             return
         assert node is not None
+        if spec.get("resourceClaims"):
+            ready, blocked = self.claims_ready(pod, node)
+            if not ready:
+                for cname in blocked:
+                    self._claim_waiters.setdefault((ns, cname), set()).add((ns, name, uid))
+                return
         now = now_iso()
         n = next(self._ips)
         pod_ip = f"10.{244 + ((n >> 16) & 7)}.{(n >> 8) & 255}.{n & 255}"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import yaml
 
-from . import admission, controllers, crds, errors, events, namespaces, validation
+from . import admission, controllers, crds, dra, errors, events, namespaces, validation
 from .catalog import Catalog
 from .errors import ApiError
 from .patch import json_patch, merge_patch, strategic_merge_patch
@@ -125,6 +125,8 @@ class Registry:
         if rt.has_status_subresource and not rt.keep_status_on_create:
             obj.pop("status", None)
         obj = admission.prepare_create(self, rt, obj)
+        if dra.is_dra(rt.group, rt.plural):
+            obj = dra.default(obj, rt.plural)
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             obj = _event_times(obj, rt)
         validation.check(obj, rt)
@@ -219,6 +221,9 @@ class Registry:
                 else:
                     new.pop("status", None)
             if rt.group == "" and rt.plural == "pods":
+                if isinstance(new.get("spec"), dict):
+                    new["spec"] = dict(new["spec"])
+                    admission.default_tolerations(new["spec"])
                 causes = validation.pod_update_causes(cur, new)
                 validation.raise_if(causes, rt, name)
             if rt.group == "" and rt.plural == "namespaces":
@@ -226,7 +231,11 @@ class Registry:
         new["metadata"]["resourceVersion"] = cmd["resourceVersion"]
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             new = _event_times(new, rt)
-        if sub == "status" and rt.group == "" and rt.plural == "pods":
+        is_dra = dra.is_dra(rt.group, rt.plural)
+        if is_dra:
+            new = dra.default(new, rt.plural)
+            validation.raise_if(dra.update_causes(new, cur, rt.plural, sub=sub), rt, name)
+        if sub == "status" and ((rt.group == "" and rt.plural == "pods") or is_dra):
             # kube-apiserver's pod status strategy validates metadata and status only: a pod
             # whose spec a looser server accepted can still get its conditions written.
             validation.raise_if(validation.validate_metadata(new, rt), rt, name)
@@ -517,6 +526,8 @@ class Registry:
             self.kubelet.pod_changed(obj)
         elif rt.group == "" and rt.plural == "nodes" and self.kubelet is not None and prev is None:
             self.kubelet.node_added(obj)
+        elif rt.plural == "resourceclaims" and rt.group == "resource.k8s.io" and self.kubelet is not None:
+            self.kubelet.claim_changed(obj)
         if self.controllers is not None and (rt.plural in controllers.WORKLOAD_PLURALS
                                              or obj["metadata"].get("ownerReferences")):
             self.controllers.observe(rt, obj)

@@ -196,6 +196,21 @@ def builtin_types() -> list[ResourceType]:
             "CustomResourceDefinition", False, short_names=["crd", "crds"],
             categories=["api-extensions"], subresources=("status",),
             has_status_subresource=True, tracks_generation=True),
+        *dra_types(),
+    ]
+
+
+def dra_types() -> list[ResourceType]:
+    """resource.k8s.io/v1 (Dynamic Resource Allocation, GA since 1.34): what kube-apiserver
+    serves for it; semantics in ``sandbox/dra.py``."""
+    kw: dict[str, Any] = {"returns_deleted_object": True}
+    return [
+        _rt("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, tracks_generation=True, **kw),
+        _rt("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True,
+            subresources=("status",), has_status_subresource=True, **kw),
+        _rt("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True, **kw),
+        _rt("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, tracks_generation=True,
+            fields=frozenset({"spec.nodeName", "spec.driver"}), **kw),
     ]
 
 
@@ -254,5 +269,6 @@ GROUP_ORDER = [
     "policy",
     "scheduling.k8s.io",
     "storage.k8s.io",
+    "resource.k8s.io",
     "apiextensions.k8s.io",
 ]

@@ -22,10 +22,12 @@ from aiohttp import web
 
 from .app import SandboxApp
 from .auth import AuthTable
+from .claimcontroller import ClaimControllerSim
 from .errors import ApiError
 from .faults import Faults
 from .kubeconfig import default_kubeconfig_path, write_kubeconfig
 from .controllers import ControllerSim
+from .dradriver import DraDriverSim, parse_device_kinds
 from .kubelet import KubeletSim, make_node
 from .pvcontroller import PVControllerSim
 from .registry import Registry
@@ -37,10 +39,11 @@ log = logging.getLogger("scheduler.sandbox")
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # With ``scheduler_prereqs`` (the CLI's and ``run --sandbox``'s default) the sandbox starts as a
 # cluster prepared for this scheduler: its namespace (the shipped config's leader-election
-# lease lives there) and the PodGroup CRD, identical to manifests/crds/ (a test checks), so the
+# lease lives there) and the PodGroup and ElasticQuota CRDs, identical to manifests/crds/ (a test checks), so the
 # gang examples work. A bare Sandbox() is a fresh kube-apiserver, which has neither.
 SCHEDULER_NAMESPACE = "kube-py-scheduler"
 PODGROUP_CRD = Path(__file__).parent / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+ELASTICQUOTA_CRD = Path(__file__).parent / "crds" / "scheduling.x-k8s.io_elasticquotas.yaml"
 
 
 @dataclass
@@ -64,6 +67,8 @@ class SandboxConfig:
     kubelet_tick: float = 0.01
     simulate_pv_controller: bool = True
     simulate_controllers: bool = True  # Deployment/ReplicaSet/Job controllers and garbage collection
+    # simulated DRA driver: "gpu=8,nic=2:model=cx7" (see dradriver.py); empty: none
+    dra_devices: str = ""
     namespace_controller_delay: float = 1.0  # s between a namespace's DELETE and emptying it
     auth_users: dict[str, tuple[str, list[str]]] | None = None
     auth_allow: list[tuple[str, str, str]] | None = None
@@ -103,6 +108,10 @@ class Sandbox:
         if c.simulate_controllers:
             self.controllers = ControllerSim(self.registry)
             self.registry.controllers = self.controllers
+        # kube-controller-manager's resourceclaim controller (it relies on the GC above)
+        self.claim_controller: ClaimControllerSim | None = (
+            ClaimControllerSim(self.registry) if c.simulate_controllers else None)
+        self._claim_task: asyncio.Task[None] | None = None
         self.pv_controller: PVControllerSim | None = None
         if c.simulate_pv_controller:
             self.pv_controller = PVControllerSim(self.registry)
@@ -118,6 +127,11 @@ class Sandbox:
         use_tls = c.tls if c.tls is not None else bool(c.token)
         self.certs: ServingCerts | None = generate() if use_tls else None
         self._bootstrap()
+        self.dra_driver: DraDriverSim | None = None
+        self._dra_task: asyncio.Task[None] | None = None
+        if c.dra_devices:
+            self.dra_driver = DraDriverSim(self.registry, parse_device_kinds(c.dra_devices))
+            self.dra_driver.publish_all()
 
     @property
     def token(self) -> str | None:
@@ -132,6 +146,7 @@ class Sandbox:
             reg.create(ns_rt, "", {"metadata": {"name": SCHEDULER_NAMESPACE}})
             crd_rt = reg.catalog.builtin("apiextensions.k8s.io", "customresourcedefinitions")
             reg.create(crd_rt, "", yaml.safe_load(PODGROUP_CRD.read_text()))
+            reg.create(crd_rt, "", yaml.safe_load(ELASTICQUOTA_CRD.read_text()))
         self.add_nodes(self.config.nodes)
 
     def add_nodes(self, n: int, *, start: int | None = None) -> None:
@@ -176,19 +191,28 @@ class Sandbox:
         if self.controllers is not None:
             self._controllers_task = asyncio.create_task(self.controllers.run(), name="sandbox-controllers")
             self._controllers_task.add_done_callback(_log_crash)
+        if self.dra_driver is not None:
+            self.dra_driver.publish_all()  # nodes added since construction
+            self._dra_task = asyncio.create_task(self.dra_driver.run(), name="sandbox-dra-driver")
+            self._dra_task.add_done_callback(_log_crash)
+        if self.claim_controller is not None:
+            self._claim_task = asyncio.create_task(self.claim_controller.run(),
+                                                   name="sandbox-resourceclaim-controller")
+            self._claim_task.add_done_callback(_log_crash)
         log.info("sandbox listening on %s", self.url)
         return self
 
     async def stop(self) -> None:
         self.app.shutdown()
-        for task in (self._kubelet_task, self._pv_task, self._controllers_task):
+        for task in (self._kubelet_task, self._pv_task, self._controllers_task, self._claim_task,
+                     self._dra_task):
             if task is not None:
                 task.cancel()
                 try:
                     await task
                 except asyncio.CancelledError:
                     pass
-        self._kubelet_task = self._pv_task = self._controllers_task = None
+        self._kubelet_task = self._pv_task = self._controllers_task = self._claim_task = self._dra_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

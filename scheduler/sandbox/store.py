@@ -99,6 +99,14 @@ class Watcher:
         self.wake.set()
 
 
+class InternalWatcher(Watcher):
+    """A watch of an in-process simulation (the resourceclaim controller): it sees every event
+    like a client's watch, but the drop-watches fault, which ends client connections, leaves
+    it alone."""
+
+    __slots__ = ()
+
+
 class TypeStore:
     """All objects of one resource type (one group+plural), with history and watchers."""
 
@@ -314,9 +322,11 @@ class Store:
         n = 0
         for ts in self.types.values():
             for w in list(ts.watchers):
+                if isinstance(w, InternalWatcher):
+                    continue
                 w.close()
+                ts.watchers.discard(w)
                 n += 1
-            ts.watchers.clear()
         return n
 
     def check_watch_rv(self, ts: TypeStore, rv: int) -> ApiError | None:

@@ -435,6 +435,45 @@ _T: dict[str, tuple[list[Column], RowFn]] = {
         lambda o: [_md(o).get("name", ""), _md(o).get("creationTimestamp", "")],
     ),
 }
+
+
+def _claim_state(c: Obj) -> str:
+    """kubectl's State column of a ResourceClaim (deleted, pending, allocated, reserved)."""
+    st = c.get("status") or {}
+    deleted = bool(_md(c).get("deletionTimestamp"))
+    states = ["deleted"] if deleted else []
+    if not st.get("allocation"):
+        if not deleted:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if st.get("reservedFor"):
+            states.append("reserved")
+    return ",".join(states)
+
+
+def _slice_row(s: Obj) -> list[Any]:
+    spec = s.get("spec") or {}
+    return [_md(s).get("name", ""), _none(spec.get("nodeName")), spec.get("driver", ""),
+            (spec.get("pool") or {}).get("name", ""), _age(s)]
+
+
+_T.update({
+    "resourceclaims": (
+        [("Name", "string", 0, NAME_DESC),
+         ("State", "string", 0, "A summary of the current state (allocated, pending, reserved, etc.)."),
+         ("Age", "string", 0, AGE_DESC)],
+        lambda o: [_md(o).get("name", ""), _claim_state(o), _age(o)],
+    ),
+    "resourceslices": (
+        [("Name", "string", 0, NAME_DESC),
+         ("Node", "string", 0, "NodeName identifies the node which provides the resources in this pool."),
+         ("Driver", "string", 0, "Driver identifies the DRA driver providing the capacity information."),
+         ("Pool", "string", 0, "Name is used to identify the pool."),
+         ("Age", "string", 0, AGE_DESC)],
+        _slice_row,
+    ),
+})
 _DEFAULT: tuple[list[Column], RowFn] = (
     [("Name", "string", 0, NAME_DESC), ("Age", "string", 0, AGE_DESC)],
     lambda o: [_md(o).get("name", ""), _age(o)],
@@ -525,7 +564,8 @@ def _spec(rt: ResourceType) -> tuple[list[Column], RowFn]:
     if rt.is_custom:
         return _crd_columns(rt)
     if rt.group in ("", "events.k8s.io", "policy", "apps", "batch", "storage.k8s.io",
-                    "scheduling.k8s.io", "coordination.k8s.io", "apiextensions.k8s.io"):
+                    "scheduling.k8s.io", "coordination.k8s.io", "apiextensions.k8s.io",
+                    "resource.k8s.io"):
         return _T.get(rt.plural, _DEFAULT)
     return _DEFAULT
 

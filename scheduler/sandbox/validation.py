@@ -10,6 +10,7 @@ minimum/maximum, pattern, nested properties/items) plus pruning of unknown field
 
 from __future__ import annotations
 
+import json
 import re
 from fractions import Fraction
 from typing import Any
@@ -24,6 +25,7 @@ from scheduler.objects.resources import (
     is_native_resource,
 )
 
+from . import dra
 from .errors import ApiError, invalid
 from .resources import ResourceType
 
@@ -302,13 +304,98 @@ def validate_pod(pod: dict[str, Any]) -> list[Cause]:
     return causes
 
 
-# Pod spec fields kube-apiserver lets an update change.
+# Pod spec fields an update may change outright; the checks on what each may become follow.
 _POD_MUTABLE = {"activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"}
+_POD_UPDATE_FORBIDDEN = (
+    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+    "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+    "(allow it to be set to 1 if it was previously negative)")
+
+
+def _go_json(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), sort_keys=True)
+
+
+def _tolerations_update_causes(old: Any, new: Any) -> list[Cause]:
+    """Existing tolerations stay (only their tolerationSeconds may change); new ones may be added."""
+    olds = [t for t in old or [] if isinstance(t, dict)]
+    news = [t for t in new or [] if isinstance(t, dict)]
+    for o in olds:
+        base = {k: v for k, v in o.items() if k != "tolerationSeconds"}
+        if not any({k: v for k, v in n.items() if k != "tolerationSeconds"} == base for n in news):
+            return [("spec.tolerations", "FieldValueForbidden",
+                     "Forbidden: existing toleration can not be modified except its tolerationSeconds")]
+    return []
+
+
+def _gates_update_causes(old: Any, new: Any) -> list[Cause]:
+    names_old = {g.get("name") for g in old or [] if isinstance(g, dict)}
+    for i, g in enumerate(new or []):
+        name = g.get("name") if isinstance(g, dict) else g
+        if name not in names_old:
+            return [(f"spec.schedulingGates[{i}].name", "FieldValueForbidden",
+                     f"Forbidden: only deletion is allowed, but found new scheduling gate '{name}'")]
+    return []
+
+
+def _required_terms(affinity: Any) -> list[Any] | None:
+    """The required node-affinity terms, or None when there is no required part at all."""
+    na = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(na, dict) else None
+    if not isinstance(req, dict):
+        return None
+    terms = req.get("nodeSelectorTerms")
+    return list(terms) if isinstance(terms, list) else []
+
+
+def _term_only_adds(new: Any, old: Any) -> bool:
+    """A term may gain requirements after its existing ones (narrowing), never lose or change one."""
+    n = new if isinstance(new, dict) else {}
+    o = old if isinstance(old, dict) else {}
+    o_expr, o_fields = o.get("matchExpressions") or [], o.get("matchFields") or []
+    n_expr, n_fields = n.get("matchExpressions") or [], n.get("matchFields") or []
+    if not o_expr and not o_fields and (n_expr or n_fields):
+        return False  # an empty term matches nothing; giving it requirements would widen the pod
+    return n_expr[:len(o_expr)] == o_expr and n_fields[:len(o_fields)] == o_fields
+
+
+def _gated_directive_causes(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
+    """KEP-3838: a gated pod's nodeSelector and required node affinity may only narrow."""
+    causes: list[Cause] = []
+    o_sel, n_sel = old.get("nodeSelector") or {}, new.get("nodeSelector") or {}
+    if o_sel != n_sel and any(k not in n_sel or n_sel[k] != v for k, v in o_sel.items()):
+        causes.append(("spec.nodeSelector", "FieldValueInvalid",
+                       f"Invalid value: {_go_json(n_sel)}: only additions to spec.nodeSelector are "
+                       "allowed (no mutations or deletions)"))
+    o_terms = _required_terms(old.get("affinity"))
+    if o_terms:
+        n_terms = _required_terms(new.get("affinity")) or []
+        path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        if len(n_terms) != len(o_terms):
+            causes.append((path, "FieldValueInvalid",
+                           f"Invalid value: {_go_json(n_terms)}: no additions/deletions to non-empty "
+                           "NodeSelectorTerms list are allowed"))
+        else:
+            for i, (n, o) in enumerate(zip(n_terms, o_terms)):
+                if not _term_only_adds(n, o):
+                    causes.append((f"{path}[{i}]", "FieldValueInvalid",
+                                   f"Invalid value: {_go_json(n)}: only additions are allowed "
+                                   "(no mutations or deletions)"))
+    return causes
 
 
 def pod_update_causes(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
-    o = dict(old.get("spec") or {})
-    n = dict(new.get("spec") or {})
+    """kube-apiserver's ValidatePodUpdate for the spec.
+
+    Images, activeDeadlineSeconds, tolerations (additions) and gate removal are allowed on any
+    pod. While the old pod is scheduling-gated (KEP-3838, GA in 1.30), nodeSelector may gain
+    keys and node affinity may narrow (required terms gain requirements; preferred terms are
+    free): what Kueue's admission patch does before it removes its gate.
+    """
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    o = dict(old_spec)
+    n = dict(new_spec)
     for f in _POD_MUTABLE:
         o.pop(f, None)
         n.pop(f, None)
@@ -320,18 +407,23 @@ def pod_update_causes(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
 
     strip_images(o)
     strip_images(n)
+    causes = _tolerations_update_causes(old_spec.get("tolerations"), new_spec.get("tolerations"))
+    if old_spec.get("schedulingGates"):
+        causes += _gated_directive_causes(old_spec, new_spec)
+        # What the directive checks judged is set aside before the whole-spec comparison.
+        o.pop("nodeSelector", None)
+        n.pop("nodeSelector", None)
+        for spec in (o, n):
+            aff = spec.get("affinity")
+            if isinstance(aff, dict):
+                rest = {k: v for k, v in aff.items() if k != "nodeAffinity"}
+                if rest:
+                    spec["affinity"] = rest
+                else:
+                    spec.pop("affinity")
     if o != n:
-        return [("spec", "FieldValueForbidden",
-                 "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
-                 "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
-                 "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
-                 "(allow it to be set to 1 if it was previously negative)")]
-    gates_old = (old.get("spec") or {}).get("schedulingGates") or []
-    gates_new = (new.get("spec") or {}).get("schedulingGates") or []
-    if any(g not in gates_old for g in gates_new):
-        return [("spec.schedulingGates", "FieldValueForbidden",
-                 "Forbidden: only deletion is allowed, but found new scheduling gate")]
-    return []
+        return causes + [("spec", "FieldValueForbidden", _POD_UPDATE_FORBIDDEN)]
+    return causes + _gates_update_causes(old_spec.get("schedulingGates"), new_spec.get("schedulingGates"))
 
 
 def validate_node(node: dict[str, Any]) -> list[Cause]:
@@ -514,6 +606,8 @@ def check(obj: dict[str, Any], rt: ResourceType) -> None:
         causes += validate_node(obj)
     elif rt.plural == "customresourcedefinitions":
         causes += validate_crd(obj)
+    elif dra.is_dra(rt.group, rt.plural):
+        causes += dra.causes(obj, rt.plural)
     raise_if(causes, rt, name)
 
 

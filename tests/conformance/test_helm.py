@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from scheduler.sandbox import Sandbox, SandboxThread
-from scheduler.sandbox.server import PODGROUP_CRD
+from scheduler.sandbox.server import ELASTICQUOTA_CRD, PODGROUP_CRD
 
 helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
 REPO = Path(__file__).parents[2]
@@ -77,3 +77,20 @@ def test_chart_crd_has_the_same_spec_and_printer_columns() -> None:
     # scheduler-plugins' CRD: all six columns at priority 0
     assert cols == [("Phase", "string", 0), ("MinMember", "integer", 0), ("Running", "string", 0),
                     ("Succeeded", "string", 0), ("Failed", "string", 0), ("Age", "date", 0)]
+
+
+def test_packaged_elasticquota_crd_is_the_shipped_manifest_and_the_charts() -> None:
+    shipped = REPO / "manifests" / "crds" / "scheduling.x-k8s.io_elasticquotas.yaml"
+    if not shipped.exists() or not CHART.exists():
+        pytest.skip("manifests not in this tree")
+    assert ELASTICQUOTA_CRD.read_bytes() == shipped.read_bytes()
+    rendered = helm.Chart.load(str(CHART)).render({}, name="r", namespace=NS)
+    doc = yaml.safe_load(rendered["kube-py-scheduler/templates/crd-elasticquotas.yaml"])
+    crd = yaml.safe_load(ELASTICQUOTA_CRD.read_text())
+    assert doc["spec"] == crd["spec"]
+    # scheduler-plugins' CRD: short names, printer columns
+    assert crd["spec"]["names"]["shortNames"] == ["eq", "eqs"]
+    cols = [(c["name"], c["type"], c["jsonPath"])
+            for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert cols == [("Used", "string", ".status.used"), ("Max", "string", ".spec.max"),
+                    ("Age", "date", ".metadata.creationTimestamp")]

@@ -56,14 +56,17 @@ async def test_strategic_merge_patch_list_merge_keys(http: Http) -> None:
     s, st = await http.patch(f"{PODS}/s", patch, SMP)
     assert s == 422  # env/ports/volumes changes are forbidden on pods, as upstream
     ok = {"metadata": patch["metadata"],
-          "spec": {"containers": [{"name": "a", "image": "x2"}], "tolerations": [{"key": "k2", "operator": "Exists"}]}}
+          "spec": {"containers": [{"name": "a", "image": "x2"}],
+                   "tolerations": [{"key": "k2", "operator": "Exists"}, {"key": "k1", "operator": "Exists"}]}}
     s, o = await http.patch(f"{PODS}/s", ok, SMP)
     assert s == 200, o
     assert o["metadata"]["finalizers"] == ["f/one", "f/two"]
     assert [r["uid"] for r in o["metadata"]["ownerReferences"]] == ["u1", "u2"]
     assert [(c["name"], c["image"]) for c in o["spec"]["containers"]] == [("a", "x2"), ("b", "y")]
     assert o["spec"]["containers"][0]["env"] == [{"name": "E1", "value": "1"}]
-    assert o["spec"]["tolerations"] == [{"key": "k2", "operator": "Exists"}]  # replaced, no merge key
+    # replaced, no merge key (existing tolerations must stay, as upstream; DefaultTolerationSeconds re-adds its own)
+    assert [t["key"] for t in o["spec"]["tolerations"]] == [
+        "k2", "k1", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
     # ...and the full list semantics on a Deployment template, where everything is mutable
     dep = {"metadata": {"name": "d"}, "spec": {"selector": {}, "template": {"spec": spec}}}
     await http.post("/apis/apps/v1/namespaces/default/deployments", dep)

@@ -170,8 +170,9 @@ def test_defaults_match_the_plain_manifests() -> None:
     assert {o["metadata"]["name"]: o["rules"] for o in chart if o["kind"] == "ClusterRole"} \
         == {o["metadata"]["name"]: o["rules"] for o in plain if o["kind"] == "ClusterRole"}
     assert find(chart, "Service")["spec"]["ports"] == find(plain, "Service")["spec"]["ports"]
-    assert find(chart, "CustomResourceDefinition")["spec"] == \
-        find(plain, "CustomResourceDefinition")["spec"]
+    for crd in ("podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io"):
+        assert find(chart, "CustomResourceDefinition", crd)["spec"] == \
+            find(plain, "CustomResourceDefinition", crd)["spec"]
     cfg_chart = parse_config_text(support.config_text(find(chart, "ConfigMap")))
     cfg_plain = parse_config_text(support.config_text(find(plain, "ConfigMap")))
     assert cfg_chart.profiles == cfg_plain.profiles
@@ -269,12 +270,13 @@ def test_reader_roles_are_bound_only_to_the_given_subjects() -> None:
 
 def test_crds_install_toggle() -> None:
     assert [o for o in RENDERED["defaults"] if o["kind"] == "CustomResourceDefinition"]
-    crd = find(RENDERED["defaults"], "CustomResourceDefinition")
-    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    assert not [o for o in RENDERED["no-crds"] if o["kind"] == "CustomResourceDefinition"]
     keep_off = support.render({"crds": {"keep": False}})
-    assert "helm.sh/resource-policy" not in \
-        find(keep_off, "CustomResourceDefinition")["metadata"]["annotations"]
+    for name in ("podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io"):
+        crd = find(RENDERED["defaults"], "CustomResourceDefinition", name)
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert "helm.sh/resource-policy" not in \
+            find(keep_off, "CustomResourceDefinition", name)["metadata"]["annotations"]
+    assert not [o for o in RENDERED["no-crds"] if o["kind"] == "CustomResourceDefinition"]
 
 
 def test_custom_profiles_replace_the_default_profile() -> None:

@@ -86,10 +86,13 @@ async def test_install_upgrade_uninstall_into_the_sandbox(sandbox: Sandbox, tmp_
             assert [r["revision"] for r in history] == [1, 2]
 
             await asyncio.to_thread(helm.uninstall, RELEASE, timeout=60)
-            crd = find(expected, "CustomResourceDefinition")
+            crds = [o for o in expected if o["kind"] == "CustomResourceDefinition"]
+            assert len(crds) == 2
             for obj in expected:
-                # the CRD stays (helm.sh/resource-policy: keep), and with it every PodGroup
-                assert await exists(client, object_path(obj)) == (obj is crd), obj["kind"]
+                # the CRDs stay (helm.sh/resource-policy: keep), and with them every
+                # PodGroup and ElasticQuota
+                assert await exists(client, object_path(obj)) == any(obj is c for c in crds), \
+                    obj["kind"]
             for revision in (1, 2):
                 assert not await exists(client, f"/api/v1/namespaces/{NAMESPACE}/secrets/"
                                                  f"{RELEASE_SECRET.format(revision)}")
@@ -110,7 +113,7 @@ async def test_a_crd_installed_outside_the_release_needs_crds_install_false(
     chart = Chart.load(CHART)
     try:
         with pytest.raises(HelmReleaseError, match='CustomResourceDefinition '
-                           '"podgroups.scheduling.x-k8s.io" .* exists and cannot be imported'):
+                           '"(podgroups|elasticquotas).scheduling.x-k8s.io" .* exists and cannot be imported'):
             await asyncio.to_thread(helm.install, chart, RELEASE, {}, namespace=NAMESPACE,
                                     create_namespace=True, timeout=60)
         release = await asyncio.to_thread(

@@ -31,6 +31,7 @@ from scheduler.framework.interfaces import (
     EnqueueExtensions,
     Handle,
     PermitPlugin,
+    PodGroupPlugin,
     PostFilterPlugin,
     PreFilterPlugin,
     QueueSortPlugin,
@@ -73,6 +74,9 @@ REASON_GROUP_REJECTED = (
 REASON_POST_FILTER_REJECT = "optimistic rejection in PostFilter"
 REASON_UNRESERVE_REJECT = "rejected in Unreserve: member {pod} of PodGroup {group} was rejected"
 REASON_PERMIT_NOT_FOUND = "PodGroup {group} not found"
+# The waiting members, when a pass over every queued member left the gang short.
+REASON_PASS_INCOMPLETE = (
+    "PodGroup {group} is incomplete after trying its members: {placed}/{min_member} placed")
 
 # CycleState key: Coscheduling's own PreFilter rejected the pod (PostFilter then stays quiet:
 # the PreFilter message already says why, and there is no gang to roll back).
@@ -133,9 +137,24 @@ def _sibling_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE if _same_group(obj, namespace, group) else QueueingHint.SKIP
 
 
+def _freed_capacity_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Queue a gang member when an assigned pod goes away, unless it is a member of the same
+    gang: a gang's own members are released when the gang is rolled back (or taken down as
+    a whole), and what they free is what the gang already counted as its own.  Requeueing
+    on it retried the gang at once after each of its own rollbacks (issue 22)."""
+    obj = old if isinstance(old, Mapping) else new
+    if not isinstance(obj, Mapping):
+        return QueueingHint.QUEUE
+    group = pod_group_name(pod)
+    if not group:
+        return QueueingHint.QUEUE
+    namespace = (pod.get("metadata") or {}).get("namespace") or ""
+    return QueueingHint.SKIP if _same_group(obj, namespace, group) else QueueingHint.QUEUE
+
+
 class Coscheduling(
     QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, PermitPlugin, ReservePlugin,
-    EnqueueExtensions,
+    EnqueueExtensions, PodGroupPlugin,
 ):
     NAME = NAME
 
@@ -171,8 +190,9 @@ class Coscheduling(
             # A new sibling may bring the group to minMember.
             ClusterEventWithHint(ev.UNSCHEDULED_POD_ADD, _sibling_hint),
             ClusterEventWithHint(ev.ASSIGNED_POD_ADD, _sibling_hint),
-            # Freed or added capacity may fit minResources / the rest of the gang.
-            ClusterEventWithHint(ev.ASSIGNED_POD_DELETE),
+            # Freed or added capacity may fit minResources / the rest of the gang (but not
+            # the gang's own members being released).
+            ClusterEventWithHint(ev.ASSIGNED_POD_DELETE, _freed_capacity_hint),
             ClusterEventWithHint(ev.NODE_ADD),
             ClusterEventWithHint(ev.ClusterEvent(
                 ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_ALLOCATABLE,
@@ -234,12 +254,10 @@ class Coscheduling(
         if assigned >= info.min_member:
             # The gang is complete already; this extra member just does not fit.
             return None, Status(Code.UNSCHEDULABLE)
-        if info.min_member > 0:
-            missing_percentage = 100.0 * (info.min_member - assigned) / info.min_member
-            if missing_percentage <= self.pod_group_reject_percentage:
-                # Only a small part of the gang is missing: keep the others waiting, the
-                # next members may still complete it.
-                return None, Status(Code.UNSCHEDULABLE)
+        if not self._missing_too_many(info, assigned):
+            # Only a small part of the gang is missing: keep the others waiting, the next
+            # members may still complete it.
+            return None, Status(Code.UNSCHEDULABLE)
 
         manager.reject_waiting(namespace, group, plugin=NAME, message=reject_message,
                                exclude_uid=pod_info.uid)
@@ -249,6 +267,52 @@ class Coscheduling(
         manager.forget_admission(full)
         return None, Status(
             Code.UNSCHEDULABLE, REASON_GROUP_REJECTED.format(group=full, pod=pod_info.name))
+
+    def _missing_too_many(self, info: PodGroupInfo, assigned: int) -> bool:
+        """scheduler-plugins' podGroupRejectPercentage: give the gang up when more than this
+        share of minMember is missing."""
+        if info.min_member <= 0:
+            return False
+        missing_percentage = 100.0 * (info.min_member - assigned) / info.min_member
+        return missing_percentage > self.pod_group_reject_percentage
+
+    # --- the PodGroup pass ---------------------------------------------------------------
+
+    def pod_group_members(self, pod_info: PodInfo) -> list[dict[str, Any]] | None:
+        """The group's other pending members, in QueueSort's order among siblings (by key):
+        the scheduler tries them right after ``pod_info``, before any other pod."""
+        full, obj = self.manager.lookup(pod_info)
+        if not full or obj is None:
+            return None
+        group = pod_info.labels.get(POD_GROUP_LABEL) or ""
+        siblings = self.manager.pending_siblings(pod_info, group)
+        return sorted(siblings, key=lambda p: (
+            (p.get("metadata") or {}).get("namespace") or "",
+            (p.get("metadata") or {}).get("name") or ""))
+
+    def pod_group_pass_done(self, pod_info: PodInfo) -> None:
+        """Every queued member was tried: a gang still short of minMember (by more than
+        podGroupRejectPercentage) lets its waiting members go now instead of holding their
+        nodes until scheduleTimeoutSeconds; nothing is left to complete it this pass."""
+        manager = self.manager
+        full, obj = manager.lookup(pod_info)
+        if not full or obj is None:
+            return
+        try:
+            info = manager.info(obj)
+        except ObjectError:
+            return
+        assigned = len(manager.assigned_uids(info.namespace, info.name))
+        if assigned >= info.min_member or not self._missing_too_many(info, assigned):
+            return
+        if not manager.waiting_members(info.namespace, info.name):
+            return
+        manager.reject_waiting(
+            info.namespace, info.name, plugin=NAME,
+            message=REASON_PASS_INCOMPLETE.format(
+                group=full, placed=assigned, min_member=info.min_member))
+        manager.backoff(info.namespace, info.name)
+        manager.forget_admission(full)
 
     # --- Reserve / Unreserve -------------------------------------------------------------
 

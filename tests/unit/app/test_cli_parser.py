@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import __version__
+from scheduler import KUBE_SCHEDULER_RELEASE, __version__
 from scheduler.cli import build_parser, main
 from scheduler.cli.main import COMMANDS
 from scheduler.exit_codes import EXIT_USAGE
@@ -32,7 +32,9 @@ def test_every_subcommand_has_version(name: str, capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as exc:
         main([name, "--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.strip() == f"kube-py-scheduler {__version__}"
+    # ours, and the kube-scheduler release whose behaviour we match (issue 26)
+    assert capsys.readouterr().out.strip() == (
+        f"kube-py-scheduler {__version__} (kube-scheduler v{KUBE_SCHEDULER_RELEASE})")
 
 
 @pytest.mark.parametrize("name", NAMES)

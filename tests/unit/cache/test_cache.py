@@ -248,9 +248,9 @@ async def test_run_expires_and_exports_metrics() -> None:
     assert slept == [1.0, 1.0, 1.0]
     assert cache.get_pod(pod) is None  # expired at t=6
     value = metrics.registry.get_sample_value
-    assert value("scheduler_scheduler_cache_size", {"type": "pods"}) == 0
-    assert value("scheduler_scheduler_cache_size", {"type": "nodes"}) == 1
-    assert value("scheduler_scheduler_cache_size", {"type": "assumed_pods"}) == 0
+    assert value("scheduler_cache_size", {"type": "pods"}) == 0
+    assert value("scheduler_cache_size", {"type": "nodes"}) == 1
+    assert value("scheduler_cache_size", {"type": "assumed_pods"}) == 0
 
 
 # --- nodes -------------------------------------------------------------------------------------

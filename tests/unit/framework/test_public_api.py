@@ -31,7 +31,7 @@ PUBLIC = {
     "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState", "EnqueueExtensions",
     "EventRecorder", "EventResource", "FilterPlugin", "Handle", "NodeInfo", "NodeInfoLister",
     "NodeScore", "ObjectLister", "PermitPlugin", "Plugin", "PluginArgs", "PluginFactory",
-    "PluginOrigin", "PodInfo", "PodNominator", "PostBindPlugin", "PostFilterPlugin",
+    "PluginOrigin", "PodGroupPlugin", "PodInfo", "PodNominator", "PostBindPlugin", "PostFilterPlugin",
     "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterExtensions",
     "PreFilterPlugin", "PreFilterResult", "PreScorePlugin", "QueueSortPlugin", "QueuedPodInfo",
     "QueueingHint", "QueueingHintFn", "Registry", "ReservePlugin", "ScoreExtensions",

@@ -180,11 +180,13 @@ class TestPluginResolution:
         fwk = Framework(profile=default_profile(), registry=in_tree_registry(), **offline_handle_kwargs())
         plugins = fwk.list_plugins()
         # DefaultPreemption's PreEnqueue holds a preemptor back while its preemption runs.
-        assert plugins["preEnqueue"] == ["SchedulingGates", "DefaultPreemption"]
+        assert plugins["preEnqueue"] == ["SchedulingGates", "DynamicResources",
+                                         "DefaultPreemption"]
         assert plugins["queueSort"] == ["PrioritySort"]
         assert plugins["filter"][:3] == ["NodeUnschedulable", "NodeName", "TaintToleration"]
         assert "NodeResourcesFit" in plugins["filter"]
-        assert plugins["postFilter"] == ["DefaultPreemption"]
+        # DynamicResources just before DefaultPreemption (kube-scheduler 1.34+)
+        assert plugins["postFilter"] == ["DynamicResources", "DefaultPreemption"]
         assert plugins["bind"] == ["DefaultBinder"]
         assert fwk.score_weights["TaintToleration"] == 3
         assert fwk.score_weights["NodeResourcesFit"] == 1

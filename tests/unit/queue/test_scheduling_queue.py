@@ -520,19 +520,27 @@ def test_done_ends_flight() -> None:
 
 
 @pytest.mark.parametrize(
-    ("where", "expected"),
-    [("unschedulable", "active"), ("backoff", "active"), ("active", "active"), ("gated", "gated")],
+    ("where", "waited", "expected"),
+    [
+        # Activation never shortens a backoff: a pod tried a moment ago waits it out.
+        ("unschedulable", 0.0, "backoff"), ("backoff", 0.0, "backoff"),
+        ("unschedulable", 1.0, "active"), ("backoff", 1.0, "active"),
+        ("active", 0.0, "active"), ("gated", 0.0, "gated"),
+    ],
 )
-def test_activate(where: str, expected: str) -> None:
+def test_activate(where: str, waited: float, expected: str) -> None:
     metrics = new_metrics()
     clock = Clock()
     queue = make_queue(clock=clock, metrics=metrics)
     pod = put_in(queue, where, clock)
+    clock.advance(waited)
     queue.activate([pod])
     assert queue.queue_of(pod) == expected
     if where in ("unschedulable", "backoff"):
+        queue_label = "active" if expected == "active" else "backoff"
         assert sample(
-            metrics, "scheduler_queue_incoming_pods_total", queue="active", event="ForceActivate"
+            metrics, "scheduler_queue_incoming_pods_total", queue=queue_label,
+            event="ForceActivate",
         ) == 1.0
 
 
@@ -694,17 +702,30 @@ def _rejected_into_backoff(queue: Any, name: str, *, priority: int = 0) -> dict[
     return pod
 
 
-def test_pop_takes_backoffQ_head_when_activeQ_is_empty() -> None:
+@pytest.mark.parametrize(
+    ("waited", "popped"),
+    [(0.0, False), (0.5, False), (0.99, False), (1.0, True), (1.5, True)],
+)
+def test_pop_takes_backoffQ_head_when_activeQ_is_empty_once_its_backoff_is_over(
+    waited: float, popped: bool
+) -> None:
     """upstream activeQueue.unlockedPop / backoffQueue.popBackoff: with activeQ empty the
-    head of backoffQ is popped at once, backoff over or not; an activeQ pod still comes
-    first."""
+    head of backoffQ is popped before the window-aligned flush; unlike upstream, only once
+    its own backoff (1 s here) is over: popping a pod still backing off let events retry
+    it as fast as the loop turns (issue 22).  An activeQ pod still comes first."""
     clock = Clock()
     metrics = new_metrics()
     queue = make_queue(clock=clock, metrics=metrics)
     _rejected_into_backoff(queue, "backing-off")
     queue.add(make_pod("ready"))
     assert pop(queue).pod_info.name == "ready"
-    qpi = pop(queue)
+    clock.advance(waited)
+    qpi = queue.pop_nowait()
+    if not popped:
+        assert qpi is None
+        assert queue.queue_of(make_pod("backing-off")) == "backoff"
+        return
+    assert qpi is not None
     assert qpi.attempts == 2 and queue.queue_of(qpi.pod_info.pod) == "in-flight"
     assert qpi.pod_info.name == "backing-off"
     assert sample(metrics, "scheduler_queue_incoming_pods_total", queue="active",
@@ -720,9 +741,11 @@ def test_pod_that_failed_with_an_error_is_not_popped_early() -> None:
     assert queue.pop_nowait() is None
 
 
-async def test_popper_wakes_when_a_pod_enters_backoffQ() -> None:
-    """upstream moveToBackoffQ wakes a Pop waiting on an empty activeQ."""
-    queue = make_queue()
+async def test_popper_waits_out_the_backoff_of_a_pod_entering_backoffQ() -> None:
+    """upstream moveToBackoffQ wakes a Pop waiting on an empty activeQ; here the popper
+    then waits for the pod's backoff to end rather than taking it at once."""
+    clock = Clock()
+    queue = make_queue(clock=clock)
     pod = make_pod("p")
     queue.add(pod)
     qpi = pop(queue)
@@ -731,6 +754,11 @@ async def test_popper_wakes_when_a_pod_enters_backoffQ() -> None:
     assert not task.done()
     queue.move_all_to_active_or_backoff_queue(NODE_ADD)
     fail(queue, qpi, FIT)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not task.done() and queue.queue_of(pod) == "backoff"
+    clock.advance(1.0)
+    queue.flush_backoff_completed()
     popped = await asyncio.wait_for(task, timeout=5)
     assert popped is not None and popped.pod_info.name == "p"
 
@@ -749,6 +777,7 @@ def test_backoffQ_orders_by_one_second_window_then_priority() -> None:
     assert names(queue.pending_pods()["backoff"]) == [
         "high-late", "low-early", "highest-next-window"
     ]
+    clock.advance(1.0)  # every backoff over, none flushed
     assert [pop(queue).pod_info.name for _ in range(3)] == [
         "high-late", "low-early", "highest-next-window"
     ]

@@ -22,6 +22,7 @@ from scheduler.config.defaults import default_config
 from scheduler.framework.batching import BatchCache
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import FitError
+from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.registry import in_tree_registry
@@ -138,7 +139,7 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
     sched = SimpleNamespace(
         cache=cache, snapshot=snapshot, rng=random.Random(seed),
         config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
-        has_nominated_pods=lambda: False,
+        has_nominated_pods=lambda: False, metrics=SchedulerMetrics(),
     )
     cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
     if not batched:

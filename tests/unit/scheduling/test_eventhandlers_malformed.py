@@ -12,6 +12,7 @@ import structlog.testing
 from scheduler.cache import Cache
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
 from scheduler.framework.events import ClusterEvent
+from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
 from tests.builders import NodeBuilder, PodBuilder, make_node
@@ -54,6 +55,7 @@ class FakeScheduler:
     queue: FakeQueue = field(default_factory=FakeQueue)
     profiles: dict[str, Any] = field(default_factory=lambda: {"py-scheduler": object()})
     reports: list[tuple[str, str]] = field(default_factory=list)
+    metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
 
     def report_malformed_pod(self, pod: dict[str, Any], error: ObjectError) -> None:
         self.reports.append((pod["metadata"]["name"], error.field))

@@ -483,6 +483,29 @@ def test_queueing_hints(label: str, obj: dict[str, Any], expected: QueueingHint)
     assert hint(member("waiting"), None, obj) == expected
 
 
+@pytest.mark.parametrize(
+    ("waiting", "deleted", "expected"),
+    [
+        # The gang's own member released (its rollback, or the gang taken down): no help.
+        (member("waiting"), member("sibling", node="n1"), QueueingHint.SKIP),
+        # Another gang's or a plain pod's place freed: it may fit the gang now.
+        (member("waiting"), member("other", "h", node="n1"), QueueingHint.QUEUE),
+        (member("waiting"), member("plain", None, node="n1"), QueueingHint.QUEUE),
+        (member("waiting"), member("sibling", namespace="other", node="n1"),
+         QueueingHint.QUEUE),
+        # A pod outside any gang waits on freed capacity as before.
+        (member("alone", None), member("sibling", node="n1"), QueueingHint.QUEUE),
+    ],
+)
+def test_assigned_pod_delete_hint_skips_the_gangs_own_members(
+    waiting: dict[str, Any], deleted: dict[str, Any], expected: QueueingHint
+) -> None:
+    c = Cluster()
+    hint = {e.event.label: e.hint for e in c.plugin.events_to_register()}["AssignedPodDelete"]
+    assert hint is not None
+    assert hint(waiting, deleted, None) == expected
+
+
 def test_parse_pod_group_reads_the_crd_fields() -> None:
     info = parse_pod_group(pod_group("g", 4, min_resources={"cpu": "2", "memory": "2Gi"},
                                      timeout=30))

@@ -10,6 +10,7 @@ import pytest
 from scheduler.framework.events import ASSIGNED_POD_DELETE, QueueingHint
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import PostFilterResult
+from tests.builders import PodBuilder
 from tests.unit.plugins.defaultpreemption.harness import (
     HIGH,
     LOW,
@@ -150,6 +151,13 @@ CASES = [
           nominated={"n1": [pod("waiting", priority=HIGH, nominated="n1")]},
           want_node="",
           want_message="preemption: 0/1 nodes are available: 1 Too many pods."),
+    # PodLevelResources: the victim's pod-level 800m (not its container's 10m) is what
+    # removing it frees, so it is a victim; counted by its containers it would be reprieved.
+    _case("pod-level-requests-of-victims",
+          preemptor=pod("p", priority=HIGH, cpu="500m"), nodes=[node("n1")],
+          pods=[PodBuilder("a").uid("uid-a").priority(LOW).node("n1").req(cpu="10m")
+                .pod_resources(requests={"cpu": "800m"}).obj()],
+          want_node="n1"),
 ]
 
 

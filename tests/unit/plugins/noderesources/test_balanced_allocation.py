@@ -112,3 +112,28 @@ def test_bad_args(resources: Any, field: str) -> None:
     with pytest.raises(ConfigError) as err:
         BalancedAllocation({"resources": resources}, None)
     assert err.value.errors[0][0] == f"{NAME}.args.{field}"
+
+
+@pytest.mark.parametrize(
+    ("pod", "existing", "expected"),
+    [
+        # pod-level requests (PodLevelResources, beta on since 1.34) replace the containers':
+        # cpu (1 + 1)/4 = .5, memory (1 + 1)/8 = .25 -> 87, as the first row of test_score
+        (PodBuilder("p").req(cpu="100m", memory="100Mi")
+         .pod_resources(requests={"cpu": "1", "memory": "1Gi"}).obj(),
+         [make_pod("e", cpu="1", memory="1Gi")], 87),
+        # ... and for the pods already on the node: balanced, 100
+        (PodBuilder("p").req(cpu="1", memory="2Gi").obj(),
+         [PodBuilder("e").req(cpu="10m").pod_resources(requests={"cpu": "1", "memory": "2Gi"})
+          .obj()], 100),
+        # a resizing pod on the node counts its larger reported size: cpu (1 + 3)/4 -> 1,
+        # memory 2/8 -> std .375 -> 62
+        (PodBuilder("p").req(cpu="1", memory="1Gi").obj(),
+         [PodBuilder("e").container("c", requests={"cpu": "1", "memory": "1Gi"})
+          .container_status("c", actual={"cpu": "3", "memory": "1Gi"}).obj()], 62),
+    ],
+    ids=["pod-level-incoming", "pod-level-existing", "resizing-existing"],
+)
+def test_score_reads_the_effective_requests(pod: dict[str, Any], existing: list[dict[str, Any]],
+                                            expected: int) -> None:
+    assert _score(_plugin(), pod, _info(*existing)) == expected

@@ -1,0 +1,486 @@
+"""The structured allocator: which devices of one node satisfy all the claims of a pod.
+
+Semantics are upstream's (``k8s.io/dynamic-resource-allocation/structured``): every request
+of every claim gets devices, or none does; a request is ``exactly`` one device class with
+extra CEL selectors, ``allocationMode`` ExactCount (``count``) or All, or ``firstAvailable``
+subrequests tried in order; ``constraints`` (``matchAttribute``, ``distinctAttribute``) tie
+the devices of the requests they name; a device is free unless another claim's allocation
+holds it (an ``adminAccess`` request may use a held device and holds none); a device taint
+with effect NoSchedule/NoExecute must be tolerated by the request.  The search is a
+depth-first walk over requests and device combinations, bounded by a step budget (upstream
+bounds it by time) so one pathological claim cannot stall the scheduler.
+
+The outcome is either the ``status.allocation`` of each claim, or why not: ``Unfit`` (the
+node has not the devices: per request, a reason ``explain`` prints) or ``AllocationError``
+(the claim or class is wrong: a CEL error, an unknown class), naming the object and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.dra.cel import CelError, Selector, compile_selector
+from scheduler.dra.inventory import (
+    TAINT_EFFECTS,
+    Device,
+    DeviceID,
+    DeviceTaint,
+    Inventory,
+    class_selectors,
+)
+
+MODE_EXACT = "ExactCount"
+MODE_ALL = "All"
+DEFAULT_STEP_BUDGET = 200_000
+# Upstream's limits (resource.k8s.io/v1).
+MAX_REQUESTS = 32
+
+REASON_TIMEOUT = "timed out trying to allocate devices"
+
+
+class AllocationError(Exception):
+    """The claim or its class cannot be evaluated (not a lack of devices)."""
+
+
+@dataclass(slots=True)
+class Unfit:
+    """No allocation on this node; ``details`` says, per request, why (for explain)."""
+
+    details: list[str] = field(default_factory=list)
+    timed_out: bool = False
+
+
+@dataclass(slots=True)
+class Allocated:
+    """One ``status.allocation`` per claim, in the order the claims were given."""
+
+    allocations: list[dict[str, Any]]
+    # Sum over requests of the chosen firstAvailable index (0 best), for Score.
+    subrequest_rank: int = 0
+
+
+Outcome = Allocated | Unfit
+
+
+def claim_key(claim: Mapping[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+# ---- requests ------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, t: DeviceTaint) -> bool:
+        if self.effect and self.effect != t.effect:
+            return False
+        if self.key and self.key != t.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == t.value
+        return self.operator == "Exists"
+
+
+@dataclass(slots=True)
+class _Alternative:
+    result_name: str  # "req" or "req/sub"
+    class_name: str
+    class_selectors: list[tuple[str, Selector]]  # (where, selector)
+    selectors: list[tuple[str, Selector]]
+    mode: str
+    count: int
+    admin: bool
+    tolerations: list[_Toleration]
+    raw_tolerations: list[Any]
+    class_config: list[Any]
+
+
+@dataclass(slots=True)
+class _Request:
+    claim_index: int
+    claim: str
+    name: str
+    alternatives: list[_Alternative]
+
+
+@dataclass(slots=True)
+class _Constraint:
+    requests: frozenset[str]  # empty: every request of the claim
+    attribute: str
+    distinct: bool
+
+    def applies(self, request: str, result_name: str) -> bool:
+        return not self.requests or request in self.requests or result_name in self.requests
+
+
+def _parse_tolerations(where: str, raw: Any) -> list[_Toleration]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise AllocationError(f"{where}.tolerations: must be a list")
+    out = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, Mapping):
+            raise AllocationError(f"{where}.tolerations[{i}]: must be an object")
+        out.append(_Toleration(str(t.get("key") or ""), str(t.get("operator") or ""),
+                               str(t.get("value") or ""), str(t.get("effect") or "")))
+    return out
+
+
+def _compile_all(where: str, raw: Any) -> list[tuple[str, Selector]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise AllocationError(f"{where}: must be a list")
+    out = []
+    for i, s in enumerate(raw):
+        expr = s.get("cel", {}).get("expression") if isinstance(s, Mapping) else None
+        if not isinstance(s, Mapping) or not isinstance(s.get("cel"), Mapping):
+            raise AllocationError(f"{where}[{i}].cel: must be an object with an expression")
+        try:
+            out.append((f"{where}[{i}]", compile_selector(expr)))
+        except CelError as e:
+            raise AllocationError(f"{where}[{i}].cel.expression: {e}") from None
+    return out
+
+
+def _class_parts(name: str, classes: Mapping[str, Mapping[str, Any]], where: str
+                 ) -> tuple[list[tuple[str, Selector]], list[Any]]:
+    cls = classes.get(name)
+    if cls is None:
+        raise AllocationError(f"{where}: device class {name} does not exist")
+    sels = _compile_all(f"DeviceClass {name}: spec.selectors", class_selectors(cls))
+    spec = cls.get("spec")
+    config = spec.get("config") if isinstance(spec, Mapping) else None
+    return sels, config if isinstance(config, list) else []
+
+
+def _alternative(where: str, result_name: str, raw: Mapping[str, Any],
+                 classes: Mapping[str, Mapping[str, Any]]) -> _Alternative:
+    class_name = raw.get("deviceClassName")
+    if not isinstance(class_name, str) or not class_name:
+        raise AllocationError(f"{where}.deviceClassName: must be a non-empty string")
+    csels, cconfig = _class_parts(class_name, classes, where)
+    mode = raw.get("allocationMode") or MODE_EXACT
+    if mode not in (MODE_EXACT, MODE_ALL):
+        raise AllocationError(f"{where}.allocationMode: unsupported value {mode!r}")
+    count = raw.get("count", 1) if mode == MODE_EXACT else 0
+    if not isinstance(count, int) or isinstance(count, bool) or (mode == MODE_EXACT and count < 1):
+        raise AllocationError(f"{where}.count: must be a positive integer")
+    tol_raw = raw.get("tolerations")
+    return _Alternative(
+        result_name=result_name, class_name=class_name, class_selectors=csels,
+        selectors=_compile_all(f"{where}.selectors", raw.get("selectors")),
+        mode=mode, count=count, admin=raw.get("adminAccess") is True,
+        tolerations=_parse_tolerations(where, tol_raw),
+        raw_tolerations=tol_raw if isinstance(tol_raw, list) else [],
+        class_config=cconfig,
+    )
+
+
+def _parse_claim(index: int, claim: Mapping[str, Any],
+                 classes: Mapping[str, Mapping[str, Any]]
+                 ) -> tuple[list[_Request], list[_Constraint]]:
+    key = claim_key(claim)
+    spec = claim.get("spec")
+    devices = spec.get("devices") if isinstance(spec, Mapping) else None
+    if devices is None:
+        return [], []
+    if not isinstance(devices, Mapping):
+        raise AllocationError(f"ResourceClaim {key}: spec.devices: must be an object")
+    raw_requests = devices.get("requests") or []
+    if not isinstance(raw_requests, list) or len(raw_requests) > MAX_REQUESTS:
+        raise AllocationError(f"ResourceClaim {key}: spec.devices.requests: must be a list "
+                              f"of at most {MAX_REQUESTS}")
+    requests = []
+    for i, r in enumerate(raw_requests):
+        where = f"ResourceClaim {key}: spec.devices.requests[{i}]"
+        if not isinstance(r, Mapping) or not isinstance(r.get("name"), str):
+            raise AllocationError(f"{where}.name: must be a string")
+        name = r["name"]
+        alts: list[_Alternative] = []
+        if isinstance(r.get("exactly"), Mapping):
+            alts.append(_alternative(f"{where}.exactly", name, r["exactly"], classes))
+        elif isinstance(r.get("firstAvailable"), list) and r["firstAvailable"]:
+            for j, sub in enumerate(r["firstAvailable"]):
+                swhere = f"{where}.firstAvailable[{j}]"
+                if not isinstance(sub, Mapping) or not isinstance(sub.get("name"), str):
+                    raise AllocationError(f"{swhere}.name: must be a string")
+                alts.append(_alternative(swhere, f"{name}/{sub['name']}", sub, classes))
+        else:
+            raise AllocationError(f"{where}: exactly one of exactly, firstAvailable is required")
+        requests.append(_Request(index, key, name, alts))
+    constraints = []
+    raw_constraints = devices.get("constraints") or []
+    if not isinstance(raw_constraints, list):
+        raise AllocationError(f"ResourceClaim {key}: spec.devices.constraints: must be a list")
+    for i, c in enumerate(raw_constraints):
+        where = f"ResourceClaim {key}: spec.devices.constraints[{i}]"
+        if not isinstance(c, Mapping):
+            raise AllocationError(f"{where}: must be an object")
+        reqs = c.get("requests") or []
+        if not isinstance(reqs, list) or not all(isinstance(x, str) for x in reqs):
+            raise AllocationError(f"{where}.requests: must be a list of strings")
+        if isinstance(c.get("matchAttribute"), str):
+            constraints.append(_Constraint(frozenset(reqs), c["matchAttribute"], False))
+        elif isinstance(c.get("distinctAttribute"), str):
+            constraints.append(_Constraint(frozenset(reqs), c["distinctAttribute"], True))
+        else:
+            raise AllocationError(f"{where}: one of matchAttribute, distinctAttribute is required")
+    return requests, constraints
+
+
+# ---- the search ----------------------------------------------------------------------------
+
+class _Budget(Exception):
+    pass
+
+
+class _Search:
+    def __init__(self, requests: list[_Request], constraints: list[list[_Constraint]],
+                 candidates: list[list[list[Device] | None]], budget: int) -> None:
+        self.requests = requests
+        self.constraints = constraints
+        self.candidates = candidates
+        self.budget = budget
+        self.picked: set[DeviceID] = set()
+        self.chosen: list[tuple[int, list[Device]]] = []
+        # per claim, per constraint: values seen (attribute value -> count)
+        self.values: list[list[dict[object, int]]] = [[{} for _ in cs] for cs in constraints]
+
+    def _step(self) -> None:
+        self.budget -= 1
+        if self.budget < 0:
+            raise _Budget()
+
+    def _add(self, req: _Request, alt: _Alternative, d: Device) -> list[int] | None:
+        """Take ``d`` for ``req`` if the claim's constraints allow; the constraints applied."""
+        cs = self.constraints[req.claim_index]
+        vals = self.values[req.claim_index]
+        applied: list[int] = []
+        for ci, c in enumerate(cs):
+            if not c.applies(req.name, alt.result_name):
+                continue
+            v = d.attribute(c.attribute)
+            seen = vals[ci]
+            ok = v is not None and ((v not in seen) if c.distinct else (not seen or v in seen))
+            if not ok:
+                self._undo(req, alt, d, applied, held=False)
+                return None
+            seen[v] = seen.get(v, 0) + 1
+            applied.append(ci)
+        if not alt.admin:  # adminAccess holds nothing
+            self.picked.add(d.id)
+        return applied
+
+    def _undo(self, req: _Request, alt: _Alternative, d: Device, applied: Sequence[int], *,
+              held: bool) -> None:
+        cs = self.constraints[req.claim_index]
+        vals = self.values[req.claim_index]
+        for ci in applied:
+            v = d.attribute(cs[ci].attribute)
+            n = vals[ci].get(v, 0) - 1
+            if n <= 0:
+                vals[ci].pop(v, None)
+            else:
+                vals[ci][v] = n
+        if held and not alt.admin:
+            self.picked.discard(d.id)
+
+    def run(self, i: int = 0) -> bool:
+        if i == len(self.requests):
+            return True
+        req = self.requests[i]
+        for ai, alt in enumerate(req.alternatives):
+            cands = self.candidates[i][ai]
+            if cands is None:
+                continue
+            need = len(cands) if alt.mode == MODE_ALL else alt.count
+            if self._pick(i, ai, alt, cands, 0, need, []):
+                return True
+        return False
+
+    def _pick(self, i: int, ai: int, alt: _Alternative, cands: list[Device], start: int,
+              need: int, taken: list[Device]) -> bool:
+        self._step()
+        req = self.requests[i]
+        if need == 0:
+            self.chosen.append((ai, list(taken)))
+            if self.run(i + 1):
+                return True
+            self.chosen.pop()
+            return False
+        all_mode = alt.mode == MODE_ALL
+        for j in range(start, len(cands) - need + 1):
+            d = cands[j]
+            applied = None if (d.id in self.picked and not alt.admin) else self._add(req, alt, d)
+            if applied is None:
+                if all_mode:  # every device or nothing
+                    return False
+                continue
+            taken.append(d)
+            if self._pick(i, ai, alt, cands, j + 1, need - 1, taken):
+                return True
+            taken.pop()
+            self._undo(req, alt, d, applied, held=True)
+            if all_mode:
+                return False
+        return False
+
+
+def _tolerated(alt: _Alternative, d: Device) -> bool:
+    for t in d.taints:
+        if t.effect in TAINT_EFFECTS and not any(tol.tolerates(t) for tol in alt.tolerations):
+            return False
+    return True
+
+
+def _selected(alt: _Alternative, d: Device, claim: str, req_name: str) -> bool:
+    for where, sel in alt.class_selectors:
+        try:
+            if not sel.matches(d.env):
+                return False
+        except CelError as e:
+            raise AllocationError(f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
+    for where, sel in alt.selectors:
+        try:
+            if not sel.matches(d.env):
+                return False
+        except CelError as e:
+            raise AllocationError(f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
+    return True
+
+
+def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] | None:
+    if any(d.node_name is not None for d in devices):
+        return {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+    raws = [d.node_selector_raw for d in devices if d.node_selector_raw is not None]
+    if not raws:
+        return None
+    if all(r == raws[0] for r in raws):
+        return dict(raws[0])
+    return {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+
+
+def allocate(
+    claims: Sequence[Mapping[str, Any]],
+    *,
+    node: Mapping[str, Any],
+    inventory: Inventory,
+    classes: Mapping[str, Mapping[str, Any]],
+    in_use: AbstractSet[DeviceID],
+    step_budget: int = DEFAULT_STEP_BUDGET,
+) -> Outcome:
+    """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
+    why not.  Raises AllocationError when a claim or class is malformed."""
+    node_name = str((node.get("metadata") or {}).get("name") or "")
+    requests: list[_Request] = []
+    constraints: list[list[_Constraint]] = []
+    configs: list[list[Any]] = []
+    for ci, claim in enumerate(claims):
+        reqs, cons = _parse_claim(ci, claim, classes)
+        requests.extend(reqs)
+        constraints.append(cons)
+        spec = claim.get("spec") or {}
+        cfg = (spec.get("devices") or {}).get("config") if isinstance(spec, Mapping) else None
+        configs.append(cfg if isinstance(cfg, list) else [])
+    devices = inventory.devices_for_node(node)
+    candidates: list[list[list[Device] | None]] = []
+    details: list[str] = []
+    for req in requests:
+        per_alt: list[list[Device] | None] = []
+        why: list[str] = []
+        for alt in req.alternatives:
+            matching = [d for d in devices if _selected(alt, d, req.claim, req.name)]
+            usable = [d for d in matching if _tolerated(alt, d)]
+            free = usable if alt.admin else [d for d in usable if d.id not in in_use]
+            label = f"claim {req.claim}, request {alt.result_name}"
+            if alt.mode == MODE_ALL:
+                incomplete = [d for d in matching if d.pool_ref is not None
+                              and d.pool_ref.incomplete]
+                if incomplete:
+                    why.append(f"{label}: asks for all devices, but resource pool "
+                               f"{incomplete[0].pool} is currently being updated")
+                    per_alt.append(None)
+                elif not matching:
+                    why.append(f"{label}: asks for all devices, but none match on this node")
+                    per_alt.append(None)
+                elif len(free) != len(matching):
+                    why.append(f"{label}: asks for all {len(matching)} devices, "
+                               f"{len(matching) - len(free)} of them "
+                               f"{'tainted' if len(usable) < len(matching) else 'allocated'}")
+                    per_alt.append(None)
+                else:
+                    per_alt.append(free)
+                continue
+            if len(free) < alt.count:
+                if not matching:
+                    why.append(f"{label}: no device of class {alt.class_name} matches the "
+                               f"selectors on this node")
+                elif len(usable) < alt.count:
+                    why.append(f"{label}: needs {alt.count}, {len(matching)} match but "
+                               f"{len(matching) - len(usable)} have untolerated taints")
+                else:
+                    why.append(f"{label}: needs {alt.count}, {len(matching)} match, "
+                               f"{len(free)} free (the others are allocated)")
+                per_alt.append(None)
+            else:
+                per_alt.append(free)
+        candidates.append(per_alt)
+        details.extend(why if all(c is None for c in per_alt) else [])
+    if details:
+        return Unfit(details)
+    search = _Search(requests, constraints, candidates, step_budget)
+    try:
+        ok = search.run()
+    except _Budget:
+        return Unfit([REASON_TIMEOUT], timed_out=True)
+    if not ok:
+        return Unfit(["the free devices do not satisfy the claims' constraints together "
+                      "(matchAttribute/distinctAttribute), or two requests need the same device"])
+    allocations: list[dict[str, Any]] = []
+    rank = 0
+    per_claim: list[list[tuple[_Request, _Alternative, list[Device]]]] = [[] for _ in claims]
+    for req, (ai, devs) in zip(requests, search.chosen):
+        per_claim[req.claim_index].append((req, req.alternatives[ai], devs))
+        rank += ai
+    for ci, picks in enumerate(per_claim):
+        results: list[dict[str, Any]] = []
+        config: list[dict[str, Any]] = []
+        all_devs: list[Device] = []
+        for req, alt, devs in picks:
+            for c in alt.class_config:
+                if isinstance(c, Mapping):
+                    config.append({"source": "FromClass", "requests": [alt.result_name],
+                                   **{k: v for k, v in c.items() if k != "requests"}})
+            for d in devs:
+                r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver,
+                                     "pool": d.pool, "device": d.name}
+                if alt.admin:
+                    r["adminAccess"] = True
+                if alt.raw_tolerations and d.taints:
+                    r["tolerations"] = list(alt.raw_tolerations)
+                results.append(r)
+                all_devs.append(d)
+        for c in configs[ci]:
+            if isinstance(c, Mapping):
+                config.append({"source": "FromClaim", **dict(c)})
+        devices_part: dict[str, Any] = {"results": results}
+        if config:
+            devices_part["config"] = config
+        alloc: dict[str, Any] = {"devices": devices_part}
+        sel = _node_selector(all_devs, node_name)
+        if sel is not None:
+            alloc["nodeSelector"] = sel
+        allocations.append(alloc)
+    return Allocated(allocations, rank)

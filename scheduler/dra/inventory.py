@@ -1,0 +1,248 @@
+"""Typed views of resource.k8s.io/v1 objects the allocator reads: ResourceSlices gathered into
+pools of devices, DeviceClasses, and a device's taints.
+
+A pool is ``(driver, pool.name)``; only the slices of its newest ``pool.generation`` count
+(older ones are being replaced, as upstream ignores them); the pool is *incomplete* while
+fewer slices of that generation than ``pool.resourceSliceCount`` are known.  A malformed
+slice is skipped and reported in ``Inventory.problems`` (object and field), never raised: the
+rest of the cluster's devices stay usable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.dra.cel import DeviceEnv
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.node_affinity import NodeSelector
+
+DeviceID = tuple[str, str, str]  # (driver, pool, device)
+
+TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(slots=True, eq=False)
+class Device:
+    driver: str
+    pool: str
+    name: str
+    attributes: Mapping[str, Any]
+    capacity: Mapping[str, Any]
+    taints: tuple[DeviceTaint, ...]
+    slice_name: str
+    node_name: str | None
+    node_selector: NodeSelector | None
+    node_selector_raw: Mapping[str, Any] | None
+    all_nodes: bool
+    env: DeviceEnv
+    pool_ref: Pool | None = None
+
+    @property
+    def id(self) -> DeviceID:
+        return (self.driver, self.pool, self.name)
+
+    def attribute(self, qualified: str) -> object:
+        """The value of ``domain/id`` (or a bare id in the driver's domain), or None."""
+        domain, sep, ident = qualified.rpartition("/")
+        raw = self.attributes.get(qualified)
+        if raw is None and sep and domain == self.driver:
+            raw = self.attributes.get(ident)
+        if not isinstance(raw, Mapping):
+            return None
+        for kind in ("int", "bool", "string", "version"):
+            if kind in raw:
+                return (kind, raw[kind])
+        return None
+
+    def available_on(self, node: Mapping[str, Any], node_name: str) -> bool:
+        if self.node_name is not None:
+            return self.node_name == node_name
+        if self.node_selector is not None:
+            return self.node_selector.match(node)
+        return self.all_nodes
+
+
+@dataclass(slots=True, eq=False)
+class Pool:
+    driver: str
+    name: str
+    generation: int
+    slice_count: int
+    slices: int = 0
+    devices: list[Device] = field(default_factory=list)
+    invalid: str = ""
+
+    @property
+    def incomplete(self) -> bool:
+        return self.slices < self.slice_count
+
+
+def _meta_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _err(obj: Mapping[str, Any], field_: str, msg: str, kind: str) -> ObjectError:
+    return ObjectError(msg, kind=kind, name=_meta_name(obj), field=field_)
+
+
+def _parse_taints(sl: Mapping[str, Any], raw: Any, path: str) -> tuple[DeviceTaint, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _err(sl, path, "must be a list", "ResourceSlice")
+    out = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, Mapping) or not isinstance(t.get("key"), str):
+            raise _err(sl, f"{path}[{i}]", "must be an object with a key", "ResourceSlice")
+        out.append(DeviceTaint(t["key"], str(t.get("value") or ""), str(t.get("effect") or "")))
+    return tuple(out)
+
+
+def _parse_selector(sl: Mapping[str, Any], raw: Any, path: str) -> NodeSelector:
+    return NodeSelector.from_dict(raw, where=path, obj=sl, kind="ResourceSlice")
+
+
+def _parse_slice(sl: Mapping[str, Any]) -> tuple[str, str, int, int, list[Device]]:
+    spec = sl.get("spec")
+    if not isinstance(spec, Mapping):
+        raise _err(sl, "spec", "must be an object", "ResourceSlice")
+    driver = spec.get("driver")
+    if not isinstance(driver, str) or not driver:
+        raise _err(sl, "spec.driver", "must be a non-empty string", "ResourceSlice")
+    pool = spec.get("pool")
+    if not isinstance(pool, Mapping) or not isinstance(pool.get("name"), str):
+        raise _err(sl, "spec.pool.name", "must be a string", "ResourceSlice")
+    gen = pool.get("generation", 0)
+    count = pool.get("resourceSliceCount", 1)
+    if not isinstance(gen, int) or isinstance(gen, bool):
+        raise _err(sl, "spec.pool.generation", "must be an integer", "ResourceSlice")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise _err(sl, "spec.pool.resourceSliceCount", "must be a positive integer",
+                   "ResourceSlice")
+    node_name = spec.get("nodeName")
+    if node_name is not None and not isinstance(node_name, str):
+        raise _err(sl, "spec.nodeName", "must be a string", "ResourceSlice")
+    selector_raw = spec.get("nodeSelector")
+    selector = (_parse_selector(sl, selector_raw, "spec.nodeSelector")
+                if selector_raw is not None else None)
+    all_nodes = spec.get("allNodes") is True
+    per_device = spec.get("perDeviceNodeSelection") is True
+    if not per_device and node_name is None and selector is None and not all_nodes:
+        raise _err(sl, "spec", "exactly one of nodeName, nodeSelector, allNodes, "
+                   "perDeviceNodeSelection is required", "ResourceSlice")
+    raw_devices = spec.get("devices") or []
+    if not isinstance(raw_devices, list):
+        raise _err(sl, "spec.devices", "must be a list", "ResourceSlice")
+    devices: list[Device] = []
+    for i, d in enumerate(raw_devices):
+        path = f"spec.devices[{i}]"
+        if not isinstance(d, Mapping) or not isinstance(d.get("name"), str):
+            raise _err(sl, f"{path}.name", "must be a string", "ResourceSlice")
+        attrs = d.get("attributes") or {}
+        caps = d.get("capacity") or {}
+        if not isinstance(attrs, Mapping):
+            raise _err(sl, f"{path}.attributes", "must be an object", "ResourceSlice")
+        if not isinstance(caps, Mapping):
+            raise _err(sl, f"{path}.capacity", "must be an object", "ResourceSlice")
+        d_node, d_sel, d_sel_raw, d_all = node_name, selector, selector_raw, all_nodes
+        if per_device:
+            d_node = d.get("nodeName") if isinstance(d.get("nodeName"), str) else None
+            d_sel_raw = d.get("nodeSelector")
+            d_sel = (_parse_selector(sl, d_sel_raw, f"{path}.nodeSelector")
+                     if d_sel_raw is not None else None)
+            d_all = d.get("allNodes") is True
+        devices.append(Device(
+            driver=driver, pool=pool["name"], name=d["name"], attributes=attrs, capacity=caps,
+            taints=_parse_taints(sl, d.get("taints"), f"{path}.taints"),
+            slice_name=_meta_name(sl), node_name=d_node, node_selector=d_sel,
+            node_selector_raw=d_sel_raw, all_nodes=d_all,
+            env=DeviceEnv(driver=driver, attributes=attrs, capacity=caps),
+        ))
+    return driver, pool["name"], gen, count, devices
+
+
+class Inventory:
+    """Every pool of devices, from the cluster's ResourceSlices (rebuilt when they change)."""
+
+    def __init__(self, slices: Iterable[Mapping[str, Any]]) -> None:
+        self.problems: list[str] = []
+        parsed: list[tuple[str, str, int, int, list[Device]]] = []
+        newest: dict[tuple[str, str], int] = {}
+        for sl in slices:
+            try:
+                p = _parse_slice(sl)
+            except ObjectError as e:
+                self.problems.append(str(e))
+                continue
+            parsed.append(p)
+            key = (p[0], p[1])
+            newest[key] = max(newest.get(key, p[2]), p[2])
+        self.pools: dict[tuple[str, str], Pool] = {}
+        for driver, pool_name, gen, count, devices in parsed:
+            key = (driver, pool_name)
+            if gen != newest[key]:
+                continue  # an older generation, being replaced
+            pool = self.pools.get(key)
+            if pool is None:
+                pool = self.pools[key] = Pool(driver, pool_name, gen, count)
+            pool.slices += 1
+            pool.slice_count = max(pool.slice_count, count)
+            pool.devices.extend(devices)
+        for pool in self.pools.values():
+            seen: set[str] = set()
+            for d in pool.devices:
+                d.pool_ref = pool
+                if d.name in seen:
+                    pool.invalid = f"device {d.name} is listed more than once"
+                seen.add(d.name)
+        self._by_node: dict[tuple[str, str], list[Device]] = {}
+
+    def devices_for_node(self, node: Mapping[str, Any]) -> list[Device]:
+        """The devices usable from ``node``, in a stable order (pool, then slice order)."""
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        key = (name, str(meta.get("resourceVersion") or ""))
+        hit = self._by_node.get(key)
+        if hit is None:
+            hit = [d for pool in self.pools.values() if not pool.invalid
+                   for d in pool.devices if d.available_on(node, name)]
+            if len(self._by_node) > 100_000:
+                self._by_node.clear()
+            self._by_node[key] = hit
+        return hit
+
+
+def device_ids_of(allocation: Mapping[str, Any] | None, *,
+                  include_admin: bool = False) -> list[DeviceID]:
+    """The devices an allocation (``status.allocation``) holds (adminAccess ones left out)."""
+    if not isinstance(allocation, Mapping):
+        return []
+    devices = allocation.get("devices")
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    out: list[DeviceID] = []
+    for r in results if isinstance(results, list) else ():
+        if not isinstance(r, Mapping):
+            continue
+        if r.get("adminAccess") is True and not include_admin:
+            continue
+        ident = (r.get("driver"), r.get("pool"), r.get("device"))
+        if all(isinstance(x, str) for x in ident):
+            out.append(ident)  # type: ignore[arg-type]
+    return out
+
+
+def class_selectors(cls: Mapping[str, Any]) -> Sequence[Any]:
+    spec = cls.get("spec")
+    sels = spec.get("selectors") if isinstance(spec, Mapping) else None
+    return sels if isinstance(sels, list) else []

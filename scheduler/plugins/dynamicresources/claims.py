@@ -1,0 +1,162 @@
+"""A pod's ResourceClaims, and the assume cache for the allocations in flight.
+
+The claims of a pod are named in ``spec.resourceClaims``: directly (``resourceClaimName``) or
+through a template, whose generated claim name the resourceclaim controller writes into
+``pod.status.resourceClaimStatuses``.  ``ClaimTracker`` holds the allocations this scheduler
+chose (Reserve) but the informer does not show yet: every cycle counts them as taken, so two
+pods in flight never get the same device.  An entry goes when the informer's copy of the
+claim shows an allocation (the API is the truth from then on, and after a restart it is all
+there is) or when the pod is unreserved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.dra.inventory import DeviceID, device_ids_of
+
+RESOURCE_CLAIMS = "resourceclaims"
+# Upstream's ResourceClaimReservedForMaxSize.
+RESERVED_FOR_MAX = 256
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+class ClaimProblem(Exception):
+    """Why the pod cannot be scheduled yet (a claim missing, being deleted, not its own)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    entry: str  # spec.resourceClaims[].name
+    claim_name: str
+    from_template: bool
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else {}
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    m = _meta(obj)
+    return f"{m.get('namespace', '')}/{m.get('name', '')}"
+
+
+def has_claims(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec")
+    return isinstance(spec, Mapping) and bool(spec.get("resourceClaims"))
+
+
+def pod_claims(pod: Mapping[str, Any]) -> list[PodClaim]:
+    """The claims the pod needs; ClaimProblem when a generated name is not known yet."""
+    spec = pod.get("spec") or {}
+    raw = spec.get("resourceClaims") or []
+    if not isinstance(raw, list):
+        raise ClaimProblem("spec.resourceClaims: must be a list")
+    status = pod.get("status") or {}
+    statuses = {s.get("name"): s for s in status.get("resourceClaimStatuses") or []
+                if isinstance(s, Mapping)}
+    out: list[PodClaim] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ClaimProblem(f"spec.resourceClaims[{i}].name: must be a string")
+        name = entry["name"]
+        if isinstance(entry.get("resourceClaimName"), str):
+            out.append(PodClaim(name, entry["resourceClaimName"], False))
+        elif isinstance(entry.get("resourceClaimTemplateName"), str):
+            st = statuses.get(name)
+            if st is None:
+                m = _meta(pod)
+                raise ClaimProblem(f"pod {m.get('namespace', '')}/{m.get('name', '')}: "
+                                   f"ResourceClaim not created yet for {name!r}")
+            generated = st.get("resourceClaimName")
+            if generated is None:
+                continue  # the controller decided no claim is needed
+            out.append(PodClaim(name, str(generated), True))
+        else:
+            raise ClaimProblem(f"spec.resourceClaims[{i}]: one of resourceClaimName, "
+                               "resourceClaimTemplateName is required")
+    return out
+
+
+def owned_by(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    uid = _meta(pod).get("uid")
+    for ref in _meta(claim).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("uid") == uid and ref.get("controller") is True:
+            return True
+    return False
+
+
+def allocation_of(claim: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    status = claim.get("status")
+    alloc = status.get("allocation") if isinstance(status, Mapping) else None
+    return alloc if isinstance(alloc, Mapping) else None
+
+
+def reserved_for(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = claim.get("status")
+    raw = status.get("reservedFor") if isinstance(status, Mapping) else None
+    return [r for r in raw if isinstance(r, Mapping)] if isinstance(raw, list) else []
+
+
+def is_reserved_for(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    uid = _meta(pod).get("uid")
+    return any(r.get("uid") == uid for r in reserved_for(claim))
+
+
+class ClaimTracker:
+    """The allocations chosen in Reserve that the informer does not show yet."""
+
+    def __init__(self) -> None:
+        # claim key -> (pod uid, allocation)
+        self._in_flight: dict[str, tuple[str, dict[str, Any]]] = {}
+        # claim key -> (resourceVersion, devices) of informer copies, to skip re-parsing
+        self._seen: dict[str, tuple[str, tuple[DeviceID, ...]]] = {}
+
+    def assume(self, claim_key: str, pod_uid: str, allocation: dict[str, Any]) -> None:
+        self._in_flight[claim_key] = (pod_uid, allocation)
+
+    def forget(self, claim_key: str, pod_uid: str) -> None:
+        cur = self._in_flight.get(claim_key)
+        if cur is not None and cur[0] == pod_uid:
+            del self._in_flight[claim_key]
+
+    def in_flight(self, claim_key: str) -> dict[str, Any] | None:
+        cur = self._in_flight.get(claim_key)
+        return cur[1] if cur is not None else None
+
+    def overlay(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The claim as this scheduler knows it: with its in-flight allocation, if any."""
+        if allocation_of(claim) is not None:
+            return claim
+        alloc = self.in_flight(key_of(claim))
+        if alloc is None:
+            return claim
+        status = dict(claim.get("status") or {})
+        status["allocation"] = alloc
+        return {**claim, "status": status}
+
+    def in_use(self, claims: Iterable[Mapping[str, Any]]) -> set[DeviceID]:
+        """Every device held: by the informer's allocated claims and by those in flight."""
+        out: set[DeviceID] = set()
+        seen = self._seen
+        present: set[str] = set()
+        for c in claims:
+            key = key_of(c)
+            present.add(key)
+            rv = str(_meta(c).get("resourceVersion") or "")
+            hit = seen.get(key)
+            if hit is None or hit[0] != rv:
+                alloc = allocation_of(c)
+                hit = (rv, tuple(device_ids_of(alloc)))
+                seen[key] = hit
+                if alloc is not None:
+                    self._in_flight.pop(key, None)  # the API shows it now
+            out.update(hit[1])
+        for key in [k for k in seen if k not in present]:
+            del seen[key]
+        for _uid, alloc in self._in_flight.values():
+            out.update(device_ids_of(alloc))
+        return out

@@ -1,0 +1,528 @@
+"""DynamicResources: schedule pods with ResourceClaims (resource.k8s.io/v1) as kube-scheduler.
+
+Why it exists: a pod that needs a device through a ResourceClaim can only run where the
+claim's devices are (or can be allocated); without this plugin such a pod is bound anywhere
+and the kubelet never starts it.
+
+- PreEnqueue: every claim of the pod exists (a template's generated name comes from
+  ``pod.status.resourceClaimStatuses``), is not being deleted and, if generated, is the pod's.
+- PreFilter: pods without claims Skip; a claim reserved for as many pods as it may be is "in
+  use"; claims to allocate are checked (classes exist, CEL compiles) once per cycle.
+- Filter: allocated claims must be available on the node (their ``nodeSelector``); the others
+  are allocated together by the structured allocator on that node's devices, none of them
+  held by another claim (informer or in flight: ``ClaimTracker``) or: "cannot allocate all
+  claims".  Victims removed by preemption (PreFilter extensions) free the devices of the
+  claims reserved for them alone.
+- PostFilter: when no node fits and a claim of the pod is allocated but reserved for nobody,
+  deallocate it (so the next attempt may pick another node) rather than preempt.
+- Score: prefer nodes where ``firstAvailable`` got an earlier subrequest.
+- Reserve/Unreserve: the chosen allocation is held in memory; PreBind writes the finalizer,
+  then ``status.allocation`` and ``status.reservedFor`` (retried on conflict).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from scheduler.client.api import resource_path
+from scheduler.dra.allocator import Allocated, AllocationError, Unfit, allocate
+from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
+from scheduler.framework.cycle_state import CycleState, missing_state
+from scheduler.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from scheduler.framework.interfaces import (
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    PluginArgs,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.status import Code, Status, error, unresolvable
+from scheduler.framework.types import MAX_NODE_SCORE, PostFilterResult, PreFilterResult
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.node_affinity import NodeSelector
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins import names
+from scheduler.plugins.dynamicresources.claims import (
+    FINALIZER,
+    RESERVED_FOR_MAX,
+    RESOURCE_CLAIMS,
+    ClaimProblem,
+    ClaimTracker,
+    PodClaim,
+    allocation_of,
+    has_claims,
+    is_reserved_for,
+    key_of,
+    owned_by,
+    pod_claims,
+    reserved_for,
+)
+from scheduler.plugins.helper import validate_no_args
+
+log = structlog.get_logger(__name__)
+
+NAME = names.DYNAMIC_RESOURCES
+STATE_KEY = NAME
+GROUP_VERSION = "resource.k8s.io/v1"
+
+# Upstream's wording.
+REASON_CANNOT_ALLOCATE = "cannot allocate all claims"
+REASON_NOT_AVAILABLE = "resourceclaim not available on the node"
+REASON_IN_USE = "resourceclaim in use"
+REASON_BEING_DELETED = 'resourceclaim "{name}" is being deleted'
+REASON_NOT_FOUND = 'resourceclaim.resource.k8s.io "{name}" not found'
+REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is not owner)"
+REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
+REASON_NOTHING_TO_DEALLOCATE = "no new claims to deallocate"
+
+PREBIND_ATTEMPTS = 5
+
+
+@dataclass(slots=True)
+class _State:
+    claims: list[Mapping[str, Any]] = field(default_factory=list)  # as seen, with overlays
+    to_allocate: list[Mapping[str, Any]] = field(default_factory=list)
+    allocated_selectors: list[tuple[str, NodeSelector | None]] = field(default_factory=list)
+    inventory: Inventory | None = None
+    classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    in_use: set[DeviceID] = field(default_factory=set)
+    freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
+    by_node: dict[str, Allocated] = field(default_factory=dict)
+    details: dict[str, list[str]] = field(default_factory=dict)  # node -> why (explain)
+
+    def clone(self) -> _State:
+        # preemption's what-ifs change ``freed`` on a copy; the rest is shared
+        out = copy.copy(self)
+        out.freed = set(self.freed)
+        return out
+
+
+class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
+                       ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
+    NAME = NAME
+
+    def __init__(self, args: PluginArgs | None = None, handle: Handle | None = None) -> None:
+        validate_no_args(NAME, args)
+        if handle is None:
+            raise ValueError(f"{NAME} needs a framework handle")
+        self._handle = handle
+        self.tracker = ClaimTracker()
+        self._inventory: Inventory | None = None
+        self._inventory_key: tuple[tuple[str, str], ...] = ()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- listers -------------------------------------------------------------------------------
+
+    def _list(self, resource: str) -> list[dict[str, Any]]:
+        try:
+            return self._handle.listers.list(resource)
+        except KeyError:  # no informer (an API without resource.k8s.io)
+            return []
+
+    def _get_claim(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            claim = self._handle.listers.get(RESOURCE_CLAIMS, namespace, name)
+        except KeyError:
+            return None
+        return self.tracker.overlay(claim) if claim is not None else None
+
+    def inventory(self) -> Inventory:
+        """The pools of the current ResourceSlices (rebuilt when one changes)."""
+        slices = self._list("resourceslices")
+        key = tuple((str((s.get("metadata") or {}).get("uid")),
+                     str((s.get("metadata") or {}).get("resourceVersion"))) for s in slices)
+        if self._inventory is None or key != self._inventory_key:
+            self._inventory = Inventory(slices)
+            self._inventory_key = key
+            for problem in self._inventory.problems:
+                log.warning("malformed ResourceSlice ignored", problem=problem)
+        return self._inventory
+
+    def classes(self) -> dict[str, Mapping[str, Any]]:
+        return {str((c.get("metadata") or {}).get("name")): c
+                for c in self._list("deviceclasses")}
+
+    def claims_of(self, pod_info: PodInfo) -> list[Mapping[str, Any]]:
+        """The pod's claims (overlaid with in-flight allocations), or ClaimProblem."""
+        pod = pod_info.pod
+        out = []
+        for pc in pod_claims(pod):
+            claim = self._get_claim(pod_info.namespace, pc.claim_name)
+            if claim is None:
+                raise ClaimProblem(REASON_NOT_FOUND.format(name=pc.claim_name))
+            if (claim.get("metadata") or {}).get("deletionTimestamp") is not None:
+                raise ClaimProblem(REASON_BEING_DELETED.format(name=pc.claim_name))
+            if pc.from_template and not owned_by(claim, pod):
+                raise ClaimProblem(REASON_NOT_OWNER.format(name=pc.claim_name,
+                                                           pod=pod_info.key))
+            out.append(claim)
+        return out
+
+    # --- events --------------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            # A claim created (from a template), allocated elsewhere, deallocated or freed.
+            ClusterEventWithHint(ClusterEvent(EventResource.RESOURCE_CLAIM,
+                                              ActionType.ADD | ActionType.UPDATE
+                                              | ActionType.DELETE), self._after_claim_change),
+            # The controller wrote the generated claim's name into the pod's status.
+            ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE),
+                                 _after_own_update),
+            # New or changed devices; a class created or fixed.
+            ClusterEventWithHint(ClusterEvent(EventResource.RESOURCE_SLICE,
+                                              ActionType.ADD | ActionType.UPDATE)),
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS,
+                                              ActionType.ADD | ActionType.UPDATE)),
+            # Node labels decide slice/claim node selectors; a new node may bring devices.
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE,
+                                              ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
+        ]
+
+    def _after_claim_change(self, pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+        obj = new if isinstance(new, Mapping) else old
+        if not isinstance(obj, Mapping):
+            return QueueingHint.QUEUE
+        ns = (pod.get("metadata") or {}).get("namespace", "")
+        try:
+            mine = {pc.claim_name for pc in pod_claims(pod)}
+        except ClaimProblem:
+            mine = set()
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") == ns and meta.get("name") in mine:
+            return QueueingHint.QUEUE
+        # Another claim: only freeing devices (deallocation, deletion) can help.
+        if isinstance(old, Mapping) and allocation_of(old) is not None and (
+                not isinstance(new, Mapping) or allocation_of(new) is None):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    # --- PreEnqueue ----------------------------------------------------------------------------
+
+    def pre_enqueue(self, pod_info: PodInfo) -> Status | None:
+        if not has_claims(pod_info.pod):
+            return None
+        try:
+            self.claims_of(pod_info)
+        except ClaimProblem as e:
+            return unresolvable(str(e))
+        return None
+
+    # --- PreFilter -----------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+                   ) -> tuple[PreFilterResult | None, Status | None]:
+        if not has_claims(pod_info.pod):
+            return None, Status(Code.SKIP)
+        try:
+            claims = self.claims_of(pod_info)
+        except ClaimProblem as e:
+            return None, unresolvable(str(e))
+        if not claims:
+            return None, Status(Code.SKIP)
+        data = _State(claims=claims)
+        for claim in claims:
+            alloc = allocation_of(claim)
+            if alloc is None:
+                data.to_allocate.append(claim)
+                continue
+            if not is_reserved_for(claim, pod_info.pod) and \
+                    len(reserved_for(claim)) >= RESERVED_FOR_MAX:
+                return None, unresolvable(REASON_IN_USE)
+            raw = alloc.get("nodeSelector")
+            try:
+                sel = (NodeSelector.from_dict(raw, where="status.allocation.nodeSelector",
+                                              obj=claim, kind="ResourceClaim")
+                       if raw is not None else None)
+            except ObjectError as e:
+                return None, unresolvable(str(e))
+            data.allocated_selectors.append((key_of(claim), sel))
+        if data.to_allocate:
+            data.inventory = self.inventory()
+            data.classes = self.classes()
+            data.in_use = self.tracker.in_use(self._list(RESOURCE_CLAIMS))
+            # Malformed claims, unknown classes, CEL that does not compile: the pod waits
+            # for a claim or class event, and says why.
+            try:
+                allocate(data.to_allocate, node={"metadata": {"name": ""}},
+                         inventory=Inventory(()), classes=data.classes, in_use=set())
+            except AllocationError as e:
+                return None, unresolvable(str(e))
+        state.write(STATE_KEY, data)
+        return None, None
+
+    def pre_filter_extensions(self) -> DynamicResources:
+        return self
+
+    def add_pod(self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo,
+                node_info: NodeInfo) -> Status | None:
+        data = state.get(STATE_KEY)
+        if isinstance(data, _State):
+            data.freed -= self._devices_held_only_by(pod_to_add)
+        return None
+
+    def remove_pod(self, state: CycleState, pod_to_schedule: PodInfo, pod_to_remove: PodInfo,
+                   node_info: NodeInfo) -> Status | None:
+        data = state.get(STATE_KEY)
+        if isinstance(data, _State):
+            data.freed |= self._devices_held_only_by(pod_to_remove)
+        return None
+
+    def _devices_held_only_by(self, pod_info: PodInfo) -> set[DeviceID]:
+        """Devices of the claims reserved for this pod alone (freed when it goes)."""
+        if not has_claims(pod_info.pod):
+            return set()
+        out: set[DeviceID] = set()
+        try:
+            names_ = pod_claims(pod_info.pod)
+        except ClaimProblem:
+            return out
+        for pc in names_:
+            claim = self._get_claim(pod_info.namespace, pc.claim_name)
+            if claim is None:
+                continue
+            users = reserved_for(claim)
+            if len(users) == 1 and users[0].get("uid") == pod_info.uid:
+                out.update(device_ids_of(allocation_of(claim)))
+        return out
+
+    # --- Filter --------------------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
+            return missing_state(STATE_KEY)
+        node = node_info.node
+        if node is None:
+            return error("node not found")
+        for _key, sel in data.allocated_selectors:
+            if sel is not None and not sel.match(node):
+                data.details[node_info.name] = [f"claim {_key}: allocated for other nodes"]
+                return unresolvable(REASON_NOT_AVAILABLE)
+        if not data.to_allocate:
+            return None
+        assert data.inventory is not None
+        in_use = data.in_use - data.freed if data.freed else data.in_use
+        try:
+            out = allocate(data.to_allocate, node=node, inventory=data.inventory,
+                           classes=data.classes, in_use=in_use)
+        except AllocationError as e:  # a CEL runtime error on one of this node's devices
+            data.details[node_info.name] = [str(e)]
+            return unresolvable(str(e))
+        if isinstance(out, Unfit):
+            data.details[node_info.name] = out.details
+            if out.timed_out:
+                return unresolvable(out.details[0])
+            return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
+        data.by_node[node_info.name] = out
+        return None
+
+    # --- PostFilter ----------------------------------------------------------------------------
+
+    def post_filter(self, state: CycleState, pod_info: PodInfo,
+                    node_to_status: Mapping[str, Status]
+                    ) -> tuple[PostFilterResult | None, Status | None]:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
+            return None, Status(Code.UNSCHEDULABLE)
+        for claim in data.claims:
+            if allocation_of(claim) is None or reserved_for(claim):
+                continue
+            if self.tracker.in_flight(key_of(claim)) is not None:
+                continue  # ours, being written
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return None, error("deallocation needs a running event loop")
+            task = loop.create_task(self._deallocate(claim),
+                                    name=f"dra-deallocate:{key_of(claim)}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return None, Status(Code.UNSCHEDULABLE, REASON_DEALLOCATED)
+        return None, Status(Code.UNSCHEDULABLE, REASON_NOTHING_TO_DEALLOCATE)
+
+    async def _deallocate(self, claim: Mapping[str, Any]) -> None:
+        meta = claim.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        client = self._handle.client
+        path = resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns, name)
+        for _ in range(PREBIND_ATTEMPTS):
+            resp = await client.request("GET", path)
+            if resp.status != 200 or not isinstance(resp.body, dict):
+                return
+            latest = resp.body
+            if allocation_of(latest) is None or reserved_for(latest):
+                return  # someone uses it now
+            status = dict(latest.get("status") or {})
+            status.pop("allocation", None)
+            status.pop("reservedFor", None)
+            latest["status"] = status
+            resp = await client.request("PUT", path + "/status", body=latest)
+            if resp.status == 409:
+                continue
+            if resp.status >= 300:
+                log.warning("cannot deallocate ResourceClaim", claim=f"{ns}/{name}",
+                            status=resp.status)
+                return
+            latest = resp.body if isinstance(resp.body, dict) else latest
+            fins = (latest.get("metadata") or {}).get("finalizers") or []
+            if FINALIZER in fins:
+                latest["metadata"]["finalizers"] = [f for f in fins if f != FINALIZER]
+                await client.request("PUT", path, body=latest)
+            return
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- Score ---------------------------------------------------------------------------------
+
+    def score(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+              ) -> tuple[int, Status | None]:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
+            return 0, None
+        out = data.by_node.get(node_info.name)
+        if out is None:
+            return MAX_NODE_SCORE, None
+        # an earlier firstAvailable subrequest is better; 10 points per step down the list
+        return max(0, MAX_NODE_SCORE - 10 * out.subrequest_rank), None
+
+    # --- Reserve -------------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State) or not data.to_allocate:
+            return None
+        out = data.by_node.get(node_name)
+        if out is None:
+            return error(f"no allocation computed for node {node_name}")
+        for claim, alloc in zip(data.to_allocate, out.allocations):
+            key = key_of(claim)
+            if self.tracker.in_flight(key) is not None:
+                # Another pod sharing the claim reserved it since PreFilter.
+                self._forget(data, pod_info)
+                return Status(Code.UNSCHEDULABLE, REASON_IN_USE)
+            self.tracker.assume(key, pod_info.uid, alloc)
+        return None
+
+    def unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
+        data = state.get(STATE_KEY)
+        if isinstance(data, _State):
+            self._forget(data, pod_info)
+
+    def _forget(self, data: _State, pod_info: PodInfo) -> None:
+        for claim in data.to_allocate:
+            self.tracker.forget(key_of(claim), pod_info.uid)
+
+    # --- PreBind -------------------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod_info: PodInfo, node_name: str
+                       ) -> Status | None:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
+            return None
+        for claim in data.claims:
+            if is_reserved_for(claim, pod_info.pod):
+                continue
+            alloc = self.tracker.in_flight(key_of(claim)) if claim in data.to_allocate else None
+            try:
+                await self._reserve_in_api(claim, pod_info, alloc)
+            except _PreBindError as e:
+                return error(str(e))
+        return None
+
+    async def _reserve_in_api(self, claim: Mapping[str, Any], pod_info: PodInfo,
+                              alloc: dict[str, Any] | None) -> None:
+        meta = claim.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        client = self._handle.client
+        path = resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns, name)
+        entry = {"resource": "pods", "name": pod_info.name, "uid": pod_info.uid}
+        for _ in range(PREBIND_ATTEMPTS):
+            resp = await client.request("GET", path)
+            if resp.status != 200 or not isinstance(resp.body, dict):
+                raise _PreBindError(f"resourceclaim {ns}/{name}: get: HTTP {resp.status}")
+            latest: dict[str, Any] = resp.body
+            if (latest.get("metadata") or {}).get("uid") != meta.get("uid"):
+                raise _PreBindError(f"resourceclaim {ns}/{name} was replaced")
+            current = allocation_of(latest)
+            if alloc is not None and current is not None and \
+                    device_ids_of(current) != device_ids_of(alloc):
+                raise _PreBindError(f"resourceclaim {ns}/{name} got allocated elsewhere")
+            if alloc is not None and current is None:
+                fins = list((latest.get("metadata") or {}).get("finalizers") or [])
+                if FINALIZER not in fins:
+                    latest.setdefault("metadata", {})["finalizers"] = fins + [FINALIZER]
+                    resp = await client.request("PUT", path, body=latest)
+                    if resp.status == 409:
+                        continue
+                    if resp.status >= 300 or not isinstance(resp.body, dict):
+                        raise _PreBindError(f"resourceclaim {ns}/{name}: add finalizer: "
+                                            f"HTTP {resp.status}")
+                    latest = resp.body
+            status = dict(latest.get("status") or {})
+            if alloc is not None and current is None:
+                status["allocation"] = alloc
+            users = list(status.get("reservedFor") or [])
+            if any(isinstance(u, Mapping) and u.get("uid") == pod_info.uid for u in users):
+                return
+            if len(users) >= RESERVED_FOR_MAX:
+                raise _PreBindError(f"resourceclaim {ns}/{name}: {REASON_IN_USE}")
+            status["reservedFor"] = users + [entry]
+            latest["status"] = status
+            resp = await client.request("PUT", path + "/status", body=latest)
+            if resp.status == 409:
+                continue
+            if resp.status >= 300:
+                raise _PreBindError(f"resourceclaim {ns}/{name}: update status: "
+                                    f"HTTP {resp.status}")
+            return
+        raise _PreBindError(f"resourceclaim {ns}/{name}: still conflicting after "
+                            f"{PREBIND_ATTEMPTS} attempts")
+
+    # --- explain -------------------------------------------------------------------------------
+
+    @staticmethod
+    def node_details(state: CycleState, node_name: str) -> list[str]:
+        """Why the claims could not be allocated on this node (for explain)."""
+        data = state.get(STATE_KEY)
+        return list(data.details.get(node_name, [])) if isinstance(data, _State) else []
+
+
+class _PreBindError(Exception):
+    pass
+
+
+def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if not isinstance(new, Mapping) or not isinstance(old, Mapping):
+        return QueueingHint.SKIP
+    if (new.get("metadata") or {}).get("uid") != (pod.get("metadata") or {}).get("uid"):
+        return QueueingHint.SKIP
+    before = (old.get("status") or {}).get("resourceClaimStatuses")
+    after = (new.get("status") or {}).get("resourceClaimStatuses")
+    return QueueingHint.QUEUE if before != after else QueueingHint.SKIP
+
+
+__all__ = ["NAME", "DynamicResources", "PodClaim", "REASON_CANNOT_ALLOCATE"]

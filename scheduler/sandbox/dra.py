@@ -1,0 +1,871 @@
+"""resource.k8s.io/v1 (Dynamic Resource Allocation) as kube-apiserver serves it.
+
+Why: DRA is GA since Kubernetes 1.34 and the scheduler's DynamicResources plugin, the
+resourceclaim controller and the simulated driver all talk to these four types. What a real
+API server accepts or refuses decides what they can ever see, so this module reproduces the
+registry strategies (``pkg/registry/resource/*``) and the validation
+(``pkg/apis/resource/validation``) of DeviceClasses, ResourceClaims, ResourceClaimTemplates
+and ResourceSlices: v1 defaulting (``allocationMode: ExactCount`` with ``count: 1``, toleration
+operator ``Equal``), required fields and their formats, list size limits and uniqueness,
+``allocationMode``/``count`` rules, request references in constraints, config and allocation
+results, the claim spec and template spec being immutable, a slice's driver, pool name and
+node name being immutable, and the status rules a scheduler's writes must follow
+(``reservedFor`` at most 256 distinct consumers and only with an allocation, no new consumer
+once the claim is being deleted, an allocation immutable once set). Errors name the field
+with upstream's reasons and wording.
+
+Not reproduced: CEL expressions are checked for length only, not compiled (the scheduler
+reports an expression that does not compile as the claim's or class's error), admin access
+authorization (namespace label), and fields behind alpha feature gates are kept, not dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from scheduler.objects.quantity import QuantityError, parse_quantity
+
+Obj = dict[str, Any]
+Cause = tuple[str, str, str]  # field, reason, message
+
+GROUP = "resource.k8s.io"
+DRA_PLURALS = frozenset({"deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"})
+
+# Limits of the v1 API (pkg/apis/resource/types.go).
+RESERVED_FOR_MAX = 256
+DEVICE_REQUESTS_MAX = 32
+FIRST_AVAILABLE_MAX = 8
+SELECTORS_MAX = 32
+CONSTRAINTS_MAX = 32
+CONFIG_MAX = 32
+ALLOCATION_RESULTS_MAX = 32
+SLICE_DEVICES_MAX = 128
+SLICE_DEVICES_MAX_ADVANCED = 64
+ATTRIBUTES_AND_CAPACITIES_MAX = 32
+ATTRIBUTE_VALUE_MAX = 64
+CEL_EXPRESSION_MAX = 10 * 1024
+POOL_NAME_MAX = 253
+DRIVER_NAME_MAX = 63
+DOMAIN_MAX = 63
+ID_MAX = 32
+TAINTS_MAX = 16
+TOLERATIONS_MAX = 16
+OPAQUE_PARAMETERS_MAX = 10 * 1024
+
+ALLOCATION_MODES = ("All", "ExactCount")
+CONFIG_SOURCES = ("FromClaim", "FromClass")
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_CSI_DRIVER = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?"
+    r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$"
+)
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+DNS_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+DNS_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+REQUEST_REF_MSG = (
+    "must be the name of a request in the claim or the name of a request and a subrequest "
+    "separated by '/'"
+)
+
+
+def is_dra(group: str, plural: str) -> bool:
+    return group == GROUP and plural in DRA_PLURALS
+
+
+# ------------------------------------------------------------------ error constructors
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)) or v is None:
+        return "null" if v is None else str(v)
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def required(path: str, detail: str = "") -> Cause:
+    return (path, "FieldValueRequired", f"Required value: {detail}" if detail else "Required value")
+
+
+def invalid_value(path: str, value: Any, detail: str) -> Cause:
+    return (path, "FieldValueInvalid", f"Invalid value: {_show(value)}: {detail}")
+
+
+def not_supported(path: str, value: Any, allowed: tuple[str, ...]) -> Cause:
+    vals = ", ".join(f'"{a}"' for a in allowed)
+    return (path, "FieldValueNotSupported", f"Unsupported value: {_show(value)}: supported values: {vals}")
+
+
+def duplicate(path: str, value: Any) -> Cause:
+    return (path, "FieldValueDuplicate", f"Duplicate value: {_show(value)}")
+
+
+def too_many(path: str, n: int, limit: int) -> Cause:
+    return (path, "FieldValueTooMany", f"Too many: {n}: must have at most {limit} items")
+
+
+def too_long(path: str, limit: int) -> Cause:
+    return (path, "FieldValueTooLong", f"Too long: may not be more than {limit} bytes")
+
+
+def forbidden(path: str, detail: str) -> Cause:
+    return (path, "FieldValueForbidden", f"Forbidden: {detail}")
+
+
+def immutable(path: str, value: Any) -> Cause:
+    return invalid_value(path, value, "field is immutable")
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _dict(v: Any) -> Obj:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _type_causes(value: Any, path: str, want: type, what: str) -> list[Cause]:
+    if value is None or isinstance(value, want):
+        return []
+    return [invalid_value(path, value, f"must be {what}")]
+
+
+def dns_label(value: Any, path: str) -> list[Cause]:
+    if not isinstance(value, str) or not value:
+        return [required(path)]
+    out: list[Cause] = []
+    if len(value) > 63:
+        out.append(invalid_value(path, value, "must be no more than 63 characters"))
+    if not _DNS_LABEL.match(value):
+        out.append(invalid_value(path, value, DNS_LABEL_MSG))
+    return out
+
+
+def dns_subdomain(value: Any, path: str) -> list[Cause]:
+    if not isinstance(value, str) or not value:
+        return [required(path)]
+    out: list[Cause] = []
+    if len(value) > 253:
+        out.append(invalid_value(path, value, "must be no more than 253 characters"))
+    if not _DNS_SUBDOMAIN.match(value):
+        out.append(invalid_value(path, value, DNS_SUBDOMAIN_MSG))
+    return out
+
+
+def driver_name(value: Any, path: str) -> list[Cause]:
+    """A driver name is validated like a CSI driver name (upstream reuses that check)."""
+    if not isinstance(value, str) or not value:
+        return [required(path)]
+    out: list[Cause] = []
+    if len(value) > DRIVER_NAME_MAX:
+        out.append(too_long(path, DRIVER_NAME_MAX))
+    if not _CSI_DRIVER.match(value):
+        out.append(invalid_value(path, value, DNS_SUBDOMAIN_MSG))
+    return out
+
+
+def pool_name(value: Any, path: str) -> list[Cause]:
+    if not isinstance(value, str) or not value:
+        return [required(path)]
+    out: list[Cause] = []
+    if len(value) > POOL_NAME_MAX:
+        out.append(too_long(path, POOL_NAME_MAX))
+    for part in value.split("/"):
+        if not part or not _DNS_SUBDOMAIN.match(part) or len(part) > 253:
+            out.append(invalid_value(path, part, DNS_SUBDOMAIN_MSG))
+    return out
+
+
+def qualified_name(value: Any, path: str) -> list[Cause]:
+    """An attribute or capacity name: ``<domain>/<C identifier>`` or a bare identifier."""
+    if not isinstance(value, str) or not value:
+        return [required(path)]
+    domain, sep, ident = value.rpartition("/")
+    out: list[Cause] = []
+    if sep:
+        if not domain:
+            out.append(required(path, "the domain must not be empty"))
+        else:
+            if len(domain) > DOMAIN_MAX:
+                out.append(too_long(path, DOMAIN_MAX))
+            if not _DNS_SUBDOMAIN.match(domain):
+                out.append(invalid_value(path, domain, DNS_SUBDOMAIN_MSG))
+    if not ident:
+        out.append(required(path, "the name must not be empty"))
+    else:
+        if len(ident) > ID_MAX:
+            out.append(too_long(path, ID_MAX))
+        if not _C_IDENTIFIER.match(ident):
+            out.append(invalid_value(path, ident,
+                                     "a valid C identifier must start with alphabetic character or '_', "
+                                     "followed by a string of alphanumeric characters or '_' "
+                                     "(e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used for "
+                                     "validation is '[A-Za-z_][A-Za-z0-9_]*')"))
+    return out
+
+
+def fully_qualified_name(value: Any, path: str) -> list[Cause]:
+    """A constraint's attribute: the domain is required."""
+    out = qualified_name(value, path)
+    if isinstance(value, str) and value and "/" not in value:
+        out.append(required(path, "a fully qualified name must be a domain and a name separated by a slash"))
+    return out
+
+
+def _sized(items: Any, path: str, limit: int) -> tuple[list[Any], list[Cause]]:
+    if items is None:
+        return [], []
+    if not isinstance(items, list):
+        return [], [invalid_value(path, items, "must be a list")]
+    if limit >= 0 and len(items) > limit:
+        return items, [too_many(path, len(items), limit)]
+    return items, []
+
+
+def _unique(keys: list[tuple[int, Any]], path: str) -> list[Cause]:
+    seen: set[str] = set()
+    out: list[Cause] = []
+    for i, k in keys:
+        key = _show(k)
+        if key in seen:
+            out.append(duplicate(f"{path}[{i}]", k))
+        seen.add(key)
+    return out
+
+
+def _quantity(value: Any, path: str) -> list[Cause]:
+    if value is None:
+        return [required(path)]
+    try:
+        parse_quantity(value)
+    except QuantityError:
+        return [invalid_value(path, value, "quantities must match the regular expression "
+                              "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+    return []
+
+
+# ------------------------------------------------------------------ defaulting (v1)
+
+
+def _default_exact(req: Obj) -> Obj:
+    req = dict(req)
+    req.setdefault("allocationMode", "ExactCount")
+    if req.get("allocationMode") == "ExactCount" and req.get("count") in (None, 0):
+        req["count"] = 1
+    if isinstance(req.get("tolerations"), list):
+        req["tolerations"] = [{**t, "operator": t.get("operator") or "Equal"} if isinstance(t, dict) else t
+                              for t in req["tolerations"]]
+    return req
+
+
+def default_claim_spec(spec: Any) -> Any:
+    """v1 defaults of a ResourceClaimSpec (SetDefaults_ExactDeviceRequest and the like)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("devices"), dict):
+        return spec
+    devices = dict(spec["devices"])
+    reqs = devices.get("requests")
+    if isinstance(reqs, list):
+        out = []
+        for r in reqs:
+            if isinstance(r, dict):
+                r = dict(r)
+                if isinstance(r.get("exactly"), dict):
+                    r["exactly"] = _default_exact(r["exactly"])
+                if isinstance(r.get("firstAvailable"), list):
+                    r["firstAvailable"] = [_default_exact(s) if isinstance(s, dict) else s
+                                           for s in r["firstAvailable"]]
+            out.append(r)
+        devices["requests"] = out
+    return {**spec, "devices": devices}
+
+
+def default(obj: Obj, plural: str) -> Obj:
+    """Apply v1 defaulting to a resource.k8s.io object (on create and on every update, as the
+    decoder does)."""
+    if plural == "resourceclaims":
+        if "spec" in obj:
+            obj = {**obj, "spec": default_claim_spec(obj["spec"])}
+    elif plural == "resourceclaimtemplates":
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and "spec" in spec:
+            obj = {**obj, "spec": {**spec, "spec": default_claim_spec(spec["spec"])}}
+    return obj
+
+
+# ------------------------------------------------------------------ claims and templates
+
+
+def _request_names(devices: Obj) -> dict[str, set[str] | None]:
+    names: dict[str, set[str] | None] = {}
+    for r in _list(devices.get("requests")):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            continue
+        subs = _list(r.get("firstAvailable"))
+        names[r["name"]] = ({s["name"] for s in subs if isinstance(s, dict) and isinstance(s.get("name"), str)}
+                            if subs else None)
+    return names
+
+
+def _has_request(names: dict[str, set[str] | None], ref: str) -> bool:
+    parts = ref.split("/")
+    if len(parts) > 2 or parts[0] not in names:
+        return False
+    if len(parts) == 1:
+        return True
+    subs = names[parts[0]]
+    return subs is not None and parts[1] in subs
+
+
+def request_ref(ref: Any, path: str, names: dict[str, set[str] | None]) -> list[Cause]:
+    if not isinstance(ref, str):
+        return [invalid_value(path, ref, REQUEST_REF_MSG)]
+    parts = ref.split("/")
+    if len(parts) > 2:
+        return [invalid_value(path, ref, REQUEST_REF_MSG)]
+    out: list[Cause] = []
+    for p in parts:
+        out += dns_label(p, path)
+    if not _has_request(names, ref):
+        out.append(invalid_value(path, ref, REQUEST_REF_MSG))
+    return out
+
+
+def _request_refs(refs: Any, path: str, names: dict[str, set[str] | None]) -> list[Cause]:
+    items, out = _sized(refs, path, DEVICE_REQUESTS_MAX)
+    for i, r in enumerate(items):
+        out += request_ref(r, f"{path}[{i}]", names)
+    out += _unique(list(enumerate(items)), path)
+    return out
+
+
+def _selectors(sels: Any, path: str) -> list[Cause]:
+    items, out = _sized(sels, path, SELECTORS_MAX)
+    for i, s in enumerate(items):
+        p = f"{path}[{i}]"
+        cel = _dict(s).get("cel")
+        if not isinstance(cel, dict):
+            out.append(required(f"{p}.cel"))
+            continue
+        expr = cel.get("expression")
+        if not isinstance(expr, str) or not expr.strip():
+            out.append(required(f"{p}.cel.expression", "expression must not be empty"))
+        elif len(expr) > CEL_EXPRESSION_MAX:
+            out.append(too_long(f"{p}.cel.expression", CEL_EXPRESSION_MAX))
+    return out
+
+
+def _toleration(t: Any, path: str) -> list[Cause]:
+    if not isinstance(t, dict):
+        return [invalid_value(path, t, "must be an object")]
+    out: list[Cause] = []
+    key = t.get("key")
+    if key:
+        out += qualified_label_key(key, f"{path}.key")
+    op = t.get("operator") or "Equal"
+    if op not in TOLERATION_OPERATORS:
+        out.append(not_supported(f"{path}.operator", op, TOLERATION_OPERATORS))
+    elif op == "Exists" and t.get("value"):
+        out.append(invalid_value(f"{path}.operator", op, "value must be empty when `operator` is 'Exists'"))
+    elif op == "Equal" and not key and t.get("value"):
+        out.append(invalid_value(f"{path}.operator", op, "operator must be Exists when `key` is empty"))
+    eff = t.get("effect")
+    if eff and eff not in TAINT_EFFECTS:
+        out.append(not_supported(f"{path}.effect", eff, TAINT_EFFECTS))
+    return out
+
+
+def qualified_label_key(key: Any, path: str) -> list[Cause]:
+    from scheduler.objects.labels import validate_label_key
+
+    if not isinstance(key, str):
+        return [invalid_value(path, key, "must be a string")]
+    err = validate_label_key(key)
+    return [invalid_value(path, key, err)] if err else []
+
+
+def _exact(req: Any, path: str) -> list[Cause]:
+    if not isinstance(req, dict):
+        return [invalid_value(path, req, "must be an object")]
+    out: list[Cause] = []
+    cls = req.get("deviceClassName")
+    out += [required(f"{path}.deviceClassName")] if not cls else dns_subdomain(cls, f"{path}.deviceClassName")
+    out += _selectors(req.get("selectors"), f"{path}.selectors")
+    mode = req.get("allocationMode")
+    count = req.get("count")
+    out += _type_causes(count, f"{path}.count", int, "an integer")
+    if mode == "All":
+        if count not in (None, 0):
+            out.append(invalid_value(f"{path}.count", count, "must not be specified when allocationMode is 'All'"))
+    elif mode == "ExactCount":
+        if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+            out.append(invalid_value(f"{path}.count", count, "must be greater than zero"))
+    else:
+        out.append(not_supported(f"{path}.allocationMode", mode, ALLOCATION_MODES))
+    aa = req.get("adminAccess")
+    out += _type_causes(aa, f"{path}.adminAccess", bool, "a boolean")
+    tols, tc = _sized(req.get("tolerations"), f"{path}.tolerations", TOLERATIONS_MAX)
+    out += tc
+    for i, t in enumerate(tols):
+        out += _toleration(t, f"{path}.tolerations[{i}]")
+    return out
+
+
+def _device_request(r: Any, path: str) -> list[Cause]:
+    if not isinstance(r, dict):
+        return [invalid_value(path, r, "must be an object")]
+    out = dns_label(r.get("name"), f"{path}.name")
+    fa = r.get("firstAvailable")
+    has_fa = isinstance(fa, list) and len(fa) > 0
+    has_exact = r.get("exactly") is not None
+    if has_fa and has_exact:
+        out.append(invalid_value(path, None, "exactly one of `exactly` or `firstAvailable` is required, "
+                                 "but multiple fields are set"))
+    elif not has_fa and not has_exact:
+        out.append(required(path, "exactly one of `exactly` or `firstAvailable` is required"))
+    elif has_exact:
+        out += _exact(r["exactly"], f"{path}.exactly")
+    else:
+        subs, sc = _sized(fa, f"{path}.firstAvailable", FIRST_AVAILABLE_MAX)
+        out += sc
+        keys = []
+        for i, s in enumerate(subs):
+            sp = f"{path}.firstAvailable[{i}]"
+            out += dns_label(_dict(s).get("name"), f"{sp}.name")
+            out += _exact(s, sp) if isinstance(s, dict) else []
+            keys.append((i, _dict(s).get("name")))
+        out += _unique(keys, f"{path}.firstAvailable")
+    return out
+
+
+def _opaque(cfg: Any, path: str) -> list[Cause]:
+    op = _dict(cfg).get("opaque")
+    if not isinstance(op, dict):
+        return [required(f"{path}.opaque")]
+    out = driver_name(op.get("driver"), f"{path}.opaque.driver")
+    params = op.get("parameters")
+    if params is None:
+        out.append(required(f"{path}.opaque.parameters"))
+    elif not isinstance(params, dict):
+        out.append(invalid_value(f"{path}.opaque.parameters", params, "parameters must be a valid JSON object"))
+    elif len(json.dumps(params)) > OPAQUE_PARAMETERS_MAX:
+        out.append(too_long(f"{path}.opaque.parameters", OPAQUE_PARAMETERS_MAX))
+    return out
+
+
+def claim_spec_causes(spec: Any, path: str) -> list[Cause]:
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        return [invalid_value(path, spec, "must be an object")]
+    devices = spec.get("devices")
+    if devices is None:
+        return []
+    if not isinstance(devices, dict):
+        return [invalid_value(f"{path}.devices", devices, "must be an object")]
+    dp = f"{path}.devices"
+    out: list[Cause] = []
+    names = _request_names(devices)
+    reqs, rc = _sized(devices.get("requests"), f"{dp}.requests", DEVICE_REQUESTS_MAX)
+    out += rc
+    for i, r in enumerate(reqs):
+        out += _device_request(r, f"{dp}.requests[{i}]")
+    out += _unique([(i, _dict(r).get("name")) for i, r in enumerate(reqs)], f"{dp}.requests")
+    cons, cc = _sized(devices.get("constraints"), f"{dp}.constraints", CONSTRAINTS_MAX)
+    out += cc
+    for i, c in enumerate(cons):
+        cp = f"{dp}.constraints[{i}]"
+        c = _dict(c)
+        out += _request_refs(c.get("requests"), f"{cp}.requests", names)
+        if c.get("matchAttribute") is not None:
+            out += fully_qualified_name(c["matchAttribute"], f"{cp}.matchAttribute")
+        elif c.get("distinctAttribute") is not None:
+            out += fully_qualified_name(c["distinctAttribute"], f"{cp}.distinctAttribute")
+        else:
+            out.append(required(cp, 'exactly one of "matchAttribute" or "distinctAttribute" is required, '
+                                "but multiple fields are set"))
+    cfgs, fc = _sized(devices.get("config"), f"{dp}.config", CONFIG_MAX)
+    out += fc
+    for i, c in enumerate(cfgs):
+        cp = f"{dp}.config[{i}]"
+        out += _request_refs(_dict(c).get("requests"), f"{cp}.requests", names)
+        out += _opaque(c, cp)
+    return out
+
+
+def _template_meta(md: Any, path: str) -> list[Cause]:
+    """A template's embedded metadata: labels and annotations are what it may carry."""
+    from scheduler.objects.labels import validate_label_value
+
+    if md is None:
+        return []
+    if not isinstance(md, dict):
+        return [invalid_value(path, md, "must be an object")]
+    out: list[Cause] = []
+    for k, v in _dict(md.get("labels")).items():
+        out += qualified_label_key(k, f"{path}.labels")
+        err = validate_label_value(v) if isinstance(v, str) else "must be a string"
+        if err:
+            out.append(invalid_value(f"{path}.labels", v, err))
+    for k in _dict(md.get("annotations")):
+        out += qualified_label_key(k.lower() if isinstance(k, str) else k, f"{path}.annotations")
+    return out
+
+
+# ------------------------------------------------------------------ device classes
+
+
+def class_spec_causes(spec: Any) -> list[Cause]:
+    spec = _dict(spec)
+    out = _selectors(spec.get("selectors"), "spec.selectors")
+    cfgs, cc = _sized(spec.get("config"), "spec.config", CONFIG_MAX)
+    out += cc
+    for i, c in enumerate(cfgs):
+        out += _opaque(c, f"spec.config[{i}]")
+    ern = spec.get("extendedResourceName")
+    if ern is not None and (not isinstance(ern, str) or "/" not in ern
+                            or ern.startswith("kubernetes.io/") or ern.startswith("requests.")):
+        out.append(invalid_value("spec.extendedResourceName", ern, "must be a valid extended resource name"))
+    return out
+
+
+# ------------------------------------------------------------------ resource slices
+
+
+def _node_selector(sel: Any, path: str) -> list[Cause]:
+    if not isinstance(sel, dict):
+        return [invalid_value(path, sel, "must be an object")]
+    terms = sel.get("nodeSelectorTerms")
+    if not isinstance(terms, list) or not terms:
+        return [required(f"{path}.nodeSelectorTerms", "must have at least one node selector term")]
+    out: list[Cause] = []
+    ops = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+    for i, t in enumerate(terms):
+        tp = f"{path}.nodeSelectorTerms[{i}]"
+        for j, e in enumerate(_list(_dict(t).get("matchExpressions"))):
+            ep = f"{tp}.matchExpressions[{j}]"
+            e = _dict(e)
+            op = e.get("operator")
+            vals = _list(e.get("values"))
+            out += qualified_label_key(e.get("key", ""), f"{ep}.key") if e.get("key") else [required(f"{ep}.key")]
+            if op in ("In", "NotIn") and not vals:
+                out.append(required(f"{ep}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+            elif op in ("Exists", "DoesNotExist") and vals:
+                out.append(forbidden(f"{ep}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+            elif op in ("Gt", "Lt") and len(vals) != 1:
+                out.append(required(f"{ep}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+            elif op not in ops:
+                out.append(not_supported(f"{ep}.operator", op, ops))
+        for j, f in enumerate(_list(_dict(t).get("matchFields"))):
+            fp = f"{tp}.matchFields[{j}]"
+            f = _dict(f)
+            if f.get("key") != "metadata.name":
+                out.append(invalid_value(f"{fp}.key", f.get("key"), "not a valid field selector key"))
+            if f.get("operator") not in ("In", "NotIn"):
+                out.append(not_supported(f"{fp}.operator", f.get("operator"), ("In", "NotIn")))
+            elif len(_list(f.get("values"))) != 1:
+                out.append(required(f"{fp}.values", "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+    return out
+
+
+def _attribute(a: Any, path: str) -> list[Cause]:
+    if not isinstance(a, dict):
+        return [invalid_value(path, a, "must be an object")]
+    out: list[Cause] = []
+    n = 0
+    for k, typ in (("bool", bool), ("int", int), ("string", str), ("version", str)):
+        if a.get(k) is None:
+            continue
+        n += 1
+        v = a[k]
+        if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
+            out.append(invalid_value(f"{path}.{k}", v, f"must be of type {k}"))
+            continue
+        if not isinstance(v, str):
+            continue
+        if len(v) > ATTRIBUTE_VALUE_MAX:
+            out.append(too_long(f"{path}.{k}", ATTRIBUTE_VALUE_MAX))
+        if k == "version" and not _SEMVER.match(v):
+            out.append(invalid_value(f"{path}.version", v, "must be a string compatible with semver.org spec 2.0.0"))
+    for k in ("bools", "ints", "strings", "versions"):
+        if a.get(k) is None:
+            continue
+        n += 1
+        vals = a[k]
+        if not isinstance(vals, list) or not vals:
+            out.append(invalid_value(f"{path}.{k}", vals, "must not be empty if specified"))
+            continue
+        for i, v in enumerate(vals):
+            if k in ("strings", "versions") and isinstance(v, str) and len(v) > ATTRIBUTE_VALUE_MAX:
+                out.append(too_long(f"{path}.{k}[{i}]", ATTRIBUTE_VALUE_MAX))
+            if k == "versions" and (not isinstance(v, str) or not _SEMVER.match(v)):
+                out.append(invalid_value(f"{path}.{k}[{i}]", v, "must be a string compatible with semver.org spec 2.0.0"))
+    if n != 1:
+        out.append(invalid_value(path, "" if n == 0 else a, "exactly one value must be specified"))
+    return out
+
+
+def _taint(t: Any, path: str) -> list[Cause]:
+    if not isinstance(t, dict):
+        return [invalid_value(path, t, "must be an object")]
+    out = qualified_label_key(t.get("key"), f"{path}.key") if t.get("key") else [required(f"{path}.key")]
+    v = t.get("value")
+    if v:
+        from scheduler.objects.labels import validate_label_value
+
+        err = validate_label_value(v) if isinstance(v, str) else "must be a string"
+        if err:
+            out.append(invalid_value(f"{path}.value", v, err))
+    eff = t.get("effect")
+    if not eff:
+        out.append(required(f"{path}.effect"))
+    elif eff not in (*TAINT_EFFECTS, "None"):
+        out.append(not_supported(f"{path}.effect", eff, (*TAINT_EFFECTS, "None")))
+    return out
+
+
+def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
+    if not isinstance(d, dict):
+        return [invalid_value(path, d, "must be an object")]
+    out = dns_label(d.get("name"), f"{path}.name")
+    attrs = d.get("attributes")
+    caps = d.get("capacity")
+    for fld, v in (("attributes", attrs), ("capacity", caps)):
+        if v is not None and not isinstance(v, dict):
+            out.append(invalid_value(f"{path}.{fld}", v, "must be a map"))
+    attrs, caps = _dict(attrs), _dict(caps)
+    total = len(attrs) + len(caps)
+    if total > ATTRIBUTES_AND_CAPACITIES_MAX:
+        out.append(invalid_value(path, total, "the total number of attributes and capacities must not exceed "
+                                 f"{ATTRIBUTES_AND_CAPACITIES_MAX}"))
+    for k, a in attrs.items():
+        out += qualified_name(k, f"{path}.attributes")
+        out += _attribute(a, f"{path}.attributes[{k}]")
+    for k, c in caps.items():
+        out += qualified_name(k, f"{path}.capacity")
+        cp = f"{path}.capacity[{k}]"
+        if not isinstance(c, dict):
+            out.append(invalid_value(cp, c, "must be an object"))
+            continue
+        out += _quantity(c.get("value"), f"{cp}.value")
+        if c.get("requestPolicy") is not None and not d.get("allowMultipleAllocations"):
+            out.append(forbidden(f"{cp}.requestPolicy", "allowMultipleAllocations must be true"))
+    taints, tc = _sized(d.get("taints"), f"{path}.taints", TAINTS_MAX)
+    out += tc
+    for i, t in enumerate(taints):
+        out += _taint(t, f"{path}.taints[{i}]")
+    placement = [f for f in ("nodeName", "nodeSelector", "allNodes") if d.get(f) not in (None, False, "")]
+    if per_device:
+        if len(placement) != 1:
+            msg = ("exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when "
+                   "`perDeviceNodeSelection` is set to true in the ResourceSlice spec")
+            out.append(required(path, msg) if not placement else
+                       invalid_value(path, "{" + ", ".join(f"`{f}`" for f in placement) + "}", msg))
+    elif any(d.get(f) is not None for f in ("nodeName", "nodeSelector", "allNodes")):
+        out.append(invalid_value(path, None, "`nodeName`, `nodeSelector` and `allNodes` can only be set if "
+                                 "`perDeviceNodeSelection` is set to true in the ResourceSlice spec"))
+    return out
+
+
+def slice_spec_causes(spec: Any) -> list[Cause]:
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    out = driver_name(spec.get("driver"), "spec.driver")
+    pool = spec.get("pool")
+    if not isinstance(pool, dict):
+        out.append(required("spec.pool.name"))
+        out.append(invalid_value("spec.pool.resourceSliceCount", 0, "must be greater than zero"))
+    else:
+        out += pool_name(pool.get("name"), "spec.pool.name")
+        cnt = pool.get("resourceSliceCount")
+        if not isinstance(cnt, int) or isinstance(cnt, bool) or cnt <= 0:
+            out.append(invalid_value("spec.pool.resourceSliceCount", cnt if cnt is not None else 0,
+                                     "must be greater than zero"))
+        gen = pool.get("generation", 0)
+        if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
+            out.append(invalid_value("spec.pool.generation", gen, "must be greater than or equal to zero"))
+    set_fields: list[str] = []
+    node = spec.get("nodeName")
+    if node is not None:
+        if node == "":
+            out.append(invalid_value("spec.nodeName", "", "must be either unset or set to a non-empty string"))
+        else:
+            set_fields.append("`nodeName`")
+            out += dns_subdomain(node, "spec.nodeName")
+    if spec.get("nodeSelector") is not None:
+        set_fields.append("`nodeSelector`")
+        ns = spec["nodeSelector"]
+        out += _node_selector(ns, "spec.nodeSelector")
+        terms = _dict(ns).get("nodeSelectorTerms")
+        if isinstance(terms, list) and len(terms) > 1:
+            out.append(invalid_value("spec.nodeSelector.nodeSelectorTerms", terms, "must have exactly one node selector term"))
+    for f in ("allNodes", "perDeviceNodeSelection"):
+        v = spec.get(f)
+        if v is None:
+            continue
+        if v is True:
+            set_fields.append(f"`{f}`")
+        else:
+            out.append(invalid_value(f"spec.{f}", v, "must be either unset or set to true"))
+    if not set_fields:
+        out.append(required("spec", "exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+                            "`perDeviceNodeSelection` is required"))
+    elif len(set_fields) > 1:
+        out.append(invalid_value("spec", "{" + ", ".join(set_fields) + "}",
+                                 "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` "
+                                 "is required, but multiple fields are set"))
+    if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
+        out.append(invalid_value("spec", "", "only one of `sharedCounters` or `devices` is allowed"))
+    devs_raw = _list(spec.get("devices"))
+    advanced = any(isinstance(d, dict) and (d.get("taints") or d.get("consumesCounters")) for d in devs_raw)
+    devs, dc = _sized(spec.get("devices"), "spec.devices",
+                      SLICE_DEVICES_MAX_ADVANCED if advanced else SLICE_DEVICES_MAX)
+    out += dc
+    per_device = spec.get("perDeviceNodeSelection") is True
+    for i, d in enumerate(devs):
+        out += _device(d, f"spec.devices[{i}]", per_device)
+    out += _unique([(i, _dict(d).get("name")) for i, d in enumerate(devs)], "spec.devices")
+    return out
+
+
+# ------------------------------------------------------------------ claim status
+
+
+def _allocation_causes(alloc: Any, path: str, names: dict[str, set[str] | None]) -> list[Cause]:
+    if not isinstance(alloc, dict):
+        return [invalid_value(path, alloc, "must be an object")]
+    out: list[Cause] = []
+    devices = _dict(alloc.get("devices"))
+    dp = f"{path}.devices"
+    results, rc = _sized(devices.get("results"), f"{dp}.results", ALLOCATION_RESULTS_MAX)
+    out += rc
+    for i, r in enumerate(results):
+        rp = f"{dp}.results[{i}]"
+        r = _dict(r)
+        out += request_ref(r.get("request"), f"{rp}.request", names)
+        out += driver_name(r.get("driver"), f"{rp}.driver")
+        out += pool_name(r.get("pool"), f"{rp}.pool")
+        out += dns_label(r.get("device"), f"{rp}.device")
+        share = r.get("shareID")
+        if share is not None and (not isinstance(share, str) or not _UUID.match(share)):
+            out.append(invalid_value(f"{rp}.shareID", share, "uid must be in RFC 4122 normalized form, "
+                                     "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters"))
+        for j, t in enumerate(_list(r.get("tolerations"))):
+            out += _toleration(t, f"{rp}.tolerations[{j}]")
+    cfgs, cc = _sized(devices.get("config"), f"{dp}.config", 2 * CONFIG_MAX)
+    out += cc
+    for i, c in enumerate(cfgs):
+        cp = f"{dp}.config[{i}]"
+        src = _dict(c).get("source")
+        if not src:
+            out.append(required(f"{cp}.source"))
+        elif src not in CONFIG_SOURCES:
+            out.append(not_supported(f"{cp}.source", src, CONFIG_SOURCES))
+        out += _request_refs(_dict(c).get("requests"), f"{cp}.requests", names)
+        out += _opaque(c, cp)
+    if alloc.get("nodeSelector") is not None:
+        out += _node_selector(alloc["nodeSelector"], f"{path}.nodeSelector")
+    return out
+
+
+def claim_status_causes(new: Obj, old: Obj) -> list[Cause]:
+    """kube-apiserver's checks of a ResourceClaim status update (what PreBind and the
+    resourceclaim controller write)."""
+    st = new.get("status")
+    if st is None:
+        st = {}
+    if not isinstance(st, dict):
+        return [invalid_value("status", st, "must be an object")]
+    ost = _dict(old.get("status"))
+    out: list[Cause] = []
+    names = _request_names(_dict(_dict(new.get("spec")).get("devices")))
+    reserved, rc = _sized(st.get("reservedFor"), "status.reservedFor", RESERVED_FOR_MAX)
+    out += rc
+    for i, ref in enumerate(reserved):
+        rp = f"status.reservedFor[{i}]"
+        ref = _dict(ref)
+        for f in ("resource", "name", "uid"):
+            if not ref.get(f):
+                out.append(required(f"{rp}.{f}"))
+    out += _unique([(i, _dict(r).get("uid")) for i, r in enumerate(reserved) if _dict(r).get("uid")],
+                   "status.reservedFor")
+    alloc = st.get("allocation")
+    old_alloc = ost.get("allocation")
+    if reserved:
+        if alloc is None:
+            out.append(forbidden("status.reservedFor", "may not be specified when `allocated` is not set"))
+        elif new["metadata"].get("deletionTimestamp"):
+            old_uids = {_show(r) for r in _list(ost.get("reservedFor"))}
+            if any(_show(r) not in old_uids for r in reserved):
+                out.append(forbidden("status.reservedFor", "new entries may not be added while "
+                                     "`deallocationRequested` or `deletionTimestamp` are set"))
+    if alloc is not None and old_alloc is not None:
+        if alloc != old_alloc:
+            out.append(immutable("status.allocation", alloc))
+    elif alloc is not None:
+        out += _allocation_causes(alloc, "status.allocation", names)
+    return out
+
+
+# ------------------------------------------------------------------ entry points
+
+
+def causes(obj: Obj, plural: str) -> list[Cause]:
+    """Validation of a whole object (create, and the main resource on update)."""
+    if plural == "deviceclasses":
+        return class_spec_causes(obj.get("spec"))
+    if plural == "resourceclaims":
+        return claim_spec_causes(obj.get("spec"), "spec")
+    if plural == "resourceclaimtemplates":
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return [required("spec")]
+        return _template_meta(spec.get("metadata"), "spec.metadata") + claim_spec_causes(spec.get("spec"), "spec.spec")
+    if plural == "resourceslices":
+        return slice_spec_causes(obj.get("spec"))
+    return []
+
+
+def update_causes(new: Obj, old: Obj, plural: str, *, sub: str) -> list[Cause]:
+    """What an update may not change (the registry strategies' ValidateUpdate)."""
+    if plural == "resourceclaims":
+        if sub == "status":
+            return claim_status_causes(new, old)
+        if new.get("spec") != old.get("spec"):
+            return [immutable("spec", new.get("spec"))]
+    elif plural == "resourceclaimtemplates":
+        if new.get("spec") != old.get("spec"):
+            return [immutable("spec", new.get("spec"))]
+    elif plural == "resourceslices":
+        n, o = _dict(new.get("spec")), _dict(old.get("spec"))
+        out: list[Cause] = []
+        if _dict(n.get("pool")).get("name") != _dict(o.get("pool")).get("name"):
+            out.append(immutable("spec.pool.name", _dict(n.get("pool")).get("name")))
+        if n.get("driver") != o.get("driver"):
+            out.append(immutable("spec.driver", n.get("driver")))
+        if n.get("nodeName") != o.get("nodeName"):
+            out.append(immutable("spec.nodeName", n.get("nodeName")))
+        return out
+    return []

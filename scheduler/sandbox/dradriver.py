@@ -1,0 +1,213 @@
+"""A simulated DRA driver: the ResourceSlices and DeviceClass a node-local driver publishes.
+
+Why: DynamicResources can only allocate devices some driver published. On a cluster each
+node's driver (a kubelet plugin) publishes a ResourceSlice per node, with an owner reference to
+the Node; scheduler_perf's test driver does the same with synthetic devices. ``sandbox
+--dra-devices gpu=8`` (and ``run --sandbox --dra-devices``) reproduces that: for every
+simulated node, one ResourceSlice of driver ``gpu.example.com``, pool = the node's name,
+``generation`` 1, ``resourceSliceCount`` 1, eight devices ``gpu-0`` .. ``gpu-7`` with the
+attributes ``index`` (int), ``model`` (string), ``uuid`` (string), ``driverVersion``
+(semver) and the capacity ``memory``; plus a DeviceClass ``gpu.example.com`` whose CEL
+selector picks the driver's devices. Every write goes through the registry (validation,
+watch events). Nodes added later get their slice when they appear; a deleted node's slices go
+with it (the garbage collector follows the owner reference; the driver also removes them).
+
+Spec grammar, one per kind (the flag repeats, or kinds are comma-separated):
+``KIND=COUNT[:KEY=VALUE...]``: ``memory`` is the capacity of each device (default 80Gi),
+``model`` its model attribute (default ``<KIND>-model``), ``nodes`` how many nodes have such
+devices (the first ones by name; default all), any other key an extra attribute
+(an int if it parses as one, else a string). ``KIND`` is a DNS label; the driver is
+``KIND.example.com``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .dra import dns_label
+from .errors import ApiError
+from .store import ADDED, DELETED, InternalWatcher
+from .validation import parse_quantity
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+Obj = dict[str, Any]
+log = logging.getLogger("scheduler.sandbox")
+
+DRIVER_DOMAIN = "example.com"
+DRIVER_VERSION = "1.0.0"
+MAX_DEVICES = 128  # one slice holds at most 128 devices
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """One kind of simulated device and how many each node has."""
+
+    name: str
+    count: int
+    memory: str = "80Gi"
+    model: str = ""
+    attributes: dict[str, int | str] = field(default_factory=dict)
+    nodes: int | None = None  # publish on this many nodes only (None: all)
+
+    @property
+    def driver(self) -> str:
+        return f"{self.name}.{DRIVER_DOMAIN}"
+
+
+def parse_device_kinds(text: str) -> list[DeviceKind]:
+    """``gpu=8,nic=2:model=cx7``; raises ValueError naming the bad part."""
+    out: list[DeviceKind] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        head, *opts = part.split(":")
+        kind, eq, count_s = head.partition("=")
+        kind = kind.strip()
+        if not eq:
+            raise ValueError(f"{part!r}: expected KIND=COUNT")
+        if dns_label(kind, "kind"):
+            raise ValueError(f"{part!r}: the kind {kind!r} must be a lowercase DNS label")
+        try:
+            count = int(count_s)
+        except ValueError:
+            raise ValueError(f"{part!r}: the count {count_s!r} is not an integer") from None
+        if not 0 < count <= MAX_DEVICES:
+            raise ValueError(f"{part!r}: the count must be between 1 and {MAX_DEVICES}")
+        memory, model, attrs, nodes = "80Gi", f"{kind}-model", {}, None
+        for opt in opts:
+            k, eq, v = opt.partition("=")
+            if not eq or not k:
+                raise ValueError(f"{part!r}: option {opt!r} is not KEY=VALUE")
+            if k == "memory":
+                q = parse_quantity(v)
+                if q is None or q < 0:
+                    raise ValueError(f"{part!r}: memory {v!r} is not a quantity")
+                memory = v
+            elif k == "model":
+                model = v
+            elif k == "nodes":
+                if not v.isdigit():
+                    raise ValueError(f"{part!r}: nodes {v!r} is not a non-negative integer")
+                nodes = int(v)
+            else:
+                attrs[k] = int(v) if v.lstrip("-").isdigit() else v
+        if any(k.name == kind for k in out):
+            raise ValueError(f"{part!r}: the kind {kind!r} is given twice")
+        out.append(DeviceKind(kind, count, memory=memory, model=model, attributes=attrs, nodes=nodes))
+    return out
+
+
+def device_class(kind: DeviceKind) -> Obj:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": kind.driver},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{kind.driver}"'}}]}}
+
+
+def _attr(v: int | str) -> Obj:
+    return {"int": v} if isinstance(v, int) else {"string": v}
+
+
+def node_slice(kind: DeviceKind, node: Obj) -> Obj:
+    """The ResourceSlice ``kind``'s driver publishes for ``node``."""
+    nmd = node["metadata"]
+    name = nmd["name"]
+    devices = []
+    for i in range(kind.count):
+        attrs: Obj = {"index": {"int": i}, "model": {"string": kind.model},
+                      "uuid": {"string": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind.driver}/{name}/{i}"))},
+                      "driverVersion": {"version": DRIVER_VERSION}}
+        attrs.update({k: _attr(v) for k, v in kind.attributes.items()})
+        devices.append({"name": f"{kind.name}-{i}", "attributes": attrs,
+                        "capacity": {"memory": {"value": kind.memory}}})
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"generateName": f"{name}-{kind.driver}-",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": nmd["uid"],
+                                          "controller": True}]},
+        "spec": {"driver": kind.driver, "nodeName": name,
+                 "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices},
+    }
+
+
+class DraDriverSim:
+    """Publishes the slices of every simulated node, and the device classes."""
+
+    def __init__(self, registry: Registry, kinds: list[DeviceKind], *, delay: float = 0.003) -> None:
+        self.registry = registry
+        self.kinds = kinds
+        self.delay = delay
+        cat = registry.catalog
+        self.nodes_rt = cat.builtin("", "nodes")
+        self.slices_rt = cat.builtin("resource.k8s.io", "resourceslices")
+        self.classes_rt = cat.builtin("resource.k8s.io", "deviceclasses")
+        self._wake = asyncio.Event()
+        self._watcher: InternalWatcher | None = None
+
+    def publish_all(self) -> None:
+        """The device classes, and a slice per kind for every simulated node that lacks one."""
+        for kind in self.kinds:
+            if self.registry.ts(self.classes_rt).get("", kind.driver) is None:
+                self.registry.create(self.classes_rt, "", device_class(kind))
+        nodes = sorted((e.obj for e in self.registry.ts(self.nodes_rt).entries()),
+                       key=lambda n: str(n["metadata"]["name"]))
+        for node in nodes:
+            self.node_added(node)
+
+    def _slices_of(self, node_name: str) -> list[Obj]:
+        return [e.obj for e in self.registry.ts(self.slices_rt).entries()
+                if (e.obj.get("spec") or {}).get("nodeName") == node_name]
+
+    def node_added(self, node: Obj) -> None:
+        from .kubelet import SIMULATED
+
+        if ((node["metadata"].get("annotations") or {}).get(SIMULATED)) == "false":
+            return  # a node without the simulated kubelet has no simulated driver either
+        have = {(s.get("spec") or {}).get("driver") for s in self._slices_of(node["metadata"]["name"])}
+        for kind in self.kinds:
+            if kind.driver in have:
+                continue
+            if kind.nodes is not None and self._nodes_with(kind.driver) >= kind.nodes:
+                continue
+            self.registry.create(self.slices_rt, "", node_slice(kind, node))
+
+    def _nodes_with(self, driver: str) -> int:
+        return len({(e.obj.get("spec") or {}).get("nodeName") for e in self.registry.ts(self.slices_rt).entries()
+                    if (e.obj.get("spec") or {}).get("driver") == driver})
+
+    def node_removed(self, node: Obj) -> None:
+        drivers = {k.driver for k in self.kinds}
+        for s in self._slices_of(node["metadata"]["name"]):
+            if (s.get("spec") or {}).get("driver") in drivers:
+                try:
+                    self.registry.delete(self.slices_rt, "", s["metadata"]["name"], {})
+                except ApiError as err:
+                    if err.code != 404:
+                        raise
+
+    async def run(self) -> None:
+        w = self._watcher = InternalWatcher(self.nodes_rt, None, None)
+        w.wake = self._wake
+        ts = self.registry.ts(self.nodes_rt)
+        ts.watchers.add(w)
+        try:
+            while True:
+                await self._wake.wait()
+                await asyncio.sleep(self.delay)
+                self._wake.clear()
+                buf, w.buf = w.buf, []
+                for typ, ev in buf:
+                    try:
+                        if typ == ADDED:
+                            self.node_added(ev.obj)
+                        elif typ == DELETED:
+                            self.node_removed(ev.obj)
+                    except Exception:  # a bug must not stop the simulation
+                        log.exception("dra driver simulation failed")
+        finally:
+            ts.watchers.discard(w)

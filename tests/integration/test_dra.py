@@ -1,0 +1,85 @@
+"""DynamicResources against the sandbox over HTTP: a pod with a ResourceClaim lands where the
+device is, the claim shows the allocation and reservation as kube-scheduler writes them, and a
+pod whose claim cannot get a device waits with kube-scheduler's words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.builders import PodBuilder
+from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
+from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
+
+API = "/apis/resource.k8s.io/v1"
+
+
+def pod(name: str, claim_name: str) -> dict[str, Any]:
+    p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
+                .req(cpu="100m", memory="64Mi").obj())
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    return p
+
+
+def strip(obj: dict[str, Any]) -> dict[str, Any]:
+    out = dict(obj)
+    out["metadata"] = {k: v for k, v in obj["metadata"].items()
+                       if k not in ("uid", "resourceVersion")}
+    out.pop("status", None)
+    return out
+
+
+async def test_claim_allocated_on_the_device_node_and_second_pod_waits(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    sb = await sandbox_factory(nodes=3, node_cpu="4", node_memory="16Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        api = cluster.client
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        gpu_node = nodes[1]
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        await api.create(f"{API}/resourceslices", strip(resource_slice(
+            "gpus", node=gpu_node, devices=[device("gpu-0")])))
+        for name in ("first", "second"):
+            await api.create(f"{API}/namespaces/default/resourceclaims",
+                             strip(claim(name, exactly("gpu", "gpu"))))
+        await cluster.create_pod(pod("p1", "first"))
+        await wait_until(lambda: cluster.node_name("p1"), timeout=20, message="p1 bound")
+        assert await cluster.node_name("p1") == gpu_node
+
+        got = await api.get(f"{API}/namespaces/default/resourceclaims/first")
+        assert got["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert got["status"]["allocation"]["devices"]["results"] == [
+            {"request": "gpu", "driver": DRIVER, "pool": gpu_node, "device": "gpu-0"}]
+        assert got["status"]["allocation"]["nodeSelector"] == {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In",
+                              "values": [gpu_node]}]}]}
+        p1 = await cluster.get_pod("p1")
+        assert p1 is not None
+        assert got["status"]["reservedFor"] == [
+            {"resource": "pods", "name": "p1", "uid": p1["metadata"]["uid"]}]
+
+        # the only device is taken: the second pod waits with upstream's words
+        await cluster.create_pod(pod("p2", "second"))
+
+        async def failed() -> list[dict[str, Any]]:
+            return [e for e in await cluster.events_for("p2")
+                    if e["reason"] == "FailedScheduling"]
+
+        await wait_until(failed, timeout=20, message="p2 FailedScheduling")
+        [event, *_] = await failed()
+        assert "cannot allocate all claims" in event["note"], event["note"]
+        assert event["note"].startswith("0/3 nodes are available:"), event["note"]
+        p2 = await cluster.get_pod("p2")
+        assert p2 is not None and not p2["spec"].get("nodeName")
+
+        # the first claim is released (as the resourceclaim controller does when its pod
+        # goes): the second pod gets the device
+        await cluster.delete_pod("p1")
+        freed = await api.get(f"{API}/namespaces/default/resourceclaims/first")
+        freed["status"] = {}
+        await api.update(f"{API}/namespaces/default/resourceclaims/first/status", freed)
+        await wait_until(lambda: cluster.node_name("p2"), timeout=30,
+                         message="p2 bound once the device is free")
+        assert await cluster.node_name("p2") == gpu_node

@@ -1,0 +1,112 @@
+"""Property: the allocator never gives a device to two claims, never uses a held device, honours
+selectors and constraints, and finds an allocation exactly when a brute-force search does."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.dra.allocator import Allocated, allocate
+from scheduler.dra.inventory import DeviceID, Inventory
+from tests.unit.dra.builders import DRIVER, claim, device, device_class, exactly, node, resource_slice
+
+NODE = node("n1")
+MODELS = ("a", "b")
+CLASSES = {
+    "any": device_class("any", f'device.driver == "{DRIVER}"'),
+    "a": device_class("a", f'device.attributes["{DRIVER}"].model == "a"'),
+    "b": device_class("b", f'device.attributes["{DRIVER}"].model == "b"'),
+}
+
+devices_st = st.lists(st.tuples(st.sampled_from(MODELS), st.integers(0, 1)), min_size=0,
+                      max_size=5)
+request_st = st.tuples(st.sampled_from(sorted(CLASSES)), st.integers(1, 2))
+claim_st = st.tuples(st.lists(request_st, min_size=1, max_size=2), st.booleans())
+
+
+def build(devs: list[tuple[str, int]], claims_in: list[tuple[list[tuple[str, int]], bool]]
+          ) -> tuple[Inventory, list[dict[str, Any]]]:
+    sl = resource_slice("s", node="n1", devices=[
+        device(f"d{i}", attrs={"model": m, "numa": z}) for i, (m, z) in enumerate(devs)])
+    claims = []
+    for ci, (reqs, match) in enumerate(claims_in):
+        claims.append(claim(
+            f"c{ci}", *[exactly(f"r{ri}", cls, count=n) for ri, (cls, n) in enumerate(reqs)],
+            constraints=[{"matchAttribute": f"{DRIVER}/numa"}] if match else None))
+    return Inventory([sl]), claims
+
+
+def brute_force(devs: list[tuple[str, int]], claims_in: list[tuple[list[tuple[str, int]], bool]],
+                held: set[int]) -> bool:
+    slots = [(ci, cls, n) for ci, (reqs, _) in enumerate(claims_in) for cls, n in reqs]
+    free = [i for i in range(len(devs)) if i not in held]
+
+    def fits(i: int, cls: str) -> bool:
+        return cls == "any" or devs[i][0] == cls
+
+    def search(k: int, used: frozenset[int], numa: dict[int, int]) -> bool:
+        if k == len(slots):
+            return True
+        ci, cls, n = slots[k]
+        for combo in itertools.combinations([i for i in free if i not in used and fits(i, cls)],
+                                            n):
+            want = numa.get(ci)
+            zs = {devs[i][1] for i in combo}
+            if claims_in[ci][1] and (len(zs) > 1 or (want is not None and want not in zs)):
+                continue
+            nz = dict(numa)
+            if claims_in[ci][1]:
+                nz[ci] = next(iter(zs))
+            if search(k + 1, used | set(combo), nz):
+                return True
+        return False
+
+    return search(0, frozenset(), {})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(devs=devices_st, claims_in=st.lists(claim_st, min_size=1, max_size=3),
+       held=st.sets(st.integers(0, 4), max_size=2))
+def test_agrees_with_brute_force(devs: list[tuple[str, int]],
+                                 claims_in: list[tuple[list[tuple[str, int]], bool]],
+                                 held: set[int]) -> None:
+    inv, claims = build(devs, claims_in)
+    in_use: set[DeviceID] = {(DRIVER, "n1", f"d{i}") for i in held}
+    out = allocate(claims, node=NODE, inventory=inv, classes=CLASSES, in_use=in_use)
+    assert isinstance(out, Allocated) == brute_force(devs, claims_in, held)
+    if not isinstance(out, Allocated):
+        return
+    seen: set[str] = set()
+    for (reqs, match), alloc in zip(claims_in, out.allocations):
+        names = [r["device"] for r in alloc["devices"]["results"]]
+        assert len(names) == sum(n for _, n in reqs)
+        for r in alloc["devices"]["results"]:
+            i = int(r["device"][1:])
+            cls = reqs[int(r["request"][1:])][0]
+            assert cls == "any" or devs[i][0] == cls
+            assert i not in held
+        assert not seen & set(names), "a device went to two claims"
+        seen |= set(names)
+        if match:
+            assert len({devs[int(d[1:])][1] for d in names}) == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(devs=devices_st, stream=st.lists(claim_st, min_size=1, max_size=6))
+def test_pod_stream_never_double_allocates(devs: list[tuple[str, int]],
+                                           stream: list[tuple[list[tuple[str, int]], bool]]
+                                           ) -> None:
+    # one pod (one claim) at a time, each allocation held for the next, as the assume cache does
+    held: set[DeviceID] = set()
+    for i, c in enumerate(stream):
+        inv, claims = build(devs, [c])
+        claims[0]["metadata"]["name"] = f"pod{i}"
+        out = allocate(claims, node=NODE, inventory=inv, classes=CLASSES, in_use=held)
+        if isinstance(out, Allocated):
+            got = {(r["driver"], r["pool"], r["device"])
+                   for r in out.allocations[0]["devices"]["results"]}
+            assert not got & held
+            held |= got

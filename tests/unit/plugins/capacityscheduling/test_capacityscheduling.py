@@ -1,0 +1,246 @@
+"""CapacityScheduling in the shipped profile: the PreFilter rules (max, sum of used within the
+sum of mins, nominated pods), Reserve/Unreserve, preemption reclaiming borrowed capacity, PDBs,
+namespaces without quota, malformed quotas, registration and the shipped profile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.config.defaults import default_config, shipped_config
+from scheduler.config.errors import ConfigError
+from scheduler.framework import events as ev
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins import names
+from scheduler.plugins.capacityscheduling.plugin import (
+    NAME,
+    REASON_OVER_MAX,
+    REASON_OVER_MIN,
+    CapacityScheduling,
+)
+from scheduler.plugins.registry import in_tree_registry
+from tests.fakes import FakeHandle
+from tests.unit.plugins.capacityscheduling.harness import (
+    HIGH,
+    LOW,
+    Cluster,
+    code,
+    node,
+    pod,
+    quota,
+)
+from tests.unit.plugins.defaultpreemption.harness import pdb
+
+A = quota("team-a", min={"cpu": "2"}, max={"cpu": "4"})
+B = quota("team-b", min={"cpu": "2"}, max={"cpu": "4"})
+
+
+def test_registration_and_args() -> None:
+    assert NAME == names.CAPACITY_SCHEDULING == CapacityScheduling.NAME
+    assert in_tree_registry().get(NAME) is CapacityScheduling
+    with pytest.raises(ConfigError, match="CapacityScheduling.args.foo"):
+        CapacityScheduling({"foo": 1}, FakeHandle())
+
+
+def _plugins_at(profile: Any, point: str) -> list[str]:
+    fwk = Framework(profile=profile, registry=in_tree_registry(), snapshot_provider=lambda: None,
+                    listers=None, client=None, event_recorder=None, nominator=None,
+                    activate=lambda pods: None, clock=lambda: 0.0)
+    return [name for name, _ in fwk._points[point]]
+
+
+def test_shipped_profile_enables_it_and_plain_defaults_do_not() -> None:
+    shipped = shipped_config().profiles[0]
+    assert _plugins_at(shipped, "postFilter") == ["CapacityScheduling", "Coscheduling"]
+    assert "CapacityScheduling" in _plugins_at(shipped, "preFilter")
+    assert "CapacityScheduling" in _plugins_at(shipped, "reserve")
+    plain = default_config().profiles[0]
+    assert _plugins_at(plain, "postFilter") == ["DefaultPreemption"]
+    assert "CapacityScheduling" not in _plugins_at(plain, "preFilter")
+
+
+def test_events_requeue_on_quota_changes_and_freed_pods() -> None:
+    plugin = CapacityScheduling(None, FakeHandle())
+    events = {e.event for e in plugin.events_to_register()}
+    assert {ev.ELASTIC_QUOTA_ADD, ev.ELASTIC_QUOTA_UPDATE, ev.ELASTIC_QUOTA_DELETE,
+            ev.ASSIGNED_POD_DELETE, ev.ASSIGNED_POD_UPDATE} == events
+
+
+# --- PreFilter ------------------------------------------------------------------------------
+
+CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], str]] = [
+    ("no quota: as before", [], [pod("x", "free", "3", node_name="n1")], pod("p", "free", "1"), ""),
+    ("within max and mins", [A, B], [pod("a1", "team-a", "1", node_name="n1")],
+     pod("p", "team-a", "1"), ""),
+    ("over its max", [quota("team-a", min={"cpu": "1"}, max={"cpu": "2"}), B],
+     [pod("a1", "team-a", "1500m", node_name="n1")], pod("p", "team-a", "1"),
+     REASON_OVER_MAX.format(namespace="team-a", name="p", quota="team-a")),
+    ("borrowing within the sum of mins", [A, B], [pod("a1", "team-a", "2", node_name="n1")],
+     pod("p", "team-a", "1"), ""),
+    ("sum of used over the sum of mins", [A, B],
+     [pod("a1", "team-a", "3", node_name="n1"), pod("b1", "team-b", "1", node_name="n2")],
+     pod("p", "team-b", "1"), REASON_OVER_MIN.format(namespace="team-b", name="p")),
+    ("terminal pods do not count", [A, B],
+     [pod("a1", "team-a", "3", node_name="n1", phase="Succeeded"),
+      pod("b1", "team-b", "1", node_name="n2")], pod("p", "team-b", "1"), ""),
+    ("a quota without max is unlimited", [quota("team-a", min={"cpu": "8"})],
+     [pod("a1", "team-a", "7", node_name="n1")], pod("p", "team-a", "1"), ""),
+    ("a resource max leaves out counts as 0", [quota("team-a", min={"cpu": "1"}, max={"cpu": "4"})],
+     [], {**pod("p", "team-a", "1"), "spec": {**pod("p", "team-a", "1")["spec"], "containers": [
+         {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}},
+     REASON_OVER_MAX.format(namespace="team-a", name="p", quota="team-a")),
+    ("an extended resource max leaves out is unlimited",
+     [quota("team-a", min={"cpu": "1", "example.com/gpu": "4"}, max={"cpu": "4"})], [],
+     {**pod("p", "team-a", "1"), "spec": {**pod("p", "team-a", "1")["spec"], "containers": [
+         {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", "example.com/gpu": "2"},
+                                                   "limits": {"example.com/gpu": "2"}}}]}}, ""),
+    ("malformed quota (min above max) is ignored",
+     [quota("team-a", min={"cpu": "5"}, max={"cpu": "1"})], [pod("a1", "team-a", "3", node_name="n1")],
+     pod("p", "team-a", "1"), ""),
+    ("malformed quota (not a quantity) is ignored",
+     [quota("team-a", min={"cpu": "lots"}, max={"cpu": "1"})], [], pod("p", "team-a", "2"), ""),
+]
+
+
+@pytest.mark.parametrize(("quotas", "pods", "incoming", "want"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_pre_filter(quotas: list[dict[str, Any]], pods: list[dict[str, Any]],
+                    incoming: dict[str, Any], want: str) -> None:
+    cluster = Cluster([node("n1"), node("n2")], pods, quotas=quotas)
+    status = cluster.pre_filter(incoming)
+    if not want:
+        assert code(status) == Code.SUCCESS, status
+    else:
+        assert status is not None and status.code == Code.UNSCHEDULABLE
+        assert status.reasons == [want] and status.plugin == NAME
+
+
+def test_nominated_pods_of_the_same_quota_count_when_at_least_as_important() -> None:
+    quotas = [quota("team-a", min={"cpu": "1"}, max={"cpu": "2"}), B]
+    cluster = Cluster([node("n1")], [], quotas=quotas)
+    for name, priority in (("hi", HIGH), ("lo", LOW - 1)):
+        cluster.nominator.add_nominated_pod(
+            PodInfo.from_pod(pod(name, "team-a", "1500m", priority=priority)), "n1")
+    status = cluster.pre_filter(pod("p", "team-a", "1", priority=LOW))
+    assert status is not None and status.reasons == [
+        REASON_OVER_MAX.format(namespace="team-a", name="p", quota="team-a")]
+    # only the lower-priority nominated pod: it does not count
+    cluster.nominator.delete_nominated_pod_if_exists(pod("hi", "team-a", "1500m"))
+    assert code(cluster.pre_filter(pod("p", "team-a", "1", priority=LOW))) == Code.SUCCESS
+
+
+def test_a_malformed_update_keeps_the_last_valid_quota() -> None:
+    cluster = Cluster([node("n1")], [pod("a1", "team-a", "1500m", node_name="n1")],
+                      quotas=[quota("team-a", min={"cpu": "1"}, max={"cpu": "2"})])
+    assert code(cluster.pre_filter(pod("p", "team-a", "1"))) == Code.UNSCHEDULABLE
+    cluster.listers.objects["elasticquotas"] = [
+        quota("team-a", min={"cpu": "-1"}, max={"cpu": "20"}, rv="2")]
+    assert code(cluster.pre_filter(pod("p", "team-a", "1"))) == Code.UNSCHEDULABLE
+    cluster.listers.objects["elasticquotas"] = [quota("team-a", min={"cpu": "3"}, max={"cpu": "20"}, rv="3")]
+    assert code(cluster.pre_filter(pod("p", "team-a", "1"))) == Code.SUCCESS
+    cluster.listers.objects["elasticquotas"] = []  # deleted: no quota any more
+    assert code(cluster.pre_filter(pod("p", "team-a", "100"))) == Code.SUCCESS
+
+
+def test_reserve_counts_until_the_snapshot_has_the_pod_and_unreserve_forgets() -> None:
+    cluster = Cluster([node("n1")], [], quotas=[quota("team-a", min={"cpu": "1"}, max={"cpu": "2"})])
+    first = PodInfo.from_pod(pod("a1", "team-a", "1500m"))
+    cluster.plugin.reserve(CycleState(), first, "n1")
+    used = cluster.plugin.usage().get("team-a")
+    assert used is not None and used.used.milli_cpu == 1500
+    assert code(cluster.pre_filter(pod("p", "team-a", "1"))) == Code.UNSCHEDULABLE
+    cluster.plugin.reserve(CycleState(), first, "n1")  # twice: counted once
+    assert cluster.plugin.usage().get("team-a").used.milli_cpu == 1500  # type: ignore[union-attr]
+    cluster.plugin.unreserve(CycleState(), first, "n1")
+    assert cluster.plugin.usage().get("team-a").used.milli_cpu == 0  # type: ignore[union-attr]
+    assert code(cluster.pre_filter(pod("p", "team-a", "1"))) == Code.SUCCESS
+
+
+def test_namespace_selector_extension_covers_several_namespaces() -> None:
+    shared = quota("team-a", min={"cpu": "1"}, max={"cpu": "2"},
+                   annotations={"scheduling.x-k8s.io/namespace-selector": "team=a"})
+    namespaces = [{"metadata": {"name": n, "labels": {"team": "a"}}} for n in ("a-dev", "a-prod")]
+    cluster = Cluster([node("n1")], [pod("x", "a-dev", "1500m", node_name="n1")],
+                      quotas=[shared], namespaces=namespaces)
+    status = cluster.pre_filter(pod("p", "a-prod", "1"))
+    assert status is not None and status.reasons == [
+        REASON_OVER_MAX.format(namespace="a-prod", name="p", quota="team-a")]
+    assert code(cluster.pre_filter(pod("p", "other", "1"))) == Code.SUCCESS
+
+
+# --- PostFilter: preemption by quota ----------------------------------------------------------
+
+
+async def test_a_quota_within_its_min_reclaims_borrowed_capacity_whatever_the_priority() -> None:
+    # team-a runs 4 cpu on a 4-cpu node (min 2: it borrowed team-b's 2); team-b wants its min.
+    pods = [pod(f"a{i}", "team-a", "1", node_name="n1", priority=HIGH) for i in range(4)]
+    cluster = Cluster([node("n1")], pods, quotas=[A, B])
+    result, status, first = cluster.schedule(pod("b1", "team-b", "2", priority=LOW))
+    assert first is not None and first.reasons == [REASON_OVER_MIN.format(namespace="team-b", name="b1")]
+    assert code(status) == Code.SUCCESS and result is not None and result.nominated_node_name == "n1"
+    assert len(await cluster.victims()) == 2  # exactly what was borrowed
+
+
+async def test_over_its_min_a_quota_preempts_only_its_own_lower_priority_pods() -> None:
+    pods = [pod("a-low1", "team-a", "1", node_name="n1", priority=LOW),
+            pod("a-low2", "team-a", "1", node_name="n1", priority=LOW),
+            pod("b1", "team-b", "1", node_name="n1", priority=LOW),
+            pod("b2", "team-b", "1", node_name="n1", priority=LOW)]
+    cluster = Cluster([node("n1")], pods, quotas=[A, B])
+    result, status, _ = cluster.schedule(pod("a-high", "team-a", "2", priority=HIGH))
+    assert code(status) == Code.SUCCESS and result is not None
+    assert await cluster.victims() == ["a-low1", "a-low2"]
+
+
+async def test_over_its_min_with_no_lower_priority_pod_of_its_own_nothing_is_preempted() -> None:
+    pods = [pod("a1", "team-a", "2", node_name="n1", priority=HIGH),
+            pod("b1", "team-b", "2", node_name="n1", priority=LOW)]
+    cluster = Cluster([node("n1")], pods, quotas=[A, B])
+    _, status, _ = cluster.schedule(pod("a2", "team-a", "1", priority=HIGH))
+    assert code(status) == Code.UNSCHEDULABLE
+    assert await cluster.victims() == []
+
+
+async def test_pdbs_steer_preemption_to_the_node_that_violates_none() -> None:
+    # team-a borrowed 2 cpu on each of two full nodes; on n1 its pods are PDB-guarded.
+    pods = [pod(f"a{i}", "team-a", "1", node_name="n1" if i < 2 else "n2",
+                labels={"app": "guarded" if i < 2 else "free"}) for i in range(4)]
+    cluster = Cluster([node("n1", cpu="2"), node("n2", cpu="2")], pods, quotas=[A, B],
+                      pdbs=[pdb("guard", match={"app": "guarded"}, namespace="team-a")])
+    result, status, _ = cluster.schedule(pod("b1", "team-b", "2"))
+    assert code(status) == Code.SUCCESS and result is not None
+    assert result.nominated_node_name == "n2"
+    assert await cluster.victims() == ["a2", "a3"]
+
+
+async def test_victims_never_take_a_lender_below_its_min() -> None:
+    # team-a uses 3 (min 2): only 1 cpu is borrowed, so at most one of its pods may go.
+    pods = [pod(f"a{i}", "team-a", "1", node_name="n1") for i in range(3)]
+    cluster = Cluster([node("n1", cpu="3")], pods, quotas=[A, B])
+    _, status, _ = cluster.schedule(pod("b1", "team-b", "2"))
+    assert code(status) == Code.UNSCHEDULABLE  # freeing 1 cpu is not enough for 2
+    assert await cluster.victims() == []
+    _, status, _ = cluster.schedule(pod("b2", "team-b", "1"))
+    assert code(status) == Code.SUCCESS
+    assert len(await cluster.victims()) == 1
+
+
+async def test_without_quota_lower_priority_pods_without_quota_are_preempted_as_before() -> None:
+    pods = [pod("q1", "team-a", "2", node_name="n1", priority=LOW),
+            pod("f1", "free", "2", node_name="n1", priority=LOW)]
+    cluster = Cluster([node("n1")], pods, quotas=[A, B])
+    _, status, _ = cluster.schedule(pod("p", "free", "2", priority=HIGH))
+    assert code(status) == Code.SUCCESS
+    assert await cluster.victims() == ["f1"]  # the quota's pod is not a pod without quota
+
+
+async def test_with_no_quota_at_all_it_is_default_preemption() -> None:
+    pods = [pod("x", "free", "3", node_name="n1", priority=LOW)]
+    cluster = Cluster([node("n1")], pods)
+    _, status, _ = cluster.schedule(pod("p", "free", "2", priority=HIGH))
+    assert code(status) == Code.SUCCESS and status is not None and status.plugin in ("", NAME)
+    assert await cluster.victims() == ["x"]

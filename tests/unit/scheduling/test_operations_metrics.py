@@ -1,0 +1,116 @@
+"""Where the scheduler core observes kube-scheduler's operational series: the scheduling
+algorithm's duration once per cycle that found a host (upstream observes no failure), and
+each informer event's handling time under upstream's event label."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.config.defaults import default_config
+from scheduler.eventhandlers import EventHandlers
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import QueuedPodInfo
+from scheduler.metrics import SchedulerMetrics
+from scheduler.objects.pod import PodInfo
+from scheduler.offline import offline_handle_kwargs
+from scheduler.plugins.registry import in_tree_registry
+from scheduler.queue.nominator import Nominator
+from scheduler.schedule_one import SchedulingCycle
+from tests.builders import PodBuilder, make_node
+from tests.unit.scheduling.test_eventhandlers_confirm import _Queue
+from tests.unit.scheduling.test_eventhandlers_malformed import FakeScheduler
+
+ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds_count"
+HANDLING = "scheduler_event_handling_duration_seconds_count"
+
+
+def _value(metrics: SchedulerMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.parametrize(
+    ("cpu", "observed"),
+    [
+        pytest.param("1", 1.0, id="a-host-found"),
+        pytest.param("64", 0.0, id="no-node-fits"),
+    ],
+)
+def test_the_algorithm_duration_is_observed_when_a_host_is_found(cpu: str,
+                                                                 observed: float) -> None:
+    metrics = SchedulerMetrics()
+    cache, snapshot = Cache(), Snapshot()
+    cache.add_node(make_node("n1", cpu="4"))
+    cache.update_snapshot(snapshot)
+    kwargs = offline_handle_kwargs()
+    kwargs["snapshot_provider"] = lambda: snapshot
+    profile = default_config().profiles[0]
+    profile.plugins.post_filter.disabled = [SimpleNamespace(name="*", weight=None)]
+    fwk = Framework(profile=profile, registry=in_tree_registry(), **kwargs)
+    sched = SimpleNamespace(
+        cache=cache, snapshot=snapshot, rng=random.Random(1), metrics=metrics,
+        config=SimpleNamespace(percentage_of_nodes_to_score=0),
+        has_nominated_pods=lambda: False, nominator=Nominator(),
+    )
+    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    qpi = QueuedPodInfo(PodInfo.from_pod(PodBuilder("p").req(cpu=cpu).obj()), timestamp=0.0)
+    _result, _assumed, status = cycle.scheduling_cycle(fwk, fwk.new_cycle_state(), qpi)
+    assert status.is_success() is (observed == 1.0)
+    assert _value(metrics, ALGORITHM) == observed
+
+
+def _pending(rv: int = 1) -> PodBuilder:
+    return PodBuilder("p").scheduler_name("py-scheduler").req(cpu="100m").resource_version(rv)
+
+
+def _bound(rv: int = 3) -> dict[str, Any]:
+    return _pending(rv).node("n1").obj()
+
+
+@pytest.mark.parametrize(
+    ("deliver", "label"),
+    [
+        pytest.param(lambda h: h.on_pod_add(_pending().obj()), "UnschedulablePodAdd",
+                     id="pending-pod-add"),
+        pytest.param(lambda h: h.on_pod_update(_pending().obj(), _pending(2).obj()),
+                     "UnschedulablePodUpdate", id="pending-pod-update"),
+        pytest.param(lambda h: h.on_pod_delete(_pending().obj()), "UnschedulablePodDelete",
+                     id="pending-pod-delete"),
+        pytest.param(lambda h: h.on_pod_add(_bound()), "AssignedPodAdd", id="bound-pod-add"),
+        pytest.param(lambda h: h.on_pod_update(_pending().obj(), _bound()), "AssignedPodAdd",
+                     id="pod-bound"),
+        pytest.param(lambda h: h.on_pod_update(_bound(3), _bound(4)), "AssignedPodUpdate",
+                     id="bound-pod-update"),
+        pytest.param(lambda h: h.on_pod_delete(_bound()), "AssignedPodDelete",
+                     id="bound-pod-delete"),
+        pytest.param(lambda h: h.on_node_add(make_node("n2")), "NodeAdd", id="node-add"),
+        pytest.param(lambda h: h.on_node_update(make_node("n1"), make_node("n1", cpu="8")),
+                     "NodeUpdate", id="node-update"),
+        pytest.param(lambda h: h.on_node_delete(make_node("n1")), "NodeDelete",
+                     id="node-delete"),
+        pytest.param(lambda h: h.mover_add({"metadata": {"name": "pv", "resourceVersion": "1"},
+                                            "spec": {}}),
+                     "PersistentVolumeAdd", id="move-only-resource"),
+    ],
+)
+def test_each_event_handled_is_timed_under_upstreams_label(deliver: Any, label: str) -> None:
+    from scheduler.eventhandlers import MOVE_ONLY_RESOURCES
+
+    sched = FakeScheduler(queue=_Queue())
+    sched.cache.add_node(make_node("n1", cpu="4"))
+    handlers = EventHandlers(sched)  # type: ignore[arg-type]
+    handlers.on_pod_add(_bound(3))  # a bound pod in the cache, for updates and deletes
+    before = {s.labels["event"]: s.value for f in sched.metrics.registry.collect()
+              for s in f.samples if s.name == HANDLING}
+    add, _update, _delete = handlers.mover(*MOVE_ONLY_RESOURCES["persistentvolumes"])
+    handlers.mover_add = add  # type: ignore[attr-defined]  # the PV informer's add handler
+    deliver(handlers)
+    after = {s.labels["event"]: s.value for f in sched.metrics.registry.collect()
+             for s in f.samples if s.name == HANDLING}
+    changed = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+    assert changed == {label: 1.0}
