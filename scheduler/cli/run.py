@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from scheduler.cli.common import Command, print_error
+from scheduler.cli.common import PROG, Command, print_error
 from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
@@ -109,7 +109,6 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
 def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
     from scheduler.cli.common import setup_logging
-
     from scheduler.config.features import DEFAULT as FEATURE_GATES
     from scheduler.config.features import FeatureGateError
 
