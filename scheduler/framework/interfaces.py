@@ -248,8 +248,9 @@ class PodGroupPlugin(abc.ABC):
         pending members to try in the same pass (in this order)."""
 
     @abc.abstractmethod
-    def pod_group_pass_done(self, pod_info: PodInfo) -> None:
-        """The pass that began with ``pod_info`` is over (every member tried)."""
+    def pod_group_pass_done(self, pod_info: PodInfo) -> bool:
+        """The pass that began with ``pod_info`` is over (every member tried): True if the
+        group is complete (scheduled), False if not."""
 
 
 EXTENSION_POINTS: dict[str, type[Plugin]] = {

@@ -196,10 +196,11 @@ class Framework(FilterSteps, ScoreSteps, BindingSteps):
                     return name, members
         return None
 
-    def pod_group_pass_done(self, plugin: str, pod_info: PodInfo) -> None:
+    def pod_group_pass_done(self, plugin: str, pod_info: PodInfo) -> bool:
         group_plugin = self.plugins.get(plugin)
         if isinstance(group_plugin, PodGroupPlugin):
-            group_plugin.pod_group_pass_done(pod_info)
+            return group_plugin.pod_group_pass_done(pod_info)
+        return False
 
     def reject_waiting_pod(self, uid: str) -> bool:
         """Reject a pod waiting at Permit (it was deleted ...); False if it is not waiting."""

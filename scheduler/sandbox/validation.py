@@ -602,6 +602,7 @@ def check(obj: dict[str, Any], rt: ResourceType) -> None:
     causes = validate_metadata(obj, rt)
     if rt.group == "" and rt.plural == "pods":
         causes += validate_pod(obj)
+        causes += dra.pod_claim_causes(obj)
     elif rt.group == "" and rt.plural == "nodes":
         causes += validate_node(obj)
     elif rt.plural == "customresourcedefinitions":

@@ -32,6 +32,21 @@ async def test_binding_sets_node_and_condition(http: Http, sandbox: Sandbox) -> 
     assert sandbox.counters()["bindings"] == 1
 
 
+async def test_binding_clears_the_nomination(http: Http) -> None:
+    """kube-apiserver since 1.35 (ClearingNominatedNodeNameAfterBinding): binding clears
+    status.nominatedNodeName, whichever component set it."""
+    _, p = await http.post(PODS, pod("n"))
+    s, _ = await http.patch(f"{PODS}/n/status", {"status": {"nominatedNodeName": "node-0002"}})
+    assert s == 200
+    o = await _get(http, "n")
+    assert o is not None and o["status"]["nominatedNodeName"] == "node-0002"
+    s, _ = await http.post(f"{PODS}/n/binding", binding("n", "node-0001", p["metadata"]["uid"]))
+    assert s == 201
+    o = await _get(http, "n")
+    assert o is not None and o["spec"]["nodeName"] == "node-0001"
+    assert "nominatedNodeName" not in o["status"]
+
+
 async def test_binding_uid_precondition_and_missing_pod(http: Http) -> None:
     await http.post(PODS, pod("u"))
     s, st = await http.post(f"{PODS}/u/binding", binding("u", "node-0000", "not-the-uid"))

@@ -337,16 +337,16 @@ async def test_example_extender_in_its_own_process_node_cache_capable(
 
 
 async def test_readme_extenders_section(sandbox_factory: Any, tmp_path: Path) -> None:
-    """The README's command and configuration, as written (a free port instead of 8888)."""
-    (command,) = section_blocks("Extenders", lang="bash")[0].commands()
+    """The extenders page's command and configuration, as written (a free port instead of 8888)."""
+    (command,) = section_blocks("Extenders", lang="bash", page="docs/extenders.md")[0].commands()
     assert command == "python examples/extenders/gpu_model_extender.py --port 8888"
-    (block,) = section_blocks("Extenders", lang="yaml")
+    (block,) = section_blocks("Extenders", lang="yaml", page="docs/extenders.md")
     sb = await sandbox_factory(nodes=0)
     kc = sb.write_kubeconfig(tmp_path / "kc")
     args = shlex.split(command)[2:]
     async with example_extender(*[("0" if a == "8888" else a) for a in args]) as url:
         config = parse_config_text(block.text.replace("http://127.0.0.1:8888", url),
-                                   source="README.md")
+                                   source="docs/extenders.md")
         config.leader_election.leader_elect = False
         async with user_client(kc) as cluster:
             await create_gpu_nodes(cluster)

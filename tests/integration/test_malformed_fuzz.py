@@ -4,7 +4,7 @@ have stored them) among well-formed pods, against the real daemon (``python -m s
 run``) over HTTP, its JSON logs captured.  Issue 12's invariants:
 
 * no node overcommitted: for every node and resource, the requests of the pods bound to it
-  (a malformed bound pod counted as the README says: its malformed quantities dropped, a
+  (a malformed bound pod counted as docs/reliability.md says: its malformed quantities dropped, a
   request above its limit counted at the limit) stay within allocatable;
 * no phantom usage: afterwards a pod asking for exactly what is left on a node fits there;
 * every malformed pending pod is told why: a FailedScheduling event and a PodScheduled=False
