@@ -17,7 +17,7 @@ node has not the devices: per request, a reason ``explain`` prints) or ``Allocat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,13 +53,29 @@ class Unfit:
     timed_out: bool = False
 
 
-@dataclass(slots=True)
 class Allocated:
-    """One ``status.allocation`` per claim, in the order the claims were given."""
+    """One ``status.allocation`` per claim, in the order the claims were given (built on
+    first use: Filter finds many feasible nodes, Reserve reads one)."""
 
-    allocations: list[dict[str, Any]]
-    # Sum over requests of the chosen firstAvailable index (0 best), for Score.
-    subrequest_rank: int = 0
+    __slots__ = ("_build", "_allocations", "subrequest_rank")
+
+    def __init__(self, allocations: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]],
+                 subrequest_rank: int = 0) -> None:
+        self._build = allocations if callable(allocations) else None
+        self._allocations = None if callable(allocations) else allocations
+        # Sum over requests of the chosen firstAvailable index (0 best), for Score.
+        self.subrequest_rank = subrequest_rank
+
+    @property
+    def allocations(self) -> list[dict[str, Any]]:
+        if self._allocations is None:
+            assert self._build is not None
+            self._allocations = self._build()
+            self._build = None
+        return self._allocations
+
+    def __repr__(self) -> str:
+        return f"Allocated({self.allocations!r}, {self.subrequest_rank})"
 
 
 Outcome = Allocated | Unfit
@@ -390,7 +406,8 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
                 not d.taints or _tolerated(alt, d)):
             taken.append(d)
             if len(taken) == alt.count:
-                return Allocated([_allocation(alt, taken, prepared.configs[0], node_name)], 0)
+                config = prepared.configs[0]
+                return Allocated(lambda: [_allocation(alt, taken, config, node_name)], 0)
     return None
 
 

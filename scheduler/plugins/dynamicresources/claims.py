@@ -112,8 +112,8 @@ class ClaimTracker:
     def __init__(self) -> None:
         # claim key -> (pod uid, allocation)
         self._in_flight: dict[str, tuple[str, dict[str, Any]]] = {}
-        # id(claim dict) -> (the dict, its key, its devices), to skip re-reading
-        self._seen: dict[int, tuple[Mapping[str, Any], str, tuple[DeviceID, ...]]] = {}
+        # (uid, resourceVersion) of informer copies -> (claim key, devices)
+        self._seen: dict[tuple[str, str], tuple[str, tuple[DeviceID, ...]]] = {}
 
     def assume(self, claim_key: str, pod_uid: str, allocation: dict[str, Any]) -> None:
         self._in_flight[claim_key] = (pod_uid, allocation)
@@ -142,23 +142,25 @@ class ClaimTracker:
         """Every device held: by the informer's allocated claims and by those in flight."""
         out: set[DeviceID] = set()
         seen = self._seen
-        fresh: dict[int, tuple[Mapping[str, Any], str, tuple[DeviceID, ...]]] = {}
-        # The informer replaces a claim's dict on every change: an unchanged claim is the
-        # same object, and its devices are taken from the last call.
+        fresh: dict[tuple[str, str], tuple[str, tuple[DeviceID, ...]]] = {}
+        # A claim's devices change only with its resourceVersion: unchanged claims are
+        # taken from the last call.
         for c in claims:
-            hit = seen.get(id(c))
-            if hit is None or hit[0] is not c:
+            meta = c.get("metadata") or {}
+            version = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+            hit = seen.get(version)
+            if hit is None:
                 alloc = allocation_of(c)
                 key = key_of(c)
-                hit = (c, key, tuple(device_ids_of(alloc)))
+                hit = (key, tuple(device_ids_of(alloc)))
                 if alloc is not None:
                     self._in_flight.pop(key, None)  # the API shows it now
-            fresh[id(c)] = hit
-            if hit[2]:
-                out.update(hit[2])
+            fresh[version] = hit
+            if hit[1]:
+                out.update(hit[1])
         self._seen = fresh
         if self._in_flight:
-            present = {hit[1] for hit in fresh.values()}
+            present = {hit[0] for hit in fresh.values()}
             for key in [k for k in self._in_flight if k not in present]:
                 # In-flight claims were read from the informer: gone from it means deleted.
                 del self._in_flight[key]
