@@ -20,6 +20,7 @@ from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
     from scheduler.app import App, AppOptions
     from scheduler.config.types import KubeSchedulerConfiguration
+    from scheduler.config.features import FeatureGates
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
@@ -106,9 +107,19 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
     )
 
 
+def apply_feature_gates(gates: FeatureGates) -> None:
+    """Hand the gates to the modules below the config layer that read them (objects cannot
+    import config): the Lt/Gt toleration operators, the pod-level resize report."""
+    from scheduler.objects.pod import set_pod_level_resources_resize
+    from scheduler.objects.taints import set_comparison_operators
+
+    set_comparison_operators(gates.enabled("TaintTolerationComparisonOperators"))
+    set_pod_level_resources_resize(gates.enabled("InPlacePodLevelResourcesVerticalScaling"))
+
+
 def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
-    from scheduler.cli.common import setup_logging
+    from scheduler.cli.common import PROG, setup_logging
 
     from scheduler.config.features import DEFAULT as FEATURE_GATES
     from scheduler.config.features import FeatureGateError
@@ -119,6 +130,7 @@ def handle(args: argparse.Namespace) -> int:
     except FeatureGateError as exc:
         print(f"{PROG}: --feature-gates: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    apply_feature_gates(FEATURE_GATES)
     try:
         options = options_from_args(args)
         app = App(options)
