@@ -396,16 +396,20 @@ def _post_filter(
 ) -> None:
     """The daemon's own PostFilter step, DefaultPreemption deciding without acting, and the
     FailedScheduling message it builds from the same diagnosis."""
-    preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
-    if isinstance(preemption, DefaultPreemption):
-        preemption.dry_run = True
+    # DefaultPreemption, or CapacityScheduling (which preempts on its machinery) in its place
+    preemptors = [p for p in (fwk.get_plugin(DEFAULT_PREEMPTION), fwk.get_plugin(CAPACITY_SCHEDULING))
+                  if isinstance(p, DefaultPreemption)]
+    for p in preemptors:
+        p.dry_run = True
+        p.last_dry_run = None
     fit_error = FitError(
         pod_key=pod_info.key, num_all_nodes=result.num_nodes, diagnosis=diagnosis
     )
     outcome, _, status = sched.cycle._post_filter(fwk, state, pod_info, fit_error)
     result.message = failure_message(status)
-    if isinstance(preemption, DefaultPreemption):
-        dry = preemption.last_dry_run
+    ran = [p for p in preemptors if p.last_dry_run is not None] or preemptors
+    if ran:
+        dry = ran[0].last_dry_run
         result.preemption = PreemptionPlan(
             message=diagnosis.post_filter_msg,
             candidates=[] if dry is None else [

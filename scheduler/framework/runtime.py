@@ -37,10 +37,10 @@ from scheduler.framework.instrumentation import (  # extension point labels, as 
     timeout_first,
 )
 from scheduler.framework.interfaces import (
-    ApiClient, BindPlugin, EnqueueExtensions, EventRecorder, FilterPlugin, NodeInfoLister,
-    ObjectLister, PermitPlugin, Plugin, PodGroupPlugin, PodNominator, PostBindPlugin,
-    PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin, QueueSortPlugin,
-    ReservePlugin, ScorePlugin,
+    ApiClient, BindPlugin, EnqueueExtensions, EventRecorder, ExtenderPreemption, FilterPlugin,
+    NodeInfoLister, ObjectLister, PermitPlugin, Plugin, PodGroupPlugin, PodNominator,
+    PostBindPlugin, PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
+    PreScorePlugin, QueueSortPlugin, ReservePlugin, ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.nominated import filter_with_nominated_pods
@@ -175,6 +175,14 @@ class Framework:
     def score_plugins(self) -> list[tuple[str, ScorePlugin]]:
         return self._score
 
+    def extender_preemption(self) -> ExtenderPreemption | None:
+        """The first PostFilter plugin whose preemption candidates HTTP extenders may narrow
+        (the core calls it before PostFilter; it knows no concrete plugin)."""
+        for _, plugin in self._post_filter:
+            if isinstance(plugin, ExtenderPreemption):
+                return plugin
+        return None
+
     def has_filter_plugins(self) -> bool:
         return bool(self._filter)
 
@@ -197,10 +205,11 @@ class Framework:
                     return name, members
         return None
 
-    def pod_group_pass_done(self, plugin: str, pod_info: PodInfo) -> None:
+    def pod_group_pass_done(self, plugin: str, pod_info: PodInfo) -> bool:
         group_plugin = self.plugins.get(plugin)
         if isinstance(group_plugin, PodGroupPlugin):
-            group_plugin.pod_group_pass_done(pod_info)
+            return group_plugin.pod_group_pass_done(pod_info)
+        return False
 
     def reject_waiting_pod(self, uid: str) -> bool:
         """Reject a pod waiting at Permit (it was deleted ...); False if it is not waiting."""

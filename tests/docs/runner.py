@@ -12,7 +12,10 @@ see markdown.py), in page order, in one working directory per page:
 - ``bash`` runs under ``set -euo pipefail``; jobs it started with ``&`` are killed when the
   block ends; ``python`` runs as a script; ``yaml``: a KubeSchedulerConfiguration is decoded
   and its profiles built as the daemon's startup does, other objects go through
-  ``kubectl apply --dry-run=server``; ``toml`` and ``json`` are parsed.
+  ``kubectl apply --dry-run=server``; ``toml`` and ``json`` are parsed;
+- a block with ``title="path"`` is also written to that file; a titled YAML block is only
+  parsed, and some later ``bash`` or ``python`` block of the page must use the file (name it,
+  or its directory), which is what executes it.
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ class PageRun:
         home.mkdir()
         self.env = {**os.environ, "HOME": str(home), "PIP_NO_INDEX": "1",
                     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                            f"{os.environ.get('PATH', '')}"}
         self._tmp = tmp
         self._sandbox: Any = None
+        self.unused_files: list[str] = []  # titled blocks no later block has used yet
 
     def _kubeconfig(self) -> str:
         if self._sandbox is None:
@@ -71,10 +76,18 @@ class PageRun:
             self._sandbox.stop()
 
     def run(self, block: Block) -> None:
+        if block.lang in SHELLS or block.lang == "python":
+            self.unused_files = [t for t in self.unused_files if not _uses(block.text, t)]
         if block.title:
+            # a file for the page's later blocks, which execute it (a titled YAML block is
+            # only parsed here: it may be a Kustomization, a values file, a config ...)
             target = self.work / block.title
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.text)
+            self.unused_files.append(block.title)
+            if block.lang == "yaml":
+                list(yaml.safe_load_all(block.text))
+                return
         runner = self._runners().get(block.lang)
         if runner is None:
             raise AssertionError(
@@ -136,6 +149,13 @@ class PageRun:
 
     def _json(self, block: Block) -> None:
         json.loads(block.text)
+
+
+def _uses(text: str, title: str) -> bool:
+    """Whether a block names the file ``title`` (or its directory, for ``kubectl apply -k``)."""
+    parts = Path(title).parts
+    return title in text or (len(parts) > 1 and any(
+        f"{parts[0]}{end}" in text for end in ("/", " ", "\n")))
 
 
 def _validate_config(text: str, *, source: str) -> None:

@@ -111,3 +111,45 @@ async def test_docs_quotas_page(sandbox_factory: Any, tmp_path: Path) -> None:
 
 async def _used_is(cluster: Any, ns: str, cpu: str) -> bool:
     return await _used(cluster, ns) == {"cpu": cpu}
+
+
+async def test_a_gang_starts_only_when_all_of_it_fits_its_quota(sandbox_factory: Any,
+                                                               tmp_path: Path) -> None:
+    """A PodGroup of 3 one-CPU members against a quota of max 2: no member is bound (none
+    holds quota waiting for the others); raising the max to 3 lets the whole gang run."""
+    from tests.builders import PodBuilder
+
+    sb: Sandbox = await sandbox_factory(nodes=0, scheduler_prereqs=True)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        await cluster.create_node(for_api(
+            NodeBuilder("n1").capacity(cpu="8", memory="16Gi", pods=110).obj()))
+        await cluster.client.create("/api/v1/namespaces", {"metadata": {"name": "team-a"}})
+        await cluster.client.create(
+            "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-a/elasticquotas",
+            {"metadata": {"name": "quota"}, "spec": {"min": {"cpu": "2"}, "max": {"cpu": "2"}}})
+        await cluster.client.create(
+            "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-a/podgroups",
+            {"metadata": {"name": "train"}, "spec": {"minMember": 3}})
+        async with _scheduler_with_controller(kc):
+            for i in range(3):
+                await cluster.create_pod(for_api(
+                    PodBuilder(f"m{i}", "team-a").scheduler_name("py-scheduler").req(cpu="1")
+                    .labels({"scheduling.x-k8s.io/pod-group": "train"}).obj()))
+
+            async def all_refused() -> bool:
+                pods = await cluster.list_pods("team-a")
+                return all(any("for PodGroup train" in c.get("message", "")
+                               for c in (p.get("status") or {}).get("conditions") or [])
+                           for p in pods)
+
+            await wait_until(all_refused, timeout=15, message="every member refused by the quota")
+            assert await _cpu_bound(cluster, "team-a") == 0
+            await cluster.client.patch(EQ.format(ns="team-a"),
+                                       {"spec": {"min": {"cpu": "3"}, "max": {"cpu": "3"}}},
+                                       patch_type="merge")
+
+            async def all_bound() -> bool:
+                return await _cpu_bound(cluster, "team-a") == 3000
+
+            await wait_until(all_bound, timeout=20, message="the whole gang bound")

@@ -57,6 +57,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
 )
+from scheduler.plugins.helper import bound_gang_companions
 
 __all__ = [
     "DryRun",
@@ -303,9 +304,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     def _preempt(
         self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
-        # With HTTP extenders that preempt, the scheduling cycle ran find_candidates and the
-        # extenders (their calls are I/O) before PostFilter: use that outcome instead of a
-        # second dry run.
+        # With HTTP extenders that preempt, the scheduling cycle ran the dry run and the
+        # extenders (their calls are I/O) before PostFilter, through preemption_victims and
+        # narrow_preemption: use that outcome instead of a second dry run.
         self.last_dry_run = None
         narrowed = state.get(EXTENDER_CANDIDATES_KEY)
         if isinstance(narrowed, tuple):
@@ -331,6 +332,29 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if status is not None:
             return None, status
         return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
+
+    # --- the HTTP extenders' preempt verb (the framework's ExtenderPreemption seam) ---------
+
+    def preemption_victims(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> dict[str, tuple[list[PodInfo], int]] | None:
+        """The dry run's candidates for the extenders to narrow; None (with PostFilter's
+        answer kept in the cycle state) when there is nothing to offer them."""
+        candidates, early = self.find_candidates(state, pod_info, node_to_status)
+        if early is not None:
+            state.write(EXTENDER_CANDIDATES_KEY, early)
+            return None
+        return {c.name: (c.victims, c.num_pdb_violations) for c in candidates}
+
+    def narrow_preemption(
+        self, state: CycleState, kept: Mapping[str, tuple[list[PodInfo], int]] | Status
+    ) -> None:
+        """What the extenders kept (or why they failed), for PostFilter to choose from."""
+        if isinstance(kept, Status):
+            state.write(EXTENDER_CANDIDATES_KEY, (None, kept))
+            return
+        state.write(EXTENDER_CANDIDATES_KEY,
+                    [Candidate(name, victims, pdb) for name, (victims, pdb) in kept.items()])
 
     def find_candidates(
         self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
@@ -517,6 +541,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             v for v in candidate.victims
             if not is_being_deleted(v.pod) and v.uid not in self._marked_victims
         ]
+        to_preempt += self._gang_companions(to_preempt)
         if not to_preempt:
             # Every victim is already terminating: just wait for them.
             return None
@@ -539,6 +564,20 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return None
+
+    def _gang_companions(self, victims: list[PodInfo]) -> list[PodInfo]:
+        """A victim in a gang takes its whole gang down (on any node): a gang left below
+        minMember is useless and would hold its nodes for nothing (issue 22)."""
+        seen = {v.uid for v in victims}
+        out: list[PodInfo] = []
+        for victim in victims:
+            for pod in bound_gang_companions(self._handle.listers, victim.pod):
+                info, _problems = PodInfo.from_assigned_pod(pod)
+                if info.uid in seen or info.uid in self._marked_victims:
+                    continue
+                seen.add(info.uid)
+                out.append(info)
+        return out
 
     async def _run_preemption(
         self,

@@ -23,6 +23,7 @@ from scheduler.plugins.capacityscheduling.plugin import (
     CapacityScheduling,
 )
 from scheduler.plugins.registry import in_tree_registry
+from tests.builders import NodeBuilder, PodBuilder
 from tests.fakes import FakeHandle
 from tests.unit.plugins.capacityscheduling.harness import (
     HIGH,
@@ -55,11 +56,12 @@ def _plugins_at(profile: Any, point: str) -> list[str]:
 
 def test_shipped_profile_enables_it_and_plain_defaults_do_not() -> None:
     shipped = shipped_config().profiles[0]
-    assert _plugins_at(shipped, "postFilter") == ["CapacityScheduling", "Coscheduling"]
+    assert _plugins_at(shipped, "postFilter") == ["DynamicResources", "CapacityScheduling",
+                                                  "Coscheduling"]
     assert "CapacityScheduling" in _plugins_at(shipped, "preFilter")
     assert "CapacityScheduling" in _plugins_at(shipped, "reserve")
     plain = default_config().profiles[0]
-    assert _plugins_at(plain, "postFilter") == ["DefaultPreemption"]
+    assert _plugins_at(plain, "postFilter") == ["DynamicResources", "DefaultPreemption"]
     assert "CapacityScheduling" not in _plugins_at(plain, "preFilter")
 
 
@@ -244,3 +246,99 @@ async def test_with_no_quota_at_all_it_is_default_preemption() -> None:
     _, status, _ = cluster.schedule(pod("p", "free", "2", priority=HIGH))
     assert code(status) == Code.SUCCESS and status is not None and status.plugin in ("", NAME)
     assert await cluster.victims() == ["x"]
+
+
+async def test_issue_683_a_lender_gets_its_min_back_when_every_unit_is_used() -> None:
+    # scheduler-plugins #683: 5 GPUs; team A (min 4, max 5) runs 5; team B (min 1) wants 1.
+    # sum(used) + 1 > sum(min) rejects B in PreFilter; reclaim must still free one GPU.
+    gpu = "nvidia.com/gpu"
+    quotas = [quota("team-a", min={gpu: "4"}, max={gpu: "5"}),
+              quota("team-b", min={gpu: "1"}, max={gpu: "5"})]
+    n1 = NodeBuilder("n1").capacity(cpu="8", memory="64Gi", pods=110, **{gpu: 5}).obj()
+
+    def gpu_pod(name: str, ns: str, node_name: str = "") -> dict[str, Any]:
+        b = PodBuilder(name, ns).uid(f"uid-{ns}-{name}").req(**{gpu: 1}).limits(**{gpu: 1})
+        return (b.node(node_name) if node_name else b).obj()
+
+    cluster = Cluster([n1], [gpu_pod(f"a{i}", "team-a", "n1") for i in range(5)], quotas=quotas)
+    result, status, first = cluster.schedule(gpu_pod("b0", "team-b"))
+    assert first is not None and first.reasons == [REASON_OVER_MIN.format(namespace="team-b", name="b0")]
+    assert code(status) == Code.SUCCESS and result is not None and result.nominated_node_name == "n1"
+    assert len(await cluster.victims()) == 1  # team A back to its min of 4, not below
+
+
+def _member(name: str, cpu: str, *, node_name: str = "") -> dict[str, Any]:
+    return pod(name, "team-a", cpu, node_name=node_name,
+               labels={"scheduling.x-k8s.io/pod-group": "train"})
+
+
+def _group(min_member: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "team-a"}, "spec": {"minMember": min_member}}
+
+
+@pytest.mark.parametrize(("max_cpu", "placed", "want_rejected"), [
+    pytest.param("4", 0, "2", id="3x2 cpu cannot fit a max of 4: no member starts"),
+    pytest.param("6", 0, "", id="the whole gang fits the max"),
+    pytest.param("6", 1, "", id="one member placed: the other two fit"),
+    pytest.param("5", 1, "1", id="one member placed: the last one would not fit"),
+])
+def test_a_gang_is_admitted_against_its_quota_as_a_whole(max_cpu: str, placed: int,
+                                                         want_rejected: str) -> None:
+    members = [_member(f"m{i}", "2", node_name="n1" if i < placed else "") for i in range(3)]
+    quotas = [quota("team-a", min={"cpu": max_cpu}, max={"cpu": max_cpu})]
+    cluster = Cluster([node("n1", cpu="16")], [m for m in members if m["spec"].get("nodeName")],
+                      quotas=quotas, podgroups=[_group(3)])
+    cluster.listers.objects["pods"] = members
+    status = cluster.pre_filter(members[-1])
+    if want_rejected:
+        assert status is not None and status.reasons == [
+            "Pod team-a/m2 is rejected in PreFilter because ElasticQuota team-a is more than Max "
+            f"for PodGroup train ({want_rejected} member(s) still to place)"]
+    else:
+        assert code(status) == Code.SUCCESS, status
+
+
+GPUS = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+
+
+def _claim(name: str, *, count: int = 1, allocated: int = 0) -> dict[str, Any]:
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.example.com", "count": count}}]}}}
+    if allocated:
+        claim["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": f"gpu-{i}"}
+            for i in range(allocated)]}}}
+    return claim
+
+
+def _claiming(name: str, claim: str, *, node_name: str = "") -> dict[str, Any]:
+    p = pod(name, "team-a", "100m", node_name=node_name)
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return p
+
+
+@pytest.mark.parametrize(("held", "asked", "max_devices", "rejected"), [
+    pytest.param(2, 1, "3", False, id="2 allocated + 1 asked within 3"),
+    pytest.param(2, 2, "3", True, id="2 allocated + 2 asked over 3"),
+    pytest.param(0, 4, "3", True, id="one claim asking 4 over 3"),
+])
+def test_dra_devices_count_by_device_class(held: int, asked: int, max_devices: str,
+                                           rejected: bool) -> None:
+    quotas = [quota("team-a", min={"cpu": "4", GPUS: max_devices}, max={"cpu": "4", GPUS: max_devices})]
+    pods = [_claiming("running", "held", node_name="n1")] if held else []
+    cluster = Cluster([node("n1")], pods, quotas=quotas,
+                      claims=[_claim("held", count=held, allocated=held), _claim("asked", count=asked)])
+    # CapacityScheduling's own PreFilter (DynamicResources' would want the DeviceClass too)
+    _, status = cluster.plugin.pre_filter(CycleState(), PodInfo.from_pod(_claiming("new", "asked")),
+                                          cluster.snapshot.list())
+    if rejected:
+        assert status is not None and status.reasons == [
+            REASON_OVER_MAX.format(namespace="team-a", name="new", quota="team-a")]
+    else:
+        assert code(status) == Code.SUCCESS, status
+    used = cluster.plugin.usage().get("team-a")
+    assert used is not None and used.used.get(GPUS) == held

@@ -1,4 +1,4 @@
-"""The README's "Secure serving (port 10259)" section, executed.
+"""The "Secure serving (port 10259)" page (docs/secure-serving.md), executed.
 
 The local walk-through runs as written, with free ports and a temporary kubeconfig path in
 place of 6443, 10259 and /tmp/secure-demo.kubeconfig (tests never use fixed ports or paths);
@@ -29,6 +29,7 @@ from tests.docs.readme import REPO, section_blocks
 from tests.integration.harness import user_client
 
 SECTION = "Secure serving (port 10259)"
+PAGE = "docs/secure-serving.md"
 
 
 def free_port() -> int:
@@ -38,7 +39,7 @@ def free_port() -> int:
 
 
 def bash_blocks() -> list[list[str]]:
-    return [b.commands() for b in section_blocks(SECTION, lang="bash")]
+    return [b.commands() for b in section_blocks(SECTION, lang="bash", page=PAGE)]
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def _wait(predicate: Any, what: str, procs: list[subprocess.Popen[str]], *,
 
 
 def readme_prometheus_objects() -> list[dict[str, Any]]:
-    (block,) = section_blocks(SECTION, lang="yaml")
+    (block,) = section_blocks(SECTION, lang="yaml", page=PAGE)
     return [d for d in yaml.safe_load_all(block.text) if d]
 
 
@@ -185,7 +186,7 @@ async def test_kubectl_apply_and_helm_lines_install_the_servicemonitor_and_bindi
                 assert live.get(field) == obj.get(field), field
 
         # helm upgrade --install ... : the release name, chart path, namespace and values of
-        # the README line, through the Helm engine.
+        # the page's line, through the Helm engine.
         (line,) = helm_block
         argv = shlex.split(line)
         assert argv[:3] == ["helm", "upgrade", "--install"]
