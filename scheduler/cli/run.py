@@ -119,8 +119,7 @@ def apply_feature_gates(gates: FeatureGates) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
-    from scheduler.cli.common import PROG, setup_logging
-
+    from scheduler.cli.common import setup_logging
     from scheduler.config.features import DEFAULT as FEATURE_GATES
     from scheduler.config.features import FeatureGateError
 

@@ -55,7 +55,7 @@ def _g(name: str, stage: str, default: bool, implemented: bool) -> FeatureGate:
 
 # Scheduler-relevant gates since 1.30 (pkg/features/kube_features.go), as of 1.37.
 GATES: tuple[FeatureGate, ...] = (
-    _g("DynamicResourceAllocation", GA, True, False),  # the DRA work sets True with its plugin
+    _g("DynamicResourceAllocation", GA, True, True),
     _g("InPlacePodVerticalScaling", GA, True, True),
     _g("InPlacePodLevelResourcesVerticalScaling", ALPHA, False, True),
     _g("InPlacePodVerticalScalingSchedulerPreemption", ALPHA, False, False),

@@ -221,3 +221,44 @@ def bound_gang_companions(listers: Any, pod: Mapping[str, Any]) -> list[dict[str
             continue
         out.append(other)
     return out
+
+
+def gang_shortfall_after_preemption(handle: Any, pod_info: Any) -> tuple[int, int] | None:
+    """For a gang member about to preempt: (members still needed, members of this pod's size
+    that could fit if every pod of lower priority were gone), or None when the pod is in no
+    gang with a PodGroup.  An upper bound on the room (filters other than resources are not
+    asked): when even it falls short, preempting anything is useless (issue 22)."""
+    group = pod_info.labels.get(POD_GROUP_LABEL) or ""
+    if not group:
+        return None
+    pg = handle.listers.get("podgroups", pod_info.namespace, group)
+    spec = (pg or {}).get("spec") or {}
+    min_member = spec.get("minMember")
+    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member <= 0:
+        return None
+    bound = bound_gang_companions(handle.listers, {
+        "metadata": {"namespace": pod_info.namespace, "labels": {POD_GROUP_LABEL: group}}})
+    needed = max(min_member - len(bound), 1)
+    bound_uids = {(p.get("metadata") or {}).get("uid") for p in bound}
+    req = pod_info.requests
+    priority = pod_info.priority
+    room = 0
+    for node in handle.snapshot().list():
+        if node.node is None:
+            continue
+        # Lower-priority pods could go; the gang's own members (waiting at Permit) count
+        # as room too, as they are counted in ``needed``.
+        lower = [p for p in node.pods if p.priority < priority or (
+            p.namespace == pod_info.namespace and p.labels.get(POD_GROUP_LABEL) == group
+            and p.uid not in bound_uids)]
+        used_cpu = node.requested.milli_cpu - sum(p.requests.milli_cpu for p in lower)
+        used_mem = node.requested.memory - sum(p.requests.memory for p in lower)
+        fits = node.allocatable.allowed_pod_number - (len(node.pods) - len(lower))
+        if req.milli_cpu > 0:
+            fits = min(fits, max(node.allocatable.milli_cpu - used_cpu, 0) // req.milli_cpu)
+        if req.memory > 0:
+            fits = min(fits, max(node.allocatable.memory - used_mem, 0) // req.memory)
+        room += max(fits, 0)
+        if room >= needed:
+            break
+    return needed, room

@@ -14,7 +14,7 @@ A block is one of three things, and test_pages.py checks that each is exactly on
   objects are applied to the sandbox with ``--dry-run=server``), ``toml`` and ``json``
   (parsed). ``title="name"`` on the fence also writes the block to that file in the page's
   working directory, for the page's later blocks (mkdocs-material shows it as the title); a
-  titled YAML block is then only parsed, and a later block must use the file.
+  titled YAML block that a later block uses is executed by it, else it is checked as above.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ see markdown.py), in page order, in one working directory per page:
   block ends; ``python`` runs as a script; ``yaml``: a KubeSchedulerConfiguration is decoded
   and its profiles built as the daemon's startup does, other objects go through
   ``kubectl apply --dry-run=server``; ``toml`` and ``json`` are parsed;
-- a block with ``title="path"`` is also written to that file; a titled YAML block is only
-  parsed, and some later ``bash`` or ``python`` block of the page must use the file (name it,
-  or its directory), which is what executes it.
+- a block with ``title="path"`` is also written to that file; a titled YAML block that a
+  later ``bash`` or ``python`` block of the page uses (names the file, or its directory) is
+  executed by that block, one that none uses is checked at the end as an untitled one.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class PageRun:
                             f"{os.environ.get('PATH', '')}"}
         self._tmp = tmp
         self._sandbox: Any = None
-        self.unused_files: list[str] = []  # titled blocks no later block has used yet
+        self._unused: list[Block] = []  # titled YAML blocks no later block has used yet
 
     def _kubeconfig(self) -> str:
         if self._sandbox is None:
@@ -77,16 +77,16 @@ class PageRun:
 
     def run(self, block: Block) -> None:
         if block.lang in SHELLS or block.lang == "python":
-            self.unused_files = [t for t in self.unused_files if not _uses(block.text, t)]
+            self._unused = [b for b in self._unused if not _uses(block.text, b.title or "")]
         if block.title:
-            # a file for the page's later blocks, which execute it (a titled YAML block is
-            # only parsed here: it may be a Kustomization, a values file, a config ...)
             target = self.work / block.title
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.text)
-            self.unused_files.append(block.title)
             if block.lang == "yaml":
+                # a file for the page's later blocks (a Kustomization, a values file, objects
+                # to apply ...): when one uses it, that executes it; else finish() checks it
                 list(yaml.safe_load_all(block.text))
+                self._unused.append(block)
                 return
         runner = self._runners().get(block.lang)
         if runner is None:
@@ -95,6 +95,12 @@ class PageRun:
                 f"runs ({', '.join(sorted(RUNNABLE))}), mark it as executed by a named test "
                 f"(<!-- test: path::function -->), or drop the language if it is output")
         runner(block)
+
+    def finish(self) -> None:
+        """Checks the titled YAML blocks no later block used, as untitled ones are."""
+        for block in self._unused:
+            self._yaml(block)
+        self._unused = []
 
     def _runners(self) -> dict[str, Callable[[Block], None]]:
         return {**{lang: self._bash for lang in SHELLS}, "python": self._python,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.markdown import Block, blocks
-from tests.docs.runner import _uses
+from tests.docs.runner import PageRun, _uses
 
 PAGE = """# Title
 
@@ -103,3 +103,14 @@ def test_titles_bodies_and_indented_fences(page: list[Block]) -> None:
 def test_a_titled_file_is_used_by_a_block_that_names_it_or_its_directory(
         text: str, title: str, used: bool) -> None:
     assert _uses(text, title) is used
+
+
+def test_an_unused_titled_yaml_block_is_checked_at_the_end(tmp_path: Path) -> None:
+    run = PageRun("page.md", tmp_path)
+    try:
+        run.run(Block("yaml", "a: 1\n", 1, "S", page="page.md", title="x.yaml"))
+        assert (run.work / "x.yaml").read_text() == "a: 1\n"  # written, not checked yet
+        with pytest.raises(AssertionError, match="neither a KubeSchedulerConfiguration"):
+            run.finish()
+    finally:
+        run.close()

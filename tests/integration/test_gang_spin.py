@@ -100,6 +100,10 @@ async def test_partly_fitting_gang_idles_within_backoff_and_binds_when_a_node_ap
                 _backoff_bound(WINDOW_SECONDS) for _ in names), (
                 total_after - total_before, made)
             assert sb.counters()["bindings"] == 0
+            # /debug/queue shows the gang's state: its five members, wherever they wait.
+            from scheduler.explain.debug import SchedulerIntrospection
+            view = SchedulerIntrospection(parts.scheduler).queue()
+            assert sum(view["podGroups"]["groups"]["default/spin"].values()) == 5, view
 
             # A fifth node: the whole gang binds (and only the gang: the unrelated pod fits
             # nowhere still).

@@ -57,7 +57,11 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
 )
-from scheduler.plugins.helper import bound_gang_companions
+from scheduler.plugins.helper import (
+    POD_GROUP_LABEL,
+    bound_gang_companions,
+    gang_shortfall_after_preemption,
+)
 
 __all__ = [
     "DryRun",
@@ -88,6 +92,9 @@ ERR_NO_VICTIMS = "No preemption victims found for incoming pod"
 ERR_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 ERR_NO_NODES = "no nodes available"
 ERR_NO_CANDIDATE = "no candidate node for preemption"
+ERR_GANG_NOT_HELPFUL = (
+    "Preemption is not helpful for scheduling: PodGroup {group} needs {needed} more "
+    "member(s), room for {room} even without lower-priority pods")
 
 PREEMPT_NEVER = "Never"
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -314,6 +321,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if narrowed is not None:
             candidates: list[Candidate] = narrowed
         else:
+            shortfall = bound_gang_shortfall(self._handle, pod_info)
+            if shortfall is not None:
+                return None, shortfall
             candidates, early = self.find_candidates(state, pod_info, node_to_status)
             if early is not None:
                 return early
@@ -738,6 +748,17 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def bound_gang_shortfall(handle: Any, pod_info: PodInfo) -> Status | None:
+    """A gang member preempts nothing when its gang would not fit even after preemption:
+    its victims would die for a gang that still cannot run (issue 22)."""
+    gang = gang_shortfall_after_preemption(handle, pod_info)
+    if gang is None or gang[1] >= gang[0]:
+        return None
+    group = f"{pod_info.namespace}/{pod_info.labels.get(POD_GROUP_LABEL, '')}"
+    return Status(Code.UNSCHEDULABLE,
+                  ERR_GANG_NOT_HELPFUL.format(group=group, needed=gang[0], room=gang[1]))
 
 
 def _uid_of(pod_info: PodInfo) -> str:
