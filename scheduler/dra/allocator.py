@@ -528,6 +528,9 @@ def allocate(
                 if not matching:
                     why.append(f"{label}: no device of class {alt.class_name} matches the "
                                f"selectors on this node")
+                elif len(matching) < alt.count:
+                    why.append(f"{label}: needs {alt.count}, only {len(matching)} match on "
+                               f"this node")
                 elif len(usable) < alt.count:
                     why.append(f"{label}: needs {alt.count}, {len(matching)} match but "
                                f"{len(matching) - len(usable)} have untolerated taints")

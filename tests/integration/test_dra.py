@@ -145,3 +145,33 @@ async def test_template_pods_get_distinct_devices_and_deleting_one_frees_its_dev
 
 async def _count(fn: Any, n: int) -> bool:
     return len(await fn()) >= n
+
+
+async def test_explain_says_per_node_which_request_cannot_be_satisfied(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    import io
+    import json
+
+    from scheduler.explain.cli import amain
+
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
+                               simulate_kubelet=False)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        api = cluster.client
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        await api.create(f"{API}/resourceslices", strip(resource_slice(
+            "gpus", node=nodes[0], devices=[device("gpu-0")])))
+        await api.create(f"{API}/namespaces/default/resourceclaims",
+                         strip(claim("two", exactly("gpu", "gpu", count=2))))
+        await cluster.create_pod(pod("needs-two", "two"))
+    out, err = io.StringIO(), io.StringIO()
+    code = await amain(["needs-two", "--kubeconfig", str(kc), "-o", "json"],
+                       stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    text = json.dumps(json.loads(out.getvalue()))
+    assert "cannot allocate all claims" in text
+    assert "claim default/two, request gpu: needs 2, only 1 match on this node" in text
+    assert "claim default/two, request gpu: no device of class gpu matches the selectors" in text

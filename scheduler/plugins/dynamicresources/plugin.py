@@ -91,7 +91,7 @@ REASON_BEING_DELETED = 'resourceclaim "{name}" is being deleted'
 REASON_NOT_FOUND = 'resourceclaim.resource.k8s.io "{name}" not found'
 REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is not owner)"
 REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
-REASON_NOTHING_TO_DEALLOCATE = "no new claims to deallocate"
+REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
 
 PREBIND_ATTEMPTS = 5
 

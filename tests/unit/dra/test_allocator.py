@@ -107,7 +107,7 @@ UNFIT_CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], set[Dev
      [gpus("n2", ("g0", "40Gi", "0"))], set(), "no device of class gpu matches"),
     ("all taken", [claim("c", exactly("r"))], [SLICE],
      {(DRIVER, "n1", d) for d in ("g0", "g1", "g2")}, "needs 1, 3 match, 0 free"),
-    ("count too high", [claim("c", exactly("r", count=4))], [SLICE], set(), "needs 4"),
+    ("count too high", [claim("c", exactly("r", count=4))], [SLICE], set(), "needs 4, only 3 match on this node"),
     ("all mode with one allocated", [claim("c", exactly("r", "big", all_devices=True))],
      [SLICE], {(DRIVER, "n1", "g1")}, "1 of them allocated"),
     ("untolerated taint", [claim("c", exactly("r"))],
