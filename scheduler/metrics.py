@@ -270,6 +270,22 @@ class SchedulerMetrics:
             ["reason"],
             registry=r,
         )
+        # Pod groups (upstream's GenericWorkload metrics, ALPHA): one attempt per gang pass.
+        self.podgroup_schedule_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts",
+            "Number of attempts to schedule pod group, by the result. 'unschedulable' means a "
+            "pod group could not be scheduled, while 'error' means an internal scheduler "
+            "problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.podgroup_scheduling_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
         # --- issue 26: series added upstream since 1.34 (engineer "parity") -----------------
         self.queued_entities = Gauge(
             "scheduler_queued_entities",

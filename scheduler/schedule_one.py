@@ -53,9 +53,6 @@ from scheduler.framework.types import (
     QueuedPodInfo,
 )
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.defaultpreemption.evaluator import Candidate
-from scheduler.plugins.defaultpreemption.plugin import EXTENDER_CANDIDATES_KEY, DefaultPreemption
-from scheduler.plugins.names import DEFAULT_PREEMPTION
 
 if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework
@@ -228,35 +225,29 @@ class SchedulingCycle:
         fit_error: FitError,
         extenders: Extenders,
     ) -> None:
-        """Before PostFilter: preemption's dry run, then the extenders' preempt verb narrowing
-        its candidates (upstream's callExtenders); DefaultPreemption reads the outcome from
-        the cycle state."""
-        preemption = fwk.get_plugin(DEFAULT_PREEMPTION)
-        if not isinstance(preemption, DefaultPreemption) or not extenders.preempts_for(
-            pod_info.pod
-        ):
+        """Before PostFilter: the preemption plugin's dry run, then the extenders' preempt
+        verb narrowing its candidates (upstream's callExtenders). The plugin is whichever
+        PostFilter plugin offers the framework's ExtenderPreemption seam; it keeps the
+        outcome in the cycle state for its PostFilter."""
+        preemption = fwk.extender_preemption()
+        if preemption is None or not extenders.preempts_for(pod_info.pod):
             return
-        node_to_status = fit_error.diagnosis.node_to_status
-        outcome: Any
         try:
-            candidates, early = preemption.find_candidates(state, pod_info, node_to_status)
+            victims = preemption.preemption_victims(
+                state, pod_info, fit_error.diagnosis.node_to_status)
         except Exception as exc:
             log.exception("preemption dry run failed", pod=pod_info.key)
-            outcome = (None, Status.from_error(exc))
-        else:
-            if early is not None:
-                outcome = early
-            else:
-                victims = {c.name: (c.victims, c.num_pdb_violations) for c in candidates}
-                nodes = {n.name: n for n in self.sched.snapshot.list()}
-                try:
-                    narrowed = await extenders.process_preemption(pod_info, victims, nodes)
-                except ExtenderError as exc:
-                    outcome = (None, Status(Code.ERROR, str(exc), error=exc))
-                else:
-                    outcome = [Candidate(name, pods, pdb)
-                               for name, (pods, pdb) in narrowed.items()]
-        state.write(EXTENDER_CANDIDATES_KEY, outcome)
+            preemption.narrow_preemption(state, Status.from_error(exc))
+            return
+        if victims is None:
+            return
+        nodes = {n.name: n for n in self.sched.snapshot.list()}
+        try:
+            kept = await extenders.process_preemption(pod_info, victims, nodes)
+        except ExtenderError as exc:
+            preemption.narrow_preemption(state, Status(Code.ERROR, str(exc), error=exc))
+            return
+        preemption.narrow_preemption(state, dict(kept))
 
     def _schedule_failed(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, exc: Exception

@@ -352,12 +352,13 @@ class Scheduler:
                 done += 1
                 if not self._leading:
                     break
+                started = time.perf_counter()
                 pending = self.cycle.schedule_one(qpi)
                 if pending is not None:
                     # An extender is interested: its calls are awaited here, one cycle at
                     # a time as always, while informers and binding tasks go on.
                     await pending
-                await self._pod_group_pass(qpi)
+                await self._pod_group_pass(qpi, started=started)
                 # Let informers and binding tasks run between cycles.
                 await asyncio.sleep(0)
         finally:
@@ -370,24 +371,27 @@ class Scheduler:
         """The pod's attempt got it a node: waiting at Permit, or binding."""
         return fwk.get_waiting_pod(uid) is not None or self.is_binding(uid)
 
-    async def _pod_group_pass(self, qpi: QueuedPodInfo) -> None:
-        """A gang member just got a place: try the group's other queued members now, back to
-        back, before any other pod (one pass against the same snapshot: upstream's PodGroup
-        cycle); stop at the first that gets none.  The group's plugin is then told the pass
-        is over, so a group that did not complete releases what it holds at once rather
-        than holding it while waiting for members."""
+    async def _pod_group_pass(self, qpi: QueuedPodInfo, *, started: float) -> None:
+        """After a gang member's cycle: if it got a place, try the group's other queued
+        members now, back to back, before any other pod (one pass against the same snapshot:
+        upstream's PodGroup cycle); stop at the first that gets none.  The group's plugin is
+        then told the pass is over, so a group that did not complete releases what it holds
+        at once rather than holding it while waiting for members.  One pod group attempt
+        (scheduler_podgroup_schedule_attempts_total) per pass."""
         pod_info = qpi.pod_info
         fwk = self.framework_for_pod(pod_info.pod)
-        if fwk is None or not self._holds_a_place(fwk, pod_info.uid):
+        if fwk is None:
             return
+        holds = self._holds_a_place(fwk, pod_info.uid)
         group = fwk.pod_group_members(pod_info)
         if group is None:
             return
         plugin, members = group
+        result = "error"
         try:
-            for member in members:
+            for member in members if holds else ():
                 if self._stopping or not self._leading:
-                    return
+                    break
                 taken = self.queue.take([member])
                 if not taken:
                     continue
@@ -397,8 +401,12 @@ class Scheduler:
                     await pending
                 if not self._holds_a_place(fwk, sibling.pod_info.uid):
                     break
+            complete = fwk.pod_group_pass_done(plugin, pod_info)
+            result = "scheduled" if complete else "unschedulable"
         finally:
-            fwk.pod_group_pass_done(plugin, pod_info)
+            self.metrics.podgroup_schedule_attempts.labels(result, fwk.profile_name).inc()
+            self.metrics.podgroup_scheduling_attempt_duration.labels(
+                result, fwk.profile_name).observe(time.perf_counter() - started)
 
     async def stop(self, *, grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> None:
         """Stop taking pods; let in-flight bindings finish (bounded); then cancel the rest."""

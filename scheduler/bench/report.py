@@ -42,9 +42,25 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[index]
 
 
+# The figures upstream's SchedulingThroughput gives (None when a run records no 1 s sample).
+THROUGHPUT_KEYS = frozenset({
+    "scheduler_pods_per_s_avg", "scheduler_pods_per_s_p50", "scheduler_pods_per_s_p90",
+    "scheduler_pods_per_s_p99", "ratio_to_upstream_floor",
+})
+NO_AVERAGE = "no_average_because"
+
+
 def format_result(result: dict[str, Any]) -> str:
+    """One ``key  value`` line per figure; a throughput figure the run was too short for
+    points at the reason (``no_average_because``: too few samples, and what size gives one)."""
     width = max(len(k) for k in result)
-    return "\n".join(f"{key:<{width}}  {_cell(value)}" for key, value in result.items())
+    lines = []
+    for key, value in result.items():
+        cell = _cell(value)
+        if value is None and key in THROUGHPUT_KEYS and NO_AVERAGE in result:
+            cell += f"  (too few 1 s samples: see {NO_AVERAGE})"
+        lines.append(f"{key:<{width}}  {cell}")
+    return "\n".join(lines)
 
 
 CURVE_COLUMNS = (
@@ -72,7 +88,8 @@ def curve_table(results: Sequence[dict[str, Any]]) -> str:
              "|" + "---|" * len(CURVE_COLUMNS)]
     for r in results:
         lines.append("| " + " | ".join(_cell(r.get(k)) for k, _ in CURVE_COLUMNS) + " |")
-    return "\n".join(lines)
+    notes = [f"— at {r.get('nodes')} nodes: {r[NO_AVERAGE]}" for r in results if NO_AVERAGE in r]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def _or_nan(value: Any) -> float:

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import bisect
 import json
+import math
 import os
 import resource
 import statistics
@@ -38,20 +39,30 @@ from scheduler.bench.ceiling import (
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
 from scheduler.bench.report import Progress, percentile
-from scheduler.bench.throughput import Throughput, barrier_stop, scheduling_throughput
+from scheduler.bench.throughput import (
+    SAMPLE_INTERVAL_S,
+    Throughput,
+    barrier_stop,
+    scheduling_throughput,
+)
 from scheduler.bench.workloads import (
     CHURN_NAMESPACE,
     EXISTING_NAMESPACE,
     MEASURED_NAMESPACE,
+    RACK_KEY,
     Workload,
     churn_object,
+    claim_template,
     gang_member,
     gated_pod,
     pod,
     pod_groups,
+    rack_of,
 )
 
 FLOOR_SCHEDULER_NAME = "bench-floor"
+# The span of binds the size advice aims for: the baseline tick, one sampled tick, a margin.
+MIN_SAMPLED_SECONDS = 3
 FLOOR_NAMESPACE = "bench-floor"
 
 
@@ -320,6 +331,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     raw_count = min(measured, args.raw_binds)
     flags = {"nodes": nodes, "simulate_kubelet": False,
              "node_cpu": node_cpu, "node_memory": node_memory}
+    if workload.dra_devices:
+        flags["dra_devices"] = workload.dra_devices
     floor: SchedulerRun | None = None
     extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
@@ -365,10 +378,16 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             for namespace in (EXISTING_NAMESPACE, MEASURED_NAMESPACE, CHURN_NAMESPACE):
                 await create_namespace(user, namespace)
             template = workload.measured
+            if workload.dra_devices:
+                await user.create(f"/apis/resource.k8s.io/v1/namespaces/{MEASURED_NAMESPACE}"
+                                  "/resourceclaimtemplates", claim_template())
             if workload.gang_size:
                 gang_size = args.gang_size or workload.gang_size
-                template = gang_member(gang_size)
-                await _install_gang(user, config, measured, gang_size)
+                template = gang_member(gang_size, mixed=workload.gang_mixed)
+                await _install_gang(user, config, measured, gang_size,
+                                    mixed=workload.gang_mixed, topology=workload.gang_topology)
+                if workload.gang_topology:
+                    await _label_racks(user, node_names, args.concurrency)
             before: list[dict[str, Any]] = []
             if workload.existing is not None:
                 for i in range(existing):
@@ -402,6 +421,19 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     return _result(workload, nodes=nodes, measured=len(pods), existing=existing, gated=gated,
                    confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
                    with_event_rate=with_event_rate, floor=floor, run=run)
+
+
+def no_average_reason(*, samples: int, pods: int, window: float, rate: float) -> str:
+    """Why a run has no SchedulingThroughput Average (nor a ratio to upstream's floor) and
+    what ``--pods`` would give one: upstream's collector records nothing at the first tick
+    that sees a bound pod (the baseline), so the binds must span two 1 s ticks and more."""
+    span = MIN_SAMPLED_SECONDS * SAMPLE_INTERVAL_S
+    enough = max(100, math.ceil(rate * span / 100) * 100) if rate > 0 else None
+    size = (f"at this rate ({rate:.0f} pods/s), --pods {enough} or more gives a figure"
+            if enough is not None else "a run of more pods gives a figure")
+    return (f"too few 1 s samples ({samples}): {pods} pods were bound in {window:.2f} s, and "
+            f"upstream's Average needs the binds to span at least two 1 s ticks (the first "
+            f"is its baseline); {size}")
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -477,6 +509,9 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "batched_node_filters_per_pod": round(run.batch_reused / max(run.bound, 1), 1),
     })
+    if average is None:
+        result["no_average_because"] = no_average_reason(
+            samples=len(upstream.samples), pods=run.bound, window=run.window, rate=rate)
     if workload.extender:
         result["extender_calls"] = run.extender_calls
     if workload.note:
@@ -508,7 +543,20 @@ def bench_extender(url: str) -> Any:
                     weight=1, node_cache_capable=True)
 
 
-async def _install_gang(user: Any, config: Any, count: int, gang_size: int) -> None:
+async def _label_racks(user: Any, node_names: list[str], concurrency: int) -> None:
+    """Label every node with its rack (workloads.rack_of), before the scheduler starts."""
+    slots = asyncio.Semaphore(max(concurrency, 1))
+
+    async def one(index: int, name: str) -> None:
+        async with slots:
+            await user.patch(f"/api/v1/nodes/{name}",
+                             {"metadata": {"labels": {RACK_KEY: rack_of(index)}}},
+                             patch_type="merge")
+    await asyncio.gather(*(one(i, n) for i, n in enumerate(node_names)))
+
+
+async def _install_gang(user: Any, config: Any, count: int, gang_size: int, *,
+                        mixed: bool = False, topology: bool = False) -> None:
     import yaml
 
     from scheduler.config.types import PluginRef
@@ -525,7 +573,7 @@ async def _install_gang(user: Any, config: Any, count: int, gang_size: int) -> N
             break
         except Exception:
             await asyncio.sleep(0.05)
-    for group in pod_groups(count, gang_size):
+    for group in pod_groups(count, gang_size, mixed=mixed, topology=topology):
         await user.create(path, group)
     profile = config.profiles[0]
     names = {ref.name for ref in profile.plugins.multi_point.enabled}

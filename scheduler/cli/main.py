@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 
@@ -53,6 +54,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args_list or (args_list[0] not in names
                          and args_list[0] not in ("-h", "--help", "--version")):
         args_list.insert(0, DEFAULT_COMMAND)
-    args = build_parser().parse_args(args_list)
+    parser = build_parser()
+    # Subcommands parse with parse_known_args: an unknown flag would reach the root parser,
+    # whose usage does not list the subcommand's flags; the subcommand reports it instead.
+    args, unknown = parser.parse_known_args(args_list)
+    if unknown:
+        command_parser = _command_parser(parser, args.command)
+        command_parser.error(unrecognized_message(command_parser, unknown))
     code: int = args.handler(args)
     return code
+
+
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:  # argparse keeps subparsers only in its action
+        if isinstance(action, argparse._SubParsersAction):
+            command_parser: argparse.ArgumentParser = action.choices[name]
+            return command_parser
+    raise LookupError(name)
+
+
+def unrecognized_message(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """argparse's message, with the closest flag of ``parser`` for a misspelt one."""
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    flags = [o for action in parser._actions for o in action.option_strings
+             if o.startswith("--")]
+    for arg in unknown:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.split("=", 1)[0], flags, n=1, cutoff=0.75)
+            if close:
+                message += f" (did you mean {close[0]}?)"
+    return message

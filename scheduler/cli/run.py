@@ -20,6 +20,7 @@ from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 if TYPE_CHECKING:  # the daemon is imported when the command runs, not for --help
     from scheduler.app import App, AppOptions
     from scheduler.config.types import KubeSchedulerConfiguration
+    from scheduler.config.features import FeatureGates
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
@@ -106,10 +107,19 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
     )
 
 
+def apply_feature_gates(gates: FeatureGates) -> None:
+    """Hand the gates to the modules below the config layer that read them (objects cannot
+    import config): the Lt/Gt toleration operators, the pod-level resize report."""
+    from scheduler.objects.pod import set_pod_level_resources_resize
+    from scheduler.objects.taints import set_comparison_operators
+
+    set_comparison_operators(gates.enabled("TaintTolerationComparisonOperators"))
+    set_pod_level_resources_resize(gates.enabled("InPlacePodLevelResourcesVerticalScaling"))
+
+
 def handle(args: argparse.Namespace) -> int:
     from scheduler.app import App, StartupError
     from scheduler.cli.common import setup_logging
-
     from scheduler.config.features import DEFAULT as FEATURE_GATES
     from scheduler.config.features import FeatureGateError
 
@@ -119,6 +129,7 @@ def handle(args: argparse.Namespace) -> int:
     except FeatureGateError as exc:
         print(f"{PROG}: --feature-gates: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    apply_feature_gates(FEATURE_GATES)
     try:
         options = options_from_args(args)
         app = App(options)
@@ -141,6 +152,18 @@ def handle(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+def demo_gpu_pods(dra_devices: str, nodes: int) -> int:
+    """One GPU pod more than the simulated driver's GPUs, so one waits (none without GPUs, or
+    with more than 8: the demo stays small)."""
+    from scheduler.sandbox.dradriver import parse_device_kinds
+
+    gpu = next((k for k in parse_device_kinds(dra_devices) if k.name == "gpu"), None) if dra_devices else None
+    if gpu is None:
+        return 0
+    gpus = gpu.count * min(nodes, gpu.nodes if gpu.nodes is not None else nodes)
+    return gpus + 1 if 0 < gpus <= 8 else 0
+
+
 async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
     """Start the sandbox, create the demo workload, run the daemon against it, stop it."""
     from scheduler.client.api import ApiClient
@@ -158,7 +181,7 @@ async def _run_on_sandbox(app: App, args: argparse.Namespace) -> int:
         print("  kubectl get pods -o wide -w", flush=True)
         async with ApiClient(load_connection(kubeconfig=path), qps=0) as client:
             await create_demo_workload(
-                client, pods=args.demo_pods,
+                client, pods=args.demo_pods, gpu_pods=demo_gpu_pods(args.dra_devices, args.nodes),
                 scheduler_name=app.options.config.profiles[0].scheduler_name,
             )
         app.options.kubeconfig = path

@@ -55,9 +55,9 @@ def _g(name: str, stage: str, default: bool, implemented: bool) -> FeatureGate:
 
 # Scheduler-relevant gates since 1.30 (pkg/features/kube_features.go), as of 1.37.
 GATES: tuple[FeatureGate, ...] = (
-    _g("DynamicResourceAllocation", GA, True, False),  # the DRA work sets True with its plugin
+    _g("DynamicResourceAllocation", GA, True, True),
     _g("InPlacePodVerticalScaling", GA, True, True),
-    _g("InPlacePodLevelResourcesVerticalScaling", ALPHA, False, False),
+    _g("InPlacePodLevelResourcesVerticalScaling", ALPHA, False, True),
     _g("InPlacePodVerticalScalingSchedulerPreemption", ALPHA, False, False),
     _g("InterPodAffinityHostnameFastPath", ALPHA, False, False),
     _g("MatchLabelKeysInPodAffinity", GA, True, True),
@@ -72,7 +72,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("SchedulerPopFromBackoffQ", GA, True, True),
     _g("SchedulerQueueingHints", GA, True, True),
     _g("StorageCapacityScoring", BETA, True, False),
-    _g("TaintTolerationComparisonOperators", ALPHA, False, False),
+    _g("TaintTolerationComparisonOperators", ALPHA, False, True),
     _g("VolumeLimitScaling", BETA, True, False),
 )
 

@@ -17,7 +17,7 @@ node has not the devices: per request, a reason ``explain`` prints) or ``Allocat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,13 +53,29 @@ class Unfit:
     timed_out: bool = False
 
 
-@dataclass(slots=True)
 class Allocated:
-    """One ``status.allocation`` per claim, in the order the claims were given."""
+    """One ``status.allocation`` per claim, in the order the claims were given (built on
+    first use: Filter finds many feasible nodes, Reserve reads one)."""
 
-    allocations: list[dict[str, Any]]
-    # Sum over requests of the chosen firstAvailable index (0 best), for Score.
-    subrequest_rank: int = 0
+    __slots__ = ("_build", "_allocations", "subrequest_rank")
+
+    def __init__(self, allocations: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]],
+                 subrequest_rank: int = 0) -> None:
+        self._build = allocations if callable(allocations) else None
+        self._allocations = None if callable(allocations) else allocations
+        # Sum over requests of the chosen firstAvailable index (0 best), for Score.
+        self.subrequest_rank = subrequest_rank
+
+    @property
+    def allocations(self) -> list[dict[str, Any]]:
+        if self._allocations is None:
+            assert self._build is not None
+            self._allocations = self._build()
+            self._build = None
+        return self._allocations
+
+    def __repr__(self) -> str:
+        return f"Allocated({self.allocations!r}, {self.subrequest_rank})"
 
 
 Outcome = Allocated | Unfit
@@ -344,18 +360,17 @@ def _tolerated(alt: _Alternative, d: Device) -> bool:
 
 
 def _selected(alt: _Alternative, d: Device, claim: str, req_name: str) -> bool:
-    for where, sel in alt.class_selectors:
-        try:
-            if not sel.matches(d.env):
-                return False
-        except CelError as e:
-            raise AllocationError(f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
-    for where, sel in alt.selectors:
-        try:
-            if not sel.matches(d.env):
-                return False
-        except CelError as e:
-            raise AllocationError(f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
+    cache = d.selected
+    for where, sel in (*alt.class_selectors, *alt.selectors):
+        hit = cache.get(sel.expression)
+        if hit is None:
+            try:
+                hit = cache[sel.expression] = sel.matches(d.env)
+            except CelError as e:
+                raise AllocationError(
+                    f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
+        if not hit:
+            return False
     return True
 
 
@@ -372,18 +387,80 @@ def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] 
         {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
 
 
-def allocate(
-    claims: Sequence[Mapping[str, Any]],
-    *,
-    node: Mapping[str, Any],
-    inventory: Inventory,
-    classes: Mapping[str, Mapping[str, Any]],
-    in_use: AbstractSet[DeviceID],
-    step_budget: int = DEFAULT_STEP_BUDGET,
-) -> Outcome:
-    """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
-    why not.  Raises AllocationError when a claim or class is malformed."""
-    node_name = str((node.get("metadata") or {}).get("name") or "")
+def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
+               node_name: str) -> Allocated | None:
+    """One claim, one ExactCount request without alternatives or constraints (the common
+    shape): the first free devices in order are what the search would pick.  None: take
+    the general path (which also explains a failure)."""
+    if len(prepared.requests) != 1 or prepared.constraints[0]:
+        return None
+    req = prepared.requests[0]
+    if len(req.alternatives) != 1:
+        return None
+    alt = req.alternatives[0]
+    if alt.mode != MODE_EXACT:
+        return None
+    taken: list[Device] = []
+    for d in devices:
+        if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
+                not d.taints or _tolerated(alt, d)):
+            taken.append(d)
+            if len(taken) == alt.count:
+                config = prepared.configs[0]
+                return Allocated(lambda: [_allocation(alt, taken, config, node_name)], 0)
+    return None
+
+
+def _allocation(alt: _Alternative, devs: Sequence[Device], claim_config: list[Any],
+                node_name: str) -> dict[str, Any]:
+    return _build_allocation([(alt, devs)], claim_config, node_name)
+
+
+def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
+                      claim_config: list[Any], node_name: str) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    config: list[dict[str, Any]] = []
+    all_devs: list[Device] = []
+    for alt, devs in picks:
+        for c in alt.class_config:
+            if isinstance(c, Mapping):
+                config.append({"source": "FromClass", "requests": [alt.result_name],
+                               **{k: v for k, v in c.items() if k != "requests"}})
+        for d in devs:
+            r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver,
+                                 "pool": d.pool, "device": d.name}
+            if alt.admin:
+                r["adminAccess"] = True
+            if alt.raw_tolerations and d.taints:
+                r["tolerations"] = list(alt.raw_tolerations)
+            results.append(r)
+            all_devs.append(d)
+    for c in claim_config:
+        if isinstance(c, Mapping):
+            config.append({"source": "FromClaim", **dict(c)})
+    devices_part: dict[str, Any] = {"results": results}
+    if config:
+        devices_part["config"] = config
+    alloc: dict[str, Any] = {"devices": devices_part}
+    sel = _node_selector(all_devs, node_name)
+    if sel is not None:
+        alloc["nodeSelector"] = sel
+    return alloc
+
+
+@dataclass(slots=True)
+class Prepared:
+    """Claims parsed and their classes' selectors compiled: once per pod, not per node."""
+
+    claims: Sequence[Mapping[str, Any]]
+    requests: list[_Request]
+    constraints: list[list[_Constraint]]
+    configs: list[list[Any]]
+
+
+def prepare(claims: Sequence[Mapping[str, Any]],
+            classes: Mapping[str, Mapping[str, Any]]) -> Prepared:
+    """Parse ``claims``; AllocationError names the claim or class and the field."""
     requests: list[_Request] = []
     constraints: list[list[_Constraint]] = []
     configs: list[list[Any]] = []
@@ -394,7 +471,30 @@ def allocate(
         spec = claim.get("spec") or {}
         cfg = (spec.get("devices") or {}).get("config") if isinstance(spec, Mapping) else None
         configs.append(cfg if isinstance(cfg, list) else [])
+    return Prepared(claims, requests, constraints, configs)
+
+
+def allocate(
+    claims: Sequence[Mapping[str, Any]] | Prepared,
+    *,
+    node: Mapping[str, Any],
+    inventory: Inventory,
+    classes: Mapping[str, Mapping[str, Any]] | None = None,
+    in_use: AbstractSet[DeviceID],
+    step_budget: int = DEFAULT_STEP_BUDGET,
+) -> Outcome:
+    """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
+    why not.  Raises AllocationError when a claim or class is malformed (or a selector
+    fails on one of the node's devices)."""
+    prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
+    claims = prepared.claims
+    requests, constraints, configs = (prepared.requests, prepared.constraints,
+                                      prepared.configs)
+    node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
+    fast = _fast_path(prepared, devices, in_use, node_name)
+    if fast is not None:
+        return fast
     candidates: list[list[list[Device] | None]] = []
     details: list[str] = []
     for req in requests:
@@ -402,8 +502,9 @@ def allocate(
         why: list[str] = []
         for alt in req.alternatives:
             matching = [d for d in devices if _selected(alt, d, req.claim, req.name)]
-            usable = [d for d in matching if _tolerated(alt, d)]
-            free = usable if alt.admin else [d for d in usable if d.id not in in_use]
+            usable = [d for d in matching if not d.taints or _tolerated(alt, d)]
+            free = usable if alt.admin or not in_use else [
+                d for d in usable if d.id not in in_use]
             label = f"claim {req.claim}, request {alt.result_name}"
             if alt.mode == MODE_ALL:
                 incomplete = [d for d in matching if d.pool_ref is not None
@@ -455,32 +556,6 @@ def allocate(
         per_claim[req.claim_index].append((req, req.alternatives[ai], devs))
         rank += ai
     for ci, picks in enumerate(per_claim):
-        results: list[dict[str, Any]] = []
-        config: list[dict[str, Any]] = []
-        all_devs: list[Device] = []
-        for req, alt, devs in picks:
-            for c in alt.class_config:
-                if isinstance(c, Mapping):
-                    config.append({"source": "FromClass", "requests": [alt.result_name],
-                                   **{k: v for k, v in c.items() if k != "requests"}})
-            for d in devs:
-                r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver,
-                                     "pool": d.pool, "device": d.name}
-                if alt.admin:
-                    r["adminAccess"] = True
-                if alt.raw_tolerations and d.taints:
-                    r["tolerations"] = list(alt.raw_tolerations)
-                results.append(r)
-                all_devs.append(d)
-        for c in configs[ci]:
-            if isinstance(c, Mapping):
-                config.append({"source": "FromClaim", **dict(c)})
-        devices_part: dict[str, Any] = {"results": results}
-        if config:
-            devices_part["config"] = config
-        alloc: dict[str, Any] = {"devices": devices_part}
-        sel = _node_selector(all_devs, node_name)
-        if sel is not None:
-            alloc["nodeSelector"] = sel
-        allocations.append(alloc)
+        allocations.append(_build_allocation([(alt, devs) for _req, alt, devs in picks],
+                                             configs[ci], node_name))
     return Allocated(allocations, rank)

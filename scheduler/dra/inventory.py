@@ -45,10 +45,14 @@ class Device:
     all_nodes: bool
     env: DeviceEnv
     pool_ref: Pool | None = None
+    # expression -> result (a device's attributes never change: a changed slice is a new
+    # Device); a CEL error is not kept
+    selected: dict[str, bool] = field(default_factory=dict)
 
-    @property
-    def id(self) -> DeviceID:
-        return (self.driver, self.pool, self.name)
+    id: DeviceID = ("", "", "")
+
+    def __post_init__(self) -> None:
+        self.id = (self.driver, self.pool, self.name)
 
     def attribute(self, qualified: str) -> object:
         """The value of ``domain/id`` (or a bare id in the driver's domain), or None."""
@@ -207,6 +211,17 @@ class Inventory:
                     pool.invalid = f"device {d.name} is listed more than once"
                 seen.add(d.name)
         self._by_node: dict[tuple[str, str], list[Device]] = {}
+        # node-local devices by node name; the others (selector, all nodes) checked per node
+        self._local: dict[str, list[Device]] = {}
+        self._shared: list[Device] = []
+        for pool in self.pools.values():
+            if pool.invalid:
+                continue
+            for d in pool.devices:
+                if d.node_name is not None:
+                    self._local.setdefault(d.node_name, []).append(d)
+                else:
+                    self._shared.append(d)
 
     def devices_for_node(self, node: Mapping[str, Any]) -> list[Device]:
         """The devices usable from ``node``, in a stable order (pool, then slice order)."""
@@ -215,8 +230,8 @@ class Inventory:
         key = (name, str(meta.get("resourceVersion") or ""))
         hit = self._by_node.get(key)
         if hit is None:
-            hit = [d for pool in self.pools.values() if not pool.invalid
-                   for d in pool.devices if d.available_on(node, name)]
+            hit = self._local.get(name, []) + [
+                d for d in self._shared if d.available_on(node, name)]
             if len(self._by_node) > 100_000:
                 self._by_node.clear()
             self._by_node[key] = hit

@@ -28,6 +28,8 @@ POD_ROUTE = "/debug/pods/{namespace}/{name}"
 QUEUE_ROUTE = "/debug/queue"
 DEFAULT_QUEUE_LIMIT = 1000
 QUEUES = ("active", "backoff", "unschedulable", "gated")
+# scheduler-plugins' PodGroup label (gangs in /debug/queue).
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 class DebugRouteServer(Protocol):
@@ -41,6 +43,23 @@ def _pod_ref(namespace: str, name: str) -> dict[str, Any]:
 def _key(pod: dict[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _pod_groups(held: dict[str, list[dict[str, Any]]], *, limit: int) -> dict[str, Any]:
+    """Gangs with pending members: ``namespace/group`` -> how many members each sub-queue
+    (and the in-flight set) holds, so a gang's state reads at a glance (at most ``limit``
+    groups, by name)."""
+    groups: dict[str, dict[str, int]] = {}
+    for where, pods in held.items():
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+            if not isinstance(group, str) or not group:
+                continue
+            counts = groups.setdefault(f"{meta.get('namespace') or ''}/{group}", {})
+            counts[where] = counts.get(where, 0) + 1
+    return {"count": len(groups),
+            "groups": {name: groups[name] for name in sorted(groups)[:limit]}}
 
 
 class SchedulerIntrospection:
@@ -107,6 +126,7 @@ class SchedulerIntrospection:
             out[name] = {"count": len(pods), "pods": rows}
         in_flight = sched.queue.in_flight_pods()
         out["inFlight"] = {"count": len(in_flight), "pods": [_key(p) for p in in_flight[:limit]]}
+        out["podGroups"] = _pod_groups({**pending, "inFlight": in_flight}, limit=limit)
         out["diagnosesKept"] = len(sched.diagnoses)
         return out
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 import builtins
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import ClusterEventWithHint
@@ -122,6 +122,29 @@ class PostFilterPlugin(Plugin):
         """Called when no node fits (preemption, gang rejection)."""
 
 
+# node name -> (victims, most important first; PodDisruptionBudgets their eviction violates)
+PreemptionVictims = dict[str, tuple[list[PodInfo], int]]
+
+
+@runtime_checkable
+class ExtenderPreemption(Protocol):
+    """A PostFilter plugin whose preemption candidates the HTTP extenders' preempt verb may
+    narrow (upstream: the preemption Evaluator's ``callExtenders``).
+
+    Extender calls are I/O and PostFilter is not, so the scheduling cycle calls these two
+    before PostFilter, knowing no concrete plugin: ``preemption_victims`` runs the dry run
+    and returns the candidates to offer the extenders (None when there is nothing to offer:
+    the plugin's PostFilter then answers alone); ``narrow_preemption`` hands back what the
+    extenders kept, or the Status of their failure, and PostFilter chooses from that instead
+    of a second dry run."""
+
+    def preemption_victims(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> PreemptionVictims | None: ...
+
+    def narrow_preemption(self, state: CycleState, kept: PreemptionVictims | Status) -> None: ...
+
+
 class PreScorePlugin(Plugin):
     @abc.abstractmethod
     def pre_score(
@@ -225,8 +248,9 @@ class PodGroupPlugin(abc.ABC):
         pending members to try in the same pass (in this order)."""
 
     @abc.abstractmethod
-    def pod_group_pass_done(self, pod_info: PodInfo) -> None:
-        """The pass that began with ``pod_info`` is over (every member tried)."""
+    def pod_group_pass_done(self, pod_info: PodInfo) -> bool:
+        """The pass that began with ``pod_info`` is over (every member tried): True if the
+        group is complete (scheduled), False if not."""
 
 
 EXTENSION_POINTS: dict[str, type[Plugin]] = {

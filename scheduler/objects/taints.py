@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -13,6 +14,10 @@ __all__ = [
     "NO_EXECUTE",
     "OP_EQUAL",
     "OP_EXISTS",
+    "OP_LT",
+    "OP_GT",
+    "set_comparison_operators",
+    "comparison_operators_enabled",
     "Taint",
     "Toleration",
     "parse_taints",
@@ -20,6 +25,7 @@ __all__ = [
     "tolerates",
     "tolerates_all",
     "find_untolerated_taint",
+    "compare_numeric_values",
     "format_taint",
 ]
 
@@ -28,6 +34,15 @@ PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
 OP_EQUAL = "Equal"
 OP_EXISTS = "Exists"
+# Numeric comparisons (KEP-5471, alpha 1.35, gate TaintTolerationComparisonOperators): Gt
+# tolerates a taint whose value is greater than the toleration's, Lt one whose value is less.
+OP_LT = "Lt"
+OP_GT = "Gt"
+# Canonical int64 decimals only: no plus sign, no leading zero, no "-0", no spaces.
+_CANONICAL_INT = re.compile(r"(0|-?[1-9][0-9]*)\Z")
+_INT64 = (-(2**63), 2**63 - 1)
+# Process-wide, as upstream's feature gate (the command line sets it from --feature-gates).
+_comparison_operators = False
 _EFFECTS = frozenset({NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE})
 
 
@@ -109,11 +124,42 @@ def parse_tolerations(pod: Mapping[str, Any]) -> list[Toleration]:
     return out
 
 
+def set_comparison_operators(enabled: bool) -> None:
+    """Turn the Lt/Gt toleration operators on or off (TaintTolerationComparisonOperators)."""
+    global _comparison_operators
+    _comparison_operators = enabled
+
+
+def comparison_operators_enabled() -> bool:
+    return _comparison_operators
+
+
+def _int64(value: str) -> int | None:
+    if not _CANONICAL_INT.match(value):
+        return None
+    n = int(value)
+    return n if _INT64[0] <= n <= _INT64[1] else None
+
+
+def compare_numeric_values(toleration_value: str, taint_value: str, operator: str) -> bool:
+    """Upstream ``compareNumericValues``: both values canonical int64s, else no match."""
+    tol, taint = _int64(toleration_value), _int64(taint_value)
+    if tol is None or taint is None:
+        return False
+    if operator == OP_GT:
+        return taint > tol
+    if operator == OP_LT:
+        return taint < tol
+    return False
+
+
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
     """Upstream ``Toleration.ToleratesTaint``.
 
     Empty effect matches every effect; empty key (with Exists) matches every key; Equal (or
-    empty operator) compares values; Exists ignores the value; unknown operators never match.
+    empty operator) compares values; Exists ignores the value; Lt/Gt compare them as
+    integers when the TaintTolerationComparisonOperators gate is on; unknown operators never
+    match.
     """
     if toleration.effect and toleration.effect != taint.effect:
         return False
@@ -122,7 +168,11 @@ def tolerates(toleration: Toleration, taint: Taint) -> bool:
     op = toleration.operator
     if op == "" or op == OP_EQUAL:
         return toleration.value == taint.value
-    return op == OP_EXISTS
+    if op == OP_EXISTS:
+        return True
+    if op in (OP_LT, OP_GT) and _comparison_operators:
+        return compare_numeric_values(toleration.value, taint.value, op)
+    return False
 
 
 def tolerates_all(taint: Taint, tolerations: Iterable[Toleration]) -> bool:

@@ -192,3 +192,73 @@ def _parse_rfc3339(value: str) -> float | None:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
+
+
+# --- gangs (a well-known API label, shared by Coscheduling and preemption) -------------------
+
+# scheduler-plugins' label naming a pod's PodGroup (same namespace).
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def bound_gang_companions(listers: Any, pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The other bound, live members of ``pod``'s gang (none for a pod outside any gang):
+    a gang below minMember is useless, so a member evicted takes them with it (issue 22)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    group = labels.get(POD_GROUP_LABEL) if isinstance(labels, Mapping) else None
+    if not isinstance(group, str) or not group:
+        return []
+    namespace = meta.get("namespace") or ""
+    uid = meta.get("uid")
+    out = []
+    for other in listers.list("pods", namespace):
+        other_meta = other.get("metadata") or {}
+        if other_meta.get("uid") == uid or other_meta.get("deletionTimestamp"):
+            continue
+        if ((other_meta.get("labels") or {}).get(POD_GROUP_LABEL) != group
+                or not (other.get("spec") or {}).get("nodeName")
+                or (other.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            continue
+        out.append(other)
+    return out
+
+
+def gang_shortfall_after_preemption(handle: Any, pod_info: Any) -> tuple[int, int] | None:
+    """For a gang member about to preempt: (members still needed, members of this pod's size
+    that could fit if every pod of lower priority were gone), or None when the pod is in no
+    gang with a PodGroup.  An upper bound on the room (filters other than resources are not
+    asked): when even it falls short, preempting anything is useless (issue 22)."""
+    group = pod_info.labels.get(POD_GROUP_LABEL) or ""
+    if not group:
+        return None
+    pg = handle.listers.get("podgroups", pod_info.namespace, group)
+    spec = (pg or {}).get("spec") or {}
+    min_member = spec.get("minMember")
+    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member <= 0:
+        return None
+    bound = bound_gang_companions(handle.listers, {
+        "metadata": {"namespace": pod_info.namespace, "labels": {POD_GROUP_LABEL: group}}})
+    needed = max(min_member - len(bound), 1)
+    bound_uids = {(p.get("metadata") or {}).get("uid") for p in bound}
+    req = pod_info.requests
+    priority = pod_info.priority
+    room = 0
+    for node in handle.snapshot().list():
+        if node.node is None:
+            continue
+        # Lower-priority pods could go; the gang's own members (waiting at Permit) count
+        # as room too, as they are counted in ``needed``.
+        lower = [p for p in node.pods if p.priority < priority or (
+            p.namespace == pod_info.namespace and p.labels.get(POD_GROUP_LABEL) == group
+            and p.uid not in bound_uids)]
+        used_cpu = node.requested.milli_cpu - sum(p.requests.milli_cpu for p in lower)
+        used_mem = node.requested.memory - sum(p.requests.memory for p in lower)
+        fits = node.allocatable.allowed_pod_number - (len(node.pods) - len(lower))
+        if req.milli_cpu > 0:
+            fits = min(fits, max(node.allocatable.milli_cpu - used_cpu, 0) // req.milli_cpu)
+        if req.memory > 0:
+            fits = min(fits, max(node.allocatable.memory - used_mem, 0) // req.memory)
+        room += max(fits, 0)
+        if room >= needed:
+            break
+    return needed, room

@@ -126,6 +126,8 @@ class ClaimControllerSim:
         self._claim_users: dict[tuple[str, str], set[str]] = {}  # claim -> pod names using it
         self._claim_reserved: dict[tuple[str, str], set[str]] = {}  # claim -> reservedFor uids
         self._reservations: dict[str, set[tuple[str, str]]] = {}  # pod uid -> claims reserving it
+        self._owned: dict[str, set[tuple[str, str]]] = {}  # pod uid -> claims it owns (controller)
+        self._claim_owner: dict[tuple[str, str], str] = {}  # claim -> owning pod uid
 
     # ------------------------------------------------------------ watching the store
 
@@ -149,13 +151,19 @@ class ClaimControllerSim:
             for typ, ev in buf:
                 if typ in ("BOOKMARK", "ERROR"):
                     continue
-                if plural == "pods":
-                    self._pod_event(typ, ev.obj)
-                elif plural == "resourceclaims":
-                    self._claim_event(typ, ev.obj)
-                elif typ != DELETED:  # a template appeared or changed: retry pods waiting for one
-                    ns = ev.obj["metadata"].get("namespace", "")
-                    self._pods |= {k for k in self._waiting_for_template if k[0] == ns}
+                try:
+                    if plural == "pods":
+                        self._pod_event(typ, ev.obj)
+                    elif plural == "resourceclaims":
+                        self._claim_event(typ, ev.obj)
+                    elif typ != DELETED:  # a template appeared or changed: retry pods waiting for one
+                        ns = ev.obj["metadata"].get("namespace", "")
+                        self._pods |= {k for k in self._waiting_for_template if k[0] == ns}
+                except (AttributeError, KeyError, TypeError, ValueError) as err:
+                    # a malformed object (written around validation): named, skipped, the rest goes on
+                    md = ev.obj.get("metadata") if isinstance(ev.obj.get("metadata"), dict) else {}
+                    log.warning("resourceclaim controller: ignoring malformed %s %s/%s: %r", plural,
+                                md.get("namespace", ""), md.get("name", ""), err)
 
     def _pod_event(self, typ: str, pod: Obj) -> None:
         md = pod["metadata"]
@@ -197,6 +205,17 @@ class ClaimControllerSim:
             self._claim_reserved[key] = uids
             for u in uids - old:
                 self._reservations.setdefault(u, set()).add(key)
+        owner = "" if typ == DELETED else owning_pod(claim)[1]
+        old_owner = self._claim_owner.pop(key, "")
+        if old_owner and old_owner != owner:
+            keys = self._owned.get(old_owner)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._owned[old_owner]
+        if owner:
+            self._claim_owner[key] = owner
+            self._owned.setdefault(owner, set()).add(key)
         if typ != DELETED:
             self._claims.add(key)
         # pods that use this claim may now need a reservation (or a new claim)
@@ -241,6 +260,8 @@ class ClaimControllerSim:
         self._claim_users.clear()
         self._claim_reserved.clear()
         self._reservations.clear()
+        self._owned.clear()
+        self._claim_owner.clear()
         for e in list(self.registry.ts(self.claims_rt).entries()):
             self._claim_event("ADDED", e.obj)
         for e in list(self.registry.ts(self.pods_rt).entries()):
@@ -269,6 +290,9 @@ class ClaimControllerSim:
             log.warning("resourceclaim controller: %s %s/%s: %s", what, ns, name, err.message)
             if err.code == 409:  # retried at once; other errors on the next event
                 (self._pods if what == "pod" else self._claims).add((ns, name))
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            # a malformed object (written around validation): named and skipped
+            log.warning("resourceclaim controller: ignoring malformed %s %s/%s: %r", what, ns, name, err)
 
     # ------------------------------------------------------------ pods
 
@@ -360,11 +384,10 @@ class ClaimControllerSim:
 
     def _orphaned_claim(self, pod: Obj, pod_claim: str) -> Obj | None:
         ns = pod["metadata"].get("namespace", "")
-        for e in (self.registry.ts(self.claims_rt).by_ns.get(ns) or {}).values():
-            c = e.obj
-            _, uid = owning_pod(c)
-            if uid == pod["metadata"]["uid"] and (c["metadata"].get("annotations") or {}).get(
-                    POD_CLAIM_ANNOTATION) == pod_claim:
+        for cns, cname in sorted(self._owned.get(pod["metadata"]["uid"], ())):
+            c = self._get(self.claims_rt, cns, cname)
+            if (c is not None and cns == ns and owning_pod(c)[1] == pod["metadata"]["uid"]
+                    and (c["metadata"].get("annotations") or {}).get(POD_CLAIM_ANNOTATION) == pod_claim):
                 return c
         return None
 

@@ -14,9 +14,12 @@ node name being immutable, and the status rules a scheduler's writes must follow
 once the claim is being deleted, an allocation immutable once set). Errors name the field
 with upstream's reasons and wording.
 
-Not reproduced: CEL expressions are checked for length only, not compiled (the scheduler
-reports an expression that does not compile as the claim's or class's error), admin access
-authorization (namespace label), and fields behind alpha feature gates are kept, not dropped.
+CEL selectors are compiled with the scheduler's CEL environment (``scheduler.dra.cel``): a
+syntax error is refused as upstream; type errors (which upstream's checker also refuses) are
+not caught here and reach the scheduler as the claim's or class's error.
+
+Not reproduced: admin access authorization (namespace label), cost estimation, and fields
+behind alpha feature gates are kept, not dropped.
 """
 
 from __future__ import annotations
@@ -374,7 +377,25 @@ def _selectors(sels: Any, path: str) -> list[Cause]:
             out.append(required(f"{p}.cel.expression", "expression must not be empty"))
         elif len(expr) > CEL_EXPRESSION_MAX:
             out.append(too_long(f"{p}.cel.expression", CEL_EXPRESSION_MAX))
+        else:
+            err = cel_error(expr)
+            if err:
+                out.append(invalid_value(f"{p}.cel.expression", expr, err))
     return out
+
+
+def cel_error(expression: str) -> str:
+    """Why a selector does not compile ("" if it does), worded as kube-apiserver's
+    ``compilation failed: ERROR: <input>:line:col: ...``; through the scheduler's own CEL
+    environment (``scheduler.dra.cel``), which checks syntax, not types."""
+    from scheduler.dra.cel import CelError, compile_selector
+
+    try:
+        compile_selector(expression)
+    except CelError as e:
+        msg = str(e)
+        return "compilation failed: " + (msg[msg.index("ERROR:"):] if "ERROR:" in msg else msg)
+    return ""
 
 
 def _toleration(t: Any, path: str) -> list[Cause]:
@@ -826,6 +847,59 @@ def claim_status_causes(new: Obj, old: Obj) -> list[Cause]:
             out.append(immutable("status.allocation", alloc))
     elif alloc is not None:
         out += _allocation_causes(alloc, "status.allocation", names)
+    return out
+
+
+# ------------------------------------------------------------------ pods
+
+
+def pod_claim_causes(pod: Obj) -> list[Cause]:
+    """``spec.resourceClaims`` of a pod and its containers' ``resources.claims`` (core/v1
+    validation of what DRA adds to a pod)."""
+    spec = _dict(pod.get("spec"))
+    claims, out = _sized(spec.get("resourceClaims"), "spec.resourceClaims", -1)
+    names: list[str] = []
+    pod_name = str(_dict(pod.get("metadata")).get("name") or "")
+    for i, c in enumerate(claims):
+        p = f"spec.resourceClaims[{i}]"
+        if not isinstance(c, dict):
+            out.append(invalid_value(p, c, "must be an object"))
+            continue
+        name = c.get("name")
+        if not name:
+            out.append(required(f"{p}.name"))
+        elif name in names:
+            out.append(duplicate(f"{p}.name", name))
+        else:
+            errs = dns_label(name, f"{p}.name")
+            out += errs
+            if not errs and c.get("resourceClaimTemplateName") is not None and pod_name:
+                final = f"{pod_name}-{name}"
+                if len(final) > 253 or not _DNS_SUBDOMAIN.match(final):
+                    out.append(invalid_value(f"{p}.name", final, "final ResourceClaim name: " + DNS_SUBDOMAIN_MSG))
+            names.append(str(name))
+        sources = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if c.get(k) is not None]
+        if len(sources) != 1:
+            out.append(invalid_value(p, c, "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"))
+        for k in sources:
+            out += [(f"{p}.{k}", r, m) for _, r, m in dns_subdomain(c[k], f"{p}.{k}")]
+    for kind in ("initContainers", "containers"):
+        for i, ctr in enumerate(_list(spec.get(kind))):
+            used: set[str] = set()
+            for j, cl in enumerate(_list(_dict(_dict(ctr).get("resources")).get("claims"))):
+                cp = f"spec.{kind}[{i}].resources.claims[{j}]"
+                cname = _dict(cl).get("name")
+                if not cname:
+                    out.append(required(cp))
+                    continue
+                key = f"{cname}/{_dict(cl)['request']}" if _dict(cl).get("request") else str(cname)
+                if key in used:
+                    out.append(duplicate(cp, key))
+                used.add(key)
+                if cname not in names:
+                    detail = ("must be one of the names in pod.spec.resourceClaims which is empty" if not names
+                              else "must be one of the names in pod.spec.resourceClaims: " + ", ".join(names))
+                    out.append((cp, "FieldValueNotFound", f"Not found: {_show(cname)}: {detail}"))
     return out
 
 

@@ -156,29 +156,38 @@ class DraDriverSim:
                 self.registry.create(self.classes_rt, "", device_class(kind))
         nodes = sorted((e.obj for e in self.registry.ts(self.nodes_rt).entries()),
                        key=lambda n: str(n["metadata"]["name"]))
+        published = self._published()
         for node in nodes:
-            self.node_added(node)
+            self.node_added(node, published=published)
+
+    def _published(self) -> set[tuple[str, str]]:
+        """(node, driver) of every node-local slice in the store."""
+        out = set()
+        for e in self.registry.ts(self.slices_rt).entries():
+            spec = e.obj.get("spec") or {}
+            if spec.get("nodeName"):
+                out.add((str(spec["nodeName"]), str(spec.get("driver", ""))))
+        return out
 
     def _slices_of(self, node_name: str) -> list[Obj]:
         return [e.obj for e in self.registry.ts(self.slices_rt).entries()
                 if (e.obj.get("spec") or {}).get("nodeName") == node_name]
 
-    def node_added(self, node: Obj) -> None:
+    def node_added(self, node: Obj, *, published: set[tuple[str, str]] | None = None) -> None:
         from .kubelet import SIMULATED
 
         if ((node["metadata"].get("annotations") or {}).get(SIMULATED)) == "false":
             return  # a node without the simulated kubelet has no simulated driver either
-        have = {(s.get("spec") or {}).get("driver") for s in self._slices_of(node["metadata"]["name"])}
+        if published is None:
+            published = self._published()
+        name = str(node["metadata"]["name"])
         for kind in self.kinds:
-            if kind.driver in have:
+            if (name, kind.driver) in published:
                 continue
-            if kind.nodes is not None and self._nodes_with(kind.driver) >= kind.nodes:
+            if kind.nodes is not None and sum(1 for _, d in published if d == kind.driver) >= kind.nodes:
                 continue
             self.registry.create(self.slices_rt, "", node_slice(kind, node))
-
-    def _nodes_with(self, driver: str) -> int:
-        return len({(e.obj.get("spec") or {}).get("nodeName") for e in self.registry.ts(self.slices_rt).entries()
-                    if (e.obj.get("spec") or {}).get("driver") == driver})
+            published.add((name, kind.driver))
 
     def node_removed(self, node: Obj) -> None:
         drivers = {k.driver for k in self.kinds}

@@ -299,7 +299,10 @@ class KubeletSim:
             return
         assert node is not None
         if spec.get("resourceClaims"):
-            ready, blocked = self.claims_ready(pod, node)
+            try:
+                ready, blocked = self.claims_ready(pod, node)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                ready, blocked = False, []  # a malformed pod or claim never starts (it is not evaluable)
             if not ready:
                 for cname in blocked:
                     self._claim_waiters.setdefault((ns, cname), set()).add((ns, name, uid))

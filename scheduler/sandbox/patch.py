@@ -37,6 +37,7 @@ MERGE_KEYS: dict[str, str] = {
     "podIPs": "ip",
     "hostIPs": "ip",
     "ports": "containerPort",
+    "reservedFor": "uid",  # ResourceClaim status (resource.k8s.io)
 }
 # Lists of primitives merged as sets (patchStrategy "merge" on []string).
 PRIMITIVE_MERGE = {"finalizers"}

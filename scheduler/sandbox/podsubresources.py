@@ -45,6 +45,9 @@ def bind(reg: Registry, ns: str, name: str, binding: Any) -> None:
     if spec.get("schedulingGates"):
         raise errors.conflict("pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
     status = dict(pod.get("status") or {})
+    # kube-apiserver clears the nomination when the pod is bound (KEP-5278,
+    # ClearingNominatedNodeNameAfterBinding, on since 1.35): whoever nominated, it is stale now
+    status.pop("nominatedNodeName", None)
     status["conditions"] = set_condition(
         list(status.get("conditions") or []),
         {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_iso()},

@@ -1,7 +1,9 @@
 """Validation answering 422 Invalid with ``details.causes`` naming the field, as upstream.
 
 Only the checks that catch real client bugs are implemented: names, labels, annotations,
-quantities (well-formed, non-negative, requests <= limits), required pod fields, pod spec
+container resources as kube-apiserver checks them (well-formed non-negative quantities,
+requests <= limits; extended resources whole and requests equal to limits, hugepages in
+whole pages), required pod fields, pod spec
 immutability, and a structural subset of CRD OpenAPI schemas (type, required, enum,
 minimum/maximum, pattern, nested properties/items) plus pruning of unknown fields.
 """
@@ -17,6 +19,11 @@ from scheduler.objects.labels import validate_label_key as label_key_error
 from scheduler.objects.labels import validate_label_value as label_value_error
 from scheduler.objects.quantity import QuantityError
 from scheduler.objects.quantity import parse_quantity as _parse_quantity
+from scheduler.objects.resources import (
+    is_extended_resource_name,
+    is_hugepage_resource_name,
+    is_native_resource,
+)
 
 from . import dra
 from .errors import ApiError, invalid
@@ -106,13 +113,108 @@ def validate_metadata(obj: dict[str, Any], rt: ResourceType) -> list[Cause]:
     return causes
 
 
+_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T",
+                     15: "P", 18: "E"}
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def canonical_quantity(text: Any, value: Fraction) -> str:
+    """resource.Quantity's String() (its canonical form) for a parsed quantity: the input's
+    format kept (binary ``Ki``..., decimal exponent ``e3``, or decimal SI), the largest
+    suffix that leaves an integer (``0.5`` is ``500m``, ``2048Ki`` is ``2Mi``), sub-nano
+    rounded up."""
+    raw = str(text).strip()
+    sign = "-" if value < 0 else ""
+    v = abs(value)
+    if v.denominator != 1 and (v * 10**9).denominator != 1:
+        v = Fraction(-(-v.numerator * 10**9 // v.denominator), 10**9)
+    binary = raw.endswith(_BINARY_SUFFIXES[1:])
+    if binary and v.denominator == 1 and v >= 1024:
+        power = 0
+        while power < 6 and v.numerator % 1024 ** (power + 1) == 0:
+            power += 1
+        return f"{sign}{v.numerator // 1024 ** power}{_BINARY_SUFFIXES[power]}"
+    exponent_form = bool(re.search(r"[eE][-+]?[0-9]+$", raw))
+    if v == 0:
+        return "0"
+    best = -9
+    for exp in sorted(_DECIMAL_SUFFIXES):
+        if (v / Fraction(10) ** exp).denominator == 1:
+            best = exp
+    mantissa = v / Fraction(10) ** best
+    if exponent_form:
+        return f"{sign}{mantissa}" + (f"e{best}" if best else "")
+    return f"{sign}{mantissa}{_DECIMAL_SUFFIXES[best]}"
+
+
+# Unprefixed resource names a container may use, and every standard (quota) name
+# (pkg/apis/core/helper: standardContainerResources, standardResources).
+_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+_STANDARD_RESOURCES = _CONTAINER_RESOURCES | {
+    "requests.cpu", "requests.memory", "requests.ephemeral-storage", "limits.cpu",
+    "limits.memory", "limits.ephemeral-storage", "pods", "services",
+    "replicationcontrollers", "resourcequotas", "secrets", "persistentvolumeclaims",
+    "configmaps", "services.loadbalancers", "services.nodeports", "requests.storage",
+}
+_QOS_RESOURCES = frozenset({"cpu", "memory"})
+
+
+def _resource_name_causes(name: str, path: str) -> list[Cause]:
+    """validateContainerResourceName: unprefixed names must be a container's standard
+    resources, prefixed ones native (kubernetes.io/) or well-formed extended resources."""
+    causes: list[Cause] = []
+    if "/" not in name:
+        hugepages = is_hugepage_resource_name(name) or name.startswith("requests.hugepages-")
+        if name not in _STANDARD_RESOURCES and not hugepages:
+            causes.append((path, "FieldValueInvalid", f'Invalid value: "{name}": must be a '
+                           "standard resource type or fully qualified"))
+        if name not in _CONTAINER_RESOURCES and not is_hugepage_resource_name(name):
+            causes.append((path, "FieldValueInvalid",
+                           f'Invalid value: "{name}": must be a standard resource for containers'))
+    elif not is_native_resource(name) and not is_extended_resource_name(name):
+        causes.append((path, "FieldValueInvalid",
+                       f'Invalid value: "{name}": doesn\'t follow extended resource name standard'))
+    return causes
+
+
+def _integer_resource(name: str) -> bool:
+    """helper.IsIntegerResourceName: extended resources (and quota counts) are whole."""
+    return is_extended_resource_name(name) or name in _STANDARD_RESOURCES - _CONTAINER_RESOURCES \
+        - {"requests.cpu", "requests.memory", "requests.ephemeral-storage", "limits.cpu",
+           "limits.memory", "limits.ephemeral-storage", "requests.storage"}
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """helper.IsOvercommitAllowed: native resources but hugepages; never extended ones."""
+    return is_native_resource(name) and not is_hugepage_resource_name(name)
+
+
+def _hugepage_error(name: str, text: Any, value: Fraction) -> str | None:
+    """validateResourceQuantityHugePageValue: a whole number of pages of the name's size."""
+    if not is_hugepage_resource_name(name):
+        return None
+    page = parse_quantity(name[len("hugepages-"):])
+    # Quantity.Value() rounds up: a fractional byte count is the next whole one
+    if page is not None and page > 0 and page.denominator == 1 and value >= 0 and \
+            -(-value.numerator // value.denominator) % page.numerator == 0:
+        return None
+    shown = canonical_quantity(text, value)
+    return f"{shown} is not positive integer multiple of {name}"
+
+
 def _resources_causes(res: Any, path: str) -> list[Cause]:
+    """ValidateResourceRequirements (pkg/apis/core/validation), with upstream's messages:
+    well-formed non-negative quantities; resource names a container may use; extended
+    resources whole numbers that cannot be overcommitted (a request needs a limit and must
+    equal it; hugepages too, in whole pages, and only beside cpu or memory); other requests
+    at most their limit."""
     causes: list[Cause] = []
     if res is None:
         return causes
     if not isinstance(res, dict):
         return [(path, "FieldValueInvalid", "Invalid value: must be an object")]
     parsed: dict[str, dict[str, Fraction]] = {}
+    hugepages = cpu_or_memory = False
     for part in ("limits", "requests"):
         vals = res.get(part) or {}
         if not isinstance(vals, dict):
@@ -121,22 +223,47 @@ def _resources_causes(res: Any, path: str) -> list[Cause]:
         parsed[part] = {}
         for rname, q in vals.items():
             fpath = f"{path}.{part}[{rname}]"
+            causes.extend(_resource_name_causes(str(rname), fpath))
+            hugepages = hugepages or is_hugepage_resource_name(str(rname))
+            cpu_or_memory = cpu_or_memory or rname in _QOS_RESOURCES
             val = parse_quantity(q)
             if val is None:
                 causes.append((fpath, "FieldValueInvalid",
                                f"Invalid value: \"{q}\": quantities must match the regular "
                                "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
-            elif val < 0:
+                continue
+            shown = canonical_quantity(q, val)
+            if val < 0:
                 causes.append((fpath, "FieldValueInvalid",
-                               f'Invalid value: "{q}": must be greater than or equal to 0'))
-            else:
-                parsed[part][rname] = val
+                               f'Invalid value: "{shown}": must be greater than or equal to 0'))
+                continue
+            if _integer_resource(str(rname)) and (val * 1000).__ceil__() % 1000 != 0:
+                causes.append((fpath, "FieldValueInvalid",
+                               f'Invalid value: "{shown}": must be an integer'))
+            hugepage_error = _hugepage_error(str(rname), q, val)
+            if hugepage_error is not None:
+                causes.append((fpath, "FieldValueInvalid",
+                               f'Invalid value: "{shown}": {hugepage_error}'))
+            parsed[part][rname] = val
+    limits = parsed.get("limits", {})
     for rname, req in parsed.get("requests", {}).items():
-        lim = parsed.get("limits", {}).get(rname)
-        if lim is not None and req > lim:
-            causes.append((f"{path}.requests", "FieldValueInvalid",
-                           f'Invalid value: "{res["requests"][rname]}": must be less than or '
-                           f"equal to {rname} limit of {res['limits'][rname]}"))
+        shown = canonical_quantity(res["requests"][rname], req)
+        lim = limits.get(rname)
+        if lim is not None:
+            lim_shown = canonical_quantity(res["limits"][rname], lim)
+            if req != lim and not _overcommit_allowed(str(rname)):
+                causes.append((f"{path}.requests", "FieldValueInvalid",
+                               f'Invalid value: "{shown}": must be equal to {rname} limit of '
+                               f"{lim_shown}"))
+            elif req > lim:
+                causes.append((f"{path}.requests", "FieldValueInvalid",
+                               f'Invalid value: "{shown}": must be less than or equal to '
+                               f"{rname} limit of {lim_shown}"))
+        elif not _overcommit_allowed(str(rname)) and rname not in (res.get("limits") or {}):
+            causes.append((f"{path}.limits", "FieldValueRequired",
+                           "Required value: Limit must be set for non overcommitable resources"))
+    if hugepages and not cpu_or_memory:
+        causes.append((path, "FieldValueForbidden", "Forbidden: HugePages require cpu or memory"))
     return causes
 
 
@@ -475,6 +602,7 @@ def check(obj: dict[str, Any], rt: ResourceType) -> None:
     causes = validate_metadata(obj, rt)
     if rt.group == "" and rt.plural == "pods":
         causes += validate_pod(obj)
+        causes += dra.pod_claim_causes(obj)
     elif rt.group == "" and rt.plural == "nodes":
         causes += validate_node(obj)
     elif rt.plural == "customresourcedefinitions":

@@ -21,6 +21,10 @@ from tests.builders import (
 )
 from sbhelpers import Http
 
+# The API server's semantics alone: no resourceclaim controller dropping the reservations of
+# the made-up pods these tests write.
+pytestmark = pytest.mark.sandbox(simulate_controllers=False)
+
 G = "/apis/resource.k8s.io/v1"
 CLASSES = f"{G}/deviceclasses"
 SLICES = f"{G}/resourceslices"
@@ -108,6 +112,10 @@ INVALID: list[tuple[str, str, dict[str, Any], list[tuple[str, str]]]] = [
     ("class: selector", CLASSES, dra_device_class("cls", selectors=[""]),
      [("spec.selectors[0].cel.expression", "FieldValueRequired")]),
     ("class: name", CLASSES, dra_device_class("Cls"), [("metadata.name", "FieldValueInvalid")]),
+    ("class: selector syntax", CLASSES, dra_device_class("syntax", selectors=["device.driver =="]),
+     [("spec.selectors[0].cel.expression", "FieldValueInvalid")]),
+    ("claim: selector syntax", CLAIMS, dra_claim("n", requests=[dra_exact("r", selectors=["device.("])]),
+     [("spec.devices.requests[0].exactly.selectors[0].cel.expression", "FieldValueInvalid")]),
     ("slice: no node placement", SLICES, dra_slice("s1", node=None, pool="p"),
      [("spec", "FieldValueRequired")]),
     ("slice: two placements", SLICES, dra_slice("s2", allNodes=True), [("spec", "FieldValueInvalid")]),
@@ -331,3 +339,63 @@ async def test_watch_sees_claim_lifecycle(http: Http) -> None:
     events = await watch
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
     assert events[1]["object"]["status"]["allocation"] == alloc
+
+
+async def test_strategic_merge_patch_merges_reservations_by_uid(http: Http) -> None:
+    """``status.reservedFor`` is a map list keyed by uid with patchStrategy merge: a strategic
+    patch adds or removes one consumer without resending the others."""
+    s, c = await http.post(CLAIMS, dra_claim("smp"))
+    alloc = dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")])
+    a, b = dra_consumer("a", "uid-a"), dra_consumer("b", "uid-b")
+    s, c = await http.put(f"{CLAIMS}/smp/status", {**c, "status": {"allocation": alloc, "reservedFor": [a]}})
+    assert s == 200
+    smp = "application/strategic-merge-patch+json"
+    s, c = await http.patch(f"{CLAIMS}/smp/status", {"status": {"reservedFor": [b]}}, ct=smp)
+    assert s == 200 and c["status"]["reservedFor"] == [a, b]
+    s, c = await http.patch(f"{CLAIMS}/smp/status",
+                            {"status": {"reservedFor": [{"uid": "uid-a", "$patch": "delete"}]}}, ct=smp)
+    assert s == 200 and c["status"]["reservedFor"] == [b]
+    # a merge patch replaces the list
+    s, c = await http.patch(f"{CLAIMS}/smp/status", {"status": {"reservedFor": [a]}})
+    assert s == 200 and c["status"]["reservedFor"] == [a]
+
+
+POD_INVALID: list[tuple[str, list[dict[str, Any]], list[str], list[tuple[str, str]]]] = [
+    ("no source", [{"name": "gpu"}], ["gpu"], [("spec.resourceClaims[0]", "FieldValueInvalid")]),
+    ("two sources", [{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}], ["gpu"],
+     [("spec.resourceClaims[0]", "FieldValueInvalid")]),
+    ("duplicate name", [{"name": "gpu", "resourceClaimName": "a"}, {"name": "gpu", "resourceClaimName": "b"}],
+     ["gpu"], [("spec.resourceClaims[1].name", "FieldValueDuplicate")]),
+    ("bad name", [{"name": "GPU", "resourceClaimName": "a"}], [], [("spec.resourceClaims[0].name", "FieldValueInvalid")]),
+    ("bad claim name", [{"name": "gpu", "resourceClaimName": "A_b"}], ["gpu"],
+     [("spec.resourceClaims[0].resourceClaimName", "FieldValueInvalid")]),
+    ("container uses an unknown claim", [{"name": "gpu", "resourceClaimName": "a"}], ["nic"],
+     [("spec.containers[0].resources.claims[0]", "FieldValueNotFound")]),
+    ("container uses a claim twice", [{"name": "gpu", "resourceClaimName": "a"}], ["gpu", "gpu"],
+     [("spec.containers[0].resources.claims[1]", "FieldValueDuplicate")]),
+]
+
+
+@pytest.mark.parametrize(("claims", "used", "want"), [c[1:] for c in POD_INVALID], ids=[c[0] for c in POD_INVALID])
+async def test_pod_resource_claims_are_validated(http: Http, claims: list[dict[str, Any]], used: list[str],
+                                                 want: list[tuple[str, str]]) -> None:
+    body = {"metadata": {"name": "p"}, "spec": {"resourceClaims": claims, "containers": [
+        {"name": "c", "image": "busybox", "resources": {"claims": [{"name": n} for n in used]}}]}}
+    s, st = await http.post("/api/v1/namespaces/default/pods", body)
+    assert s == 422, st
+    assert _causes(st) == want
+
+
+async def test_container_claim_without_pod_claims(http: Http) -> None:
+    body = {"metadata": {"name": "q"}, "spec": {"containers": [
+        {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
+    s, st = await http.post("/api/v1/namespaces/default/pods", body)
+    assert s == 422 and st["details"]["causes"][0]["message"] == (
+        'Not found: "gpu": must be one of the names in pod.spec.resourceClaims which is empty')
+
+
+async def test_cel_compile_error_message(http: Http) -> None:
+    s, st = await http.post(CLASSES, dra_device_class("cel-msg", selectors=["device.driver =="]))
+    assert s == 422
+    msg = st["details"]["causes"][0]["message"]
+    assert msg.startswith('Invalid value: "device.driver ==": compilation failed: ERROR: <input>:1:17: Syntax error')

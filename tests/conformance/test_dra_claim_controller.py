@@ -214,3 +214,28 @@ async def test_client_watch_fault_leaves_the_controller_working(http: Http, sand
     assert s == 201
     c = await _generated(http, "late")
     assert c["metadata"]["name"].startswith("late-gpu-")
+
+
+async def test_malformed_objects_are_skipped(http: Http, sandbox: Any,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Objects written around validation (the raw-put fault) are skipped (a malformed entry is
+    not the controller's to fix; one that breaks its reading is logged by name): the
+    controller never fails and keeps serving everything else."""
+    bad_claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "broken", "namespace": "default",
+                              "ownerReferences": "not-a-list"},
+                 "spec": 5, "status": {"reservedFor": "oops"}}
+    bad_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "broken-pod", "namespace": "default"},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}], "resourceClaims": ["x", 3]},
+               "status": {"resourceClaimStatuses": "no"}}
+    with caplog.at_level("WARNING", logger="scheduler.sandbox"):
+        sandbox.raw_put(bad_claim)
+        sandbox.raw_put(bad_pod)
+        await http.post(TEMPLATES, dra_claim_template("fine"))
+        s, _ = await http.post(PODS, with_pod_claims(pod("fine"), ("gpu", "template", "fine")))
+        assert s == 201
+        c = await _generated(http, "fine")
+    assert c["metadata"]["name"].startswith("fine-gpu-")
+    assert not [r for r in caplog.records if "simulation failed" in r.getMessage()]
+    _, broken = await http.get(f"{CLAIMS}/broken")
+    assert broken["status"] == {"reservedFor": "oops"}  # left as it was

@@ -76,9 +76,11 @@ def test_kubectl_apply_get_patch_delete(kube_env: dict[str, str], namespace: str
     assert "gpu-template" in r.stdout and "gpu.example.com" in r.stdout
 
     # what the scheduler writes, by hand: the claim's status subresource
-    claim = json.loads(kubectl(kube_env, "get", "resourceclaim", "single-gpu", "-n", namespace, "-o", "json").stdout)
+    # (reserved for a pod that exists: the resourceclaim controller drops other entries)
+    kubectl(kube_env, "run", "user", "-n", namespace, "--image=busybox", "--restart=Never")
+    user = json.loads(kubectl(kube_env, "get", "pod", "user", "-n", namespace, "-o", "json").stdout)
     status = {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "kc-node-1", "gpu-0")]),
-              "reservedFor": [dra_consumer("p", claim["metadata"]["uid"])]}
+              "reservedFor": [dra_consumer("user", user["metadata"]["uid"])]}
     kubectl(kube_env, "patch", "resourceclaim", "single-gpu", "-n", namespace, "--subresource=status",
             "--type=merge", "-p", json.dumps({"status": status}))
     r = kubectl(kube_env, "get", "resourceclaim", "single-gpu", "-n", namespace, "--no-headers")

@@ -145,3 +145,17 @@ def test_get_pods_watch_and_describe_events(
     assert "Node:" in r.stdout and "node-0001" in r.stdout
     assert "Scheduled" in r.stdout and f"Successfully assigned {namespace}/w to node-0001" in r.stdout
     assert "kube-py-scheduler" in r.stdout
+
+
+def test_get_job_shows_kube_apiservers_columns(kube_env: dict[str, str], namespace: str) -> None:
+    """kubectl 1.3x against kube-apiserver: NAME STATUS COMPLETIONS DURATION AGE, and the
+    wide CONTAINERS IMAGES SELECTOR (it once showed only NAME and AGE)."""
+    kubectl(kube_env, "create", "job", "once", "-n", namespace, "--image=busybox", "--", "true")
+    r = kubectl(kube_env, "get", "job", "once", "-n", namespace)
+    header, row = r.stdout.splitlines()[:2]
+    assert header.split() == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert row.split()[0] == "once" and row.split()[2].endswith("/1")
+    r = kubectl(kube_env, "get", "job", "once", "-n", namespace, "-o", "wide")
+    header, row = r.stdout.splitlines()[:2]
+    assert header.split()[-3:] == ["CONTAINERS", "IMAGES", "SELECTOR"]
+    assert "busybox" in row.split()

@@ -32,6 +32,21 @@ async def test_binding_sets_node_and_condition(http: Http, sandbox: Sandbox) -> 
     assert sandbox.counters()["bindings"] == 1
 
 
+async def test_binding_clears_the_nomination(http: Http) -> None:
+    """kube-apiserver since 1.35 (ClearingNominatedNodeNameAfterBinding): binding clears
+    status.nominatedNodeName, whichever component set it."""
+    _, p = await http.post(PODS, pod("n"))
+    s, _ = await http.patch(f"{PODS}/n/status", {"status": {"nominatedNodeName": "node-0002"}})
+    assert s == 200
+    o = await _get(http, "n")
+    assert o is not None and o["status"]["nominatedNodeName"] == "node-0002"
+    s, _ = await http.post(f"{PODS}/n/binding", binding("n", "node-0001", p["metadata"]["uid"]))
+    assert s == 201
+    o = await _get(http, "n")
+    assert o is not None and o["spec"]["nodeName"] == "node-0001"
+    assert "nominatedNodeName" not in o["status"]
+
+
 async def test_binding_uid_precondition_and_missing_pod(http: Http) -> None:
     await http.post(PODS, pod("u"))
     s, st = await http.post(f"{PODS}/u/binding", binding("u", "node-0000", "not-the-uid"))
@@ -180,3 +195,63 @@ async def test_eviction_with_max_unavailable_percent(http: Http) -> None:
     assert s == 201
     s, _ = await http.post(f"{PODS}/e1/eviction", {**ev, "metadata": {"name": "e1"}})
     assert s == 429
+
+
+def _resources(**resources: Any) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}
+
+
+R = "spec.containers[0].resources"
+GPU = "example.com/gpu"
+
+
+@pytest.mark.parametrize(("resources", "causes"), [
+    pytest.param({"limits": {GPU: "0.5"}},  # requests default to limits
+                 [(f"{R}.limits[{GPU}]", 'Invalid value: "500m": must be an integer'),
+                  (f"{R}.requests[{GPU}]", 'Invalid value: "500m": must be an integer')],
+                 id="fractional-extended-resource"),
+    pytest.param({"requests": {GPU: "1500m"}, "limits": {GPU: "2"}},
+                 [(f"{R}.requests[{GPU}]", 'Invalid value: "1500m": must be an integer'),
+                  (f"{R}.requests", f'Invalid value: "1500m": must be equal to {GPU} limit of 2')],
+                 id="fractional-request-below-limit"),
+    pytest.param({"requests": {GPU: "1"}, "limits": {GPU: "2"}},
+                 [(f"{R}.requests", f'Invalid value: "1": must be equal to {GPU} limit of 2')],
+                 id="extended-request-must-equal-limit"),
+    pytest.param({"requests": {GPU: "1"}},
+                 [(f"{R}.limits",
+                   "Required value: Limit must be set for non overcommitable resources")],
+                 id="extended-request-needs-a-limit"),
+    pytest.param({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}},
+                 [(f"{R}.requests", 'Invalid value: "2": must be less than or equal to cpu '
+                                    'limit of 1')], id="cpu-above-limit"),
+    pytest.param({"limits": {"hugepages-2Mi": "3Mi", "memory": "1Gi"}},
+                 [(f"{R}.limits[hugepages-2Mi]",
+                   'Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi'),
+                  (f"{R}.requests[hugepages-2Mi]",
+                   'Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi')],
+                 id="hugepages-whole-pages"),
+    pytest.param({"limits": {"hugepages-2Mi": "4Mi"}},
+                 [(R, "Forbidden: HugePages require cpu or memory")], id="hugepages-alone"),
+    pytest.param({"requests": {"hugepages-2Mi": "2Mi", "cpu": "1"},
+                  "limits": {"hugepages-2Mi": "4Mi"}},
+                 [(f"{R}.requests", 'Invalid value: "2Mi": must be equal to hugepages-2Mi '
+                                    'limit of 4Mi')], id="hugepages-request-equals-limit"),
+    pytest.param({"requests": {"gpu": "1"}},
+                 [(f"{R}.requests[gpu]", 'Invalid value: "gpu": must be a standard resource '
+                                         'type or fully qualified'),
+                  (f"{R}.requests[gpu]", 'Invalid value: "gpu": must be a standard resource '
+                                         'for containers')], id="unprefixed-unknown-name"),
+    pytest.param({"limits": {GPU: "2", "hugepages-1Gi": "2Gi", "memory": "4Gi"},
+                  "requests": {"cpu": "500m"}}, [], id="accepted"),
+])
+async def test_container_resources_are_validated_as_kube_apiserver_does(
+        http: Http, resources: dict[str, Any], causes: list[tuple[str, str]]) -> None:
+    """pkg/apis/core/validation's ValidateResourceRequirements, with its messages."""
+    name = f"r-{len(causes)}-{abs(hash(str(resources))) % 10**6}"
+    s, st = await http.post(PODS, pod(name, **_resources(**resources)))
+    if not causes:
+        assert s == 201, st
+        return
+    assert s == 422, st
+    got = [(c["field"], c["message"]) for c in st["details"]["causes"]]
+    assert sorted(got) == sorted(causes)

@@ -106,10 +106,10 @@ def test_cli_prints_its_kubeconfig_and_removes_it_on_exit() -> None:
 
 @needs_kubectl
 def test_readme_sandbox_block_runs(tmp_path: Path) -> None:
-    """The README's "The sandbox API server" block, with its /tmp/kc moved into tmp_path."""
+    """The "The sandbox API server" page's block (docs/sandbox.md), with its /tmp/kc moved into tmp_path."""
     from tests.docs.readme import section_blocks
 
-    (block,) = section_blocks("The sandbox API server", lang="bash")
+    (block,) = section_blocks("The sandbox API server", lang="bash", page="docs/sandbox.md")
     start, get = [c.replace("/tmp/kc", str(tmp_path / "kc")) for c in block.commands()]
     assert start.startswith("kube-py-scheduler sandbox ") and get.startswith("kubectl ")
     argv = start.split()

@@ -13,7 +13,8 @@ A block is one of three things, and test_pages.py checks that each is exactly on
   KubeSchedulerConfiguration is loaded and validated like the daemon's; other Kubernetes
   objects are applied to the sandbox with ``--dry-run=server``), ``toml`` and ``json``
   (parsed). ``title="name"`` on the fence also writes the block to that file in the page's
-  working directory, for the page's later blocks (mkdocs-material shows it as the title).
+  working directory, for the page's later blocks (mkdocs-material shows it as the title); a
+  titled YAML block that a later block uses is executed by it, else it is checked as above.
 """
 
 from __future__ import annotations

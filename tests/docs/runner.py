@@ -12,7 +12,10 @@ see markdown.py), in page order, in one working directory per page:
 - ``bash`` runs under ``set -euo pipefail``; jobs it started with ``&`` are killed when the
   block ends; ``python`` runs as a script; ``yaml``: a KubeSchedulerConfiguration is decoded
   and its profiles built as the daemon's startup does, other objects go through
-  ``kubectl apply --dry-run=server``; ``toml`` and ``json`` are parsed.
+  ``kubectl apply --dry-run=server``; ``toml`` and ``json`` are parsed;
+- a block with ``title="path"`` is also written to that file; a titled YAML block that a
+  later ``bash`` or ``python`` block of the page uses (names the file, or its directory) is
+  executed by that block, one that none uses is checked at the end as an untitled one.
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ class PageRun:
         home.mkdir()
         self.env = {**os.environ, "HOME": str(home), "PIP_NO_INDEX": "1",
                     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                            f"{os.environ.get('PATH', '')}"}
         self._tmp = tmp
         self._sandbox: Any = None
+        self._unused: list[Block] = []  # titled YAML blocks no later block has used yet
 
     def _kubeconfig(self) -> str:
         if self._sandbox is None:
@@ -71,10 +76,18 @@ class PageRun:
             self._sandbox.stop()
 
     def run(self, block: Block) -> None:
+        if block.lang in SHELLS or block.lang == "python":
+            self._unused = [b for b in self._unused if not _uses(block.text, b.title or "")]
         if block.title:
             target = self.work / block.title
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.text)
+            if block.lang == "yaml":
+                # a file for the page's later blocks (a Kustomization, a values file, objects
+                # to apply ...): when one uses it, that executes it; else finish() checks it
+                list(yaml.safe_load_all(block.text))
+                self._unused.append(block)
+                return
         runner = self._runners().get(block.lang)
         if runner is None:
             raise AssertionError(
@@ -82,6 +95,12 @@ class PageRun:
                 f"runs ({', '.join(sorted(RUNNABLE))}), mark it as executed by a named test "
                 f"(<!-- test: path::function -->), or drop the language if it is output")
         runner(block)
+
+    def finish(self) -> None:
+        """Checks the titled YAML blocks no later block used, as untitled ones are."""
+        for block in self._unused:
+            self._yaml(block)
+        self._unused = []
 
     def _runners(self) -> dict[str, Callable[[Block], None]]:
         return {**{lang: self._bash for lang in SHELLS}, "python": self._python,
@@ -136,6 +155,13 @@ class PageRun:
 
     def _json(self, block: Block) -> None:
         json.loads(block.text)
+
+
+def _uses(text: str, title: str) -> bool:
+    """Whether a block names the file ``title`` (or its directory, for ``kubectl apply -k``)."""
+    parts = Path(title).parts
+    return title in text or (len(parts) > 1 and any(
+        f"{parts[0]}{end}" in text for end in ("/", " ", "\n")))
 
 
 def _validate_config(text: str, *, source: str) -> None:

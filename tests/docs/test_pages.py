@@ -4,12 +4,13 @@
   ``<!-- test: path::function -->`` marker above it; the test must exist and read that page's
   section), or executed here as it is (runner.py), in page order;
 - the site builds with ``mkdocs build --strict`` (broken links and anchors fail), and every
-  page under docs/ is in mkdocs.yml's nav.
+  page under docs/ is in mkdocs.yml's nav; the README's own links resolve too.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.docs.markdown import DOCS, OUTPUT_LANGS, REPO, Block, blocks, pages
+from tests.docs.markdown import DOCS, OUTPUT_LANGS, README, REPO, Block, blocks, pages
 from tests.docs.runner import RUNNABLE, PageRun
 
 PAGES = [p.relative_to(REPO).as_posix() for p in pages()]
@@ -72,6 +73,7 @@ def test_page_blocks_run_as_written(page: str, tmp_path: Path) -> None:
         for block in blocks(REPO / page):
             if block.tested_by is None and block.lang not in OUTPUT_LANGS:
                 run.run(block)
+        run.finish()
     finally:
         run.close()
 
@@ -109,3 +111,32 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "index.html").exists()
 
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _github_anchor(heading: str) -> str:
+    """The anchor GitHub (and mkdocs' toc) gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    return {_github_anchor(line.lstrip("#")) for line in path.read_text().splitlines()
+            if re.match(r"#{1,6} ", line)}
+
+
+def test_readme_links_resolve() -> None:
+    """The README is read on GitHub, outside the site's strict build: its relative links
+    (the docs pages it hands the reader to) must name files, and anchors, that exist."""
+    broken = []
+    for target in _LINK.findall(README.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        file, _, anchor = target.partition("#")
+        path = REPO / file if file else README
+        if not path.exists():
+            broken.append(target)
+        elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+            broken.append(target)
+    assert not broken, f"README links to nothing: {broken}"

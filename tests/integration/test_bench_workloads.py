@@ -1,5 +1,5 @@
 """``kube-py-scheduler bench`` flag checks (every named workload and the curve run from the
-README's commands in tests/docs/test_readme_bench.py).  No timing is asserted."""
+benchmark page's commands in tests/docs/test_benchmarks_page.py).  No timing is asserted."""
 
 from __future__ import annotations
 

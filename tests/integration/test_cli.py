@@ -135,11 +135,28 @@ def test_bench_binds_every_pod_and_reports_its_ratios(workload: str) -> None:
         assert result["extender_calls"] >= 2 * 32
 
 
-def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: Path) -> None:
-    """`run --sandbox`: the CLI layer starts the sandbox and the demo pods, the daemon
-    schedules them (the too-big one stays pending), SIGTERM exits 0."""
+def _gpu_demo_state(url: str) -> dict[str, tuple[str, str, list[str]]]:
+    """demo-gpu pod -> (node, phase, its generated claims' names)."""
     import json
     import urllib.request
+
+    with urllib.request.urlopen(url + "/api/v1/namespaces/default/pods?labelSelector=app%3Ddemo-gpu", timeout=2) as r:
+        items = json.loads(r.read())["items"]
+    return {p["metadata"]["name"]: (p["spec"].get("nodeName", ""), p["status"].get("phase", ""),
+                                    [s.get("resourceClaimName", "") for s in p["status"].get("resourceClaimStatuses") or []])
+            for p in items}
+
+
+def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`run --sandbox`: the CLI layer starts the sandbox and the demo pods, the daemon
+    schedules them (the too-big one stays pending), SIGTERM exits 0. The GPU demo (2 GPUs on
+    node-0000 by default, 3 pods with a claim from a template each): every pod gets its claim
+    from the resourceclaim controller, and no GPU pod ever runs without a device: at most two
+    run, on node-0000; with the DynamicResources plugin, exactly two, and the third waits."""
+    import json
+    import urllib.request
+
+    from scheduler.plugins.registry import IN_TREE
 
     kubeconfig = tmp_path / "kc"
     proc = subprocess.Popen(
@@ -155,16 +172,27 @@ def test_run_sandbox_schedules_the_demo_workload_and_stops_on_sigterm(tmp_path: 
         assert kubeconfig.exists()
         deadline = time.monotonic() + 30
         placed: dict[str, str] = {}
+        gpu: dict[str, tuple[str, str, list[str]]] = {}
+        with_plugin = "DynamicResources" in IN_TREE
         while time.monotonic() < deadline:
             with urllib.request.urlopen(url + "/api/v1/namespaces/default/pods", timeout=2) as r:
                 items = json.loads(r.read())["items"]
             placed = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in items}
-            if len(placed) == 4 and all(placed[f"demo-web-{i}"] for i in range(3)):
+            gpu = _gpu_demo_state(url)
+            running = [n for n, (_, phase, _) in gpu.items() if phase == "Running"]
+            assert len(running) <= 2 and all(gpu[n][0] == "node-0000" for n in running), gpu
+            if (len(placed) == 7 and all(placed[f"demo-web-{i}"] for i in range(3))
+                    and all(len(c) == 1 and c[0].startswith(f"{n}-gpu-") for n, (_, _, c) in gpu.items())
+                    and (len(running) == 2 or not with_plugin)):
                 break
             time.sleep(0.1)
         else:
-            pytest.fail(f"demo pods not scheduled: {placed}")
+            pytest.fail(f"demo pods not scheduled: {placed} {gpu}")
         assert placed["demo-too-big"] == ""
+        assert sorted(gpu) == ["demo-gpu-0", "demo-gpu-1", "demo-gpu-2"]
+        if with_plugin:
+            waiting = [n for n, (node, _, _) in gpu.items() if not node]
+            assert len(waiting) == 1, gpu
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
     finally:

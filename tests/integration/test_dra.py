@@ -74,12 +74,74 @@ async def test_claim_allocated_on_the_device_node_and_second_pod_waits(
         p2 = await cluster.get_pod("p2")
         assert p2 is not None and not p2["spec"].get("nodeName")
 
-        # the first claim is released (as the resourceclaim controller does when its pod
-        # goes): the second pod gets the device
+        # the sandbox's resourceclaim controller releases the first claim when its pod goes
+        # (a release written here as well would race it into a 409): the second pod gets
+        # the device
         await cluster.delete_pod("p1")
-        freed = await api.get(f"{API}/namespaces/default/resourceclaims/first")
-        freed["status"] = {}
-        await api.update(f"{API}/namespaces/default/resourceclaims/first/status", freed)
         await wait_until(lambda: cluster.node_name("p2"), timeout=30,
                          message="p2 bound once the device is free")
         assert await cluster.node_name("p2") == gpu_node
+
+
+async def test_template_pods_get_distinct_devices_and_deleting_one_frees_its_device(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # 4 nodes, 2 GPUs on the first node only (the simulated driver), the resourceclaim
+    # controller making one claim per pod from the template
+    sb = await sandbox_factory(nodes=4, node_cpu="4", node_memory="16Gi",
+                               dra_devices="gpu=2:nodes=1")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        api = cluster.client
+        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
+        await api.create(f"{API}/namespaces/default/resourceclaimtemplates", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}})
+
+        def templated(name: str) -> dict[str, Any]:
+            p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
+                        .req(cpu="100m", memory="64Mi").obj())
+            p["spec"]["resourceClaims"] = [{"name": "gpu",
+                                            "resourceClaimTemplateName": "one-gpu"}]
+            return p
+
+        for name in ("t1", "t2", "t3"):
+            await cluster.create_pod(templated(name))
+
+        async def bound() -> dict[str, str]:
+            return {n: await cluster.node_name(n) for n in ("t1", "t2", "t3")
+                    if await cluster.node_name(n)}
+
+        await wait_until(lambda: _count(bound, 2), timeout=30, message="two pods bound")
+        placed = await bound()
+        assert set(placed.values()) == {gpu_node}
+
+        claims = (await api.get(f"{API}/namespaces/default/resourceclaims"))["items"]
+        allocated = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        devices = [r["device"] for c in allocated
+                   for r in c["status"]["allocation"]["devices"]["results"]]
+        assert sorted(devices) == ["gpu-0", "gpu-1"]
+        for c in allocated:
+            [user] = c["status"]["reservedFor"]
+            assert user["name"] in placed
+        [waiting] = {"t1", "t2", "t3"} - set(placed)
+
+        async def failed() -> list[dict[str, Any]]:
+            return [e for e in await cluster.events_for(waiting)
+                    if e["reason"] == "FailedScheduling"]
+
+        await wait_until(failed, timeout=20, message="the third pod's FailedScheduling")
+        assert "cannot allocate all claims" in (await failed())[0]["note"]
+
+        # deleting a pod frees its device (the controller deallocates its claim): the
+        # waiting pod gets it
+        await cluster.delete_pod(sorted(placed)[0])
+        await wait_until(lambda: cluster.node_name(waiting), timeout=30,
+                         message="the waiting pod bound once a device is free")
+        assert await cluster.node_name(waiting) == gpu_node
+
+
+async def _count(fn: Any, n: int) -> bool:
+    return len(await fn()) >= n

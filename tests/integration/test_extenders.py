@@ -56,7 +56,7 @@ def widget_nodes() -> list[dict[str, Any]]:
 
 
 def widget_pod(name: str) -> dict[str, Any]:
-    return api(pod(name).req(cpu="100m", memory="128Mi", **{WIDGET: "1"}))
+    return api(pod(name).req(cpu="100m", memory="128Mi", **{WIDGET: "1"}).limits(**{WIDGET: "1"}))
 
 
 def config_with(*extenders: Extender) -> KubeSchedulerConfiguration:
@@ -235,8 +235,8 @@ async def test_hami_shaped_config_filters_by_name_and_binds(
                 # must not (ignoredByScheduler)
                 await cluster.create_node(node(n))
             async with running_scheduler(kc, config=config):
-                gpu = api(pod("gpu").req(cpu="100m", memory="128Mi", **{"nvidia.com/gpu": "1",
-                                                                          "nvidia.com/gpumem": "1000"}))
+                hami = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}
+                gpu = api(pod("gpu").req(cpu="100m", memory="128Mi", **hami).limits(**hami))
                 await cluster.create_pod(gpu)
                 await cluster.create_pod(api(pod("cpu-only")))
                 placement = await wait_bound(cluster, ["gpu", "cpu-only"])
@@ -248,8 +248,11 @@ async def test_hami_shaped_config_filters_by_name_and_binds(
                 assert bound is not None
                 assert bind_args == {"PodName": "gpu", "PodNamespace": "default",
                                      "PodUID": bound["metadata"]["uid"], "Node": "node-b"}
-                events = await cluster.events_for("gpu")
-                assert any(e["reason"] == "Scheduled" for e in events)
+
+                async def scheduled_event() -> bool:  # recorded after the bind, in the background
+                    return any(e["reason"] == "Scheduled" for e in await cluster.events_for("gpu"))
+
+                await wait_until(scheduled_event, message="the Scheduled event of gpu")
     finally:
         await fake.binder.close()
 
@@ -334,16 +337,16 @@ async def test_example_extender_in_its_own_process_node_cache_capable(
 
 
 async def test_readme_extenders_section(sandbox_factory: Any, tmp_path: Path) -> None:
-    """The README's command and configuration, as written (a free port instead of 8888)."""
-    (command,) = section_blocks("Extenders", lang="bash")[0].commands()
+    """The extenders page's command and configuration, as written (a free port instead of 8888)."""
+    (command,) = section_blocks("Extenders", lang="bash", page="docs/extenders.md")[0].commands()
     assert command == "python examples/extenders/gpu_model_extender.py --port 8888"
-    (block,) = section_blocks("Extenders", lang="yaml")
+    (block,) = section_blocks("Extenders", lang="yaml", page="docs/extenders.md")
     sb = await sandbox_factory(nodes=0)
     kc = sb.write_kubeconfig(tmp_path / "kc")
     args = shlex.split(command)[2:]
     async with example_extender(*[("0" if a == "8888" else a) for a in args]) as url:
         config = parse_config_text(block.text.replace("http://127.0.0.1:8888", url),
-                                   source="README.md")
+                                   source="docs/extenders.md")
         config.leader_election.leader_elect = False
         async with user_client(kc) as cluster:
             await create_gpu_nodes(cluster)
@@ -484,8 +487,9 @@ async def test_tas_shaped_config_over_mutual_tls(sandbox_factory: Any, tmp_path:
             for n in NODES:
                 await cluster.create_node(node(n))
             async with running_scheduler(kc, config=config):
+                tas_resource = {"telemetry/scheduling": "1"}
                 await cluster.create_pod(api(pod("t").req(
-                    cpu="100m", memory="128Mi", **{"telemetry/scheduling": "1"})))
+                    cpu="100m", memory="128Mi", **tas_resource).limits(**tas_resource)))
                 assert await wait_bound(cluster, ["t"]) == {"t": "node-c"}
         (filter_args,) = tas.calls("scheduler/filter")
         (prio_args,) = tas.calls("scheduler/prioritize")

@@ -100,6 +100,10 @@ async def test_partly_fitting_gang_idles_within_backoff_and_binds_when_a_node_ap
                 _backoff_bound(WINDOW_SECONDS) for _ in names), (
                 total_after - total_before, made)
             assert sb.counters()["bindings"] == 0
+            # /debug/queue shows the gang's state: its five members, wherever they wait.
+            from scheduler.explain.debug import SchedulerIntrospection
+            view = SchedulerIntrospection(parts.scheduler).queue()
+            assert sum(view["podGroups"]["groups"]["default/spin"].values()) == 5, view
 
             # A fifth node: the whole gang binds (and only the gang: the unrelated pod fits
             # nowhere still).
@@ -114,3 +118,17 @@ async def test_partly_fitting_gang_idles_within_backoff_and_binds_when_a_node_ap
             nodes = [pods[n]["spec"]["nodeName"] for n in GANG]
             assert len(set(nodes)) == 5, nodes
             assert not pods[UNRELATED]["spec"].get("nodeName")
+
+            # Observability: one pod group attempt per pass, the last one scheduled; one
+            # event on the PodGroup per decision (not one per member per retry).
+            def group_attempts(result: str) -> float:
+                return float(metrics.podgroup_schedule_attempts.labels(
+                    result, "py-scheduler")._value.get())
+            assert group_attempts("scheduled") == 1
+            assert 1 <= group_attempts("unschedulable") <= total_after - total_before + 5
+            pg_events = await cluster.events_for("spin")
+            assert [e["reason"] for e in pg_events if e["reason"] == "Scheduled"] == [
+                "Scheduled"]
+            # Failures aggregate into few events (series), never one per member.
+            failed = [e for e in pg_events if e["reason"] == "FailedScheduling"]
+            assert 1 <= len(failed) <= 2, failed

@@ -4,7 +4,7 @@ have stored them) among well-formed pods, against the real daemon (``python -m s
 run``) over HTTP, its JSON logs captured.  Issue 12's invariants:
 
 * no node overcommitted: for every node and resource, the requests of the pods bound to it
-  (a malformed bound pod counted as the README says: its malformed quantities dropped, a
+  (a malformed bound pod counted as docs/reliability.md says: its malformed quantities dropped, a
   request above its limit counted at the limit) stay within allocatable;
 * no phantom usage: afterwards a pod asking for exactly what is left on a node fits there;
 * every malformed pending pod is told why: a FailedScheduling event and a PodScheduled=False
@@ -170,6 +170,8 @@ def _node(name: str, *, gpus: int = 0) -> dict[str, Any]:
 
 def _pod(name: str, *, cpu: str = "100m", node: str = "", **scalars: Any) -> dict[str, Any]:
     b = PodBuilder(name).scheduler_name(SCHEDULER).req(cpu=cpu, memory="64Mi", **scalars)
+    if scalars:  # extended resources: the API server wants the limit, equal to the request
+        b.limits(**scalars)
     if node:
         b.node(node)
     return for_api(b.obj())

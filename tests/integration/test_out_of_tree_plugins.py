@@ -1,5 +1,5 @@
 """An out-of-tree plugin package installed with pip changes placements on the sandbox,
-configured only through the config file: the README's "Write a plugin" section, run as
+configured only through the config file: the "Write a plugin" page (docs/plugins.md), run as
 written (examples/plugins)."""
 
 from __future__ import annotations
@@ -31,17 +31,18 @@ from tests.integration.harness import scheduler_config, user_client, wait_until
 from tests.integration.scenarios import api, node, pod, wait_bound
 
 SECTION = "Write a plugin"
+PAGE = "docs/plugins.md"
 EXAMPLE = REPO / "examples" / "plugins"
 GPU = "example.com/gpu-model"
 
 
 def readme_commands() -> list[str]:
-    (block,) = section_blocks(SECTION, lang="bash")
+    (block,) = section_blocks(SECTION, lang="bash", page=PAGE)
     return block.commands()
 
 
 def as_argv(command: str) -> list[str]:
-    """A README command as this test runs it: the same program through this interpreter
+    """A documented command as this test runs it: the same program through this interpreter
     (``kube-py-scheduler`` is ``python -m scheduler``; ``pip``, ``python -m pip``)."""
     argv = shlex.split(command)
     if argv[0] == "kube-py-scheduler":
@@ -50,7 +51,7 @@ def as_argv(command: str) -> list[str]:
         return [sys.executable, "-m", "pip", *argv[1:]]
     if argv[:2] == ["python", "-m"]:
         return [sys.executable, *argv[1:]]
-    raise AssertionError(f"unexpected README command {command!r}")
+    raise AssertionError(f"unexpected documented command {command!r}")
 
 
 def _can_build_offline() -> bool:
@@ -59,7 +60,7 @@ def _can_build_offline() -> bool:
 
 @pytest.fixture(scope="module")
 def installed() -> Iterator[None]:
-    """The README's install command (without build isolation when setuptools and wheel are
+    """The page's install command (without build isolation when setuptools and wheel are
     here, so no index is needed)."""
     command = readme_commands()[0]
     assert command == "pip install --no-deps examples/plugins"
@@ -74,11 +75,11 @@ def installed() -> Iterator[None]:
 
 
 def test_readme_blocks_are_the_example_package() -> None:
-    (code,) = section_blocks(SECTION, lang="python")
+    (code,) = section_blocks(SECTION, lang="python", page=PAGE)
     assert code.text == (EXAMPLE / "label_preference.py").read_text()
-    (toml,) = section_blocks(SECTION, lang="toml")
+    (toml,) = section_blocks(SECTION, lang="toml", page=PAGE)
     assert toml.text in (EXAMPLE / "pyproject.toml").read_text()
-    (yaml_block,) = section_blocks(SECTION, lang="yaml")
+    (yaml_block,) = section_blocks(SECTION, lang="yaml", page=PAGE)
     assert yaml_block.text == (EXAMPLE / "scheduler-config.yaml").read_text()
 
 
@@ -110,7 +111,7 @@ def test_example_package_tests_pass(installed: None) -> None:
 
 @contextlib.asynccontextmanager
 async def daemon(command: str, kubeconfig: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """The README's run command against ``kubeconfig`` (its /tmp/kc), on a free metrics port;
+    """The page's run command against ``kubeconfig`` (its /tmp/kc), on a free metrics port;
     SIGTERM at the end must exit 0."""
     argv = [kubeconfig.as_posix() if a == "/tmp/kc" else a for a in as_argv(command)]
     argv += ["--metrics-bind-address", "127.0.0.1:0"]

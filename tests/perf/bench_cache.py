@@ -1,6 +1,6 @@
 """Micro-benchmark: Cache.update_snapshot with 5000 nodes / 50000 pods.
 
-Run by hand (``python tests/perf/bench_cache.py``); figures go to the README.  Measures the
+Run by hand (``python tests/perf/bench_cache.py``); figures go to docs/benchmarks.md.  Measures the
 incremental refresh when 1 and 100 nodes changed since the previous snapshot (a pod added on
 each), plus the cost of a first, full snapshot and of assume+forget.
 """

@@ -1,4 +1,4 @@
-"""What the daemon's diagnosis store costs (run by hand; figures in the README).
+"""What the daemon's diagnosis store costs (run by hand; figures in docs/explain.md).
 
 - per pod informer update (every bind is one): the store's handler with an empty store and
   with 1000 entries, against a handler that does nothing;

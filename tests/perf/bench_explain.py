@@ -1,5 +1,5 @@
 """How long ``kube-py-scheduler explain`` takes on a large cluster (run by hand; the figures
-go to the README's "Why is my pod Pending?").
+go to docs/explain.md).
 
 A sandbox process with N nodes (default 5000) and N bound pods; then ``explain`` as a user
 runs it (a fresh ``kube-py-scheduler`` process, wall clock) for a pod that fits nowhere and

@@ -1,4 +1,4 @@
-"""Benchmark of the sandbox API server (run by hand; figures go to the README).
+"""Benchmark of the sandbox API server (run by hand; figures go to docs/benchmarks.md).
 
 The sandbox runs in its own process (``python -m scheduler.sandbox``); clients run in other
 processes and use the official client (``kubernetes.aio``, raw responses so the client's model

@@ -34,11 +34,12 @@ from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.quantity import QuantityError
 from scheduler.objects.resources import CPU, PODS, Resource
+from scheduler.plugins.coscheduling.topology import TopologyConstraint, parse_topology
+from scheduler.plugins.helper import POD_GROUP_LABEL as POD_GROUP_LABEL
 from scheduler.plugins.helper import parse_rfc3339
 from scheduler.plugins.node_memo import NodeChanges
 
 # The label naming a pod's PodGroup (same namespace), as scheduler-plugins spells it.
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_KIND = "PodGroup"
 PODGROUPS = "podgroups"
 PODS_RESOURCE = "pods"
@@ -79,6 +80,8 @@ class PodGroupInfo:
     # metadata.creationTimestamp as POSIX seconds, None if absent.
     created: float | None
     resource_version: str
+    # kube-py-scheduler.io/required-topology or preferred-topology (topology.py).
+    topology: TopologyConstraint | None = None
 
     @property
     def full_name(self) -> str:
@@ -147,6 +150,7 @@ def parse_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
         schedule_timeout_seconds=timeout,
         created=parse_rfc3339(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        topology=parse_topology(obj, kind=POD_GROUP_KIND),
     )
 
 
@@ -310,6 +314,9 @@ class PodGroupManager:
         # full name -> backoff end
         self._backoff: dict[str, float] = {}
         self._backoff_timers: dict[str, asyncio.TimerHandle] = {}
+        # full name -> the gang rejection of the current pass, reported once at its end
+        self._rejections: dict[str, str] = {}
+        self._completions: set[str] = set()
         self._next_sweep = handle.clock() + SWEEP_INTERVAL_SECONDS
         self._on_nodes = MembersOnNodes()
         self._free = FreeCapacity()
@@ -516,6 +523,24 @@ class PodGroupManager:
     def forget_admission(self, full: str) -> None:
         self._admitted.pop(full, None)
 
+    def record_rejection(self, full: str, message: str) -> None:
+        """The gang was given up in this pass (PostFilter): the pass's end reports it once."""
+        self._rejections[full] = message
+
+    def take_rejection(self, full: str) -> str:
+        return self._rejections.pop(full, "")
+
+    def record_completion(self, full: str) -> None:
+        """Permit let the whole gang go in this pass (its last members are assumed after
+        the cycle's snapshot, so the snapshot cannot tell)."""
+        self._completions.add(full)
+
+    def take_completion(self, full: str) -> bool:
+        if full in self._completions:
+            self._completions.discard(full)
+            return True
+        return False
+
     def backoff_remaining(self, full: str, *, now: float | None = None) -> float:
         until = self._backoff.get(full)
         if until is None:
@@ -592,6 +617,8 @@ class PodGroupManager:
             namespace, _, name = full.partition("/")
             if self.get_pod_group(namespace, name) is None:
                 self._infos.pop(full, None)
+                self._rejections.pop(full, None)
+                self._completions.discard(full)
                 self._denied.pop(full, None)
                 self._admitted.pop(full, None)
 

@@ -38,7 +38,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import Code, Status, unresolvable
 from scheduler.framework.types import PostFilterResult, PreFilterResult, QueuedPodInfo
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
@@ -50,6 +50,7 @@ from scheduler.plugins.coscheduling.core import (
     PodGroupManager,
     pod_group_name,
 )
+from scheduler.plugins.coscheduling.topology import REASON_NO_DOMAIN, choose_domain, describe
 from scheduler.plugins.helper import args_error
 
 NAME = names.COSCHEDULING
@@ -74,6 +75,10 @@ REASON_GROUP_REJECTED = (
 REASON_POST_FILTER_REJECT = "optimistic rejection in PostFilter"
 REASON_UNRESERVE_REJECT = "rejected in Unreserve: member {pod} of PodGroup {group} was rejected"
 REASON_PERMIT_NOT_FOUND = "PodGroup {group} not found"
+# Events on the PodGroup, one per gang decision.
+EVENT_REASON_SCHEDULED = "Scheduled"
+EVENT_REASON_FAILED = "FailedScheduling"
+REASON_GANG_PLACED = "PodGroup {group}: {placed} member(s) placed, minMember {min_member}"
 # The waiting members, when a pass over every queued member left the gang short.
 REASON_PASS_INCOMPLETE = (
     "PodGroup {group} is incomplete after trying its members: {placed}/{min_member} placed")
@@ -194,6 +199,9 @@ class Coscheduling(
             # the gang's own members being released).
             ClusterEventWithHint(ev.ASSIGNED_POD_DELETE, _freed_capacity_hint),
             ClusterEventWithHint(ev.NODE_ADD),
+            # A node joining a topology domain (its label set) may make room in one.
+            ClusterEventWithHint(ev.ClusterEvent(
+                ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_LABEL, "NodeLabelChange")),
             ClusterEventWithHint(ev.ClusterEvent(
                 ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_ALLOCATABLE,
                 "NodeAllocatableChange")),
@@ -220,9 +228,42 @@ class Coscheduling(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         status = self.manager.pre_filter(pod_info)
-        if status is not None:
-            state.write(_STATE_KEY, _REJECTED)
+        if status is None:
+            result, status = self._topology(pod_info, nodes)
+            if status is None:
+                return result, None
+        state.write(_STATE_KEY, _REJECTED)
         return None, status
+
+    def _topology(
+        self, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        """The nodes of the gang's topology domain (topology.py): the domain its placed
+        members hold, else the tightest where the missing members fit."""
+        full, obj = self.manager.lookup(pod_info)
+        if not full or obj is None:
+            return None, None
+        try:
+            info = self.manager.info(obj)
+        except ObjectError:
+            return None, None
+        topology = info.topology
+        if topology is None:
+            return None, None
+        placed = [p.node_name for p in self.manager.assigned_in_snapshot(
+            info.namespace, info.name) if p.uid != pod_info.uid]
+        need = max(info.min_member - len(placed), 1)
+        if not nodes:
+            nodes = self._handle.snapshot().list()
+        best, considered, unlabeled = choose_domain(
+            nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed)
+        if best is not None:
+            return PreFilterResult(node_names=set(best.nodes)), None
+        if not topology.required:
+            return None, None  # preferred: anywhere will do
+        return None, unresolvable(REASON_NO_DOMAIN.format(
+            group=full, key=topology.key, need=need,
+            domains=describe(considered, topology.key, unlabeled)))
 
     # --- PostFilter ----------------------------------------------------------------------
 
@@ -261,6 +302,8 @@ class Coscheduling(
 
         manager.reject_waiting(namespace, group, plugin=NAME, message=reject_message,
                                exclude_uid=pod_info.uid)
+        manager.record_rejection(
+            full, REASON_GROUP_REJECTED.format(group=full, pod=pod_info.name))
         if len(manager.members(namespace, group)) >= info.min_member:
             # Enough pods exist and still the gang did not fit: give the cluster a rest.
             manager.backoff(namespace, group)
@@ -290,29 +333,51 @@ class Coscheduling(
             (p.get("metadata") or {}).get("namespace") or "",
             (p.get("metadata") or {}).get("name") or ""))
 
-    def pod_group_pass_done(self, pod_info: PodInfo) -> None:
-        """Every queued member was tried: a gang still short of minMember (by more than
-        podGroupRejectPercentage) lets its waiting members go now instead of holding their
-        nodes until scheduleTimeoutSeconds; nothing is left to complete it this pass."""
+    def pod_group_pass_done(self, pod_info: PodInfo) -> bool:
+        """Every queued member was tried: True if the gang is complete.  A gang still short
+        of minMember (by more than podGroupRejectPercentage) lets its waiting members go now
+        instead of holding their nodes until scheduleTimeoutSeconds: nothing is left to
+        complete it this pass.  One event on the PodGroup per decision (placed whole, or
+        given up), rather than one per member per retry."""
         manager = self.manager
         full, obj = manager.lookup(pod_info)
         if not full or obj is None:
-            return
+            return False
         try:
             info = manager.info(obj)
         except ObjectError:
-            return
+            return False
         assigned = len(manager.assigned_uids(info.namespace, info.name))
-        if assigned >= info.min_member or not self._missing_too_many(info, assigned):
-            return
+        rejected_by_post_filter = manager.take_rejection(full)
+        if manager.take_completion(full) or assigned >= info.min_member:
+            assigned = max(assigned, info.min_member)
+            self._gang_event(obj, type_="Normal", reason=EVENT_REASON_SCHEDULED,
+                             message=REASON_GANG_PLACED.format(
+                                 group=full, placed=assigned, min_member=info.min_member))
+            return True
+        if rejected_by_post_filter:
+            self._gang_event(obj, type_="Warning", reason=EVENT_REASON_FAILED,
+                             message=rejected_by_post_filter)
+            return False
+        if not self._missing_too_many(info, assigned):
+            return False
         if not manager.waiting_members(info.namespace, info.name):
-            return
-        manager.reject_waiting(
-            info.namespace, info.name, plugin=NAME,
-            message=REASON_PASS_INCOMPLETE.format(
-                group=full, placed=assigned, min_member=info.min_member))
+            return False
+        message = REASON_PASS_INCOMPLETE.format(
+            group=full, placed=assigned, min_member=info.min_member)
+        manager.reject_waiting(info.namespace, info.name, plugin=NAME, message=message)
         manager.backoff(info.namespace, info.name)
         manager.forget_admission(full)
+        self._gang_event(obj, type_="Warning", reason=EVENT_REASON_FAILED, message=message)
+        return False
+
+    def _gang_event(self, obj: Mapping[str, Any], *, type_: str, reason: str,
+                    message: str) -> None:
+        try:
+            self._handle.event_recorder.event(
+                obj, type=type_, reason=reason, action="Scheduling", message=message)
+        except Exception:  # events are best effort; never fail the pass
+            pass
 
     # --- Reserve / Unreserve -------------------------------------------------------------
 
@@ -349,6 +414,7 @@ class Coscheduling(
             return Status(Code.UNSCHEDULABLE, f"PodGroup {full} is invalid"), 0.0
         if outcome is PermitOutcome.ALLOW:
             self.manager.allow_waiting(info.namespace, info.name, plugin=NAME)
+            self.manager.record_completion(info.full_name)
             return None, 0.0
         # Wait for the siblings, and make sure they are tried next.
         siblings = self.manager.pending_siblings(pod_info, info.name)

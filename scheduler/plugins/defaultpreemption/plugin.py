@@ -57,6 +57,11 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
 )
+from scheduler.plugins.helper import (
+    POD_GROUP_LABEL,
+    bound_gang_companions,
+    gang_shortfall_after_preemption,
+)
 
 __all__ = [
     "DryRun",
@@ -87,6 +92,9 @@ ERR_NO_VICTIMS = "No preemption victims found for incoming pod"
 ERR_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 ERR_NO_NODES = "no nodes available"
 ERR_NO_CANDIDATE = "no candidate node for preemption"
+ERR_GANG_NOT_HELPFUL = (
+    "Preemption is not helpful for scheduling: PodGroup {group} needs {needed} more "
+    "member(s), room for {room} even without lower-priority pods")
 
 PREEMPT_NEVER = "Never"
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -303,9 +311,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     def _preempt(
         self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
-        # With HTTP extenders that preempt, the scheduling cycle ran find_candidates and the
-        # extenders (their calls are I/O) before PostFilter: use that outcome instead of a
-        # second dry run.
+        # With HTTP extenders that preempt, the scheduling cycle ran the dry run and the
+        # extenders (their calls are I/O) before PostFilter, through preemption_victims and
+        # narrow_preemption: use that outcome instead of a second dry run.
         self.last_dry_run = None
         narrowed = state.get(EXTENDER_CANDIDATES_KEY)
         if isinstance(narrowed, tuple):
@@ -313,6 +321,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if narrowed is not None:
             candidates: list[Candidate] = narrowed
         else:
+            shortfall = bound_gang_shortfall(self._handle, pod_info)
+            if shortfall is not None:
+                return None, shortfall
             candidates, early = self.find_candidates(state, pod_info, node_to_status)
             if early is not None:
                 return early
@@ -331,6 +342,29 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if status is not None:
             return None, status
         return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
+
+    # --- the HTTP extenders' preempt verb (the framework's ExtenderPreemption seam) ---------
+
+    def preemption_victims(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> dict[str, tuple[list[PodInfo], int]] | None:
+        """The dry run's candidates for the extenders to narrow; None (with PostFilter's
+        answer kept in the cycle state) when there is nothing to offer them."""
+        candidates, early = self.find_candidates(state, pod_info, node_to_status)
+        if early is not None:
+            state.write(EXTENDER_CANDIDATES_KEY, early)
+            return None
+        return {c.name: (c.victims, c.num_pdb_violations) for c in candidates}
+
+    def narrow_preemption(
+        self, state: CycleState, kept: Mapping[str, tuple[list[PodInfo], int]] | Status
+    ) -> None:
+        """What the extenders kept (or why they failed), for PostFilter to choose from."""
+        if isinstance(kept, Status):
+            state.write(EXTENDER_CANDIDATES_KEY, (None, kept))
+            return
+        state.write(EXTENDER_CANDIDATES_KEY,
+                    [Candidate(name, victims, pdb) for name, (victims, pdb) in kept.items()])
 
     def find_candidates(
         self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
@@ -517,6 +551,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             v for v in candidate.victims
             if not is_being_deleted(v.pod) and v.uid not in self._marked_victims
         ]
+        to_preempt += self._gang_companions(to_preempt)
         if not to_preempt:
             # Every victim is already terminating: just wait for them.
             return None
@@ -539,6 +574,20 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return None
+
+    def _gang_companions(self, victims: list[PodInfo]) -> list[PodInfo]:
+        """A victim in a gang takes its whole gang down (on any node): a gang left below
+        minMember is useless and would hold its nodes for nothing (issue 22)."""
+        seen = {v.uid for v in victims}
+        out: list[PodInfo] = []
+        for victim in victims:
+            for pod in bound_gang_companions(self._handle.listers, victim.pod):
+                info, _problems = PodInfo.from_assigned_pod(pod)
+                if info.uid in seen or info.uid in self._marked_victims:
+                    continue
+                seen.add(info.uid)
+                out.append(info)
+        return out
 
     async def _run_preemption(
         self,
@@ -699,6 +748,17 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def bound_gang_shortfall(handle: Any, pod_info: PodInfo) -> Status | None:
+    """A gang member preempts nothing when its gang would not fit even after preemption:
+    its victims would die for a gang that still cannot run (issue 22)."""
+    gang = gang_shortfall_after_preemption(handle, pod_info)
+    if gang is None or gang[1] >= gang[0]:
+        return None
+    group = f"{pod_info.namespace}/{pod_info.labels.get(POD_GROUP_LABEL, '')}"
+    return Status(Code.UNSCHEDULABLE,
+                  ERR_GANG_NOT_HELPFUL.format(group=group, needed=gang[0], room=gang[1]))
 
 
 def _uid_of(pod_info: PodInfo) -> str:

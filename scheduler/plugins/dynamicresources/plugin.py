@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from scheduler.client.api import resource_path
-from scheduler.dra.allocator import Allocated, AllocationError, Unfit, allocate
+from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
 from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -102,7 +102,7 @@ class _State:
     to_allocate: list[Mapping[str, Any]] = field(default_factory=list)
     allocated_selectors: list[tuple[str, NodeSelector | None]] = field(default_factory=list)
     inventory: Inventory | None = None
-    classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    prepared: Prepared | None = None
     in_use: set[DeviceID] = field(default_factory=set)
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
     by_node: dict[str, Allocated] = field(default_factory=dict)
@@ -257,13 +257,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.allocated_selectors.append((key_of(claim), sel))
         if data.to_allocate:
             data.inventory = self.inventory()
-            data.classes = self.classes()
             data.in_use = self.tracker.in_use(self._list(RESOURCE_CLAIMS))
             # Malformed claims, unknown classes, CEL that does not compile: the pod waits
             # for a claim or class event, and says why.
             try:
-                allocate(data.to_allocate, node={"metadata": {"name": ""}},
-                         inventory=Inventory(()), classes=data.classes, in_use=set())
+                data.prepared = prepare(data.to_allocate, self.classes())
             except AllocationError as e:
                 return None, unresolvable(str(e))
         state.write(STATE_KEY, data)
@@ -319,11 +317,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return unresolvable(REASON_NOT_AVAILABLE)
         if not data.to_allocate:
             return None
-        assert data.inventory is not None
+        assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
         try:
-            out = allocate(data.to_allocate, node=node, inventory=data.inventory,
-                           classes=data.classes, in_use=in_use)
+            out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use)
         except AllocationError as e:  # a CEL runtime error on one of this node's devices
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))

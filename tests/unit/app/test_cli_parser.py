@@ -146,3 +146,27 @@ def test_zsh_completion_registers_and_completes(tmp_path: Path) -> None:
     assert lines[0] == "_bash_complete -F _kube_py_scheduler"
     # zsh narrows the candidates to the typed prefix itself (compadd).
     assert "spread" in lines[1:] and "run" not in lines[1:]
+
+
+@pytest.mark.parametrize(("argv", "usage", "error"), [
+    pytest.param(["run", "--bogus-flag"], "usage: kube-py-scheduler run ",
+                 "kube-py-scheduler run: error: unrecognized arguments: --bogus-flag",
+                 id="run"),
+    pytest.param(["--bogus-flag"], "usage: kube-py-scheduler run ",
+                 "kube-py-scheduler run: error: unrecognized arguments: --bogus-flag",
+                 id="no-subcommand-means-run"),
+    pytest.param(["run", "--kubeconfg", "x"], "usage: kube-py-scheduler run ",
+                 "kube-py-scheduler run: error: unrecognized arguments: --kubeconfg x "
+                 "(did you mean --kubeconfig?)", id="misspelt-flag"),
+    pytest.param(["plugins", "--outptu=json"], "usage: kube-py-scheduler plugins ",
+                 "kube-py-scheduler plugins: error: unrecognized arguments: --outptu=json "
+                 "(did you mean --output?)", id="misspelt-flag-with-value"),
+])
+def test_an_unknown_flag_prints_its_subcommands_usage(
+        argv: list[str], usage: str, error: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(usage)
+    assert err.rstrip().splitlines()[-1] == error

@@ -193,3 +193,53 @@ def test_too_short_a_run_has_no_average_and_no_upstream_ratio() -> None:
     assert (result["scheduler_pods_per_s_avg"], result["throughput_samples"],
             result["ratio_to_upstream_floor"]) == (None, 0, None)
     assert result["scheduler_pods_per_s"] > 0
+
+
+@pytest.mark.parametrize(("binds", "advice"), [
+    # 3 pods in 0.3 s: 10 pods/s, so 3 s of binds is 30 pods: the advice is at least 100
+    pytest.param([2.1, 2.2, 2.3], "--pods 100 or more gives a figure", id="tiny"),
+    # 600 pods bound from the release at 2.0 to 2.65 s (about 940/s): 3 s is about 2820
+    pytest.param([2.05 + i / 1000 for i in range(600)], "--pods 2900 or more gives a figure",
+                 id="fast"),
+])
+def test_a_missing_average_says_why_and_what_size_gives_one(
+        binds: list[float], advice: str) -> None:
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=len(binds), existing=0,
+                     gated=0, confirmed=len(binds), raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=_run(binds=binds,
+                                                                 creation=(2.01, 2.02)))
+    assert result["scheduler_pods_per_s_avg"] is None
+    reason = result["no_average_because"]
+    assert reason.startswith("too few 1 s samples (0): ")
+    assert reason.endswith(advice)
+    lines = format_result(result).splitlines()
+    (avg,) = [line for line in lines if line.startswith("scheduler_pods_per_s_avg ")]
+    assert avg.split(None, 1)[1] == "—  (too few 1 s samples: see no_average_because)"
+    (ratio,) = [line for line in lines if line.startswith("ratio_to_upstream_floor ")]
+    assert ratio.endswith("(too few 1 s samples: see no_average_because)")
+    table = curve_table([result]).splitlines()
+    assert table[-1] == f"— at 10 nodes: {reason}"
+
+
+def test_a_run_with_an_average_gives_no_reason() -> None:
+    binds = [2.5 + (i + 1) / 100 for i in range(400)]
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400, existing=0,
+                     gated=0, confirmed=400, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=_run(binds=binds))
+    assert "no_average_because" not in result
+    assert "see no_average_because" not in format_result(result)
+
+
+def test_dra_shape_pods_each_use_a_claim_from_the_template() -> None:
+    from scheduler.bench.workloads import CLAIM_TEMPLATE, claim_template
+
+    w = WORKLOADS["SchedulingWithResourceClaimTemplate"]
+    assert (w.upstream_floor, w.measured_pods, w.dra_devices) == (40, 5000, "gpu=10")
+    p = w.measured(3, "py-scheduler")
+    assert p["spec"]["resourceClaims"] == [{"name": "resource",
+                                            "resourceClaimTemplateName": CLAIM_TEMPLATE}]
+    assert p["spec"]["containers"][0]["resources"]["claims"] == [{"name": "resource"}]
+    t = claim_template()
+    assert t["metadata"]["name"] == CLAIM_TEMPLATE
+    [req] = t["spec"]["spec"]["devices"]["requests"]
+    assert req["exactly"]["deviceClassName"] == "gpu.example.com"

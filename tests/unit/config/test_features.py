@@ -25,7 +25,7 @@ def test_defaults_are_upstream_defaults() -> None:
         ("NoSuchGate=true", "unrecognized feature gate: NoSuchGate"),
         ("NodeDeclaredFeatures=false", "cannot set feature gate NodeDeclaredFeatures to false, "
                                        "feature is locked to true"),
-        ("TaintTolerationComparisonOperators=true", "is not implemented by kube-py-scheduler"),
+        ("InterPodAffinityHostnameFastPath=true", "is not implemented by kube-py-scheduler"),
         ("PodLevelResources", "missing bool value for PodLevelResources"),
         ("PodLevelResources=yes", "invalid value of PodLevelResources=yes"),
     ],

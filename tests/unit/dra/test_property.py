@@ -110,3 +110,32 @@ def test_pod_stream_never_double_allocates(devs: list[tuple[str, int]],
                    for r in out.allocations[0]["devices"]["results"]}
             assert not got & held
             held |= got
+
+
+junk = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["name", "driver", "pool", "devices", "attributes", "capacity",
+                         "nodeName", "allNodes", "int", "string", "value", "taints", "key",
+                         "effect", "generation", "resourceSliceCount", "exactly", "requests",
+                         "deviceClassName", "count", "allocationMode", "selectors", "cel",
+                         "expression", "firstAvailable", "constraints", "matchAttribute"]),
+        inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(slice_spec=junk, claim_spec=junk)
+def test_malformed_objects_are_named_never_raised(slice_spec: Any, claim_spec: Any) -> None:
+    from scheduler.dra.allocator import AllocationError, Unfit
+
+    bad_slice = {"metadata": {"name": "bad"}, "spec": slice_spec}
+    inv = Inventory([bad_slice, resource_slice("s", node="n1", devices=[device("d0")])])
+    assert all(p.startswith("ResourceSlice bad") for p in inv.problems)
+    bad_claim = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"devices": claim_spec}}
+    try:
+        out = allocate([bad_claim], node=NODE, inventory=inv, classes=CLASSES, in_use=set())
+    except AllocationError as e:
+        assert "ns/c" in str(e) or "DeviceClass" in str(e)
+    else:
+        assert isinstance(out, (Allocated, Unfit))

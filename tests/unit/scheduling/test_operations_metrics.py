@@ -114,3 +114,28 @@ def test_each_event_handled_is_timed_under_upstreams_label(deliver: Any, label: 
              for s in f.samples if s.name == HANDLING}
     changed = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
     assert changed == {label: 1.0}
+
+
+@pytest.mark.parametrize(("flushed", "counted"), [(True, 1.0), (False, 0.0)])
+def test_a_pod_the_flush_moved_counts_once_its_attempt_succeeds(flushed: bool,
+                                                                  counted: float) -> None:
+    from scheduler.framework.status import Code, Status
+    from scheduler.schedule_one import Attempt, ScheduleResult
+
+    metrics = SchedulerMetrics()
+    started: list[str] = []
+
+    def start_binding(coro: Any, *, uid: str, name: str) -> None:
+        coro.close()  # the binding cycle is not under test
+        started.append(name)
+
+    sched = SimpleNamespace(metrics=metrics, start_binding=start_binding)
+    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    info = PodInfo.from_pod(PodBuilder("p").obj())
+    qpi = QueuedPodInfo(info, timestamp=0.0, flushed=flushed)
+    cycle._finish_scheduling_cycle(
+        SimpleNamespace(), SimpleNamespace(), qpi,  # type: ignore[arg-type]
+        result=ScheduleResult(suggested_host="n1"), assumed_info=info,
+        status=Status(Code.SUCCESS), attempt=Attempt(started=0.0, pod_scheduling_cycle=1))
+    assert started == ["bind:default/p"]
+    assert _value(metrics, "scheduler_pod_scheduled_after_flush_total") == counted

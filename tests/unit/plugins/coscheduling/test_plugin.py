@@ -460,8 +460,11 @@ def test_events_to_register() -> None:
                                "AssignedPodDelete", "NodeAdd", "NodeAllocatableChange"}
     node_update = ev.ClusterEvent(ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_ALLOCATABLE)
     assert registered["NodeAllocatableChange"].event.matches(node_update)
+    # A node's labels decide its topology domain (required/preferred-topology).
     label_update = ev.ClusterEvent(ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_LABEL)
-    assert not any(e.event.matches(label_update) for e in registered.values())
+    assert registered["NodeLabelChange"].event.matches(label_update)
+    taint_update = ev.ClusterEvent(ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_TAINT)
+    assert not any(e.event.matches(taint_update) for e in registered.values())
 
 
 @pytest.mark.parametrize(

@@ -57,15 +57,23 @@ def test_pass_done_releases_a_short_gangs_waiting_members(
     c = Cluster(groups=[pod_group("g", min_member)], pods=waiting, waiting=waiting,
                 args={"podGroupRejectPercentage": percentage, "podGroupBackoffSeconds": 5})
     c.plugin.manager.pre_filter(PodInfo.from_pod(waiting[0]))
-    c.plugin.pod_group_pass_done(PodInfo.from_pod(waiting[0]))
+    complete = c.plugin.pod_group_pass_done(PodInfo.from_pod(waiting[0]))
+    assert complete == (placed >= min_member)
     rejected = [wp.rejected for wp in c.handle.waiting.values()]
+    events = [(e["type"], e["reason"], e["message"]) for e in c.handle.event_recorder.events]
     if not released:
         assert rejected == [None] * placed
+        # One event on the PodGroup when it is placed whole; none while it may still be.
+        assert events == ([("Normal", "Scheduled",
+                            f"PodGroup default/g: {placed} member(s) placed, minMember "
+                            f"{min_member}")] if complete else [])
         return
+    message = (f"PodGroup default/g is incomplete after trying its members: "
+               f"{placed}/{min_member} placed")
+    assert events == [("Warning", "FailedScheduling", message)]
     for r in rejected:
         assert r is not None and r[0] == "Coscheduling"
-        assert r[1] == (f"PodGroup default/g is incomplete after trying its members: "
-                        f"{placed}/{min_member} placed")
+        assert r[1] == message
     # The gang backs off and forgets its admission: it is retried as a whole, later.
     assert c.plugin.manager.backoff_remaining("default/g") > 0
     assert not c.plugin.manager.is_admitted("default/g")
@@ -79,3 +87,22 @@ def test_pass_done_leaves_other_groups_alone() -> None:
     parked = c.handle.waiting
     assert parked[mine["metadata"]["uid"]].rejected is not None
     assert parked[theirs["metadata"]["uid"]].rejected is None
+
+
+def test_a_gang_rejected_in_post_filter_gets_one_event_at_the_end_of_the_pass() -> None:
+    from scheduler.framework.cycle_state import CycleState
+
+    pods = [member("p0"), member("p1"), member("p2")]
+    c = Cluster(groups=[pod_group("g", 3)], pods=pods, waiting=pods[:2])
+    c.plugin.post_filter(CycleState(), PodInfo.from_pod(pods[2]), {})
+    assert c.handle.event_recorder.events == []
+    assert c.plugin.pod_group_pass_done(PodInfo.from_pod(pods[0])) is False
+    assert [(e["reason"], e["message"], e["regarding"]["kind"])
+            for e in c.handle.event_recorder.events] == [(
+        "FailedScheduling",
+        "PodGroup default/g gets rejected due to Pod p2 is unschedulable even after PostFilter",
+        "PodGroup")]
+    # Reported once: the rejected members left Permit; the next pass has nothing new to say.
+    c.handle.waiting.clear()
+    c.plugin.pod_group_pass_done(PodInfo.from_pod(pods[0]))
+    assert len(c.handle.event_recorder.events) == 1

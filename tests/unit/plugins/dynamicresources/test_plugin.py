@@ -228,3 +228,16 @@ def test_preemption_counts_the_devices_victims_free() -> None:
     assert p.filter(state, info, n1) is not None  # the original state is untouched
     p.add_pod(what_if, info, vinfo, n1)
     assert p.filter(what_if, info, n1) is not None
+
+
+def test_in_flight_allocation_of_a_deleted_claim_is_dropped() -> None:
+    # the claim is deleted (its pod gone) before this scheduler saw its allocation written
+    p, handle = plugin_with([claim("a", exactly("r")), claim("b", exactly("r"))])
+    pa = pod_with("pa", "a")
+    state, _ = filter_all(p, pa, handle)
+    p.reserve(state, PodInfo.from_pod(pa), "n1")
+    assert p.tracker.in_use(handle.listers.list("resourceclaims")) == {(DRIVER, "n1", "g0")}
+    handle.listers.objects["resourceclaims"] = [claim("b", exactly("r"))]
+    assert p.tracker.in_use(handle.listers.list("resourceclaims")) == set()
+    _, by_node = filter_all(p, pod_with("pb", "b"), handle)
+    assert by_node["n1"] is None

@@ -1,4 +1,4 @@
-"""The README's "Development" block, executed as written from the repository root."""
+"""The "Development" block of docs/development.md, executed as written from the repository root."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.docs.readme import REPO, section_blocks
 
 
 def test_development_commands_run_and_pass() -> None:
-    (block,) = section_blocks("Development", lang="bash")
+    (block,) = section_blocks("Development", lang="bash", page="docs/development.md")
     commands = block.commands()
     assert [shlex.split(c)[0] for c in commands] == ["python", "lint-imports"]
     # As in an activated virtualenv: its bin first on PATH.

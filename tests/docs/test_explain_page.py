@@ -1,4 +1,4 @@
-"""The README's "Why is my pod Pending?" section, executed.
+"""The "Why is my pod Pending?" page (docs/explain.md), executed.
 
 The walk-through runs as written against ``run --sandbox``, with a free port and temporary
 paths in place of 10259, /tmp/explain-demo.kubeconfig and /tmp/planned.yaml (tests never use
@@ -18,9 +18,10 @@ from pathlib import Path
 
 from scheduler.sandbox.testing import SandboxProcess
 from tests.docs.readme import REPO, section_blocks
-from tests.docs.test_readme_secure_serving import _wait, background, free_port  # noqa: F401
+from tests.docs.test_secure_serving_page import _wait, background, free_port  # noqa: F401
 
 SECTION = "Why is my pod Pending?"
+PAGE = "docs/explain.md"
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
                              f"{os.environ.get('PATH', '')}"}
 
@@ -31,14 +32,14 @@ def sh(command: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]
 
 
 def test_the_section_starts_with_explain() -> None:
-    blocks = section_blocks(SECTION, lang="bash")
+    blocks = section_blocks(SECTION, lang="bash", page=PAGE)
     assert blocks[0].commands()[1].startswith("kube-py-scheduler explain ")
 
 
 def test_walk_through_runs_as_written(
     tmp_path: Path, background: list[subprocess.Popen[str]]  # noqa: F811
 ) -> None:
-    commands = section_blocks(SECTION, lang="bash")[0].commands()
+    commands = section_blocks(SECTION, lang="bash", page=PAGE)[0].commands()
     assert len(commands) == 7
     port = free_port()
     kubeconfig = tmp_path / "explain-demo.kubeconfig"
@@ -68,7 +69,7 @@ def test_walk_through_runs_as_written(
 
     done = sh(table)
     assert done.returncode == 0, done.stderr
-    sample = next(b for b in section_blocks(SECTION) if b.lang == "" and "Filter:" in b.text)
+    sample = next(b for b in section_blocks(SECTION, page=PAGE) if b.lang == "" and "Filter:" in b.text)
     assert _no_timing(done.stdout) == _no_timing(sample.text)
 
     done = sh(wide)
@@ -106,7 +107,7 @@ def _no_timing(text: str) -> str:
 
 
 def test_rbac_commands_run_against_a_cluster(tmp_path: Path) -> None:
-    commands = section_blocks(SECTION, lang="bash")[1].commands()
+    commands = section_blocks(SECTION, lang="bash", page=PAGE)[1].commands()
     assert commands[0] == "kubectl apply -f manifests/explain/"
     with SandboxProcess(nodes=0) as sp:
         env = {**ENV, "KUBECONFIG": str(sp.kubeconfig_path)}

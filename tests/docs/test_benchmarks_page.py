@@ -1,5 +1,5 @@
-"""The README's benchmark commands run as written, with their sizes shrunk: every upstream
-shape (and gang) binds every measured pod, with its existing and gated pods in place and the
+"""The benchmark commands of docs/benchmarks.md run as written, with their sizes shrunk: every
+upstream shape (and gang) binds every measured pod, with its existing and gated pods in place and the
 figures consistent with each other; the curve command writes its plot.  No timing is
 asserted."""
 
@@ -17,12 +17,12 @@ from scheduler.bench import build_parser
 from scheduler.bench.workloads import WORKLOADS
 from tests.docs.readme import section_blocks
 
-# argparse keeps the last value of a repeated flag: these shrink any README command.
+# argparse keeps the last value of a repeated flag: these shrink any documented command.
 TINY = ["--nodes", "12", "--pods", "8", "--raw-binds", "8"]
 
 
 def _commands() -> list[list[str]]:
-    (block,) = section_blocks("Benchmarks", lang="bash")
+    (block,) = section_blocks("Benchmarks", lang="bash", page="docs/benchmarks.md")
     commands = [shlex.split(c) for c in block.commands()]
     assert all(c[:2] == ["kube-py-scheduler", "bench"] for c in commands)
     return [c[2:] for c in commands]

