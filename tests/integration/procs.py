@@ -84,6 +84,20 @@ async def install_crd(client: Any) -> None:
         await asyncio.sleep(0.05)
 
 
+async def install_elasticquota_crd(client: Any) -> None:
+    """Create the ElasticQuota CRD and wait until its resource is served."""
+    await client.create(CRDS, dict(yaml.safe_load(
+        (MANIFESTS / "crds" / "scheduling.x-k8s.io_elasticquotas.yaml").read_text())))
+    deadline = time.monotonic() + 10
+    while True:
+        with contextlib.suppress(Exception):
+            await client.get("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/elasticquotas")
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("the ElasticQuota CRD was not served within 10 s")
+        await asyncio.sleep(0.05)
+
+
 def pod_group(name: str, min_member: int, *, ns: str = "default",
               timeout: int | None = None, min_resources: dict[str, str] | None = None
               ) -> dict[str, Any]:

@@ -314,6 +314,18 @@ async def _rbac_workload(cluster: Any, proc: SchedulerProcess, tls: Any) -> None
         await cluster.create_pod(for_api(
             PodBuilder(f"uses-{claim}").scheduler_name("py-scheduler").req(cpu="100m")
             .pvc(claim).obj()))
+    # An ElasticQuota (its own namespace, so the preemption below stays quota-free): the
+    # status controller patches its status.used once the pod there runs.
+    await client.create("/api/v1/namespaces", {"metadata": {"name": "team-q"}})
+    await client.create("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-q/elasticquotas", {
+        "metadata": {"name": "quota"},
+        "spec": {"min": {"cpu": "2", "memory": "4Gi"}, "max": {"cpu": "2", "memory": "4Gi"}}})
+    await cluster.create_pod(for_api(
+        PodBuilder("quota-user", "team-q").scheduler_name("py-scheduler").req(cpu="100m").obj()))
+
+    async def quota_used() -> bool:
+        eq = await client.get("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-q/elasticquotas/quota")
+        return ((eq.get("status") or {}).get("used") or {}).get("cpu") == "100m"
     everything = names + ["gang-0", "gang-1", "uses-claim-dyn", "uses-claim-static"]
 
     async def all_bound() -> bool:
@@ -326,6 +338,8 @@ async def _rbac_workload(cluster: Any, proc: SchedulerProcess, tls: Any) -> None
         return status.get("phase") == "Finished" and status.get("succeeded") == 2
     await wait_until(gang_finished, timeout=20, interval=0.1,
                      message="PodGroup status Finished (controller run by the leader)")
+    await wait_until(quota_used, timeout=20, interval=0.1,
+                     message="ElasticQuota status.used (controller run by the leader)")
 
     # Preemption: three 3-CPU fillers, one per 4-CPU node, then a higher-priority 3-CPU pod.
     await cluster.create_pods([gang_pod(f"filler-{i}", None, cpu="3", priority=0)
@@ -372,6 +386,7 @@ async def _rbac_calls(sandbox_process: Any, tmp_path: Path) -> tuple[Any, dict[s
         RecordingProxy,
         configmap_config_text,
         install_crd,
+        install_elasticquota_crd,
         rbac_documents,
     )
     from tests.integration.procs import write_kubeconfig as kubeconfig_for
@@ -388,6 +403,7 @@ async def _rbac_calls(sandbox_process: Any, tmp_path: Path) -> tuple[Any, dict[s
                 "apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": "kube-py-scheduler"}})
             await install_crd(cluster.client)
+            await install_elasticquota_crd(cluster.client)
             with scheduler_processes() as procs:
                 proc = SchedulerProcess(
                     kubeconfig=kubeconfig_for(tmp_path / "kc-proxy", proxy.url),

@@ -46,7 +46,7 @@ from scheduler.objects.pod import PodInfo, is_being_deleted, is_terminal, pod_re
 from scheduler.objects.resources import Resource
 from scheduler.objects.validation import validate_object
 from scheduler.plugins import names
-from scheduler.plugins.capacityscheduling.quota import QuotaSet, quota_from_object
+from scheduler.plugins.capacityscheduling.quota import ElasticQuotaInfo, QuotaSet, quota_from_object
 from scheduler.plugins.defaultpreemption.evaluator import (
     PDB,
     filter_pods_with_pdb_violation,
@@ -143,7 +143,8 @@ class _Extensions(PreFilterExtensions):
                    node_info: NodeInfo) -> Status | None:
         snap = state.get(SNAPSHOT_KEY)
         if isinstance(snap, _QuotaSnapshot):
-            snap.quotas.remove_pod(pod_to_remove.namespace, pod_to_remove.uid)
+            snap.quotas.remove_pod(pod_to_remove.namespace, pod_to_remove.uid,
+                                   self._requests_of(pod_to_remove))
         return None
 
 
@@ -233,7 +234,13 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
         self._extensions = _Extensions(self.requests_of)
         self._last_good: dict[str, dict[str, Any]] = {}  # quota key -> last valid object
         self._quota_memo: tuple[tuple[tuple[str, str], ...], QuotaSet] | None = None
-        self._usage_memo: tuple[int, int, int, QuotaSet] | None = None
+        self._counts_for: QuotaSet | None = None
+        # node -> (NodeInfo generation, the NodeInfo, namespace -> (requests, uids))
+        self._node_parts: dict[str, tuple[int, Any, dict[str, tuple[Resource, list[str]]]]] = {}
+        self._totals: dict[str, Resource] = {}
+        self._uids: dict[str, set[str]] = {}
+        self._counts_version = 0  # moves whenever the totals do
+        self._bases: dict[str, tuple[int, frozenset[str]]] = {}  # quota -> (version, uids)
         self._reserved: dict[str, tuple[str, Resource]] = {}  # uid -> (namespace, requests)
 
     # --- enqueue -----------------------------------------------------------------------------
@@ -296,27 +303,73 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
         self._quota_memo = (version, quotas)
         return quotas
 
+    def _refresh_counts(self, quotas: QuotaSet) -> None:
+        """Per-namespace totals of the snapshot's pods, kept incrementally: only nodes whose
+        NodeInfo changed since the last call are counted again (a cycle costs O(nodes) plus
+        the changed nodes' pods, not O(pods))."""
+        if self._counts_for is not quotas:  # other namespaces matter now: count afresh
+            self._counts_for = quotas
+            self._counts_version += 1
+            self._bases.clear()
+            self._node_parts.clear()
+            self._totals.clear()
+            self._uids.clear()
+        node_infos = self._handle.snapshot().list()
+        parts = self._node_parts
+        for node_info in node_infos:
+            name = node_info.name
+            cached = parts.get(name)
+            if cached is not None and cached[0] == node_info.generation and cached[1] is node_info:
+                continue
+            self._counts_version += 1
+            if cached is not None:
+                self._drop_part(cached[2])
+            part: dict[str, tuple[Resource, list[str]]] = {}
+            for p in node_info.pods:
+                if quotas.get(p.namespace) is None or is_terminal(p.pod):
+                    continue
+                amounts, uids = part.setdefault(p.namespace, (Resource(), []))
+                amounts.add(self.requests_of(p))
+                uids.append(p.uid)
+            self._node_parts[name] = (node_info.generation, node_info, part)
+            for ns, (amounts, uids) in part.items():
+                self._totals.setdefault(ns, Resource()).add(amounts)
+                self._uids.setdefault(ns, set()).update(uids)
+        if len(parts) != len(node_infos):  # parts hold every listed node: some went away
+            seen = {n.name for n in node_infos}
+            for name in [n for n in parts if n not in seen]:
+                self._counts_version += 1
+                self._drop_part(parts.pop(name)[2])
+
+    def _drop_part(self, part: Mapping[str, tuple[Resource, list[str]]]) -> None:
+        for ns, (amounts, uids) in part.items():
+            self._totals[ns].sub(amounts)
+            self._uids[ns].difference_update(uids)
+
     def usage(self) -> QuotaSet:
         """The quotas with ``used`` counted from the snapshot (and reserved pods not in it
         yet); a copy the caller may change."""
         quotas = self.quotas()
-        snapshot = self._handle.snapshot()
-        generation = int(getattr(snapshot, "generation", -1))
-        memo = self._usage_memo
-        if memo is not None and memo[:3] == (id(snapshot), generation, id(quotas)) and generation >= 0:
-            counted = memo[3]
-        else:
-            counted = quotas.clone()
-            if counted:
-                for node_info in snapshot.list():
-                    for p in node_info.pods:
-                        if counted.get(p.namespace) is not None and not is_terminal(p.pod):
-                            counted.add_pod(p.namespace, p.uid, self.requests_of(p))
-            self._usage_memo = (id(snapshot), generation, id(quotas), counted)
-        out = counted.clone()
+        out = QuotaSet()
+        if quotas:
+            self._refresh_counts(quotas)
+            for q in quotas.quotas:
+                copy = q.clone()
+                # a namespace two quotas cover counts in the first (QuotaSet's rule)
+                covered = [ns for ns in sorted(q.namespaces or {q.namespace}) if quotas.get(ns) is q]
+                for ns in covered:
+                    if ns in self._totals:
+                        copy.used.add(self._totals[ns])
+                base = self._bases.get(q.key)
+                if base is None or base[0] != self._counts_version:
+                    base = (self._counts_version,
+                            frozenset().union(*(self._uids.get(ns, ()) for ns in covered)))
+                    self._bases[q.key] = base
+                copy.base = base[1]
+                out.add(copy)
         for uid, (namespace, requests) in list(self._reserved.items()):
-            q = out.get(namespace)
-            if q is not None and uid in q.pods:
+            owner = out.get(namespace)
+            if owner is not None and uid in owner.base:
                 del self._reserved[uid]  # the snapshot has it now
             else:
                 out.add_pod(namespace, uid, requests)
@@ -351,8 +404,11 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
         in_eq = pod_req.clone()
         in_all = pod_req.clone()
         nominator = self._handle.nominator
-        for node_info in self._handle.snapshot().list():
-            for p in nominator.nominated_pods_for_node(node_info.name):
+        names = getattr(nominator, "nominated_node_names", None)  # the queue's Nominator has it
+        nominated_nodes = (list(names()) if callable(names)
+                           else [n.name for n in self._handle.snapshot().list()])
+        for node_name in nominated_nodes:
+            for p in nominator.nominated_pods_for_node(node_name):
                 if p.uid == pod_info.uid:
                     continue
                 other = quotas.get(p.namespace)
@@ -369,7 +425,7 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
             pre.rejected_by = "max"
             return None, Status(Code.UNSCHEDULABLE, REASON_OVER_MAX.format(
                 namespace=pod_info.namespace, name=pod_info.name, quota=eq.namespace), plugin=NAME)
-        gang = self._gang_rest(pod_info, counted=eq.pods)
+        gang = self._gang_rest(pod_info, counted=eq)
         if gang is not None:
             group, count, rest = gang
             with_gang = in_eq.clone()
@@ -385,7 +441,7 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
                 namespace=pod_info.namespace, name=pod_info.name), plugin=NAME)
         return None, None
 
-    def _gang_rest(self, pod_info: PodInfo, *, counted: Mapping[str, Resource]
+    def _gang_rest(self, pod_info: PodInfo, *, counted: ElasticQuotaInfo
                    ) -> tuple[str, int, Resource] | None:
         """For a member of a PodGroup still short of minMember: (group, members still to
         place besides this pod, their requests), taking pending siblings by name (members

@@ -57,18 +57,24 @@ _ZERO = Resource()
 
 @dataclass(slots=True)
 class ElasticQuotaInfo:
-    """One ElasticQuota: the namespaces it covers, its min and max, and what its pods use."""
+    """One ElasticQuota: the namespaces it covers, its min and max, and what its pods use.
+
+    ``base`` holds the uids counted from the scheduler's snapshot (shared between copies,
+    never changed through them); ``pods`` the pods added on top (reserved ones, preemption's
+    what-ifs) and ``removed`` the base pods taken out, so that a copy per cycle costs the
+    size of those changes, not of the namespace's pods."""
 
     namespace: str
     name: str
     min: Resource
     max: Resource
     used: Resource = field(default_factory=Resource)
-    # pod uid -> its requests, so that adding or removing a pod twice changes nothing
     pods: dict[str, Resource] = field(default_factory=dict)
     # names the quota's min and max list (what status.used reports)
     resource_names: tuple[str, ...] = ()
     namespaces: frozenset[str] = frozenset()
+    base: frozenset[str] | set[str] = frozenset()
+    removed: set[str] = field(default_factory=set)
 
     @property
     def key(self) -> str:
@@ -77,17 +83,26 @@ class ElasticQuotaInfo:
     def clone(self) -> ElasticQuotaInfo:
         return ElasticQuotaInfo(
             self.namespace, self.name, self.min, self.max, self.used.clone(), dict(self.pods),
-            self.resource_names, self.namespaces)
+            self.resource_names, self.namespaces, self.base, set(self.removed))
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self.pods or (uid in self.base and uid not in self.removed)
 
     def add_pod(self, uid: str, requests: Resource) -> None:
-        if uid in self.pods:
+        if uid in self:
             return
-        self.pods[uid] = requests
+        if uid in self.removed:
+            self.removed.discard(uid)
+        else:
+            self.pods[uid] = requests
         self.used.add(requests)
 
-    def remove_pod(self, uid: str) -> None:
-        requests = self.pods.pop(uid, None)
-        if requests is not None:
+    def remove_pod(self, uid: str, requests: Resource) -> None:
+        extra = self.pods.pop(uid, None)
+        if extra is not None:
+            self.used.sub(extra)
+        elif uid in self.base and uid not in self.removed:
+            self.removed.add(uid)
             self.used.sub(requests)
 
     def used_over_min_with(self, request: Resource) -> bool:
@@ -140,10 +155,10 @@ class QuotaSet:
         if q is not None:
             q.add_pod(uid, requests)
 
-    def remove_pod(self, namespace: str, uid: str) -> None:
+    def remove_pod(self, namespace: str, uid: str, requests: Resource) -> None:
         q = self.by_namespace.get(namespace)
         if q is not None:
-            q.remove_pod(uid)
+            q.remove_pod(uid, requests)
 
 
 def quota_from_object(obj: Mapping[str, Any], *,

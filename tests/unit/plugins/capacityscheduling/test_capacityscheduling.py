@@ -342,3 +342,50 @@ def test_dra_devices_count_by_device_class(held: int, asked: int, max_devices: s
         assert code(status) == Code.SUCCESS, status
     used = cluster.plugin.usage().get("team-a")
     assert used is not None and used.used.get(GPUS) == held
+
+
+# --- usage stays a recount, however the snapshot changes --------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "reserve", "unreserve"]),
+                          st.integers(0, 11), st.sampled_from(["n1", "n2", "n3"]),
+                          st.sampled_from(["team-a", "team-b", "free"]), st.integers(1, 3)),
+                max_size=25)
+
+
+@settings(max_examples=25, deadline=None)
+@given(_OPS)
+def test_usage_equals_a_recount_over_random_pod_streams(ops: list[tuple[str, int, str, str, int]]) -> None:
+    cluster = Cluster([node("n1"), node("n2"), node("n3")], [], quotas=[A, B])
+    infos = {i.name: i for i in cluster.snapshot.list()}
+    placed: dict[str, tuple[str, dict[str, Any]]] = {}  # name -> (node, pod)
+    reserved: dict[str, dict[str, Any]] = {}
+    for action, i, node_name, ns, cpu in ops:
+        name = f"p{i}"
+        if action == "add" and name not in placed:
+            p = pod(name, ns, str(cpu), node_name=node_name)
+            infos[node_name].add_pod(PodInfo.from_pod(p))
+            placed[name] = (node_name, p)
+        elif action == "remove" and name in placed:
+            where, p = placed.pop(name)
+            infos[where].remove_pod(p)
+        elif action == "reserve" and name not in placed and f"{ns}/{name}" not in reserved:
+            p = pod(name, ns, str(cpu))
+            cluster.plugin.reserve(CycleState(), PodInfo.from_pod(p), node_name)
+            reserved[f"{ns}/{name}"] = p
+        elif action == "unreserve" and f"{ns}/{name}" in reserved:
+            cluster.plugin.unreserve(CycleState(), PodInfo.from_pod(reserved.pop(f"{ns}/{name}")),
+                                     node_name)
+        usage = cluster.plugin.usage()
+        for team in ("team-a", "team-b"):
+            # a reserved pod the snapshot shows counts as the snapshot has it
+            counted = {p["metadata"]["uid"]: p for p in reserved.values()
+                       if p["metadata"]["namespace"] == team}
+            counted.update({p["metadata"]["uid"]: p for _, p in placed.values()
+                            if p["metadata"]["namespace"] == team})
+            q = usage.get(team)
+            assert q is not None
+            assert q.used.milli_cpu == sum(PodInfo.from_pod(p).requests.milli_cpu
+                                           for p in counted.values()), (team, ops)
