@@ -49,12 +49,15 @@ from scheduler.bench.workloads import (
     CHURN_NAMESPACE,
     EXISTING_NAMESPACE,
     MEASURED_NAMESPACE,
+    RACK_KEY,
     Workload,
     churn_object,
+    claim_template,
     gang_member,
     gated_pod,
     pod,
     pod_groups,
+    rack_of,
 )
 
 FLOOR_SCHEDULER_NAME = "bench-floor"
@@ -328,6 +331,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     raw_count = min(measured, args.raw_binds)
     flags = {"nodes": nodes, "simulate_kubelet": False,
              "node_cpu": node_cpu, "node_memory": node_memory}
+    if workload.dra_devices:
+        flags["dra_devices"] = workload.dra_devices
     floor: SchedulerRun | None = None
     extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
@@ -373,10 +378,16 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             for namespace in (EXISTING_NAMESPACE, MEASURED_NAMESPACE, CHURN_NAMESPACE):
                 await create_namespace(user, namespace)
             template = workload.measured
+            if workload.dra_devices:
+                await user.create(f"/apis/resource.k8s.io/v1/namespaces/{MEASURED_NAMESPACE}"
+                                  "/resourceclaimtemplates", claim_template())
             if workload.gang_size:
                 gang_size = args.gang_size or workload.gang_size
-                template = gang_member(gang_size)
-                await _install_gang(user, config, measured, gang_size)
+                template = gang_member(gang_size, mixed=workload.gang_mixed)
+                await _install_gang(user, config, measured, gang_size,
+                                    mixed=workload.gang_mixed, topology=workload.gang_topology)
+                if workload.gang_topology:
+                    await _label_racks(user, node_names, args.concurrency)
             before: list[dict[str, Any]] = []
             if workload.existing is not None:
                 for i in range(existing):
@@ -532,7 +543,20 @@ def bench_extender(url: str) -> Any:
                     weight=1, node_cache_capable=True)
 
 
-async def _install_gang(user: Any, config: Any, count: int, gang_size: int) -> None:
+async def _label_racks(user: Any, node_names: list[str], concurrency: int) -> None:
+    """Label every node with its rack (workloads.rack_of), before the scheduler starts."""
+    slots = asyncio.Semaphore(max(concurrency, 1))
+
+    async def one(index: int, name: str) -> None:
+        async with slots:
+            await user.patch(f"/api/v1/nodes/{name}",
+                             {"metadata": {"labels": {RACK_KEY: rack_of(index)}}},
+                             patch_type="merge")
+    await asyncio.gather(*(one(i, n) for i, n in enumerate(node_names)))
+
+
+async def _install_gang(user: Any, config: Any, count: int, gang_size: int, *,
+                        mixed: bool = False, topology: bool = False) -> None:
     import yaml
 
     from scheduler.config.types import PluginRef
@@ -549,7 +573,7 @@ async def _install_gang(user: Any, config: Any, count: int, gang_size: int) -> N
             break
         except Exception:
             await asyncio.sleep(0.05)
-    for group in pod_groups(count, gang_size):
+    for group in pod_groups(count, gang_size, mixed=mixed, topology=topology):
         await user.create(path, group)
     profile = config.profiles[0]
     names = {ref.name for ref in profile.plugins.multi_point.enabled}

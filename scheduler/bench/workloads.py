@@ -71,8 +71,15 @@ class Workload:
     node_cpu: str = "4"  # upstream's node-default: 4 CPU, 32Gi, 110 pods
     node_memory: str = "32Gi"
     gang_size: int = 0
+    # Gangs mixed with plain pods: every other block of gang_size pods is plain pods.
+    gang_mixed: bool = False
+    # Gangs required to stay in one rack (nodes labelled RACK_KEY, RACK_SIZE nodes a rack).
+    gang_topology: bool = False
     # examples/extenders' HTTP extender, in its own process, filters and prioritizes
     extender: bool = False
+    # simulated DRA driver devices (sandbox --dra-devices); the measured pods then each use
+    # a claim from the ResourceClaimTemplate ``claim_template()`` (one device)
+    dra_devices: str = ""
     note: str = ""
     aliases: tuple[str, ...] = field(default=())
 
@@ -133,10 +140,16 @@ def gated_pod(i: int, scheduler: str) -> dict[str, Any]:
     return p
 
 
-def gang_member(gang_size: int) -> Template:
+def gang_member(gang_size: int, *, mixed: bool = False) -> Template:
+    """Members of PodGroups gang-0, gang-1 ... in blocks of ``gang_size``; ``mixed``: every
+    other block is plain pods of the same size (the odd blocks)."""
     def make(i: int, scheduler: str) -> dict[str, Any]:
+        block = i // gang_size
+        if mixed and block % 2 == 1:
+            return pod(f"plain-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler,
+                       cpu="1", memory="1Gi")
         return pod(f"gang-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler,
-                   cpu="1", memory="1Gi", labels={GANG_LABEL: f"gang-{i // gang_size}"})
+                   cpu="1", memory="1Gi", labels={GANG_LABEL: f"gang-{block}"})
     return make
 
 
@@ -170,7 +183,31 @@ def _legacy_spread(i: int, scheduler: str) -> dict[str, Any]:
     return p
 
 
+CLAIM_TEMPLATE = "one-device"
+DRA_DEVICE_CLASS = "gpu.example.com"  # the simulated driver's class for kind "gpu"
+
+
+def claim_template() -> dict[str, Any]:
+    """Upstream's DRA scheduler_perf template: one device of the test driver's class."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": CLAIM_TEMPLATE, "namespace": MEASURED_NAMESPACE},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "req-0", "exactly": {"deviceClassName": DRA_DEVICE_CLASS}}]}}}}
+
+
+def _with_claim(i: int, scheduler: str) -> dict[str, Any]:
+    p = pod(f"claim-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler)
+    p["spec"]["resourceClaims"] = [{"name": "resource",
+                                    "resourceClaimTemplateName": CLAIM_TEMPLATE}]
+    p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "resource"}]
+    return p
+
+
 GANG_SIZE = 8
+# Gang topology workloads: a rack label on every node, RACK_SIZE nodes a rack.
+RACK_KEY = "bench.kube-py-scheduler.io/rack"
+RACK_SIZE = 16
+REQUIRED_TOPOLOGY = "kube-py-scheduler.io/required-topology"
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("SchedulingBasic", 680, 10000, _default, existing_pods=1000,
@@ -192,9 +229,22 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              churn=Churn("recreate", 1.0, ("node", "large-pod", "service")),
              note="every second a node, an unschedulable 9-CPU priority-10 pod and a "
                   "service are replaced"),
+    Workload("SchedulingWithResourceClaimTemplate", 40, 5000, _with_claim,
+             dra_devices="gpu=10",
+             note="upstream's fast variant: 500 nodes with 10 devices each (run with "
+                  "--nodes 500), every pod gets one through its own claim from a template "
+                  "(the sandbox's resourceclaim controller creates them); upstream's floor "
+                  "is 56 with queueing hints"),
     Workload("gang", None, 5000, gang_member(GANG_SIZE), node_cpu="32",
              node_memory="128Gi", gang_size=GANG_SIZE,
              note="PodGroups of 8, all-or-nothing (Coscheduling)"),
+    *(Workload(f"GangMixed{size}{'Topology' if topo else ''}", None, 5000,
+               gang_member(size, mixed=True), node_cpu="32", node_memory="128Gi",
+               gang_size=size, gang_mixed=True, gang_topology=topo,
+               note=f"PodGroups of {size} (1-CPU members) alternating with blocks of {size} "
+                    "plain pods" + (f"; each gang required in one rack ({RACK_KEY}, "
+                                    f"{RACK_SIZE} nodes a rack)" if topo else ""))
+      for size in (8, 32, 128) for topo in (False, True)),
     # The bench's earlier shapes, kept for comparison with the README's older figures.
     Workload("plain", None, 5000, _plain, node_cpu="32", node_memory="128Gi"),
     Workload("anti-affinity", None, 5000, _legacy_anti_affinity, node_cpu="32",
@@ -208,13 +258,29 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
 )}
 
 
-def pod_groups(count: int, gang_size: int) -> list[dict[str, Any]]:
-    return [{
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": f"gang-{g}", "namespace": MEASURED_NAMESPACE},
-        "spec": {"minMember": gang_size, "scheduleTimeoutSeconds": 60},
-    } for g in range((count + gang_size - 1) // gang_size)]
+def pod_groups(count: int, gang_size: int, *, mixed: bool = False,
+               topology: bool = False) -> list[dict[str, Any]]:
+    """The PodGroups of ``gang_member``'s pods (the last one holds what is left)."""
+    groups = []
+    for g in range((count + gang_size - 1) // gang_size):
+        if mixed and g % 2 == 1:
+            continue
+        members = min(gang_size, count - g * gang_size)
+        meta: dict[str, Any] = {"name": f"gang-{g}", "namespace": MEASURED_NAMESPACE}
+        if topology:
+            meta["annotations"] = {REQUIRED_TOPOLOGY: RACK_KEY}
+        groups.append({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": meta,
+            "spec": {"minMember": members, "scheduleTimeoutSeconds": 60},
+        })
+    return groups
+
+
+def rack_of(index: int) -> str:
+    """The rack label value of the node at ``index`` (gang topology workloads)."""
+    return f"rack-{index // RACK_SIZE}"
 
 
 def churn_object(kind: str, index: int, *, scheduler_name: str,

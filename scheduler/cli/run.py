@@ -109,10 +109,12 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
 
 def apply_feature_gates(gates: FeatureGates) -> None:
     """Hand the gates to the modules below the config layer that read them (objects cannot
-    import config): the Lt/Gt toleration operators."""
+    import config): the Lt/Gt toleration operators, the pod-level resize report."""
+    from scheduler.objects.pod import set_pod_level_resources_resize
     from scheduler.objects.taints import set_comparison_operators
 
     set_comparison_operators(gates.enabled("TaintTolerationComparisonOperators"))
+    set_pod_level_resources_resize(gates.enabled("InPlacePodLevelResourcesVerticalScaling"))
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -263,15 +263,16 @@ def default_config() -> KubeSchedulerConfiguration:
 # every extension point it implements and replaces PrioritySort as the queue sort; pods
 # without the ``scheduling.x-k8s.io/pod-group`` label are scheduled as by the v1 defaults.
 # Elastic quotas are on too, as scheduler-plugins' chart has them: CapacityScheduling takes
-# DefaultPreemption's place at PostFilter (before Coscheduling's, as preemption runs first
-# in scheduler-plugins' profile); without ElasticQuotas it preempts exactly as
+# DefaultPreemption's place at PostFilter (after DynamicResources' as in the v1 defaults,
+# before Coscheduling's, as preemption runs first in scheduler-plugins' profile); without ElasticQuotas it preempts exactly as
 # DefaultPreemption does.
 SHIPPED_PROFILE: dict[str, Any] = {
     "schedulerName": DEFAULT_SCHEDULER_NAME,
     "plugins": {
         "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
         "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
-        "postFilter": {"enabled": [{"name": "CapacityScheduling"}, {"name": "Coscheduling"}],
+        "postFilter": {"enabled": [{"name": "DynamicResources"}, {"name": "CapacityScheduling"},
+                                   {"name": "Coscheduling"}],
                        "disabled": [{"name": "*"}]},
     },
     "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 60}}],

@@ -57,7 +57,7 @@ def _g(name: str, stage: str, default: bool, implemented: bool) -> FeatureGate:
 GATES: tuple[FeatureGate, ...] = (
     _g("DynamicResourceAllocation", GA, True, False),  # the DRA work sets True with its plugin
     _g("InPlacePodVerticalScaling", GA, True, True),
-    _g("InPlacePodLevelResourcesVerticalScaling", ALPHA, False, False),
+    _g("InPlacePodLevelResourcesVerticalScaling", ALPHA, False, True),
     _g("InPlacePodVerticalScalingSchedulerPreemption", ALPHA, False, False),
     _g("InterPodAffinityHostnameFastPath", ALPHA, False, False),
     _g("MatchLabelKeysInPodAffinity", GA, True, True),

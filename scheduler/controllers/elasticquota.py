@@ -19,13 +19,14 @@ from typing import Any
 import structlog
 
 from scheduler.client.api import ApiClient, ApiError, NotFound, resource_path
-from scheduler.client.informer import InformerFactory
+from scheduler.client.informer import RESOURCES, InformerFactory
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.labels import parse_selector_string
 from scheduler.objects.pod import pod_requests
 from scheduler.objects.quantity import QuantityError, parse_quantity
 from scheduler.objects.resources import Resource
 from scheduler.objects.validation import validate_object
+from scheduler.plugins.capacityscheduling.plugin import claim_devices, claim_names
 from scheduler.plugins.capacityscheduling.quota import format_amount
 
 __all__ = ["ElasticQuotaController", "compute_used", "format_amount", "same_usage"]
@@ -67,9 +68,12 @@ def covered_namespaces(quota: Mapping[str, Any], namespaces: Iterable[Mapping[st
 
 
 def compute_used(quota: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], *,
-                 namespaces: frozenset[str] | None = None) -> dict[str, str]:
+                 namespaces: frozenset[str] | None = None,
+                 claim: Callable[[str, str], Mapping[str, Any] | None] | None = None,
+                 ) -> dict[str, str]:
     """``status.used``: the requests of the covered namespaces' Running pods, per resource
-    the quota names (upstream counts Running pods only)."""
+    the quota names (upstream counts Running pods only), DRA devices of their
+    ResourceClaims included when ``claim`` (namespace, name) -> claim is given."""
     covered = namespaces if namespaces is not None else frozenset(
         {str(_meta(quota).get("namespace") or "")})
     total = Resource()
@@ -82,6 +86,13 @@ def compute_used(quota: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], *,
             total.add(pod_requests(pod))
         except (ObjectError, QuantityError, ValueError, TypeError, AttributeError):
             continue  # a malformed pod: the scheduler's handlers report it
+        if claim is not None:
+            ns = str(_meta(pod).get("namespace") or "")
+            for name in claim_names(pod):
+                obj = claim(ns, name)
+                if obj is not None:
+                    for resource, count in claim_devices(obj).items():
+                        total.add_amount(resource, count)
     return {name: format_amount(name, total.get(name)) for name in resource_names(quota)}
 
 
@@ -105,6 +116,7 @@ class ElasticQuotaController:
         self._pods = informers.informer("pods")
         self._quotas = informers.informer(PLURAL)
         self._namespaces = informers.informer("namespaces")
+        self._claims = informers.informer("resourceclaims") if "resourceclaims" in RESOURCES else None
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self.patches = 0
@@ -145,7 +157,11 @@ class ElasticQuotaController:
             return True
         covered = covered_namespaces(quota, self._namespaces.store.list())
         pods = [p for ns in sorted(covered) for p in self._pods.store.list(ns)]
-        used = compute_used(quota, pods, namespaces=covered)
+        claims = self._claims
+        used = compute_used(
+            quota, pods, namespaces=covered,
+            claim=None if claims is None else (
+                lambda ns, name: claims.store.get_by_key(f"{ns}/{name}")))
         current = (quota.get("status") or {}).get("used")
         if same_usage(current, used):
             return True

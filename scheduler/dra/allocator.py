@@ -371,6 +371,66 @@ def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] 
         {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
 
 
+def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
+               node_name: str) -> Allocated | None:
+    """One claim, one ExactCount request without alternatives or constraints (the common
+    shape): the first free devices in order are what the search would pick.  None: take
+    the general path (which also explains a failure)."""
+    if len(prepared.requests) != 1 or prepared.constraints[0]:
+        return None
+    req = prepared.requests[0]
+    if len(req.alternatives) != 1:
+        return None
+    alt = req.alternatives[0]
+    if alt.mode != MODE_EXACT:
+        return None
+    taken: list[Device] = []
+    for d in devices:
+        if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
+                not d.taints or _tolerated(alt, d)):
+            taken.append(d)
+            if len(taken) == alt.count:
+                return Allocated([_allocation(alt, taken, prepared.configs[0], node_name)], 0)
+    return None
+
+
+def _allocation(alt: _Alternative, devs: Sequence[Device], claim_config: list[Any],
+                node_name: str) -> dict[str, Any]:
+    return _build_allocation([(alt, devs)], claim_config, node_name)
+
+
+def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
+                      claim_config: list[Any], node_name: str) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    config: list[dict[str, Any]] = []
+    all_devs: list[Device] = []
+    for alt, devs in picks:
+        for c in alt.class_config:
+            if isinstance(c, Mapping):
+                config.append({"source": "FromClass", "requests": [alt.result_name],
+                               **{k: v for k, v in c.items() if k != "requests"}})
+        for d in devs:
+            r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver,
+                                 "pool": d.pool, "device": d.name}
+            if alt.admin:
+                r["adminAccess"] = True
+            if alt.raw_tolerations and d.taints:
+                r["tolerations"] = list(alt.raw_tolerations)
+            results.append(r)
+            all_devs.append(d)
+    for c in claim_config:
+        if isinstance(c, Mapping):
+            config.append({"source": "FromClaim", **dict(c)})
+    devices_part: dict[str, Any] = {"results": results}
+    if config:
+        devices_part["config"] = config
+    alloc: dict[str, Any] = {"devices": devices_part}
+    sel = _node_selector(all_devs, node_name)
+    if sel is not None:
+        alloc["nodeSelector"] = sel
+    return alloc
+
+
 @dataclass(slots=True)
 class Prepared:
     """Claims parsed and their classes' selectors compiled: once per pod, not per node."""
@@ -415,6 +475,9 @@ def allocate(
                                       prepared.configs)
     node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
+    fast = _fast_path(prepared, devices, in_use, node_name)
+    if fast is not None:
+        return fast
     candidates: list[list[list[Device] | None]] = []
     details: list[str] = []
     for req in requests:
@@ -476,32 +539,6 @@ def allocate(
         per_claim[req.claim_index].append((req, req.alternatives[ai], devs))
         rank += ai
     for ci, picks in enumerate(per_claim):
-        results: list[dict[str, Any]] = []
-        config: list[dict[str, Any]] = []
-        all_devs: list[Device] = []
-        for req, alt, devs in picks:
-            for c in alt.class_config:
-                if isinstance(c, Mapping):
-                    config.append({"source": "FromClass", "requests": [alt.result_name],
-                                   **{k: v for k, v in c.items() if k != "requests"}})
-            for d in devs:
-                r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver,
-                                     "pool": d.pool, "device": d.name}
-                if alt.admin:
-                    r["adminAccess"] = True
-                if alt.raw_tolerations and d.taints:
-                    r["tolerations"] = list(alt.raw_tolerations)
-                results.append(r)
-                all_devs.append(d)
-        for c in configs[ci]:
-            if isinstance(c, Mapping):
-                config.append({"source": "FromClaim", **dict(c)})
-        devices_part: dict[str, Any] = {"results": results}
-        if config:
-            devices_part["config"] = config
-        alloc: dict[str, Any] = {"devices": devices_part}
-        sel = _node_selector(all_devs, node_name)
-        if sel is not None:
-            alloc["nodeSelector"] = sel
-        allocations.append(alloc)
+        allocations.append(_build_allocation([(alt, devs) for _req, alt, devs in picks],
+                                             configs[ci], node_name))
     return Allocated(allocations, rank)

@@ -51,6 +51,7 @@ __all__ = [
     "pod_non_zero_requests",
     "is_pod_resize_deferred",
     "resize_report",
+    "set_pod_level_resources_resize",
     "is_pod_resize_infeasible",
     "POD_RESIZE_PENDING",
     "POD_RESIZE_IN_PROGRESS",
@@ -384,12 +385,54 @@ def resize_report(pod: Mapping[str, Any]) -> tuple[Any, ...]:
     resize report): equal reports and equal specs give equal requests."""
     status = pod.get("status")
     if not isinstance(status, Mapping):
-        return (None, None, None)
+        return (None, None, None, None, None)
     return (status.get("containerStatuses"), status.get("initContainerStatuses"),
-            _resize_pending_reason(pod))
+            _resize_pending_reason(pod), status.get("allocatedResources"),
+            status.get("resources"))
 
 
 _NONE: Mapping[str, int] = {}
+
+
+# InPlacePodLevelResourcesVerticalScaling (alpha, off): the kubelet also reports pod-level
+# sizes (status.allocatedResources, status.resources.requests); process-wide, as upstream's
+# feature gate (the command line sets it from --feature-gates).
+_pod_level_resize = False
+
+
+def set_pod_level_resources_resize(enabled: bool) -> None:
+    """Turn on reading the pod-level resize report (InPlacePodLevelResourcesVerticalScaling)."""
+    global _pod_level_resize
+    _pod_level_resize = enabled
+
+
+def _pod_status_sizes(pod: Mapping[str, Any]) -> tuple[dict[str, int] | None,
+                                                       dict[str, int] | None, bool]:
+    """(status.allocatedResources, status.resources.requests, whether status.resources is
+    set) of the pod itself."""
+    status = pod.get("status")
+    if not isinstance(status, Mapping):
+        return None, None, False
+    allocated = actual = None
+    if status.get("allocatedResources") is not None:
+        allocated = _parse_rl(pod, status["allocatedResources"], "status.allocatedResources")
+        _check_amounts(pod, allocated, "status.allocatedResources")
+    res = status.get("resources")
+    if res is not None:
+        if not isinstance(res, Mapping):
+            raise _err(pod, "status.resources", "must be an object")
+        if res.get("requests") is not None:
+            actual = _parse_rl(pod, res["requests"], "status.resources.requests")
+            _check_amounts(pod, actual, "status.resources.requests")
+    return allocated, actual, res is not None
+
+
+def _minus(amounts: Mapping[str, int] | None, overhead: Mapping[str, int]) -> dict[str, int]:
+    out = dict(amounts or {})
+    for k, v in overhead.items():
+        if k in out:
+            out[k] -= v
+    return out
 
 
 def _is_pod_level_resource(name: str) -> bool:
@@ -409,6 +452,17 @@ def _parse_resources(pod: Mapping[str, Any]) -> _Parsed:
     _check_amounts(pod, overhead, "spec.overhead")
     statuses = _container_statuses(pod)
     infeasible = is_pod_resize_infeasible(pod)
+    pod_allocated = pod_actual = None
+    pod_resources_set = False
+    if _pod_level_resize:
+        pod_allocated, pod_actual, pod_resources_set = _pod_status_sizes(pod)
+    if pod_level and (pod_allocated is not None or pod_resources_set):
+        # upstream effectivePodLevelResources: the reported pod-level sizes (overhead taken
+        # out) against the desired one, which an infeasible resize drops
+        effective: dict[str, int] = {} if infeasible else dict(pod_level)
+        _max(effective, _minus(pod_actual, overhead))
+        _max(effective, _minus(pod_allocated, overhead))
+        pod_level = {k: v for k, v in effective.items() if _is_pod_level_resource(k)}
 
     # Upstream's AggregateContainerRequests with UseStatusResources (InPlacePodVerticalScaling,
     # GA): per resource the larger of the desired (spec), admitted (allocatedResources) and
@@ -430,6 +484,12 @@ def _parse_resources(pod: Mapping[str, Any]) -> _Parsed:
 
     def aggregate(non_missing: Mapping[str, int] | None) -> dict[str, int]:
         spec_total = _aggregate(containers, inits, non_missing)
+        if pod_allocated is not None and pod_actual is not None:
+            # the pod-level report already sums every container (upstream prefers it)
+            total = {} if infeasible else spec_total
+            _max(total, pod_actual)
+            _max(total, pod_allocated)
+            return total
         if not statuses and not infeasible:
             return spec_total  # nothing reported: all three sizes are the spec
         total = {} if infeasible else spec_total

@@ -192,3 +192,32 @@ def _parse_rfc3339(value: str) -> float | None:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
+
+
+# --- gangs (a well-known API label, shared by Coscheduling and preemption) -------------------
+
+# scheduler-plugins' label naming a pod's PodGroup (same namespace).
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def bound_gang_companions(listers: Any, pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The other bound, live members of ``pod``'s gang (none for a pod outside any gang):
+    a gang below minMember is useless, so a member evicted takes them with it (issue 22)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    group = labels.get(POD_GROUP_LABEL) if isinstance(labels, Mapping) else None
+    if not isinstance(group, str) or not group:
+        return []
+    namespace = meta.get("namespace") or ""
+    uid = meta.get("uid")
+    out = []
+    for other in listers.list("pods", namespace):
+        other_meta = other.get("metadata") or {}
+        if other_meta.get("uid") == uid or other_meta.get("deletionTimestamp"):
+            continue
+        if ((other_meta.get("labels") or {}).get(POD_GROUP_LABEL) != group
+                or not (other.get("spec") or {}).get("nodeName")
+                or (other.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            continue
+        out.append(other)
+    return out

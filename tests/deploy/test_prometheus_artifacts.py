@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -75,7 +76,7 @@ def test_each_alert_fires_in_its_scenario_and_not_otherwise() -> None:
 
 
 @needs_promtool
-def test_promtool_catches_a_broken_scenario(tmp_path: pytest.TempPathFactory) -> None:
+def test_promtool_catches_a_broken_scenario(tmp_path: Path) -> None:
     """The scenarios can fail: one expecting the down alert while the scheduler is up."""
     broken = {
         "rule_files": [str(artifacts.ALERTS)],
@@ -87,7 +88,7 @@ def test_promtool_catches_a_broken_scenario(tmp_path: pytest.TempPathFactory) ->
                                         "exp_alerts": [{"exp_labels": {"severity": "critical"}}]
                                         }]}],
     }
-    path = tmp_path / "broken_test.yaml"  # type: ignore[operator]
+    path = tmp_path / "broken_test.yaml"
     path.write_text(yaml.safe_dump(broken))
     done = subprocess.run([str(PROMTOOL), "test", "rules", str(path)],
                           capture_output=True, text=True, timeout=60)

@@ -247,13 +247,15 @@ def test_prometheus_scrapes_over_https_with_the_bearer_token(run: Run) -> None:
     assert run.prometheus.value(f'up{{job="{JOB}"}}') == 1.0
 
 
-def test_a_scrape_without_the_token_is_refused(run: Run) -> None:
+def test_a_scrape_without_the_token_is_refused(run: Run, tmp_path: Path) -> None:
     """The same scrape with a token the API server does not know: down, with a 401."""
+    token_file = tmp_path / "token"
+    token_file.write_text("not-a-token")
     extra = PrometheusProcess({"global": {"scrape_interval": "1s"}, "scrape_configs": [
         scrape_config_from_service_monitor(
             _service_monitor_endpoint(), job="intruder",
             target=f"127.0.0.1:{run.scheduler.metrics_port}",
-            token_file=_write_tmp("not-a-token"))]}).start()
+            token_file=token_file)]}).start()
     try:
         deadline = time.monotonic() + 30
         targets: list[dict[str, Any]] = []
@@ -267,15 +269,6 @@ def test_a_scrape_without_the_token_is_refused(run: Run) -> None:
         assert "401" in target["lastError"], target["lastError"]
     finally:
         extra.stop()
-
-
-def _write_tmp(text: str) -> Path:
-    import tempfile
-
-    fd, name = tempfile.mkstemp(prefix="token-")
-    os.write(fd, text.encode())
-    os.close(fd)
-    return Path(name)
 
 
 # --- the documented series, with the values the cluster shows -------------------------------

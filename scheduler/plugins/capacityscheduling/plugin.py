@@ -25,7 +25,7 @@ annotation selects (a label selector string); without it, one namespace, as upst
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,9 @@ QUOTA_KIND = "ElasticQuota"
 PODGROUPS = "podgroups"
 PODS = "pods"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # Coscheduling's (a sibling plugin)
+RESOURCE_CLAIMS = "resourceclaims"
+# DRA devices count in a quota under ResourceQuota's name for them: <class>.deviceclass.resource.k8s.io/devices
+DEVICE_CLASS_RESOURCE = "{device_class}.deviceclass.resource.k8s.io/devices"
 NAMESPACE_SELECTOR_ANNOTATION = "scheduling.x-k8s.io/namespace-selector"
 
 # scheduler-plugins' wording
@@ -126,11 +129,14 @@ def _rv(obj: Mapping[str, Any]) -> str:
 class _Extensions(PreFilterExtensions):
     """Preemption's what-ifs move a pod in or out of its quota in the cycle's copy."""
 
+    def __init__(self, requests_of: Callable[[PodInfo], Resource]) -> None:
+        self._requests_of = requests_of
+
     def add_pod(self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo,
                 node_info: NodeInfo) -> Status | None:
         snap = state.get(SNAPSHOT_KEY)
         if isinstance(snap, _QuotaSnapshot):
-            snap.quotas.add_pod(pod_to_add.namespace, pod_to_add.uid, pod_to_add.requests)
+            snap.quotas.add_pod(pod_to_add.namespace, pod_to_add.uid, self._requests_of(pod_to_add))
         return None
 
     def remove_pod(self, state: CycleState, pod_to_schedule: PodInfo, pod_to_remove: PodInfo,
@@ -139,6 +145,68 @@ class _Extensions(PreFilterExtensions):
         if isinstance(snap, _QuotaSnapshot):
             snap.quotas.remove_pod(pod_to_remove.namespace, pod_to_remove.uid)
         return None
+
+
+def claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The pod's ResourceClaims by name (direct, or generated from a template once the
+    resourceclaim controller named it)."""
+    spec = pod.get("spec") or {}
+    statuses = {s.get("name"): s.get("resourceClaimName")
+                for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+                if isinstance(s, Mapping)}
+    out: list[str] = []
+    for entry in spec.get("resourceClaims") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        name = entry.get("resourceClaimName")
+        if not isinstance(name, str):
+            name = statuses.get(entry.get("name"))
+        if isinstance(name, str) and name:
+            out.append(name)
+    return out
+
+
+def claim_devices(claim: Mapping[str, Any]) -> dict[str, int]:
+    """Devices a ResourceClaim takes, by quota resource name: its allocation when it has one,
+    else its requests (exactly: count, 1 by default; firstAvailable: the first subrequest;
+    allocationMode All counts 1 until allocated)."""
+    out: dict[str, int] = {}
+    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {})
+               .get("results"))
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    classes: dict[str, str] = {}
+    for req in requests:
+        if not isinstance(req, Mapping):
+            continue
+        exact = req.get("exactly") if isinstance(req.get("exactly"), Mapping) else None
+        first = req.get("firstAvailable")
+        name = str(req.get("name") or "")
+        if exact is not None:
+            classes[name] = str(exact.get("deviceClassName") or "")
+        if isinstance(first, list):
+            for sub in first:
+                if isinstance(sub, Mapping):
+                    classes[f"{name}/{sub.get('name')}"] = str(sub.get("deviceClassName") or "")
+        if results:
+            continue
+        chosen = exact if exact is not None else (
+            first[0] if isinstance(first, list) and first and isinstance(first[0], Mapping) else None)
+        if chosen is None or not chosen.get("deviceClassName"):
+            continue
+        count = chosen.get("count", 1) if chosen.get("allocationMode", "ExactCount") == "ExactCount" else 1
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            count = 1
+        key = DEVICE_CLASS_RESOURCE.format(device_class=chosen["deviceClassName"])
+        out[key] = out.get(key, 0) + count
+    if isinstance(results, list):
+        for r in results:
+            if not isinstance(r, Mapping):
+                continue
+            device_class = classes.get(str(r.get("request") or ""))
+            if device_class:
+                key = DEVICE_CLASS_RESOURCE.format(device_class=device_class)
+                out[key] = out.get(key, 0) + 1
+    return out
 
 
 def _quota_event_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
@@ -162,7 +230,7 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
         for key in args:
             raise args_error(NAME, str(key), "unknown field")  # no args, as upstream
         super().__init__(None, handle, **kw)
-        self._extensions = _Extensions()
+        self._extensions = _Extensions(self.requests_of)
         self._last_good: dict[str, dict[str, Any]] = {}  # quota key -> last valid object
         self._quota_memo: tuple[tuple[tuple[str, str], ...], QuotaSet] | None = None
         self._usage_memo: tuple[int, int, int, QuotaSet] | None = None
@@ -243,7 +311,7 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
                 for node_info in snapshot.list():
                     for p in node_info.pods:
                         if counted.get(p.namespace) is not None and not is_terminal(p.pod):
-                            counted.add_pod(p.namespace, p.uid, p.requests)
+                            counted.add_pod(p.namespace, p.uid, self.requests_of(p))
             self._usage_memo = (id(snapshot), generation, id(quotas), counted)
         out = counted.clone()
         for uid, (namespace, requests) in list(self._reserved.items()):
@@ -254,6 +322,20 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
                 out.add_pod(namespace, uid, requests)
         return out
 
+    def requests_of(self, pod_info: PodInfo) -> Resource:
+        """The pod's requests as its quota counts them: its resources plus the DRA devices of
+        its ResourceClaims by device class."""
+        spec = pod_info.pod.get("spec") or {}
+        if not spec.get("resourceClaims"):
+            return pod_info.requests
+        out = pod_info.requests.clone()
+        for name in claim_names(pod_info.pod):
+            claim = self._handle.listers.get(RESOURCE_CLAIMS, pod_info.namespace, name)
+            if claim is not None:
+                for resource, count in claim_devices(claim).items():
+                    out.add_amount(resource, count)
+        return out
+
     # --- PreFilter ---------------------------------------------------------------------------
 
     def pre_filter(
@@ -261,7 +343,7 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
     ) -> tuple[PreFilterResult | None, Status | None]:
         quotas = self.usage()
         state.write(SNAPSHOT_KEY, _QuotaSnapshot(quotas))
-        pod_req = pod_info.requests
+        pod_req = self.requests_of(pod_info)
         eq = quotas.get(pod_info.namespace)
         if eq is None:
             state.write(PREFILTER_KEY, _PreFilterState(pod_req, pod_req.clone(), pod_req.clone()))
@@ -277,10 +359,10 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
                 if other is None:
                     continue
                 if other is eq and p.priority >= pod_info.priority:
-                    in_eq.add(p.requests)
-                    in_all.add(p.requests)
+                    in_eq.add(self.requests_of(p))
+                    in_all.add(self.requests_of(p))
                 elif other is not eq and not other.used_over_min():
-                    in_all.add(p.requests)
+                    in_all.add(self.requests_of(p))
         pre = _PreFilterState(pod_req, in_eq, in_all)
         state.write(PREFILTER_KEY, pre)
         if eq.used_over_max_with(in_eq):
@@ -347,7 +429,7 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
 
     def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
         if self.quotas().get(pod_info.namespace) is not None:
-            self._reserved[pod_info.uid] = (pod_info.namespace, pod_info.requests)
+            self._reserved[pod_info.uid] = (pod_info.namespace, self.requests_of(pod_info))
         return None
 
     def unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:

@@ -35,11 +35,11 @@ from scheduler.objects.pod import PodInfo
 from scheduler.objects.quantity import QuantityError
 from scheduler.objects.resources import CPU, PODS, Resource
 from scheduler.plugins.coscheduling.topology import TopologyConstraint, parse_topology
+from scheduler.plugins.helper import POD_GROUP_LABEL as POD_GROUP_LABEL
 from scheduler.plugins.helper import parse_rfc3339
 from scheduler.plugins.node_memo import NodeChanges
 
 # The label naming a pod's PodGroup (same namespace), as scheduler-plugins spells it.
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_KIND = "PodGroup"
 PODGROUPS = "podgroups"
 PODS_RESOURCE = "pods"

@@ -57,6 +57,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
 )
+from scheduler.plugins.helper import bound_gang_companions
 
 __all__ = [
     "DryRun",
@@ -540,6 +541,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             v for v in candidate.victims
             if not is_being_deleted(v.pod) and v.uid not in self._marked_victims
         ]
+        to_preempt += self._gang_companions(to_preempt)
         if not to_preempt:
             # Every victim is already terminating: just wait for them.
             return None
@@ -562,6 +564,20 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return None
+
+    def _gang_companions(self, victims: list[PodInfo]) -> list[PodInfo]:
+        """A victim in a gang takes its whole gang down (on any node): a gang left below
+        minMember is useless and would hold its nodes for nothing (issue 22)."""
+        seen = {v.uid for v in victims}
+        out: list[PodInfo] = []
+        for victim in victims:
+            for pod in bound_gang_companions(self._handle.listers, victim.pod):
+                info, _problems = PodInfo.from_assigned_pod(pod)
+                if info.uid in seen or info.uid in self._marked_victims:
+                    continue
+                seen.add(info.uid)
+                out.append(info)
+        return out
 
     async def _run_preemption(
         self,

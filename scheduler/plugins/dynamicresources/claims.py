@@ -112,8 +112,8 @@ class ClaimTracker:
     def __init__(self) -> None:
         # claim key -> (pod uid, allocation)
         self._in_flight: dict[str, tuple[str, dict[str, Any]]] = {}
-        # claim key -> (resourceVersion, devices) of informer copies, to skip re-parsing
-        self._seen: dict[str, tuple[str, tuple[DeviceID, ...]]] = {}
+        # id(claim dict) -> (the dict, its key, its devices), to skip re-reading
+        self._seen: dict[int, tuple[Mapping[str, Any], str, tuple[DeviceID, ...]]] = {}
 
     def assume(self, claim_key: str, pod_uid: str, allocation: dict[str, Any]) -> None:
         self._in_flight[claim_key] = (pod_uid, allocation)
@@ -142,24 +142,26 @@ class ClaimTracker:
         """Every device held: by the informer's allocated claims and by those in flight."""
         out: set[DeviceID] = set()
         seen = self._seen
-        present: set[str] = set()
+        fresh: dict[int, tuple[Mapping[str, Any], str, tuple[DeviceID, ...]]] = {}
+        # The informer replaces a claim's dict on every change: an unchanged claim is the
+        # same object, and its devices are taken from the last call.
         for c in claims:
-            key = key_of(c)
-            present.add(key)
-            rv = str(_meta(c).get("resourceVersion") or "")
-            hit = seen.get(key)
-            if hit is None or hit[0] != rv:
+            hit = seen.get(id(c))
+            if hit is None or hit[0] is not c:
                 alloc = allocation_of(c)
-                hit = (rv, tuple(device_ids_of(alloc)))
-                seen[key] = hit
+                key = key_of(c)
+                hit = (c, key, tuple(device_ids_of(alloc)))
                 if alloc is not None:
                     self._in_flight.pop(key, None)  # the API shows it now
-            out.update(hit[1])
-        for key in [k for k in seen if k not in present]:
-            del seen[key]
-        for key in [k for k in self._in_flight if k not in present]:
-            # In flight claims were read from the informer: gone from it means deleted.
-            del self._in_flight[key]
-        for _uid, alloc in self._in_flight.values():
-            out.update(device_ids_of(alloc))
+            fresh[id(c)] = hit
+            if hit[2]:
+                out.update(hit[2])
+        self._seen = fresh
+        if self._in_flight:
+            present = {hit[1] for hit in fresh.values()}
+            for key in [k for k in self._in_flight if k not in present]:
+                # In-flight claims were read from the informer: gone from it means deleted.
+                del self._in_flight[key]
+            for _uid, alloc in self._in_flight.values():
+                out.update(device_ids_of(alloc))
         return out

@@ -228,3 +228,18 @@ def test_a_run_with_an_average_gives_no_reason() -> None:
                      with_event_rate=800.0, floor=None, run=_run(binds=binds))
     assert "no_average_because" not in result
     assert "see no_average_because" not in format_result(result)
+
+
+def test_dra_shape_pods_each_use_a_claim_from_the_template() -> None:
+    from scheduler.bench.workloads import CLAIM_TEMPLATE, claim_template
+
+    w = WORKLOADS["SchedulingWithResourceClaimTemplate"]
+    assert (w.upstream_floor, w.measured_pods, w.dra_devices) == (40, 5000, "gpu=10")
+    p = w.measured(3, "py-scheduler")
+    assert p["spec"]["resourceClaims"] == [{"name": "resource",
+                                            "resourceClaimTemplateName": CLAIM_TEMPLATE}]
+    assert p["spec"]["containers"][0]["resources"]["claims"] == [{"name": "resource"}]
+    t = claim_template()
+    assert t["metadata"]["name"] == CLAIM_TEMPLATE
+    [req] = t["spec"]["spec"]["devices"]["requests"]
+    assert req["exactly"]["deviceClassName"] == "gpu.example.com"

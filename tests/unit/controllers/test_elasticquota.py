@@ -164,3 +164,17 @@ async def test_status_used_equals_a_recount_after_any_event_stream(ops: list[tup
             continue  # malformed: left alone
         recount = compute_used(q, pods_inf.store.list())
         assert same_usage(q["status"]["used"], recount), (q, recount)
+
+
+def test_compute_used_counts_dra_devices_by_device_class() -> None:
+    gpus = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+    claim = {"metadata": {"name": "c", "namespace": "a"},
+             "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+                 "deviceClassName": "gpu.example.com", "count": 2}}]}}}
+    running = _pod("p", "a", "1")
+    running["spec"]["resourceClaims"] = [{"name": "r", "resourceClaimName": "c"}]
+    quota = _quota("a", max={"cpu": "4", gpus: "4"})
+    claims = {("a", "c"): claim}
+    assert compute_used(quota, [running], claim=lambda ns, n: claims.get((ns, n))) == {
+        "cpu": "1", gpus: "2"}
+    assert compute_used(quota, [running]) == {"cpu": "1", gpus: "0"}  # without claims at hand

@@ -20,6 +20,7 @@ from scheduler.objects.pod import (
     is_pod_resize_infeasible,
     pod_non_zero_requests,
     pod_requests,
+    set_pod_level_resources_resize,
 )
 from scheduler.objects.resources import Resource
 from tests.builders import PodBuilder
@@ -203,3 +204,51 @@ def test_bound_pod_with_malformed_status_counts_its_spec() -> None:
     info, problems = PodInfo.from_assigned_pod(pod)
     assert [p.field for p in problems] == ["status.containerStatuses[0].allocatedResources.cpu"]
     assert info.requests == Resource(1000)
+
+
+@pytest.fixture
+def pod_level_resize() -> Any:
+    set_pod_level_resources_resize(True)
+    yield
+    set_pod_level_resources_resize(False)
+
+
+def _pod_status(b: PodBuilder, *, allocated: dict[str, str] | None = None,
+                actual: dict[str, str] | None = None) -> PodBuilder:
+    if allocated is not None:
+        b.set("status.allocatedResources", allocated)
+    if actual is not None:
+        b.set("status.resources", {"requests": actual})
+    return b
+
+
+@pytest.mark.parametrize(
+    ("builder", "expected"),
+    [
+        # pod-level requests resized 4 -> 2: the reported 4 counts until it is 2
+        (_pod_status(PodBuilder("p").container("c").pod_resources(requests={"cpu": "2"}),
+                     allocated={"cpu": "4"}, actual={"cpu": "4"}), Resource(4000)),
+        # the report holds the overhead: it is taken out before the maximum, added once after
+        (_pod_status(PodBuilder("p").container("c").overhead(cpu="100m")
+                     .pod_resources(requests={"cpu": "2"}),
+                     allocated={"cpu": "3100m"}, actual={"cpu": "3100m"}), Resource(3100)),
+        # infeasible: the desired pod-level size is dropped
+        (_infeasible(_pod_status(PodBuilder("p").container("c")
+                                 .pod_resources(requests={"cpu": "8"}),
+                                 allocated={"cpu": "1"}, actual={"cpu": "1"})), Resource(1000)),
+        # no pod-level requests: the pod-level report replaces the containers' reports
+        (_pod_status(PodBuilder("p").container("c", requests={"cpu": "1"})
+                     .container_status("c", actual={"cpu": "9"}),
+                     allocated={"cpu": "2"}, actual={"cpu": "3"}), Resource(3000)),
+    ],
+    ids=["pod-level-shrink", "overhead", "infeasible", "containers"],
+)
+def test_pod_level_resize_report_behind_its_gate(pod_level_resize: None, builder: PodBuilder,
+                                                 expected: Resource) -> None:
+    assert pod_requests(builder.obj()) == expected
+
+
+def test_pod_level_resize_report_is_ignored_with_the_gate_off() -> None:
+    pod = _pod_status(PodBuilder("p").container("c").pod_resources(requests={"cpu": "2"}),
+                      allocated={"cpu": "4"}, actual={"cpu": "4"}).obj()
+    assert pod_requests(pod) == Resource(2000)

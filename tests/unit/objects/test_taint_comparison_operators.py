@@ -92,3 +92,19 @@ def test_feature_gates_flag_turns_the_operators_on() -> None:
         assert comparison_operators_enabled()
     finally:
         set_comparison_operators(False)
+
+
+def test_feature_gates_flag_turns_the_pod_level_resize_report_on() -> None:
+    from scheduler.objects.pod import pod_requests, set_pod_level_resources_resize
+    from tests.builders import PodBuilder
+
+    pod = (PodBuilder("p").container("c").pod_resources(requests={"cpu": "2"})
+           .set("status.allocatedResources", {"cpu": "4"})
+           .set("status.resources", {"requests": {"cpu": "4"}}).obj())
+    gates = FeatureGates()
+    gates.set("InPlacePodLevelResourcesVerticalScaling=true")
+    try:
+        apply_feature_gates(gates)
+        assert pod_requests(pod).milli_cpu == 4000
+    finally:
+        set_pod_level_resources_resize(False)

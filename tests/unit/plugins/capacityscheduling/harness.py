@@ -57,12 +57,14 @@ class Cluster:
     def __init__(self, nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]], *,
                  quotas: Sequence[dict[str, Any]] = (), pdbs: Sequence[dict[str, Any]] = (),
                  namespaces: Sequence[dict[str, Any]] = (),
-                 podgroups: Sequence[dict[str, Any]] = ()) -> None:
+                 podgroups: Sequence[dict[str, Any]] = (),
+                 claims: Sequence[dict[str, Any]] = ()) -> None:
         self.pods = list(pods)
         self.snapshot = SnapshotLister(node_infos(nodes, pods))
         self.listers = DictListers({"elasticquotas": list(quotas), "poddisruptionbudgets": list(pdbs),
                                     "pods": list(pods), "namespaces": list(namespaces),
-                                    "podgroups": list(podgroups)})
+                                    "podgroups": list(podgroups),
+                                    "resourceclaims": list(claims)})
         self.client = FakeApiClient()
         self.nominator = Nominator()
         self.fwk = Framework(

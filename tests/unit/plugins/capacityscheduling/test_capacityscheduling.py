@@ -56,11 +56,12 @@ def _plugins_at(profile: Any, point: str) -> list[str]:
 
 def test_shipped_profile_enables_it_and_plain_defaults_do_not() -> None:
     shipped = shipped_config().profiles[0]
-    assert _plugins_at(shipped, "postFilter") == ["CapacityScheduling", "Coscheduling"]
+    assert _plugins_at(shipped, "postFilter") == ["DynamicResources", "CapacityScheduling",
+                                                  "Coscheduling"]
     assert "CapacityScheduling" in _plugins_at(shipped, "preFilter")
     assert "CapacityScheduling" in _plugins_at(shipped, "reserve")
     plain = default_config().profiles[0]
-    assert _plugins_at(plain, "postFilter") == ["DefaultPreemption"]
+    assert _plugins_at(plain, "postFilter") == ["DynamicResources", "DefaultPreemption"]
     assert "CapacityScheduling" not in _plugins_at(plain, "preFilter")
 
 
@@ -296,3 +297,48 @@ def test_a_gang_is_admitted_against_its_quota_as_a_whole(max_cpu: str, placed: i
             f"for PodGroup train ({want_rejected} member(s) still to place)"]
     else:
         assert code(status) == Code.SUCCESS, status
+
+
+GPUS = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+
+
+def _claim(name: str, *, count: int = 1, allocated: int = 0) -> dict[str, Any]:
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.example.com", "count": count}}]}}}
+    if allocated:
+        claim["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": f"gpu-{i}"}
+            for i in range(allocated)]}}}
+    return claim
+
+
+def _claiming(name: str, claim: str, *, node_name: str = "") -> dict[str, Any]:
+    p = pod(name, "team-a", "100m", node_name=node_name)
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return p
+
+
+@pytest.mark.parametrize(("held", "asked", "max_devices", "rejected"), [
+    pytest.param(2, 1, "3", False, id="2 allocated + 1 asked within 3"),
+    pytest.param(2, 2, "3", True, id="2 allocated + 2 asked over 3"),
+    pytest.param(0, 4, "3", True, id="one claim asking 4 over 3"),
+])
+def test_dra_devices_count_by_device_class(held: int, asked: int, max_devices: str,
+                                           rejected: bool) -> None:
+    quotas = [quota("team-a", min={"cpu": "4", GPUS: max_devices}, max={"cpu": "4", GPUS: max_devices})]
+    pods = [_claiming("running", "held", node_name="n1")] if held else []
+    cluster = Cluster([node("n1")], pods, quotas=quotas,
+                      claims=[_claim("held", count=held, allocated=held), _claim("asked", count=asked)])
+    # CapacityScheduling's own PreFilter (DynamicResources' would want the DeviceClass too)
+    _, status = cluster.plugin.pre_filter(CycleState(), PodInfo.from_pod(_claiming("new", "asked")),
+                                          cluster.snapshot.list())
+    if rejected:
+        assert status is not None and status.reasons == [
+            REASON_OVER_MAX.format(namespace="team-a", name="new", quota="team-a")]
+    else:
+        assert code(status) == Code.SUCCESS, status
+    used = cluster.plugin.usage().get("team-a")
+    assert used is not None and used.used.get(GPUS) == held
