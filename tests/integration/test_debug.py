@@ -34,7 +34,7 @@ async def test_pending_pod_diagnosis_and_queue_position_then_dropped_once_bound(
         assert answer is not None
         assert answer["position"] == 0 and answer["queueLength"] == 1
         assert answer["attempts"] >= 1
-        assert answer["unschedulablePlugins"] == ["DefaultPreemption", "NodeResourcesFit"]
+        assert answer["unschedulablePlugins"] == ["CapacityScheduling", "NodeResourcesFit"]
         last = answer["lastAttempt"]
         assert last["result"] == "unschedulable"
         assert last["reasons"] == {"Insufficient cpu": 2}
