@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.config import features
 from scheduler.extenders import ExtenderError, Extenders
 from scheduler.find_nodes import (  # the node-finding half of the cycle
     MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
@@ -63,6 +64,9 @@ log = structlog.get_logger(__name__)
 
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
+
+# The feature gate that nominates a pod before a long binding cycle (KEP-5278).
+NOMINATED_NODE_NAME_FOR_EXPECTATION = "NominatedNodeNameForExpectation"
 
 
 class NoNodesAvailableError(Exception):
@@ -108,6 +112,8 @@ class SchedulingCycle:
         ops = sched.metrics.ops
         self._algorithm_duration = ops.scheduling_algorithm_duration.labels()
         self._scheduled_after_flush = ops.pod_scheduled_after_flush
+        # NominatedNodeNameForExpectation, read once as upstream reads its gates at start.
+        self.nominate_for_binding = features.DEFAULT.enabled(NOMINATED_NODE_NAME_FOR_EXPECTATION)
 
     # --- scheduling cycle ------------------------------------------------------------------
 
@@ -620,8 +626,14 @@ class SchedulingCycle:
         ``handle_binding_cycle_error`` (upstream bindingCycle)."""
         sched = self.sched
         node_name = result.suggested_host
+        nominated = False
         try:
-            status = await fwk.wait_on_permit(assumed_info)
+            status: Status | None = None
+            if self.nominate_for_binding:
+                status, nominated = await self._nominate_if_binding_takes_long(
+                    fwk, state, assumed_info, node_name)
+            if status is None or status.is_success():
+                status = await fwk.wait_on_permit(assumed_info)
             if status is not None and status.is_rejected():
                 status = rejected_on_node(status, pod_key=assumed_info.key, node_name=node_name)
             if status is None or status.is_success():
@@ -658,6 +670,31 @@ class SchedulingCycle:
             fwk, state, qpi, assumed_info=assumed_info, result=result, status=status,
             attempt=attempt,
         )
+        if nominated:
+            # The failure handler clears the nomination through the pod it requeued; if the
+            # informer had not delivered our own write yet, that pod shows none: clear it.
+            current = sched.current_pod(qpi.pod_info.pod)
+            if (current is not None and not (current.get("spec") or {}).get("nodeName")
+                    and not _nominated_node_name(qpi.pod_info.pod)):
+                sched.clear_nomination(current)
+
+    async def _nominate_if_binding_takes_long(
+        self, fwk: Framework, state: CycleState, assumed_info: PodInfo, node_name: str
+    ) -> tuple[Status | None, bool]:
+        """NominatedNodeNameForExpectation: when PreBind has work (a PreBindPreFlight answers
+        Success) or the pod waits at Permit, write ``status.nominatedNodeName`` before waiting,
+        so other components see where the pod is about to be bound.  A plain pod (every
+        preflight Skip, no wait) is bound soon anyway and costs no write.  Returns the
+        preflight's failure (an Error; a rejection is not a valid answer and counts as one)
+        and whether the pod was nominated."""
+        pre = fwk.run_pre_bind_pre_flights(state, assumed_info, node_name)
+        if pre is not None and (pre.code == Code.ERROR or pre.is_rejected()):
+            if pre.is_rejected():
+                pre = Status(Code.ERROR, pre.message(), plugin=pre.plugin)
+            return pre, False
+        if pre is None or fwk.will_wait_on_permit(assumed_info):
+            return None, await self.sched.nominate_for_binding(assumed_info, node_name)
+        return None, False
 
     def handle_binding_cycle_error(
         self,

@@ -12,13 +12,14 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.client.informer import InformerFactory
+from scheduler.client.pod_status import StatusPatcher, update_nominated_node_name
 from scheduler.config.load import apply_extender_ignored_resources
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
@@ -243,6 +244,33 @@ class Scheduler:
         result = "success" if status is None or status.is_success() else "error"
         self._bind_results(result).inc()
         return status
+
+    async def nominate_for_binding(self, pod_info: PodInfo, node_name: str) -> bool:
+        """Write ``status.nominatedNodeName = node_name`` before a binding cycle that will take
+        long (NominatedNodeNameForExpectation), so other components (cluster autoscaler) see
+        where the pod is about to go.  True when the pod is nominated there; a failure is
+        logged and binding goes on, as upstream (it is not worth stopping a binding)."""
+        try:
+            await update_nominated_node_name(self._status_patcher(), pod_info.pod, node_name)
+        except Exception as exc:
+            log.error("failed to update the nominated node name in the binding cycle",
+                      pod=pod_info.key, nominated_node_name=node_name, error=str(exc))
+            return False
+        return True
+
+    def _status_patcher(self) -> StatusPatcher:
+        # The daemon's client is scheduler.client.api.ApiClient (pods/status patches).
+        return cast(StatusPatcher, self.client)
+
+    def clear_nomination(self, pod: dict[str, Any]) -> None:
+        """Clear ``status.nominatedNodeName`` in the background (a binding cycle that
+        nominated the pod failed and the failure handler's pod did not show it yet)."""
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self._spawn_side_task(
+            update_nominated_node_name(self._status_patcher(), pod, "", always=True),
+            name=f"pod-nomination:{key}",
+        )
 
     # --- reporting ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import asyncio
 import copy
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -80,6 +80,44 @@ async def update_pod_condition(
     if nnn_changed:
         patch_status["nominatedNodeName"] = nominated_node_name or None
     patch = {"status": patch_status}
+    name = str(meta.get("name") or "")
+    namespace = str(meta.get("namespace") or "default")
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            result = await client.patch_pod_status(namespace, name, patch)
+            return result if isinstance(result, dict) else copy.deepcopy(dict(pod))
+        except (ApiConnectionError, ServerError, TooManyRequests) as exc:
+            if attempt > retries:
+                raise
+            log.debug("retrying pod status patch", pod=f"{namespace}/{name}", error=str(exc))
+            await sleep(0.1 * 2**attempt)
+
+
+class StatusPatcher(Protocol):
+    async def patch_pod_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> Any: ...
+
+
+async def update_nominated_node_name(
+    client: StatusPatcher,
+    pod: Mapping[str, Any],
+    node_name: str,
+    *,
+    always: bool = False,
+    retries: int = 3,
+    sleep: Sleep = asyncio.sleep,
+) -> dict[str, Any] | None:
+    """Patch only ``status.nominatedNodeName`` (``""`` clears it) if it differs from the pod's
+    (upstream updatePod with a nominating info and no condition).  Returns the patched pod,
+    or ``None`` when nothing needed writing (``always`` writes even when ``pod`` may be an
+    older version than the server's).  Retries as ``update_pod_condition``."""
+    meta = pod.get("metadata") or {}
+    if not always and ((pod.get("status") or {}).get("nominatedNodeName") or "") == node_name:
+        return None
+    patch = {"status": {"nominatedNodeName": node_name or None}}
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "default")
     attempt = 0

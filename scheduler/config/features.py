@@ -63,7 +63,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("MatchLabelKeysInPodAffinity", GA, True, True),
     _g("MatchLabelKeysInPodTopologySpread", GA, True, True),
     _g("NodeDeclaredFeatures", GA, True, True),
-    _g("NominatedNodeNameForExpectation", BETA, True, False),
+    _g("NominatedNodeNameForExpectation", BETA, True, True),
     _g("OpportunisticBatching", BETA, True, True),
     _g("PodLevelResources", BETA, True, True),
     _g("PodSchedulingReadiness", GA, True, True),

@@ -22,13 +22,16 @@ class StateData(Protocol):
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics")
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins", "skip_pre_bind_plugins",
+                 "record_plugin_metrics")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         # PreFilter/PreScore returning Skip lets the runtime skip that plugin's Filter/Score.
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        # PreBindPreFlight returning Skip lets the runtime skip that plugin's PreBind.
+        self.skip_pre_bind_plugins: set[str] = set()
         self.record_plugin_metrics = False
 
     def read(self, key: str) -> Any:
@@ -51,6 +54,7 @@ class CycleState:
             copy._data[key] = clone() if callable(clone) else value
         copy.skip_filter_plugins = set(self.skip_filter_plugins)
         copy.skip_score_plugins = set(self.skip_score_plugins)
+        copy.skip_pre_bind_plugins = set(self.skip_pre_bind_plugins)
         copy.record_plugin_metrics = self.record_plugin_metrics
         return copy
 

@@ -43,6 +43,7 @@ RESERVE = "Reserve"
 UNRESERVE = "Unreserve"
 PERMIT = "Permit"
 PRE_BIND = "PreBind"
+PRE_BIND_PRE_FLIGHT = "PreBindPreFlight"
 BIND = "Bind"
 POST_BIND = "PostBind"
 

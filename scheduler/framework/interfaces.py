@@ -223,6 +223,19 @@ class PreBindPlugin(Plugin):
         self, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None: ...
 
+    def pre_bind_pre_flight(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        """Will ``pre_bind`` have work for this pod (upstream PreBindPreFlight)?  Success
+        (None): yes, so the binding cycle may take long and the pod is nominated to the node
+        first (NominatedNodeNameForExpectation); Skip: nothing to do, and the runtime then
+        skips this plugin's PreBind; Error fails the binding cycle.  Cheap and synchronous: no
+        API call.  The default answers Success, as a PreBind plugin that says nothing can only
+        be assumed to work (Skip would skip its PreBind); plugins that often have nothing to
+        do (VolumeBinding, DynamicResources) answer Skip then, so a plain pod costs no
+        status write."""
+        return None
+
 
 class BindPlugin(Plugin):
     @abc.abstractmethod

@@ -12,7 +12,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import guard_error as _guard_error
 from scheduler.framework.errors import rejection_or_error as _rejection_or_error
 from scheduler.framework.instrumentation import (  # extension point labels, as upstream's
-    BIND, PERMIT, POST_BIND, PRE_BIND, RESERVE, UNRESERVE, timeout_first,
+    BIND, PERMIT, POST_BIND, PRE_BIND, PRE_BIND_PRE_FLIGHT, RESERVE, UNRESERVE, timeout_first,
 )
 from scheduler.framework.runtime_base import RuntimeBase
 from scheduler.framework.status import Code, Status
@@ -95,6 +95,10 @@ class BindingSteps(RuntimeBase):
         self._instr.observe_point(PERMIT, final, start)
         return final
 
+    def will_wait_on_permit(self, pod_info: PodInfo) -> bool:
+        """Whether the pod is waiting at Permit (upstream WillWaitOnPermit)."""
+        return self.waiting_pods.get(pod_info.uid) is not None
+
     async def wait_on_permit(self, pod_info: PodInfo) -> Status | None:
         """Block until a waiting pod is allowed (None) or rejected; None if it is not waiting."""
         waiting_pod = self.waiting_pods.get(pod_info.uid)
@@ -116,13 +120,52 @@ class BindingSteps(RuntimeBase):
 
     # --- binding cycle ---------------------------------------------------------------------
 
+    def run_pre_bind_pre_flights(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        """Ask every PreBind plugin whether its PreBind has work for the pod (upstream
+        RunPreBindPreFlights): Success (None) when one or more will work, Skip when all skip
+        (the skipped ones are remembered in ``state``, and their PreBind is not run), an
+        Error when one fails or answers anything but Success, Skip or Error."""
+        start = time.perf_counter()
+        sampled = state.record_plugin_metrics
+        final: Status | None = Status(Code.SKIP)
+        skipped: set[str] = set()
+        for name, plugin in self._pre_bind:
+            s = self._instr.call(
+                PRE_BIND_PRE_FLIGHT, name, sampled, pod_info.key, plugin.pre_bind_pre_flight,
+                state, pod_info, node_name,
+            )
+            if s is None or s.code == Code.SUCCESS:
+                final = None
+            elif s.code == Code.SKIP:
+                skipped.add(name)
+            elif s.code == Code.ERROR:
+                final = _guard_error(s, f"running PreBindPreFlight {name!r}", name)
+                break
+            else:
+                final = Status(
+                    Code.ERROR,
+                    f"PreBindPreFlight {name} returned {s.code.label!r}, which is unsupported. "
+                    "It is supposed to return Success, Skip, or Error status",
+                    plugin=name,
+                )
+                break
+        else:
+            state.skip_pre_bind_plugins = skipped
+        self._instr.observe_point(PRE_BIND_PRE_FLIGHT, final, start)
+        return final
+
     async def run_pre_bind_plugins(
         self, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None:
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         final: Status | None = None
+        skipped = state.skip_pre_bind_plugins
         for name, plugin in self._pre_bind:
+            if name in skipped:
+                continue
             s = await self._instr.call_async(
                 PRE_BIND, name, sampled, pod_info.key, plugin.pre_bind, state, pod_info, node_name
             )

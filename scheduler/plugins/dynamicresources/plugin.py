@@ -435,6 +435,17 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     # --- PreBind -------------------------------------------------------------------------------
 
+    def pre_bind_pre_flight(self, state: CycleState, pod_info: PodInfo, node_name: str
+                            ) -> Status | None:
+        """Skip unless some claim is still to be reserved for the pod in the API (no claims,
+        or all of them already reserved for it)."""
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
+            return Status(Code.SKIP)
+        if all(is_reserved_for(claim, pod_info.pod) for claim in data.claims):
+            return Status(Code.SKIP)
+        return None
+
     async def pre_bind(self, state: CycleState, pod_info: PodInfo, node_name: str
                        ) -> Status | None:
         data = state.get(STATE_KEY)

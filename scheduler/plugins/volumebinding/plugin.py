@@ -310,6 +310,15 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
 
     # --- PreBind ------------------------------------------------------------------------------
 
+    def pre_bind_pre_flight(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        """Skip unless Reserve left volumes to bind (a pod with no PVC, or all bound)."""
+        data = _read_state(state)
+        if data is None:
+            return missing_state(STATE_KEY)
+        return Status(Code.SKIP) if data.all_bound else None
+
     async def pre_bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
         data = _read_state(state)
         if data is None:
