@@ -137,6 +137,11 @@ class FakeBase(Plugin):
     def permit(self, state: CycleState, pod_info: Any, node_name: str) -> Any:
         return self.call("permit", state, pod_info, node_name, default=(None, 0.0))
 
+    def pre_bind_pre_flight(self, state: CycleState, pod_info: Any, node_name: str) -> Any:
+        if "pre_bind_pre_flight" not in self.behaviour:  # the interface's default
+            return PreBindPlugin.pre_bind_pre_flight(self, state, pod_info, node_name)  # type: ignore[arg-type]
+        return self.call("pre_bind_pre_flight", state, pod_info, node_name, default=None)
+
     async def pre_bind(self, state: CycleState, pod_info: Any, node_name: str) -> Status | None:
         return self.call("pre_bind", state, pod_info, node_name, default=None)
 
