@@ -13,6 +13,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.dynamicresources.claims import FINALIZER
 from scheduler.plugins.dynamicresources.plugin import (
+    STATE_KEY,
     REASON_CANNOT_ALLOCATE,
     REASON_DEALLOCATED,
     REASON_NOT_AVAILABLE,
@@ -187,6 +188,25 @@ async def test_pre_bind_writes_finalizer_allocation_and_reservation() -> None:
     assert status["allocation"]["devices"]["results"] == [
         {"request": "r", "driver": DRIVER, "pool": "n1", "device": "g0"}]
     assert client.requests[1][2]["metadata"]["finalizers"] == [FINALIZER]
+
+
+def test_pre_bind_pre_flight_skips_unless_a_claim_is_left_to_reserve() -> None:
+    """NominatedNodeNameForExpectation: only a pod with claims to write is nominated first."""
+    p, handle = plugin_with([claim("c", exactly("r"))])
+    pod = pod_with("p", "c")
+    state, _ = filter_all(p, pod, handle)
+    info = PodInfo.from_pod(pod)
+    assert p.reserve(state, info, "n1") is None
+    assert p.pre_bind_pre_flight(state, info, "n1") is None
+    plain = PodInfo.from_pod(make_pod("plain"))
+    skipped = p.pre_bind_pre_flight(CycleState(), plain, "n1")
+    assert skipped is not None and skipped.code == Code.SKIP
+    # every claim already reserved for the pod: nothing for PreBind to write
+    data = state.read(STATE_KEY)
+    data.claims = [{**c, "status": {**(c.get("status") or {}), "reservedFor": [
+        {"resource": "pods", "name": "p", "uid": info.uid}]}} for c in data.claims]
+    done = p.pre_bind_pre_flight(state, info, "n1")
+    assert done is not None and done.code == Code.SKIP
 
 
 async def test_post_filter_deallocates_an_idle_claim() -> None:

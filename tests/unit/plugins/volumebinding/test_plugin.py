@@ -366,6 +366,33 @@ async def test_pre_bind_api_error_reverts_assumption() -> None:
     assert len(env.plugin.binder.pv_cache) == 0
 
 
+@pytest.mark.parametrize(
+    ("pvs", "pvcs", "claims", "has_work"),
+    [
+        pytest.param([], [], (), False, id="no-pvc"),
+        pytest.param([pv("pa", phase="Bound")], [pvc("c", volume="pa", bound=True)], ("c",),
+                     False, id="all-bound"),
+        pytest.param([pv("pa", zone="a")], [pvc("c")], ("c",), True, id="static-binding"),
+        pytest.param([], [pvc("c", cls="csi")], ("c",), True, id="provisioning"),
+    ],
+)
+def test_pre_bind_pre_flight_skips_unless_volumes_are_left_to_bind(
+        pvs: list[dict[str, Any]], pvcs: list[dict[str, Any]], claims: tuple[str, ...],
+        has_work: bool) -> None:
+    """NominatedNodeNameForExpectation: only a pod with volumes to bind is nominated first."""
+    env = Env(pvs=pvs, pvcs=pvcs)
+    pod = _pod(*claims)
+    state, _, _ = env.cycle(pod)
+    info = PodInfo.from_pod(pod)
+    assert env.plugin.reserve(state, info, "node-a") is None
+    status = env.plugin.pre_bind_pre_flight(state, info, "node-a")
+    assert (status is None) is has_work
+    if not has_work:
+        assert status is not None and status.code == Code.SKIP
+    missing = env.plugin.pre_bind_pre_flight(CycleState(), info, "node-a")
+    assert missing is not None and missing.code == Code.ERROR
+
+
 async def test_pre_bind_all_bound_does_nothing() -> None:
     env = Env(pvs=[pv("pa", phase="Bound")], pvcs=[pvc("c", volume="pa", bound=True)])
     pod = _pod("c")

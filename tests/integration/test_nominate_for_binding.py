@@ -1,0 +1,87 @@
+"""NominatedNodeNameForExpectation end to end over HTTP against the sandbox: a gang member
+waiting at Permit shows ``status.nominatedNodeName`` while it waits, the failed gang clears
+it, the API server clears it at binding, and a plain pod is never nominated."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from scheduler.sandbox import Sandbox
+from tests.integration.harness import running_scheduler, user_client, wait_until
+from tests.integration.procs import (
+    coscheduling_config,
+    create_pod_group,
+    gang_pod,
+    install_crd,
+    pod_group,
+)
+
+NODE = "node-0000"
+
+
+async def test_a_waiting_gang_member_is_nominated_then_cleared_and_a_plain_pod_never(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    sb: Sandbox = await sandbox_factory(nodes=2)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    # Every version of every pod the API server sent: (name, nominatedNodeName, nodeName).
+    seen: list[tuple[str, str, str]] = []
+    async with user_client(kc) as cluster:
+        await install_crd(cluster.client)
+
+        async def watch() -> None:
+            async for event in cluster.client.watch("/api/v1/namespaces/default/pods"):
+                pod = event.get("object") or {}
+                seen.append((pod["metadata"]["name"],
+                             str((pod.get("status") or {}).get("nominatedNodeName") or ""),
+                             str((pod.get("spec") or {}).get("nodeName") or "")))
+
+        watcher = asyncio.create_task(watch(), name="test-pod-watch")
+        try:
+            async with running_scheduler(kc, config=coscheduling_config()):
+                await create_pod_group(cluster.client, pod_group("duo", 2))
+                # duo-0 fits NODE and waits at Permit for duo-1, which fits nowhere yet.
+                await cluster.create_pods([
+                    gang_pod("duo-0", "duo", node_selector={"kubernetes.io/hostname": NODE}),
+                    gang_pod("duo-1", "duo", node_selector={"tier": "gpu"}),
+                ])
+
+                def versions(name: str) -> list[tuple[str, str]]:
+                    return [(nnn, node) for n, nnn, node in seen if n == name]
+
+                async def nominated_then_cleared() -> bool:
+                    vs = versions("duo-0")
+                    if (NODE, "") not in vs:
+                        return False
+                    return ("", "") in vs[vs.index((NODE, "")):]
+                await wait_until(nominated_then_cleared, timeout=15,
+                                 message="duo-0 nominated while waiting, cleared on failure")
+
+                # A plain pod: bound without ever being nominated (no extra status write).
+                await cluster.create_pod(gang_pod("plain", None))
+
+                async def plain_bound() -> bool:
+                    return any(node for _nnn, node in versions("plain"))
+                await wait_until(plain_bound, timeout=10, message="plain pod bound")
+                assert all(nnn == "" for nnn, _node in versions("plain")), versions("plain")
+
+                # duo-1 gets a node: the gang binds, and binding clears the nomination.
+                other = "/api/v1/nodes/node-0001"
+                node = await cluster.client.get(other)
+                node["metadata"]["labels"]["tier"] = "gpu"
+                await cluster.client.update(other, node)
+
+                async def gang_bound() -> bool:
+                    return all([await cluster.node_name(n) for n in ("duo-0", "duo-1")])
+                await wait_until(gang_bound, timeout=15, message="the gang bound")
+                for name in ("duo-0", "duo-1"):
+                    pod = await cluster.get_pod(name)
+                    assert pod is not None
+                    assert not pod["status"].get("nominatedNodeName"), pod["status"]
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
