@@ -1,6 +1,7 @@
 """NominatedNodeNameForExpectation end to end over HTTP against the sandbox: a gang member
 waiting at Permit shows ``status.nominatedNodeName`` while it waits, the failed gang clears
-it, the API server clears it at binding, and a plain pod is never nominated."""
+it, the API server clears it at binding, and a plain pod is never nominated; a pod whose
+volume PreBind binds is nominated to its node first."""
 
 from __future__ import annotations
 
@@ -11,6 +12,17 @@ from typing import Any
 
 from scheduler.sandbox import Sandbox
 from tests.integration.harness import running_scheduler, user_client, wait_until
+from tests.integration.scenarios import (
+    api,
+    claim,
+    node,
+    pod,
+    scenario,
+    storage_class,
+    wait_bound,
+    wait_claims_bound,
+    zonal_pv,
+)
 from tests.integration.procs import (
     coscheduling_config,
     create_pod_group,
@@ -20,6 +32,7 @@ from tests.integration.procs import (
 )
 
 NODE = "node-0000"
+PODS = "/api/v1/namespaces/default/pods"
 
 
 async def test_a_waiting_gang_member_is_nominated_then_cleared_and_a_plain_pod_never(
@@ -32,8 +45,12 @@ async def test_a_waiting_gang_member_is_nominated_then_cleared_and_a_plain_pod_n
     async with user_client(kc) as cluster:
         await install_crd(cluster.client)
 
+        # From the list's resourceVersion: no version is missed however late the watch connects.
+        listed = await cluster.client.get(PODS)
+        since = {"resourceVersion": str(listed["metadata"]["resourceVersion"])}
+
         async def watch() -> None:
-            async for event in cluster.client.watch("/api/v1/namespaces/default/pods"):
+            async for event in cluster.client.watch(PODS, since):
                 pod = event.get("object") or {}
                 seen.append((pod["metadata"]["name"],
                              str((pod.get("status") or {}).get("nominatedNodeName") or ""),
@@ -85,3 +102,42 @@ async def test_a_waiting_gang_member_is_nominated_then_cleared_and_a_plain_pod_n
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
+
+
+async def test_a_pod_with_a_volume_to_bind_is_nominated_before_prebind(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    nodes = [node("a0", zone="zone-a"), node("b0", zone="zone-b")]
+    objects = [storage_class("local-wffc"),
+               zonal_pv("pv-b", "zone-b", storage_class_name="local-wffc"),
+               claim("data", storage_class_name="local-wffc")]
+    seen: list[tuple[str, str]] = []  # (nominatedNodeName, nodeName) of every version
+    async with scenario(sandbox_factory, tmp_path, nodes, objects=objects) as env:
+
+        listed = await env.cluster.client.get(PODS)
+        since = {"resourceVersion": str(listed["metadata"]["resourceVersion"])}
+
+        async def watch() -> None:
+            async for event in env.cluster.client.watch(PODS, since):
+                pod_ = event.get("object") or {}
+                if pod_["metadata"]["name"] == "db":
+                    seen.append((str((pod_.get("status") or {}).get("nominatedNodeName") or ""),
+                                 str((pod_.get("spec") or {}).get("nodeName") or "")))
+
+        watcher = asyncio.create_task(watch(), name="test-pod-watch")
+        try:
+            await env.cluster.create_pod(api(pod("db").pvc("data", "data")))
+            await wait_bound(env.cluster, ["db"])
+
+            async def bound_seen() -> bool:
+                return ("", "b0") in seen
+            await wait_until(bound_seen, timeout=5, message="the bound version watched")
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+        # Nominated to the volume's node while PreBind bound the volume, then bound there
+        # (the API server clears the nomination at binding).
+        assert seen.index(("b0", "")) < seen.index(("", "b0")), seen
+        claims = await wait_claims_bound(env.cluster, ["data"])
+        assert claims["data"]["spec"]["volumeName"] == "pv-b"

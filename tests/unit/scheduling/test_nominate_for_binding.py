@@ -5,6 +5,7 @@ WaitOnPermit and PreBind; a plain pod costs no write; a failed binding cycle cle
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,37 +154,24 @@ async def test_nomination_before_prebind(plugins: dict[str, dict[str, Any]], gat
 
 async def test_a_gang_member_waiting_at_permit_is_nominated_before_it_waits() -> None:
     env = Env()
-    env.add("Volumes", [PreBindPlugin], pre_bind_pre_flight=SKIP)
-    waits: list[str] = []
+    env.add("Volumes", [PreBindPlugin], pre_bind_pre_flight=SKIP)  # nothing for PreBind
+    env.add("Gang", [PermitPlugin], permit=(Status(Code.WAIT), 30.0))
+    writes_while_waiting: list[list[str]] = []
 
-    def permit(state: CycleState, pod_info: PodInfo, node_name: str) -> Any:
-        return Status(Code.WAIT), 30.0
-
-    env.add("Gang", [PermitPlugin], permit=permit)
-    fwk_log = env.log
-
-    async def bind_with_allow() -> None:
-        import asyncio
-
-        async def allow_later() -> None:
+    async def allow_the_gang() -> None:
+        while not env.instances["Gang"].handle.iterate_waiting_pods():
             await asyncio.sleep(0)
-            # The nomination is written while the pod waits.
-            waits.append(",".join(w for who, w in fwk_log if who == "api"))
-            for wp in list(_framework_waiting(env)):
-                wp.allow("Gang")
+        await asyncio.sleep(0)  # the binding task runs up to WaitOnPermit
+        writes_while_waiting.append([w for who, w in env.log if who == "api"])
+        for wp in env.instances["Gang"].handle.iterate_waiting_pods():
+            wp.allow("Gang")
 
-        task = asyncio.create_task(allow_later())
-        await _bind(env, ["Volumes", "Gang"])
-        await task
-
-    await bind_with_allow()
-    assert waits == ["nominate n1"]
+    allower = asyncio.create_task(allow_the_gang())
+    await _bind(env, ["Volumes", "Gang"])
+    await allower
+    assert writes_while_waiting == [["nominate n1"]]
     assert _order(env) == ["Gang.permit", "nominate n1", "bind n1"]
-
-
-def _framework_waiting(env: Env) -> list[Any]:
-    inst = env.instances["Gang"]
-    return list(inst.handle.iterate_waiting_pods())
+    assert env.calls("pre_bind") == []
 
 
 @pytest.mark.parametrize(
