@@ -201,3 +201,16 @@ async def test_a_preflight_error_fails_the_cycle_before_any_write() -> None:
     assert [w for who, w in env.log if who == "api"] == ["condition"]
     assert env.calls("pre_bind") == []
     assert sched.queue.requeued == ["default/p"]
+
+
+@pytest.mark.parametrize(("flag", "on"), [("", True),
+                                          ("NominatedNodeNameForExpectation=false", False)])
+def test_the_gate_is_read_when_the_cycle_is_built(flag: str, on: bool) -> None:
+    from scheduler.config import features
+
+    try:
+        features.DEFAULT.set(flag)
+        cycle = SchedulingCycle(_Sched([]))  # type: ignore[arg-type]
+        assert cycle.nominate_for_binding is on
+    finally:
+        features.DEFAULT.reset()
