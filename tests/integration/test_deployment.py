@@ -279,7 +279,8 @@ async def test_metrics_over_tls_need_a_token_the_api_server_accepts_and_allows(
 
 async def _rbac_workload(cluster: Any, proc: SchedulerProcess, tls: Any) -> None:
     """Every kind of call: informers, bindings, status, events, a gang with its PodGroup
-    status, a preemption, volume binding (dynamic and static), the lease, token review."""
+    status, a preemption, volume binding (dynamic and static), a device claim, the lease,
+    token review."""
     from tests.builders import PodBuilder
     from tests.integration.harness import for_api
     from tests.integration.procs import create_pod_group, get_pod_group, pod_group
@@ -326,7 +327,19 @@ async def _rbac_workload(cluster: Any, proc: SchedulerProcess, tls: Any) -> None
     async def quota_used() -> bool:
         eq = await client.get("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-q/elasticquotas/quota")
         return ((eq.get("status") or {}).get("used") or {}).get("cpu") == "100m"
-    everything = names + ["gang-0", "gang-1", "uses-claim-dyn", "uses-claim-static"]
+    # Devices: a pod with a claim from a template (the sandbox's resourceclaim controller
+    # creates the claim; PreBind reads it, adds the finalizer and writes allocation and
+    # reservedFor).
+    await client.create("/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}})
+    gpu_pod = for_api(PodBuilder("uses-gpu").scheduler_name("py-scheduler").req(cpu="100m").obj())
+    gpu_pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    gpu_pod["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+    await cluster.create_pod(gpu_pod)
+    everything = names + ["gang-0", "gang-1", "uses-claim-dyn", "uses-claim-static", "uses-gpu"]
 
     async def all_bound() -> bool:
         return all([await cluster.node_name(n) for n in everything])
@@ -391,7 +404,9 @@ async def _rbac_calls(sandbox_process: Any, tmp_path: Path) -> tuple[Any, dict[s
     )
     from tests.integration.procs import write_kubeconfig as kubeconfig_for
 
-    sp = sandbox_process(nodes=3, node_cpu="4", node_memory="16Gi", extra_args=AUTH_FLAGS)
+    # One simulated GPU on one node: a pod's ResourceClaim is allocated and reserved in PreBind.
+    sp = sandbox_process(nodes=3, node_cpu="4", node_memory="16Gi",
+                         extra_args=[*AUTH_FLAGS, "--dra-devices", "gpu=1:nodes=1"])
     proxy = await RecordingProxy(sp.url).start()
     flags, tls = _tls_flags(tmp_path)
     # The shipped configuration as is: Coscheduling profile, leader election on the

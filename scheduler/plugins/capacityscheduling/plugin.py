@@ -569,6 +569,20 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
             self._eligibility_quotas = None
             self._eligibility_state = None
 
+    def preemption_victims(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> dict[str, tuple[list[PodInfo], int]] | None:
+        """The dry run the HTTP extenders narrow (before PostFilter), with the quotas'
+        eligibility as in _preempt."""
+        self._eligibility_quotas = self._snapshot(state)
+        pre = state.get(PREFILTER_KEY)
+        self._eligibility_state = pre if isinstance(pre, _PreFilterState) else None
+        try:
+            return super().preemption_victims(state, pod_info, node_to_status)
+        finally:
+            self._eligibility_quotas = None
+            self._eligibility_state = None
+
     def select_victims_on_node(
         self,
         state: CycleState,
