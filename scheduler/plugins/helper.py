@@ -232,7 +232,11 @@ def gang_shortfall_after_preemption(handle: Any, pod_info: Any) -> tuple[int, in
     if not group:
         return None
     pg = handle.listers.get("podgroups", pod_info.namespace, group)
-    spec = (pg or {}).get("spec") or {}
+    # A malformed PodGroup (its spec not an object) is reported by Coscheduling; here it
+    # only means no gang bound to reason about.
+    spec = pg.get("spec") if isinstance(pg, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return None
     min_member = spec.get("minMember")
     if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member <= 0:
         return None
