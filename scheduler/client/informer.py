@@ -695,3 +695,17 @@ class Listers:
     def by_index(self, resource: str, index: str, value: str,
                  key: Callable[[dict[str, Any]], str | None]) -> builtins.list[dict[str, Any]]:
         return self._store(resource).by_index(index, value, key)
+
+    def watch(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
+              on_update: Callable[[dict[str, Any], dict[str, Any]], None],
+              on_delete: Callable[[dict[str, Any]], None]) -> None:
+        """``scheduler.framework.interfaces.ObjectWatcher``: the informer's events (a
+        tombstone unwrapped to the last state known)."""
+        inf = self._factory._informers.get(resource)
+        if inf is None:
+            raise KeyError(f"no informer for resource {resource!r}")
+
+        def deleted(obj: Any) -> None:
+            on_delete(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
+
+        inf.add_handler(on_add, on_update, deleted)

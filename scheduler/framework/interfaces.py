@@ -317,6 +317,20 @@ class ObjectLister(Protocol):
         ...
 
 
+@runtime_checkable
+class ObjectWatcher(Protocol):
+    """Listers that also deliver their informers' events (optional: a plugin checks with
+    ``isinstance`` and falls back to listing)."""
+
+    def watch(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
+              on_update: Callable[[dict[str, Any], dict[str, Any]], None],
+              on_delete: Callable[[dict[str, Any]], None]) -> None:
+        """Call these on every change of ``resource`` (the objects already cached are
+        replayed to ``on_add`` at once; a delete gets the last state known).  Raises KeyError
+        when no informer serves ``resource``."""
+        ...
+
+
 class ApiResponse(Protocol):
     status: int
     body: Any

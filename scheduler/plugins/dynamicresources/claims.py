@@ -7,11 +7,16 @@ chose (Reserve) but the informer does not show yet: every cycle counts them as t
 pods in flight never get the same device.  An entry goes when the informer's copy of the
 claim shows an allocation (the API is the truth from then on, and after a restart it is all
 there is) or when the pod is unreserved.
+
+The devices held are kept incrementally: ``claim_added``/``claim_updated``/``claim_deleted``
+(fed by the claim informer's events) and ``assume``/``forget`` adjust a count per device, so
+``held()`` costs nothing per pod.  ``in_use(claims)`` is the full scan, for listers that
+deliver no events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, KeysView, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,21 +112,51 @@ def is_reserved_for(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
 
 
 class ClaimTracker:
-    """The allocations chosen in Reserve that the informer does not show yet."""
+    """The allocations chosen in Reserve that the informer does not show yet, and the devices
+    held by every allocated claim (informer events) and every one in flight."""
 
     def __init__(self) -> None:
         # claim key -> (pod uid, allocation)
         self._in_flight: dict[str, tuple[str, dict[str, Any]]] = {}
         # (uid, resourceVersion) of informer copies -> (claim key, devices)
         self._seen: dict[tuple[str, str], tuple[str, tuple[DeviceID, ...]]] = {}
+        # Incremental state: the devices of each allocated informer claim, and how many
+        # holders (informer claims and in-flight allocations) each device has.
+        self._held: dict[str, tuple[DeviceID, ...]] = {}
+        self._count: dict[DeviceID, int] = {}
+
+    # --- the per-device count --------------------------------------------------------------------
+
+    def _add(self, devices: Iterable[DeviceID]) -> None:
+        count = self._count
+        for d in devices:
+            count[d] = count.get(d, 0) + 1
+
+    def _sub(self, devices: Iterable[DeviceID]) -> None:
+        count = self._count
+        for d in devices:
+            n = count.get(d, 0) - 1
+            if n > 0:
+                count[d] = n
+            else:
+                count.pop(d, None)
+
+    def _drop_in_flight(self, claim_key: str) -> None:
+        cur = self._in_flight.pop(claim_key, None)
+        if cur is not None:
+            self._sub(device_ids_of(cur[1]))
+
+    # --- in flight -------------------------------------------------------------------------------
 
     def assume(self, claim_key: str, pod_uid: str, allocation: dict[str, Any]) -> None:
+        self._drop_in_flight(claim_key)
         self._in_flight[claim_key] = (pod_uid, allocation)
+        self._add(device_ids_of(allocation))
 
     def forget(self, claim_key: str, pod_uid: str) -> None:
         cur = self._in_flight.get(claim_key)
         if cur is not None and cur[0] == pod_uid:
-            del self._in_flight[claim_key]
+            self._drop_in_flight(claim_key)
 
     def in_flight(self, claim_key: str) -> dict[str, Any] | None:
         cur = self._in_flight.get(claim_key)
@@ -138,8 +173,44 @@ class ClaimTracker:
         status["allocation"] = alloc
         return {**claim, "status": status}
 
+    # --- informer events -------------------------------------------------------------------------
+
+    def claim_added(self, claim: Mapping[str, Any]) -> None:
+        """The informer has this claim (added, or changed: the newest copy replaces the last)."""
+        key = key_of(claim)
+        alloc = allocation_of(claim)
+        devices = tuple(device_ids_of(alloc))
+        old = self._held.pop(key, None)
+        if old:
+            self._sub(old)
+        if devices:
+            self._held[key] = devices
+            self._add(devices)
+        if alloc is not None:
+            self._drop_in_flight(key)  # the API shows it now
+
+    def claim_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        if key_of(old) != key_of(new):
+            self.claim_deleted(old)
+        self.claim_added(new)
+
+    def claim_deleted(self, claim: Mapping[str, Any]) -> None:
+        key = key_of(claim)
+        old = self._held.pop(key, None)
+        if old:
+            self._sub(old)
+        # In-flight claims were read from the informer: gone from it means deleted.
+        self._drop_in_flight(key)
+
+    def held(self) -> KeysView[DeviceID]:
+        """Every device held, as of the events seen so far (a live view: do not keep it)."""
+        return self._count.keys()
+
+    # --- full scan -------------------------------------------------------------------------------
+
     def in_use(self, claims: Iterable[Mapping[str, Any]]) -> set[DeviceID]:
-        """Every device held: by the informer's allocated claims and by those in flight."""
+        """Every device held by these (the informer's) claims and by those in flight: a scan,
+        for listers without events."""
         out: set[DeviceID] = set()
         seen = self._seen
         fresh: dict[tuple[str, str], tuple[str, tuple[DeviceID, ...]]] = {}
@@ -154,7 +225,7 @@ class ClaimTracker:
                 key = key_of(c)
                 hit = (key, tuple(device_ids_of(alloc)))
                 if alloc is not None:
-                    self._in_flight.pop(key, None)  # the API shows it now
+                    self._drop_in_flight(key)  # the API shows it now
             fresh[version] = hit
             if hit[1]:
                 out.update(hit[1])
@@ -163,7 +234,7 @@ class ClaimTracker:
             present = {hit[0] for hit in fresh.values()}
             for key in [k for k in self._in_flight if k not in present]:
                 # In-flight claims were read from the informer: gone from it means deleted.
-                del self._in_flight[key]
+                self._drop_in_flight(key)
             for _uid, alloc in self._in_flight.values():
                 out.update(device_ids_of(alloc))
         return out

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,7 @@ from scheduler.framework.interfaces import (
     EnqueueExtensions,
     FilterPlugin,
     Handle,
+    ObjectWatcher,
     PluginArgs,
     PostFilterPlugin,
     PreBindPlugin,
@@ -103,7 +104,8 @@ class _State:
     allocated_selectors: list[tuple[str, NodeSelector | None]] = field(default_factory=list)
     inventory: Inventory | None = None
     prepared: Prepared | None = None
-    in_use: set[DeviceID] = field(default_factory=set)
+    # devices held by other claims: the tracker's live view (events) or a scan's set
+    in_use: Set[DeviceID] = field(default_factory=set)
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
     by_node: dict[str, Allocated] = field(default_factory=dict)
     details: dict[str, list[str]] = field(default_factory=dict)  # node -> why (explain)
@@ -128,6 +130,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._inventory: Inventory | None = None
         self._inventory_key: tuple[tuple[str, str], ...] = ()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Whether the tracker follows the claim informer's events (subscribed on first use:
+        # the informers exist by then); otherwise every PreFilter scans the claims.
+        self._watching: bool | None = None
 
     # --- listers -------------------------------------------------------------------------------
 
@@ -155,6 +160,23 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             for problem in self._inventory.problems:
                 log.warning("malformed ResourceSlice ignored", problem=problem)
         return self._inventory
+
+    def _in_use(self) -> Set[DeviceID]:
+        """The devices held by allocated claims and by allocations in flight."""
+        if self._watching is None:
+            listers = self._handle.listers
+            self._watching = False
+            if isinstance(listers, ObjectWatcher):
+                try:
+                    listers.watch(RESOURCE_CLAIMS, on_add=self.tracker.claim_added,
+                                  on_update=self.tracker.claim_updated,
+                                  on_delete=self.tracker.claim_deleted)
+                    self._watching = True
+                except KeyError:  # no informer (an API without resource.k8s.io)
+                    pass
+        if self._watching:
+            return self.tracker.held()
+        return self.tracker.in_use(self._list(RESOURCE_CLAIMS))
 
     def classes(self) -> dict[str, Mapping[str, Any]]:
         return {str((c.get("metadata") or {}).get("name")): c
@@ -257,7 +279,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.allocated_selectors.append((key_of(claim), sel))
         if data.to_allocate:
             data.inventory = self.inventory()
-            data.in_use = self.tracker.in_use(self._list(RESOURCE_CLAIMS))
+            data.in_use = self._in_use()
             # Malformed claims, unknown classes, CEL that does not compile: the pod waits
             # for a claim or class event, and says why.
             try:

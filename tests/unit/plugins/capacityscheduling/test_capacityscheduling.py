@@ -346,7 +346,7 @@ def test_dra_devices_count_by_device_class(held: int, asked: int, max_devices: s
 
 # --- usage stays a recount, however the snapshot changes --------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "reserve", "unreserve"]),
@@ -356,6 +356,8 @@ _OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "reserve", "unreserv
 
 
 @settings(max_examples=25, deadline=None)
+@example([("reserve", 1, "n1", "team-b", 1), ("add", 1, "n1", "team-b", 1),
+          ("remove", 1, "n1", "team-a", 1)])
 @given(_OPS)
 def test_usage_equals_a_recount_over_random_pod_streams(ops: list[tuple[str, int, str, str, int]]) -> None:
     cluster = Cluster([node("n1"), node("n2"), node("n3")], [], quotas=[A, B])
@@ -368,6 +370,9 @@ def test_usage_equals_a_recount_over_random_pod_streams(ops: list[tuple[str, int
             p = pod(name, ns, str(cpu), node_name=node_name)
             infos[node_name].add_pod(PodInfo.from_pod(p))
             placed[name] = (node_name, p)
+            # the snapshot now carries a pod that was reserved: the reservation is spent (as
+            # an assumed pod's is once the cache has it), so removing it later counts nothing
+            reserved.pop(f"{ns}/{name}", None)
         elif action == "remove" and name in placed:
             where, p = placed.pop(name)
             infos[where].remove_pod(p)

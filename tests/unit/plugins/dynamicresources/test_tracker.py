@@ -1,0 +1,174 @@
+"""ClaimTracker's incremental count of held devices equals a full recount, whatever the order
+of claim events and Reserve/Unreserve; the plugin follows the claim informer's events."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.dra.inventory import DeviceID, device_ids_of
+from scheduler.framework.status import Code
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.dynamicresources.claims import ClaimTracker, allocation_of, key_of
+from scheduler.plugins.dynamicresources.plugin import REASON_CANNOT_ALLOCATE, DynamicResources
+from tests.fakes import DictListers, FakeHandle, node_infos
+from tests.unit.dra.builders import DRIVER, claim, exactly, gpu_class
+from tests.unit.plugins.dynamicresources.test_plugin import NODES, SLICES, filter_all, pod_with
+
+CLAIMS = ("a", "b", "c")
+DEVICES = ("g0", "g1", "g2")
+UIDS = ("u1", "u2")
+
+
+def allocation(*devices: str, admin: bool = False) -> dict[str, Any]:
+    results = [{"request": "r", "driver": DRIVER, "pool": "n1", "device": d} for d in devices]
+    if admin:
+        for r in results:
+            r["adminAccess"] = True
+    return {"devices": {"results": results}}
+
+
+alloc_st = st.one_of(
+    st.none(),
+    st.builds(lambda ds, admin: allocation(*ds, admin=admin),
+              st.lists(st.sampled_from(DEVICES), max_size=2, unique=True), st.booleans()))
+op_st = st.one_of(
+    st.tuples(st.just("put"), st.sampled_from(CLAIMS), alloc_st),
+    st.tuples(st.just("delete"), st.sampled_from(CLAIMS), st.none()),
+    st.tuples(st.just("assume"), st.sampled_from(CLAIMS), st.sampled_from(UIDS),
+              st.lists(st.sampled_from(DEVICES), min_size=1, max_size=2, unique=True)),
+    st.tuples(st.just("forget"), st.sampled_from(CLAIMS), st.sampled_from(UIDS)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(op_st, max_size=40))
+def test_incremental_held_devices_equal_a_full_recount(ops: list[tuple[Any, ...]]) -> None:
+    tracker = ClaimTracker()
+    store: dict[str, dict[str, Any]] = {}
+    flight: dict[str, tuple[str, dict[str, Any]]] = {}  # the model of the assume cache
+    version = 0
+    for op in ops:
+        key = f"default/{op[1]}"
+        if op[0] == "put":
+            version += 1
+            new = claim(op[1], exactly("r"), allocation=op[2])
+            new["metadata"]["resourceVersion"] = str(version)
+            old = store.get(key)
+            store[key] = new
+            if old is None:
+                tracker.claim_added(new)
+            else:
+                tracker.claim_updated(old, new)
+            if op[2] is not None:
+                flight.pop(key, None)
+        elif op[0] == "delete":
+            if key in store:
+                tracker.claim_deleted(store.pop(key))
+                flight.pop(key, None)
+        elif op[0] == "assume":
+            # Reserve assumes only for a claim the informer has, unallocated, not in flight.
+            if key in store and allocation_of(store[key]) is None and key not in flight:
+                alloc = allocation(*op[3])
+                tracker.assume(key, op[2], alloc)
+                flight[key] = (op[2], alloc)
+        else:
+            tracker.forget(key, op[2])
+            if key in flight and flight[key][0] == op[2]:
+                del flight[key]
+        want: set[DeviceID] = set()
+        for c in store.values():
+            want.update(device_ids_of(allocation_of(c)))
+        for _uid, alloc in flight.values():
+            want.update(device_ids_of(alloc))
+        assert set(tracker.held()) == want
+        assert {k for k in CLAIMS if tracker.in_flight(f"default/{k}") is not None} == \
+            {k.split("/")[1] for k in flight}
+        # the scan over the same claims and assume cache agrees
+        scan = ClaimTracker()
+        for k, (uid, alloc) in flight.items():
+            scan.assume(k, uid, alloc)
+        assert scan.in_use(list(store.values())) == want
+
+
+class WatchingListers(DictListers):
+    """DictListers that deliver claim events, as the informer-backed listers do."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        super().__init__(objects)
+        self.handlers: list[tuple[Callable[..., None], ...]] = []
+
+    def watch(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
+              on_update: Callable[[dict[str, Any], dict[str, Any]], None],
+              on_delete: Callable[[dict[str, Any]], None]) -> None:
+        if resource not in self.objects:
+            raise KeyError(resource)
+        self.handlers.append((on_add, on_update, on_delete))
+        for obj in self.objects[resource]:
+            on_add(obj)
+
+    def put(self, obj: dict[str, Any]) -> None:
+        items = self.objects["resourceclaims"]
+        for i, cur in enumerate(items):
+            if key_of(cur) == key_of(obj):
+                items[i] = obj
+                for _add, update, _delete in self.handlers:
+                    update(cur, obj)
+                return
+        items.append(obj)
+        for add, _update, _delete in self.handlers:
+            add(obj)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self.objects["resourceclaims"] = [
+            c for c in self.objects["resourceclaims"] if key_of(c) != key_of(obj)]
+        for _add, _update, delete in self.handlers:
+            delete(obj)
+
+
+def watching_plugin(claims: list[dict[str, Any]]) -> tuple[DynamicResources, FakeHandle,
+                                                           WatchingListers]:
+    handle = FakeHandle(node_infos(NODES))
+    listers = WatchingListers({"resourceclaims": claims, "resourceslices": SLICES,
+                               "deviceclasses": [gpu_class()]})
+    handle._listers = listers
+    return DynamicResources(None, handle), handle, listers  # type: ignore[arg-type]
+
+
+def test_plugin_follows_claim_events_instead_of_scanning() -> None:
+    held = claim("held", exactly("r"), allocation=allocation("g0"))
+    p, handle, listers = watching_plugin([held, claim("mine", exactly("r"))])
+    pod = pod_with("p", "mine")
+    _, by_node = filter_all(p, pod, handle)
+    assert len(listers.handlers) == 1  # subscribed once, on first use
+    st_ = by_node["n1"]
+    assert st_ is not None and st_.code == Code.UNSCHEDULABLE
+    assert st_.message() == REASON_CANNOT_ALLOCATE
+    # The holder is deallocated: the event frees the device, no listing needed.
+    freed = copy.deepcopy(held)
+    del freed["status"]
+    freed["metadata"]["resourceVersion"] = "2"
+    listers.put(freed)
+    state, by_node = filter_all(p, pod, handle)
+    assert by_node["n1"] is None
+    assert len(listers.handlers) == 1
+    # Reserved for this pod: a second pod cannot get the same device until it is unreserved.
+    info = PodInfo.from_pod(pod)
+    assert p.reserve(state, info, "n1") is None
+    other = pod_with("q", "held")
+    _, by_node = filter_all(p, other, handle)
+    assert by_node["n1"] is not None
+    p.unreserve(state, info, "n1")
+    _, by_node = filter_all(p, other, handle)
+    assert by_node["n1"] is None
+    # The holder is deleted while allocated: its device is free again.
+    listers.put(held)
+    _, by_node = filter_all(p, pod, handle)
+    assert by_node["n1"] is not None
+    listers.delete(held)
+    _, by_node = filter_all(p, pod, handle)
+    assert by_node["n1"] is None
