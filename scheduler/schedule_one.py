@@ -627,13 +627,19 @@ class SchedulingCycle:
         sched = self.sched
         node_name = result.suggested_host
         nominated = False
+        nomination: asyncio.Task[bool] | None = None
         try:
             status: Status | None = None
             if self.nominate_for_binding:
-                status, nominated = await self._nominate_if_binding_takes_long(
+                status, nomination = self._nominate_if_binding_takes_long(
                     fwk, state, assumed_info, node_name)
             if status is None or status.is_success():
                 status = await fwk.wait_on_permit(assumed_info)
+            if nomination is not None and (status is None or status.is_success()):
+                # Written before PreBind.  Not awaited on a rejection at Permit: giving the
+                # reserved room back goes first, the clear follows the write.
+                nominated = await nomination
+                nomination = None
             if status is not None and status.is_rejected():
                 status = rejected_on_node(status, pod_key=assumed_info.key, node_name=node_name)
             if status is None or status.is_success():
@@ -644,6 +650,8 @@ class SchedulingCycle:
                 status = await sched.bind(fwk, state, assumed_info, node_name)
         except asyncio.CancelledError:
             # Shutdown or lost leadership: give the resources back and stop.
+            if nomination is not None:
+                nomination.cancel()
             fwk.run_reserve_plugins_unreserve(state, assumed_info, node_name)
             self._forget(assumed_info.pod)
             sched.queue.done(assumed_info.uid)
@@ -670,31 +678,35 @@ class SchedulingCycle:
             fwk, state, qpi, assumed_info=assumed_info, result=result, status=status,
             attempt=attempt,
         )
-        if nominated:
+        if nomination is not None:
+            # The write is still under way: clear the nomination once it is done.
+            sched.clear_nomination(qpi.pod_info.pod, after=nomination)
+        elif nominated and not _nominated_node_name(qpi.pod_info.pod):
             # The failure handler clears the nomination through the pod it requeued; if the
             # informer had not delivered our own write yet, that pod shows none: clear it.
-            current = sched.current_pod(qpi.pod_info.pod)
-            if (current is not None and not (current.get("spec") or {}).get("nodeName")
-                    and not _nominated_node_name(qpi.pod_info.pod)):
-                sched.clear_nomination(current)
+            sched.clear_nomination(qpi.pod_info.pod)
 
-    async def _nominate_if_binding_takes_long(
+    def _nominate_if_binding_takes_long(
         self, fwk: Framework, state: CycleState, assumed_info: PodInfo, node_name: str
-    ) -> tuple[Status | None, bool]:
+    ) -> tuple[Status | None, asyncio.Task[bool] | None]:
         """NominatedNodeNameForExpectation: when PreBind has work (a PreBindPreFlight answers
         Success) or the pod waits at Permit, write ``status.nominatedNodeName`` before waiting,
         so other components see where the pod is about to be bound.  A plain pod (every
         preflight Skip, no wait) is bound soon anyway and costs no write.  Returns the
         preflight's failure (an Error; a rejection is not a valid answer and counts as one)
-        and whether the pod was nominated."""
+        and the write under way (a task answering whether the pod was nominated): it runs
+        while the pod waits at Permit, and the cycle awaits it before PreBind."""
         pre = fwk.run_pre_bind_pre_flights(state, assumed_info, node_name)
         if pre is not None and (pre.code == Code.ERROR or pre.is_rejected()):
             if pre.is_rejected():
                 pre = Status(Code.ERROR, pre.message(), plugin=pre.plugin)
-            return pre, False
+            return pre, None
         if pre is None or fwk.will_wait_on_permit(assumed_info):
-            return None, await self.sched.nominate_for_binding(assumed_info, node_name)
-        return None, False
+            return None, asyncio.create_task(
+                self.sched.nominate_for_binding(assumed_info, node_name),
+                name=f"nominate:{assumed_info.key}",
+            )
+        return None, None
 
     def handle_binding_cycle_error(
         self,

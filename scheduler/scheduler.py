@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, cast
 
 import structlog
@@ -262,15 +262,25 @@ class Scheduler:
         # The daemon's client is scheduler.client.api.ApiClient (pods/status patches).
         return cast(StatusPatcher, self.client)
 
-    def clear_nomination(self, pod: dict[str, Any]) -> None:
-        """Clear ``status.nominatedNodeName`` in the background (a binding cycle that
-        nominated the pod failed and the failure handler's pod did not show it yet)."""
+    def clear_nomination(
+        self, pod: dict[str, Any], *, after: Awaitable[bool] | None = None
+    ) -> None:
+        """Clear ``status.nominatedNodeName`` in the background, after the nominating write
+        ``after`` if it is still under way (a binding cycle that nominated the pod failed and
+        the failure handler's pod did not show the nomination), unless the pod is gone or
+        bound meanwhile."""
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        self._spawn_side_task(
-            update_nominated_node_name(self._status_patcher(), pod, "", always=True),
-            name=f"pod-nomination:{key}",
-        )
+
+        async def clear() -> None:
+            if after is not None and not await after:
+                return
+            current = self.current_pod(pod)
+            if current is None or (current.get("spec") or {}).get("nodeName"):
+                return
+            await update_nominated_node_name(self._status_patcher(), current, "", always=True)
+
+        self._spawn_side_task(clear(), name=f"pod-nomination:{key}")
 
     # --- reporting ---------------------------------------------------------------------------
 

@@ -71,8 +71,8 @@ class _Sched:
         self.log.append(("api", f"nominate {node_name}"))
         return True
 
-    def clear_nomination(self, pod: dict[str, Any]) -> None:
-        self.log.append(("api", "clear nomination"))
+    def clear_nomination(self, pod: dict[str, Any], *, after: Any = None) -> None:
+        self.log.append(("api", "clear nomination" if after is None else "clear after write"))
 
     async def bind(self, fwk: Framework, state: CycleState, pod_info: PodInfo,
                    node_name: str) -> Status | None:
