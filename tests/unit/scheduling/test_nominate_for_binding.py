@@ -63,12 +63,15 @@ class _Sched:
     cache: _Cache = field(default_factory=_Cache)
     diagnoses: _Diagnoses = field(default_factory=_Diagnoses)
     nominator: Nominator = field(default_factory=Nominator)
-    reported_nomination: list[str | None] = field(default_factory=list)
+    write_done: asyncio.Event | None = None  # holds the nomination write until set
+
 
     def check_still_leading(self) -> None: ...
 
     async def nominate_for_binding(self, pod_info: PodInfo, node_name: str) -> bool:
         self.log.append(("api", f"nominate {node_name}"))
+        if self.write_done is not None:
+            await self.write_done.wait()
         return True
 
     def clear_nomination(self, pod: dict[str, Any], *, after: Any = None) -> None:
@@ -107,9 +110,10 @@ def _pod(nominated: str = "", *, rv: int = 1) -> dict[str, Any]:
 
 
 async def _bind(env: Env, plugins: list[str], *, gate: bool = True,
-                informer_pod: dict[str, Any] | None = None) -> _Sched:
+                informer_pod: dict[str, Any] | None = None,
+                sched: _Sched | None = None) -> _Sched:
     fwk = env.framework(multi=plugins)
-    sched = _Sched(env.log, informer_pod=informer_pod)
+    sched = sched or _Sched(env.log, informer_pod=informer_pod)
     cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
     cycle.nominate_for_binding = gate
     qpi = QueuedPodInfo(PodInfo.from_pod(_pod()), timestamp=0.0)
@@ -214,3 +218,29 @@ def test_the_gate_is_read_when_the_cycle_is_built(flag: str, on: bool) -> None:
         assert cycle.nominate_for_binding is on
     finally:
         features.DEFAULT.reset()
+
+
+async def test_a_rejection_at_permit_gives_the_room_back_before_the_write_ends() -> None:
+    """The write runs while the pod waits; a rejected gang member is requeued (its reserved
+    room given back) without waiting for it, and the clear follows the write."""
+    env = Env()
+    env.add("Gang", [PermitPlugin], permit=(Status(Code.WAIT), 30.0))
+    sched = _Sched(env.log, write_done=asyncio.Event())
+
+    async def reject_the_gang() -> None:
+        while ("api", "nominate n1") not in env.log:
+            await asyncio.sleep(0)
+        for wp in env.instances["Gang"].handle.iterate_waiting_pods():
+            wp.reject("Gang", "optimistic rejection in PostFilter")
+
+    rejecter = asyncio.create_task(reject_the_gang())
+    # The write never ends unless the test lets it: a cycle that awaited it would hang (the
+    # timeout only turns that into a failure).
+    await asyncio.wait_for(_bind(env, ["Gang"], sched=sched), timeout=30)
+    await rejecter
+    assert sched.queue.requeued == ["default/p"]
+    assert [w for who, w in env.log if who == "api"] == [
+        "nominate n1", "condition", "clear after write"]
+    assert sched.write_done is not None
+    sched.write_done.set()
+    await asyncio.sleep(0)
