@@ -81,3 +81,31 @@ async def test_retries_server_errors_and_raises_not_found(server: FakeApiServer,
     del server.objects[STATUS_PATH]
     with pytest.raises(NotFound):
         await update_pod_condition(c, pod(), condition=dict(UNSCHED), now=lambda: NOW, sleep=fake_sleep)
+
+
+@pytest.mark.parametrize(
+    ("current", "node", "always", "body"),
+    [
+        pytest.param(None, "n1", False, {"status": {"nominatedNodeName": "n1"}}, id="set"),
+        pytest.param("n1", "n1", False, None, id="already-set-no-write"),
+        pytest.param("n1", "", False, {"status": {"nominatedNodeName": None}}, id="clear"),
+        pytest.param(None, "", False, None, id="already-clear-no-write"),
+        pytest.param(None, "", True, {"status": {"nominatedNodeName": None}},
+                     id="clear-always-for-a-stale-copy"),
+    ],
+)
+async def test_update_nominated_node_name(server: FakeApiServer, make_client: MakeClient,
+                                          current: str | None, node: str, always: bool,
+                                          body: dict[str, Any] | None) -> None:
+    from scheduler.client.pod_status import update_nominated_node_name
+
+    server.objects[STATUS_PATH] = {"metadata": {"name": "p"}}
+    result = await update_nominated_node_name(make_client(), pod(nnn=current), node,
+                                              always=always)
+    patches = server.requests_for("PATCH")
+    if body is None:
+        assert result is None and patches == []
+    else:
+        (req,) = patches
+        assert req.path == STATUS_PATH and req.body == body
+        assert req.headers["Content-Type"] == "application/strategic-merge-patch+json"
