@@ -66,7 +66,6 @@ async def update_pod_condition(
     Returns the patched pod, or ``None`` when nothing needed writing.  Retries connection
     errors, 5xx and 429 (``retries`` times); other API errors (e.g. ``NotFound``) are raised.
     """
-    meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     new_condition, changed = compute_condition(status, condition, now=now())
     current_nnn = status.get("nominatedNodeName") or ""
@@ -80,19 +79,7 @@ async def update_pod_condition(
     if nnn_changed:
         patch_status["nominatedNodeName"] = nominated_node_name or None
     patch = {"status": patch_status}
-    name = str(meta.get("name") or "")
-    namespace = str(meta.get("namespace") or "default")
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            result = await client.patch_pod_status(namespace, name, patch)
-            return result if isinstance(result, dict) else copy.deepcopy(dict(pod))
-        except (ApiConnectionError, ServerError, TooManyRequests) as exc:
-            if attempt > retries:
-                raise
-            log.debug("retrying pod status patch", pod=f"{namespace}/{name}", error=str(exc))
-            await sleep(0.1 * 2**attempt)
+    return await _patch_status(client, pod, patch, retries=retries, sleep=sleep)
 
 
 class StatusPatcher(Protocol):
@@ -114,10 +101,24 @@ async def update_nominated_node_name(
     (upstream updatePod with a nominating info and no condition).  Returns the patched pod,
     or ``None`` when nothing needed writing (``always`` writes even when ``pod`` may be an
     older version than the server's).  Retries as ``update_pod_condition``."""
-    meta = pod.get("metadata") or {}
     if not always and ((pod.get("status") or {}).get("nominatedNodeName") or "") == node_name:
         return None
     patch = {"status": {"nominatedNodeName": node_name or None}}
+    return await _patch_status(client, pod, patch, retries=retries, sleep=sleep)
+
+
+async def _patch_status(
+    client: StatusPatcher,
+    pod: Mapping[str, Any],
+    patch: Mapping[str, Any],
+    *,
+    retries: int,
+    sleep: Sleep,
+) -> dict[str, Any]:
+    """PATCH ``pods/status`` with ``patch``, retrying connection errors, 5xx and 429
+    (``retries`` times, exponential pause); other API errors are raised.  Returns the patched
+    pod (a copy of ``pod`` when the client answers no object)."""
+    meta = pod.get("metadata") or {}
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "default")
     attempt = 0
