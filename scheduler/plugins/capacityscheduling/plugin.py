@@ -51,6 +51,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     PDB,
     filter_pods_with_pdb_violation,
     importance_key,
+    reprieve_victims,
 )
 from scheduler.plugins.defaultpreemption.plugin import (
     ERR_NOT_ELIGIBLE_POLICY_NEVER,
@@ -648,36 +649,19 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
 
         potential.sort(key=now_key)  # most important first: reprieved first
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
-        victims: list[PodInfo] = []
-        num_violating = 0
 
-        def reprieve(candidate: PodInfo) -> tuple[bool, Status | None]:
-            error = add(candidate)
-            if error is not None:
-                return False, error
-            fits_status = handle.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
-            fits = fits_status is None or fits_status.is_success()
-            quota_ok = eq is None or not (
+        def fits() -> bool:
+            status = handle.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+            if status is not None and not status.is_success():
+                return False
+            return eq is None or not (
                 eq.used_over_max_with(pre.in_eq_with_pod)
                 or self._over_min_after(quotas, pre.all_with_pod))
-            if fits and quota_ok:
-                return True, None
-            error = remove(candidate)
-            if error is not None:
-                return False, error
-            victims.append(candidate)
-            return False, None
 
-        for candidate in violating:
-            kept, error = reprieve(candidate)
-            if error is not None:
-                return [], 0, error
-            if not kept:
-                num_violating += 1
-        for candidate in non_violating:
-            _, error = reprieve(candidate)
-            if error is not None:
-                return [], 0, error
+        victims, num_violating, error = reprieve_victims(
+            violating, non_violating, add=add, remove=remove, fits=fits)
+        if error is not None:
+            return [], 0, error
         if violating and non_violating:
             victims.sort(key=now_key)
         return victims, num_violating, None

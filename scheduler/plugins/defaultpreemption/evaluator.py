@@ -152,6 +152,46 @@ SelectVictims = Callable[
 ]
 
 
+
+def reprieve_victims(
+    violating: Sequence[PodInfo],
+    non_violating: Sequence[PodInfo],
+    *,
+    add: Callable[[PodInfo], Status | None],
+    remove: Callable[[PodInfo], Status | None],
+    fits: Callable[[], bool],
+) -> tuple[list[PodInfo], int, Status | None]:
+    """Put removed pods back one by one, PDB-protected ones first, each in the given order
+    (most important first), keeping each after which ``fits()`` still holds: the others are
+    the victims.  Returns (victims in reprieve order, PDB violations among them, an error
+    from ``add``/``remove``)."""
+    victims: list[PodInfo] = []
+    num_violating = 0
+
+    def reprieve(candidate: PodInfo) -> tuple[bool, Status | None]:
+        error = add(candidate)
+        if error is not None:
+            return False, error
+        if fits():
+            return True, None
+        error = remove(candidate)
+        if error is not None:
+            return False, error
+        victims.append(candidate)
+        return False, None
+
+    for candidate in violating:
+        kept, error = reprieve(candidate)
+        if error is not None:
+            return [], 0, error
+        if not kept:
+            num_violating += 1
+    for candidate in non_violating:
+        _, error = reprieve(candidate)
+        if error is not None:
+            return [], 0, error
+    return victims, num_violating, None
+
 def dry_run_preemption(
     select_victims: SelectVictims,
     state: CycleState,

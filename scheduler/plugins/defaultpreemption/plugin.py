@@ -56,6 +56,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     filter_pods_with_pdb_violation,
     importance_key,
     pick_one_node_for_preemption,
+    reprieve_victims,
 )
 from scheduler.plugins.helper import (
     POD_GROUP_LABEL,
@@ -507,32 +508,15 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         now = time.time()
         potential.sort(key=importance_key(now))
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
-        victims: list[PodInfo] = []
-        num_violating = 0
 
-        def reprieve(candidate: PodInfo) -> tuple[bool, Status | None]:
-            error = add(candidate)
-            if error is not None:
-                return False, error
-            fits = handle.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
-            if fits is None or fits.is_success():
-                return True, None
-            error = remove(candidate)
-            if error is not None:
-                return False, error
-            victims.append(candidate)
-            return False, None
+        def fits() -> bool:
+            status = handle.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+            return status is None or status.is_success()
 
-        for candidate in violating:
-            kept, error = reprieve(candidate)
-            if error is not None:
-                return [], 0, error
-            if not kept:
-                num_violating += 1
-        for candidate in non_violating:
-            _, error = reprieve(candidate)
-            if error is not None:
-                return [], 0, error
+        victims, num_violating, error = reprieve_victims(
+            violating, non_violating, add=add, remove=remove, fits=fits)
+        if error is not None:
+            return [], 0, error
         if violating and non_violating:
             victims.sort(key=importance_key(now))
         return victims, num_violating, None
