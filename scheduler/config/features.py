@@ -73,7 +73,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("SchedulerQueueingHints", GA, True, True),
     _g("StorageCapacityScoring", BETA, True, True),
     _g("TaintTolerationComparisonOperators", ALPHA, False, True),
-    _g("VolumeLimitScaling", BETA, True, False),
+    _g("VolumeLimitScaling", BETA, True, True),
 )
 
 
