@@ -120,3 +120,82 @@ async def test_sigusr2_logs_each_difference_and_a_summary(
         assert all(e["log_level"] == "warning" and e["detail"] for e in mismatches)
         (summary,) = [e for e in drift_logs if e["event"] == "cache comparison done"]
         assert summary["differences"] == 2 and summary["log_level"] == "warning"
+
+
+async def test_dra_devices_held_match_the_claims_and_a_leak_is_reported(
+    sandbox_factory: Any, tmp_path: Path, debug_server: HealthServer
+) -> None:
+    """Pods with ResourceClaims bound: the DRA plugin's claims tracker holds exactly the
+    allocated devices; a device held for a claim that does not exist, and one the tracker
+    lost, are each reported by name."""
+    from scheduler.cache.comparer import DEVICE_MISSING, DEVICE_REDUNDANT
+    from scheduler.plugins.dynamicresources.plugin import DynamicResources
+    from scheduler.plugins.names import DYNAMIC_RESOURCES
+    from tests.builders import PodBuilder
+    from tests.integration.harness import for_api
+    from tests.integration.test_dra import API, strip
+    from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
+
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc) as parts:
+        sched = parts.scheduler
+        SchedulerIntrospection(sched).register(debug_server)
+        await debug_server.start()
+        api = cluster.client
+        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        await api.create(f"{API}/resourceslices", strip(resource_slice(
+            "gpus", node=gpu_node, devices=[device("gpu-0"), device("gpu-1"),
+                                            device("gpu-2")])))
+        for name in ("c0", "c1"):
+            await api.create(f"{API}/namespaces/default/resourceclaims",
+                             strip(claim(name, exactly("gpu", "gpu"))))
+            p = for_api(PodBuilder(f"uses-{name}").scheduler_name("py-scheduler")
+                        .req(cpu="100m", memory="64Mi").obj())
+            p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+            await cluster.create_pod(p)
+        for name in ("c0", "c1"):
+            await wait_until(lambda name=name: cluster.node_name(f"uses-{name}"), timeout=20,
+                             message=f"uses-{name} bound")
+        await wait_until(lambda: sched.cache.assumed_pod_count() == 0, timeout=10,
+                         message="confirmed")
+
+        async def allocated() -> bool:
+            for name in ("c0", "c1"):
+                got = await api.get(f"{API}/namespaces/default/resourceclaims/{name}")
+                if not (got.get("status") or {}).get("allocation"):
+                    return False
+            return True
+
+        await wait_until(allocated, timeout=10, message="both claims allocated")
+        plugin = sched.profiles["py-scheduler"].get_plugin(DYNAMIC_RESOURCES)
+        assert isinstance(plugin, DynamicResources) and plugin.follows_claim_events
+        assert len(plugin.tracker.held()) == 2
+
+        async def clean(query: str) -> bool:
+            status, body = await fetch(debug_server, query)
+            return status == 200 and body["differences"] == [] and body["pods"] == 2
+
+        await wait_until(lambda: clean(""), timeout=10, message="clean against the informers")
+        assert await clean("?fresh=true")
+
+        # A leak: a device held for a claim no longer in the cluster; and a loss: the tracker
+        # forgets c0's allocation while the cluster still shows it.
+        claims = {n: await api.get(f"{API}/namespaces/default/resourceclaims/{n}")
+                  for n in ("c0", "c1")}
+        taken = {r["device"] for c in claims.values()
+                 for r in c["status"]["allocation"]["devices"]["results"]}
+        c0 = claims["c0"]
+        lost = c0["status"]["allocation"]["devices"]["results"][0]["device"]
+        (leaked,) = {"gpu-0", "gpu-1", "gpu-2"} - taken
+        plugin.tracker.assume("default/gone", "uid-gone", {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": gpu_node, "device": leaked}]}})
+        plugin.tracker.claim_deleted(c0)
+        for query in ("", "?fresh=true"):
+            status, body = await fetch(debug_server, query)
+            assert status == 200
+            assert {(d["kind"], d["object"]) for d in body["differences"]} == {
+                (DEVICE_REDUNDANT, f"{DRIVER}/{gpu_node}/{leaked}"),
+                (DEVICE_MISSING, f"{DRIVER}/{gpu_node}/{lost}"),
+            }, query
