@@ -15,8 +15,9 @@ things upstream does, and more:
   scheduler assumed is expected in the cache while the cluster still shows it pending (its
   binding is in flight); once the cluster shows it bound it must have been confirmed;
 - each node's requested resources (cpu, memory, ephemeral storage, extended resources) and
-  pod count against the sum of the cluster's pods on it, parsed afresh: an assume/forget
-  asymmetry or a missed resize shows here even when every name matches;
+  pod count against the sum of the requests of the cluster's pods on it (parsed afresh
+  unless the cache holds the same resourceVersion of the pod): an assume/forget asymmetry or
+  a missed resize shows here even when every name matches;
 - with DRA, the devices a claims tracker counts as held against the allocations of the
   cluster's claims and of the allocations still in flight.
 
@@ -102,9 +103,11 @@ class Comparison:
                 "nodes": self.nodes, "pods": self.pods, "assumed": self.assumed}
 
 
+# ``dict`` checks, not ``Mapping``: objects are plain dicts from the wire, and an ABC check
+# per object made a comparison of 30,000 pods spend most of its time in isinstance.
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _pod_key(pod: Mapping[str, Any]) -> str:
@@ -114,7 +117,7 @@ def _pod_key(pod: Mapping[str, Any]) -> str:
 
 def _node_name(pod: Mapping[str, Any]) -> str:
     spec = pod.get("spec")
-    name = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    name = spec.get("nodeName") if isinstance(spec, dict) else None
     return name if isinstance(name, str) else ""
 
 
@@ -124,7 +127,9 @@ def _version(obj: Mapping[str, Any]) -> str:
 
 def compare(cache: Cache, *, nodes: Iterable[Mapping[str, Any]],
             pods: Iterable[Mapping[str, Any]]) -> Comparison:
-    """Compare the cache with the cluster's ``nodes`` and (non-terminal) ``pods``."""
+    """Compare the cache with the cluster's ``nodes`` and (non-terminal) ``pods``.
+
+    Differences come nodes first, then pods by key, then node totals by node name."""
     out = Comparison()
     infos = cache.node_infos()
     out.nodes = sum(1 for _, info in infos if info.node is not None)
@@ -141,14 +146,16 @@ def compare(cache: Cache, *, nodes: Iterable[Mapping[str, Any]],
 
 def _compare_nodes(infos: list[tuple[str, Any]], nodes: Iterable[Mapping[str, Any]],
                    diffs: list[Difference]) -> None:
+    cached = {name: info.node for name, info in infos if info.node is not None}
     cluster: dict[str, Mapping[str, Any]] = {}
     for node in nodes:
-        try:
-            validate_node(dict(node))
-        except ObjectError:
-            continue  # kept out of the cache on purpose (the event handlers log it)
-        cluster[str(_meta(node).get("name"))] = node
-    cached = {name: info.node for name, info in infos if info.node is not None}
+        name = str(_meta(node).get("name"))
+        if name not in cached:
+            try:
+                validate_node(dict(node))
+            except ObjectError:
+                continue  # kept out of the cache on purpose (the event handlers log it)
+        cluster[name] = node
     for name in sorted(cluster.keys() - cached.keys()):
         diffs.append(Difference(NODE_MISSING, name, "node is in the cluster, not in the cache"))
     for name in sorted(cached.keys() - cluster.keys()):
@@ -160,92 +167,108 @@ def _compare_nodes(infos: list[tuple[str, Any]], nodes: Iterable[Mapping[str, An
                                     f"the cluster {theirs!r}"))
 
 
-def _split_pods(pods: Iterable[Mapping[str, Any]]
-                ) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
-    """The cluster's pods by UID: bound ones, and pending ones (pods without a UID cannot be
-    in the cache, which keys pods by UID)."""
-    bound: dict[str, Mapping[str, Any]] = {}
-    pending: dict[str, Mapping[str, Any]] = {}
+# A bound pod of the cluster: the object, its node, its resourceVersion.
+_Bound = tuple[Mapping[str, Any], str, str]
+
+
+def _split_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[dict[str, _Bound], set[str]]:
+    """The cluster's bound pods by UID, and the UIDs of its pending ones (pods without a UID
+    cannot be in the cache, which keys pods by UID)."""
+    bound: dict[str, _Bound] = {}
+    pending: set[str] = set()
     for pod in pods:
-        uid = _meta(pod).get("uid")
+        meta = _meta(pod)
+        uid = meta.get("uid")
         if not uid:
             continue
-        (bound if _node_name(pod) else pending)[str(uid)] = pod
+        node = _node_name(pod)
+        if node:
+            bound[str(uid)] = (pod, node, str(meta.get("resourceVersion") or ""))
+        else:
+            pending.add(str(uid))
     return bound, pending
 
 
-def _compare_pods(states: list[tuple[PodInfo, bool]], bound: dict[str, Mapping[str, Any]],
-                  pending: dict[str, Mapping[str, Any]], diffs: list[Difference]) -> None:
-    cached: set[str] = set()
-    for info, assumed in sorted(states, key=lambda s: s[0].key):
-        cached.add(info.uid)
-        ours = _node_name(info.pod)
-        pod = bound.get(info.uid)
-        if pod is None:
+def _compare_pods(states: list[tuple[PodInfo, bool]], bound: dict[str, _Bound],
+                  pending: set[str], diffs: list[Difference]) -> None:
+    found: list[Difference] = []
+    for info, assumed in states:
+        ours = info.node_name
+        entry = bound.get(info.uid)
+        if entry is None:
             if assumed and info.uid in pending:
                 continue  # its binding is in flight: upstream counts it as cached
             what = "assumed" if assumed else "bound"
             where = "is pending there" if info.uid in pending else "is not in the cluster"
-            diffs.append(Difference(POD_REDUNDANT, info.key,
+            found.append(Difference(POD_REDUNDANT, info.key,
                                     f"cache holds it {what} on node {ours!r}; the pod {where}"))
             continue
-        theirs = _node_name(pod)
+        _pod, theirs, version = entry
         if ours != theirs:
-            diffs.append(Difference(POD_NODE, info.key,
+            found.append(Difference(POD_NODE, info.key,
                                     f"cache holds it on node {ours!r}, the cluster on {theirs!r}"))
         if assumed:
-            diffs.append(Difference(POD_STILL_ASSUMED, info.key,
+            found.append(Difference(POD_STILL_ASSUMED, info.key,
                                     f"bound to node {theirs!r} in the cluster, only assumed in "
                                     "the cache"))
-        elif info.resource_version != _version(pod):
-            diffs.append(Difference(POD_STALE, info.key,
+        elif info.resource_version != version:
+            found.append(Difference(POD_STALE, info.key,
                                     f"cache holds resourceVersion {info.resource_version!r}, "
-                                    f"the cluster {_version(pod)!r}"))
-    for uid in sorted(bound.keys() - cached, key=lambda u: _pod_key(bound[u])):
-        pod = bound[uid]
+                                    f"the cluster {version!r}"))
+    cached = {info.uid for info, _ in states}
+    for uid in bound.keys() - cached:
+        pod, node, _version_ = bound[uid]
         try:
             PodInfo.from_assigned_pod(dict(pod))
         except ObjectError:
             continue  # unidentifiable: left out of the cache on purpose (logged there)
-        diffs.append(Difference(POD_MISSING, _pod_key(pod),
-                                f"bound to node {_node_name(pod)!r} in the cluster, not in "
-                                "the cache"))
+        found.append(Difference(POD_MISSING, _pod_key(pod),
+                                f"bound to node {node!r} in the cluster, not in the cache"))
+    found.sort(key=lambda d: (d.object, d.kind))
+    diffs.extend(found)
 
 
 def _totals_view(requested: Resource, pods: int) -> dict[str, int]:
     view = {"cpu": requested.milli_cpu, "memory": requested.memory,
             "ephemeral-storage": requested.ephemeral_storage, "pods": pods}
-    # Resource.sub leaves extended resources at 0 rather than dropping them.
+    # An extended resource at 0 is the same as none.
     view.update({k: v for k, v in requested.scalar_resources.items() if v})
     return view
 
 
 def _compare_requested(infos: list[tuple[str, Any]], states: list[tuple[PodInfo, bool]],
-                       bound: dict[str, Mapping[str, Any]],
-                       pending: dict[str, Mapping[str, Any]], diffs: list[Difference]) -> None:
-    expected: dict[str, tuple[Resource, int]] = {}
+                       bound: dict[str, _Bound], pending: set[str],
+                       diffs: list[Difference]) -> None:
+    totals: dict[str, Resource] = {}
+    counts: dict[str, int] = {}
 
     def account(node: str, requests: Resource) -> None:
-        total, count = expected.get(node) or (Resource(), 0)
+        total = totals.get(node)
+        if total is None:
+            total = totals[node] = Resource()
         total.add(requests)
-        expected[node] = (total, count + 1)
+        counts[node] = counts.get(node, 0) + 1
 
-    for pod in bound.values():
-        try:
-            # Parsed afresh, as the event handlers would (malformed fields dropped).
-            info, _problems = PodInfo.from_assigned_pod(dict(pod))
-        except ObjectError:
-            continue
-        account(_node_name(pod), info.requests)
+    held = {info.uid: info for info, _assumed in states}
+    for uid, (pod, node, version) in bound.items():
+        info = held.get(uid)
+        if info is None or not version or info.resource_version != version:
+            try:
+                # Parsed afresh, as the event handlers would (malformed fields dropped).
+                info, _problems = PodInfo.from_assigned_pod(dict(pod))
+            except ObjectError:
+                continue
+        # else the cache parsed this very version of the pod: its requests are the pod's
+        # (parsing 30,000 pods again made one comparison take seconds).
+        account(node, info.requests)
     for info, assumed in states:
         if assumed and info.uid in pending:
-            account(_node_name(info.pod), info.requests)  # in flight: the cache's copy
+            account(info.node_name, info.requests)  # in flight: the cache's copy
     # Only the cache's NodeInfos: pods bound to a node the cache lacks are reported as
     # missing pods (one difference per cause, not two).
     for name, info in sorted(infos, key=lambda item: item[0]):
         ours = _totals_view(info.requested, len(info.pods))
-        total, count = expected.get(name) or (Resource(), 0)
-        theirs = _totals_view(total, count)
+        theirs = _totals_view(totals.get(name) or Resource(), counts.get(name, 0))
         if ours == theirs:
             continue
         parts = [f"{k}: cache {ours.get(k, 0)}, pods {theirs.get(k, 0)}"

@@ -199,3 +199,52 @@ async def test_dra_devices_held_match_the_claims_and_a_leak_is_reported(
                 (DEVICE_REDUNDANT, f"{DRIVER}/{gpu_node}/{leaked}"),
                 (DEVICE_MISSING, f"{DRIVER}/{gpu_node}/{lost}"),
             }, query
+
+
+async def test_churn_leaves_the_cache_equal_to_a_fresh_list(
+    sandbox_factory: Any, tmp_path: Path, debug_server: HealthServer
+) -> None:
+    """Pods created and deleted while their bindings are in flight, pods relabelled, a node
+    with pods removed and another added: once quiet, the cache equals a fresh LIST."""
+    import asyncio
+
+    sb = await sandbox_factory(nodes=3, node_cpu="2", node_memory="8Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc, config=daemon_config()) as parts:
+        sched = parts.scheduler
+        SchedulerIntrospection(sched).register(debug_server)
+        await debug_server.start()
+        names = [f"c{i}" for i in range(24)]
+        doomed = names[::4]  # deleted at once: some while their binding is in flight
+
+        async def create_then_maybe_delete(name: str) -> None:
+            await cluster.create_pod(pod(name, cpu="300m"))
+            if name in doomed:
+                await cluster.delete_pod(name)
+
+        await asyncio.gather(*(create_then_maybe_delete(n) for n in names))
+        survivors = [n for n in names if n not in doomed]
+
+        async def settled() -> bool:
+            bound = [await cluster.node_name(n) for n in survivors]
+            waiting = [n for n, b in zip(survivors, bound) if not b]
+            return all(sched.diagnoses.get("default", n) is not None for n in waiting) and \
+                sched.cache.assumed_pod_count() == 0 and len(waiting) < len(survivors)
+
+        await wait_until(settled, timeout=30, message="every survivor bound or diagnosed")
+        for n in survivors[:4]:
+            if await cluster.node_name(n):
+                await cluster.client.patch(f"/api/v1/namespaces/default/pods/{n}",
+                                           {"metadata": {"labels": {"relabelled": "yes"}}})
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await cluster.client.delete(f"/api/v1/nodes/{nodes[0]}")
+        await cluster.create_node(make_node("fresh-node", cpu="4"))
+
+        async def clean() -> bool:
+            status, body = await fetch(debug_server, "?fresh=true")
+            return status == 200 and body["differences"] == [] \
+                and sched.cache.assumed_pod_count() == 0
+        await wait_until(clean, timeout=30, message="the cache equal to a fresh LIST")
+        status, body = await fetch(debug_server)
+        assert status == 200 and body["differences"] == []
+        assert body["nodes"] == 3

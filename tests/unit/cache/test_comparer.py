@@ -103,8 +103,8 @@ CASES = [
     Case("pod update missed (same requests)", [A], [pod("p1", "a", rv="2")], [A],
          added=[pod("p1", "a")], expected={(POD_STALE, "default/p1")}),
     Case("cached requests differ from the pod's (a resize missed)", [A],
-         [pod("p1", "a", cpu="2")], [A], added=[pod("p1", "a", cpu="1")],
-         expected={(NODE_REQUESTED, "a")}),
+         [pod("p1", "a", cpu="2", rv="2")], [A], added=[pod("p1", "a", cpu="1")],
+         expected={(POD_STALE, "default/p1"), (NODE_REQUESTED, "a")}),
     Case("a node's extended-resource total drifted from its pods'", [A],
          [pod("p1", "a", gpu=1)], [A], added=[pod("p1", "a", gpu=1)], tamper=_gpu_leak,
          expected={(NODE_REQUESTED, "a")}),
@@ -139,12 +139,13 @@ def test_requested_detail_names_each_resource_that_differs() -> None:
     cache = Cache()
     cache.add_node(A)
     cache.add_pod(PodInfo.from_pod(pod("p1", "a", cpu="1", gpu=1)))
-    result = compare(cache, nodes=[A], pods=[pod("p1", "a", cpu="1500m", gpu=3)])
-    (diff,) = result.differences
+    result = compare(cache, nodes=[A], pods=[pod("p1", "a", cpu="1500m", gpu=3, rv="2")])
+    stale, diff = result.differences
+    assert stale.kind == POD_STALE
     assert diff.detail == ("requested differs from the sum of its pods' requests: "
                            f"cpu: cache 1000, pods 1500; {GPU}: cache 1, pods 3")
-    assert result.to_dict() == {"differences": [diff.to_dict()], "nodes": 1, "pods": 1,
-                                "assumed": 0}
+    assert result.to_dict() == {"differences": [stale.to_dict(), diff.to_dict()], "nodes": 1,
+                                "pods": 1, "assumed": 0}
 
 
 def test_a_forgotten_pod_leaves_no_zeroed_extended_resource_behind_as_a_difference() -> None:
