@@ -345,6 +345,19 @@ class SymmetryMachine(RuleBasedStateMachine):
             self.cached.pop(name)
             self.assumed.discard(name)
 
+    @rule(name=st.sampled_from(NODE_NAMES))
+    def node_deleted(self, name: str) -> None:
+        """Its pods stay bound until their own deletes: the cache keeps them on a ghost."""
+        gone = self.nodes.pop(name, None)
+        if gone is not None:
+            self.cache.remove_node(gone)
+
+    @rule(name=st.sampled_from(NODE_NAMES))
+    def node_back(self, name: str) -> None:
+        if name not in self.nodes:
+            self.nodes[name] = node(name)
+            self.cache.add_node(self.nodes[name])
+
     @invariant()
     def totals_are_a_recomputation_from_the_pods_held(self) -> None:
         for name, info in self.cache.node_infos():

@@ -194,3 +194,51 @@ def test_device_differences(held: set[DeviceID], claims: list[dict[str, Any]],
     diffs = compare_devices(held=held, claims=claims, in_flight=IN_FLIGHT.get)
     assert {(d.kind, d.object) for d in diffs} == expected
     assert all("claim" in d.detail for d in diffs)
+
+
+# --- the comparer over a real claims tracker: assume/forget symmetry of devices ------------
+
+def _tracker_steps() -> dict[str, list[str]]:
+    return {
+        "assume, forget (the pod was unreserved)": ["assume", "forget"],
+        "assume, the API shows the allocation, the claim is deleted":
+            ["assume", "allocated", "deleted"],
+        "assume, the API shows the allocation, it is deallocated":
+            ["assume", "allocated", "deallocated"],
+        "assume, the claim is deleted while in flight": ["assume", "deleted"],
+        "assume, forget by another pod (ignored), forget": ["assume", "forget-other", "forget"],
+    }
+
+
+@pytest.mark.parametrize("steps", list(_tracker_steps().values()), ids=list(_tracker_steps()))
+def test_tracker_sequences_stay_clean_and_give_every_device_back(steps: list[str]) -> None:
+    from scheduler.plugins.dynamicresources.claims import ClaimTracker
+
+    tracker = ClaimTracker()
+    other = claim("other", D1)  # allocated before: its device stays held throughout
+    tracker.claim_added(other)
+    cluster = {"other": other, "c": claim("c")}
+    tracker.claim_added(cluster["c"])
+    before = set(tracker.held())
+    alloc = dra_allocation("node-1", [("req", *D2)])
+    for step in steps:
+        if step == "assume":
+            tracker.assume("default/c", "uid-pod", alloc)
+        elif step == "forget":
+            tracker.forget("default/c", "uid-pod")
+        elif step == "forget-other":
+            tracker.forget("default/c", "uid-someone-else")
+        elif step == "allocated":
+            new = claim("c", D2)
+            tracker.claim_updated(cluster["c"], new)
+            cluster["c"] = new
+        elif step == "deallocated":
+            new = claim("c")
+            tracker.claim_updated(cluster["c"], new)
+            cluster["c"] = new
+        elif step == "deleted":
+            tracker.claim_deleted(cluster.pop("c"))
+        diffs = compare_devices(held=tracker.held(), claims=list(cluster.values()),
+                                in_flight=tracker.in_flight)
+        assert diffs == [], (step, diffs)
+    assert set(tracker.held()) == before == {D1}
