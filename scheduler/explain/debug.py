@@ -20,6 +20,7 @@ import structlog
 from aiohttp import web
 
 from scheduler.cache.comparer import Comparison, compare, compare_devices
+from scheduler.client.api import ApiConnectionError
 from scheduler.plugins.dynamicresources.claims import ClaimTracker
 from scheduler.plugins.dynamicresources.plugin import DynamicResources
 from scheduler.plugins.names import DYNAMIC_RESOURCES
@@ -194,7 +195,10 @@ class SchedulerIntrospection:
             query = {**params, "limit": str(FRESH_LIST_PAGE)}
             if token:
                 query["continue"] = token
-            resp = await self.sched.client.request("GET", path, params=query)
+            try:
+                resp = await self.sched.client.request("GET", path, params=query)
+            except ApiConnectionError as exc:  # after the client's retries
+                raise FreshListError(f"LIST {path}: {exc}") from exc
             if resp.status == 404 and not items:
                 return None  # not served (no resource.k8s.io): nothing to compare
             body = resp.body

@@ -21,7 +21,8 @@ from scheduler.explain.debug import COMPARE_ROUTE, SchedulerIntrospection, cache
 from scheduler.logging import configure_logging
 from scheduler.server import HealthServer, HealthState, ServingOptions, prepare_serving
 from tests.builders import make_node
-from tests.integration.harness import running_scheduler, user_client, wait_until
+from scheduler.sandbox import Sandbox
+from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
 from tests.integration.test_explain import _cluster, daemon_config, pod
 
 PODS = 6
@@ -48,8 +49,11 @@ async def fetch(server: HealthServer, query: str = "") -> tuple[int, dict[str, A
 async def test_compare_route_is_clean_after_scheduling_and_reports_drift(
     sandbox_factory: Any, tmp_path: Path, debug_server: HealthServer
 ) -> None:
-    kc = await _cluster(sandbox_factory, tmp_path, [make_node("a", cpu="2"),
-                                                    make_node("b", cpu="2")])
+    sb: Sandbox = await sandbox_factory(nodes=0, simulate_kubelet=False)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        for n in (make_node("a", cpu="2"), make_node("b", cpu="2")):
+            await cluster.create_node(for_api(n))
     async with user_client(kc) as cluster, running_scheduler(kc, config=daemon_config()) as parts:
         sched = parts.scheduler
         SchedulerIntrospection(sched).register(debug_server)
@@ -68,6 +72,13 @@ async def test_compare_route_is_clean_after_scheduling_and_reports_drift(
             assert body == {"differences": [], "nodes": 2, "pods": PODS, "assumed": 0}, query
         status, body = await fetch(debug_server, "?fresh=maybe")
         assert status == 400 and "fresh" in body["message"]
+        # The API server refuses the fresh LIST: 502 with its answer; the informers' answer
+        # is still served.
+        sb.faults.fail("list", "pods", code=403, times=1, message="not today")
+        status, body = await fetch(debug_server, "?fresh=true")
+        assert status == 502 and body["message"].startswith("LIST /api/v1/pods: HTTP 403")
+        assert "not today" in body["message"]
+        assert (await fetch(debug_server))[0] == 200
 
         # Drift: the cache loses a bound pod the informers (and the API) still hold.
         victim = await cluster.get_pod("p0")
@@ -132,7 +143,6 @@ async def test_dra_devices_held_match_the_claims_and_a_leak_is_reported(
     from scheduler.plugins.dynamicresources.plugin import DynamicResources
     from scheduler.plugins.names import DYNAMIC_RESOURCES
     from tests.builders import PodBuilder
-    from tests.integration.harness import for_api
     from tests.integration.test_dra import API, strip
     from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
 
