@@ -111,6 +111,7 @@ async def test_sigusr2_logs_each_difference_and_a_summary(
                 async with cache_debugger(sched) as debugger:
                     os.kill(os.getpid(), signal.SIGUSR2)
                     await wait_until(lambda: debugger.dumps == 1, timeout=10, message="a dump")
+            assert debugger.last_comparison is not None and debugger.last_comparison.clean
             runs = await cluster.get_pod("runs")
             assert runs is not None
             sched.cache.remove_pod(runs)
@@ -118,6 +119,8 @@ async def test_sigusr2_logs_each_difference_and_a_summary(
                 async with cache_debugger(sched) as debugger:
                     os.kill(os.getpid(), signal.SIGUSR2)
                     await wait_until(lambda: debugger.dumps == 1, timeout=10, message="a dump")
+            assert debugger.last_comparison is not None
+            assert len(debugger.last_comparison.differences) == 2
         finally:
             configure_logging(fmt="console", level="warning")
         (summary,) = [e for e in clean_logs if e["event"] == "cache comparison done"]
