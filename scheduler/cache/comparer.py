@@ -18,6 +18,9 @@ things upstream does, and more:
   pod count against the sum of the requests of the cluster's pods on it (parsed afresh
   unless the cache holds the same resourceVersion of the pod): an assume/forget asymmetry or
   a missed resize shows here even when every name matches;
+- the pending pods of the scheduler's profiles against the scheduling queue, as upstream
+  counts the queue's pods as held: a pending pod neither queued, in flight nor assumed would
+  never be scheduled; a queued pod the cluster no longer shows pending is a leak;
 - with DRA, the devices a claims tracker counts as held against the allocations of the
   cluster's claims and of the allocations still in flight.
 
@@ -48,6 +51,8 @@ __all__ = [
     "NODE_STALE",
     "POD_MISSING",
     "POD_NODE",
+    "POD_NOT_QUEUED",
+    "POD_QUEUED_REDUNDANT",
     "POD_REDUNDANT",
     "POD_STALE",
     "POD_STILL_ASSUMED",
@@ -55,6 +60,7 @@ __all__ = [
     "Difference",
     "compare",
     "compare_devices",
+    "compare_queue",
 ]
 
 # The kinds of difference (the "kind" of each one, stable: the soak and alerts match them).
@@ -67,10 +73,13 @@ POD_REDUNDANT = "PodRedundant"  # in the cache, not bound (nor pending, if assum
 POD_NODE = "PodOnDifferentNode"  # cached on another node than it is bound to
 POD_STILL_ASSUMED = "PodStillAssumed"  # bound in the cluster, still only assumed here
 POD_STALE = "PodStale"  # cached at another resourceVersion than the cluster's
+POD_NOT_QUEUED = "PodNotQueued"  # pending for one of our profiles, held nowhere
+POD_QUEUED_REDUNDANT = "PodQueuedRedundant"  # queued, not pending in the cluster
 DEVICE_MISSING = "DeviceMissing"  # allocated in the cluster, not held by the tracker
 DEVICE_REDUNDANT = "DeviceRedundant"  # held by the tracker, allocated by nobody
 KINDS = (NODE_MISSING, NODE_REDUNDANT, NODE_STALE, NODE_REQUESTED, POD_MISSING, POD_REDUNDANT,
-         POD_NODE, POD_STILL_ASSUMED, POD_STALE, DEVICE_MISSING, DEVICE_REDUNDANT)
+         POD_NODE, POD_STILL_ASSUMED, POD_STALE, POD_NOT_QUEUED, POD_QUEUED_REDUNDANT,
+         DEVICE_MISSING, DEVICE_REDUNDANT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +286,48 @@ def _compare_requested(infos: list[tuple[str, Any]], states: list[tuple[PodInfo,
         diffs.append(Difference(NODE_REQUESTED, name,
                                 "requested differs from the sum of its pods' requests: "
                                 + "; ".join(parts)))
+
+
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+def _scheduler_name(pod: Mapping[str, Any]) -> str:
+    spec = pod.get("spec")
+    name = spec.get("schedulerName") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) and name else DEFAULT_SCHEDULER
+
+
+def compare_queue(cache: Cache, *, queued: Iterable[Mapping[str, Any]],
+                  pods: Iterable[Mapping[str, Any]],
+                  schedulers: Collection[str]) -> list[Difference]:
+    """Compare the pods the scheduling queue holds (every sub-queue and those in flight)
+    with the cluster's pending ``pods`` whose schedulerName is one of ``schedulers``; a pod
+    assumed in the cache (its binding in flight) needs no queue entry."""
+    held = {str(_meta(p).get("uid") or "") for p in queued}
+    held.update(info.uid for info, assumed in cache.pod_states() if assumed)
+    pending: set[str] = set()
+    found: list[Difference] = []
+    for pod in pods:
+        uid = str(_meta(pod).get("uid") or "")
+        if not uid or _node_name(pod):
+            continue
+        pending.add(uid)
+        if uid in held or _scheduler_name(pod) not in schedulers:
+            continue
+        try:
+            PodInfo.from_pod(dict(pod))
+        except ObjectError:
+            continue  # malformed: kept out of the queue on purpose (the pod is told why)
+        found.append(Difference(POD_NOT_QUEUED, _pod_key(pod),
+                                f"pending for scheduler {_scheduler_name(pod)!r} in the "
+                                "cluster, neither queued, in flight nor assumed"))
+    for pod in queued:
+        uid = str(_meta(pod).get("uid") or "")
+        if uid and uid not in pending:
+            found.append(Difference(POD_QUEUED_REDUNDANT, _pod_key(pod),
+                                    "queued, but the cluster does not show it pending"))
+    found.sort(key=lambda d: (d.object, d.kind))
+    return found
 
 
 def _device_name(device: DeviceID) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from aiohttp import web
 
-from scheduler.cache.comparer import Comparison, compare, compare_devices
+from scheduler.cache.comparer import Comparison, compare, compare_devices, compare_queue
 from scheduler.client.api import ApiConnectionError
 from scheduler.plugins.dynamicresources.claims import ClaimTracker
 from scheduler.plugins.dynamicresources.plugin import DynamicResources
@@ -152,8 +152,8 @@ class SchedulerIntrospection:
         pods: list[dict[str, Any]] | None = None,
         claims: list[dict[str, Any]] | None = None,
     ) -> Comparison:
-        """Compare the cache (and each DRA claims tracker) with the informers' stores, or
-        with the lists given (a fresh LIST of the API server)."""
+        """Compare the cache, the scheduling queue and each DRA claims tracker with the
+        informers' stores, or with the lists given (a fresh LIST of the API server)."""
         sched = self.sched
         stores = sched.informers.informers
         if nodes is None:
@@ -163,6 +163,10 @@ class SchedulerIntrospection:
         if claims is None and "resourceclaims" in stores:
             claims = stores["resourceclaims"].store.list()
         result = compare(sched.cache, nodes=nodes, pods=pods)
+        queued = [p for held in sched.queue.pending_pods().values() for p in held]
+        queued.extend(sched.queue.in_flight_pods())
+        result.differences.extend(compare_queue(sched.cache, queued=queued, pods=pods,
+                                                schedulers=sched.profiles.keys()))
         for tracker in self._claim_trackers():
             result.differences.extend(compare_devices(
                 held=tracker.held(), claims=claims or [], in_flight=tracker.in_flight))

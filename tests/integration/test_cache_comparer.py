@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from scheduler.cache.comparer import NODE_REQUESTED, POD_MISSING
+from scheduler.cache.comparer import NODE_REQUESTED, POD_MISSING, POD_NOT_QUEUED
 from scheduler.explain.debug import COMPARE_ROUTE, SchedulerIntrospection, cache_debugger
 from scheduler.logging import configure_logging
 from scheduler.server import HealthServer, HealthState, ServingOptions, prepare_serving
@@ -79,6 +79,24 @@ async def test_compare_route_is_clean_after_scheduling_and_reports_drift(
         assert status == 502 and body["message"].startswith("LIST /api/v1/pods: HTTP 403")
         assert "not today" in body["message"]
         assert (await fetch(debug_server))[0] == 200
+
+        # A pod that fits nowhere waits in the queue: expected there, clean; dropped from the
+        # queue behind its back, it is a pod the scheduler would never try again.
+        await cluster.create_pod(pod("too-big", cpu="8"))
+        await wait_until(lambda: sched.diagnoses.get("default", "too-big") is not None,
+                         timeout=15, message="too-big tried")
+        assert await fetch(debug_server, "?fresh=true") == (200, {
+            "differences": [], "nodes": 2, "pods": PODS, "assumed": 0})
+        too_big = await cluster.get_pod("too-big")
+        assert too_big is not None
+        sched.queue.delete(too_big)
+        status, body = await fetch(debug_server)
+        assert [(d["kind"], d["object"]) for d in body["differences"]] == [
+            (POD_NOT_QUEUED, "default/too-big")]
+        await cluster.delete_pod("too-big")
+        pods_store = sched.informers.informers["pods"].store
+        await wait_until(lambda: pods_store.get("too-big", "default") is None, timeout=10,
+                         message="the informer saw too-big deleted")
 
         # Drift: the cache loses a bound pod the informers (and the API) still hold.
         victim = await cluster.get_pod("p0")

@@ -19,11 +19,14 @@ from scheduler.cache.comparer import (
     NODE_STALE,
     POD_MISSING,
     POD_NODE,
+    POD_NOT_QUEUED,
+    POD_QUEUED_REDUNDANT,
     POD_REDUNDANT,
     POD_STALE,
     POD_STILL_ASSUMED,
     compare,
     compare_devices,
+    compare_queue,
 )
 from scheduler.dra.inventory import DeviceID
 from scheduler.objects.pod import PodInfo
@@ -242,3 +245,49 @@ def test_tracker_sequences_stay_clean_and_give_every_device_back(steps: list[str
                                 in_flight=tracker.in_flight)
         assert diffs == [], (step, diffs)
     assert set(tracker.held()) == before == {D1}
+
+
+# --- the scheduling queue against the cluster's pending pods -----------------------------
+
+def pending(name: str, scheduler: str = "py-scheduler") -> dict[str, Any]:
+    return PodBuilder(name).scheduler_name(scheduler).req(cpu="1").obj()
+
+
+def _malformed_pending() -> dict[str, Any]:
+    bad = pending("bad")
+    set_path(bad, "spec.containers[0].resources", {"requests": {"cpu": "abc"}})
+    return bad
+
+
+QUEUE_CASES = [
+    ("clean: queued, another scheduler's, assumed while binding, bound",
+     [pending("q"), pending("theirs", "other-scheduler"), pending("binding"),
+      pod("bound", "a")],
+     [pending("q")], ["binding"], set()),
+    ("clean: a malformed pending pod is kept out of the queue on purpose",
+     [_malformed_pending()], [], [], set()),
+    ("pending pod held nowhere", [pending("lost"), pending("q")], [pending("q")], [],
+     {(POD_NOT_QUEUED, "default/lost")}),
+    ("pods without a schedulerName are default-scheduler's",
+     [PodBuilder("plain").req(cpu="1").obj()], [], [],
+     {(POD_NOT_QUEUED, "default/plain")}),
+    ("queued pod deleted from the cluster", [], [pending("gone")], [],
+     {(POD_QUEUED_REDUNDANT, "default/gone")}),
+    ("queued pod bound in the cluster", [pod("q", "a")], [pending("q")], [],
+     {(POD_QUEUED_REDUNDANT, "default/q")}),
+]
+
+
+@pytest.mark.parametrize("cluster,queued,assumed,expected", [c[1:] for c in QUEUE_CASES],
+                         ids=[c[0] for c in QUEUE_CASES])
+def test_queue_differences(cluster: list[dict[str, Any]], queued: list[dict[str, Any]],
+                           assumed: list[str], expected: set[tuple[str, str]]) -> None:
+    cache = Cache()
+    cache.add_node(A)
+    for name in assumed:
+        cache.assume_pod(PodInfo.from_pod(PodBuilder(name).scheduler_name("py-scheduler")
+                                          .req(cpu="1").node("a").obj()))
+    diffs = compare_queue(cache, queued=queued, pods=cluster,
+                          schedulers={"py-scheduler", "default-scheduler"})
+    assert {(d.kind, d.object) for d in diffs} == expected
+    assert all(d.detail for d in diffs)
