@@ -314,6 +314,8 @@ def compare_queue(cache: Cache, *, queued: Iterable[Mapping[str, Any]],
         pending.add(uid)
         if uid in held or _scheduler_name(pod) not in schedulers:
             continue
+        if _meta(pod).get("deletionTimestamp"):
+            continue  # being deleted: the scheduler drops it when it comes up, as upstream
         try:
             PodInfo.from_pod(dict(pod))
         except ObjectError:
