@@ -47,7 +47,8 @@ async def fetch(server: HealthServer, query: str = "") -> tuple[int, dict[str, A
 
 
 async def test_compare_route_is_clean_after_scheduling_and_reports_drift(
-    sandbox_factory: Any, tmp_path: Path, debug_server: HealthServer
+    sandbox_factory: Any, tmp_path: Path, debug_server: HealthServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sb: Sandbox = await sandbox_factory(nodes=0, simulate_kubelet=False)
     kc = sb.write_kubeconfig(tmp_path / "kc")
@@ -70,6 +71,13 @@ async def test_compare_route_is_clean_after_scheduling_and_reports_drift(
             status, body = await fetch(debug_server, query)
             assert status == 200, body
             assert body == {"differences": [], "nodes": 2, "pods": PODS, "assumed": 0}, query
+        # The fresh LISTs page (limit/continue) as the informers do: pages of 2 give the same.
+        monkeypatch.setattr("scheduler.explain.debug.FRESH_LIST_PAGE", 2)
+        requests_before = sb.faults.requests.get("list pods", 0)
+        assert await fetch(debug_server, "?fresh=true") == (200, {
+            "differences": [], "nodes": 2, "pods": PODS, "assumed": 0})
+        assert sb.faults.requests.get("list pods", 0) - requests_before >= PODS // 2
+        monkeypatch.undo()
         status, body = await fetch(debug_server, "?fresh=maybe")
         assert status == 400 and "fresh" in body["message"]
         # The API server refuses the fresh LIST: 502 with its answer; the informers' answer
