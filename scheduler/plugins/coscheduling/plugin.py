@@ -41,7 +41,9 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status, unresolvable
 from scheduler.framework.types import PostFilterResult, PreFilterResult, QueuedPodInfo
 from scheduler.objects.errors import ObjectError
-from scheduler.objects.pod import PodInfo
+from scheduler.objects.pod import PodInfo, pod_requests
+from scheduler.objects.quantity import QuantityError
+from scheduler.objects.resources import Resource
 from scheduler.plugins import names
 from scheduler.plugins.coscheduling.core import (
     POD_GROUP_LABEL,
@@ -157,6 +159,28 @@ def _freed_capacity_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHin
     return QueueingHint.SKIP if _same_group(obj, namespace, group) else QueueingHint.QUEUE
 
 
+def _size_first(requests: Resource, key: str) -> tuple[int, int, str]:
+    return -requests.milli_cpu, -requests.memory, key
+
+
+_SIZES_CACHE_LIMIT = 100_000
+
+
+def _key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _sibling_order(pod: dict[str, Any]) -> tuple[int, int, str]:
+    """QueueSort's order among siblings, for raw pods: the largest first, then by key."""
+    key = _key(pod)
+    try:
+        requests = pod_requests(pod)
+    except (ObjectError, QuantityError, ValueError, TypeError):
+        requests = Resource()  # malformed: the scheduler reports it when it pops the pod
+    return _size_first(requests, key)
+
+
 class Coscheduling(
     QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, PermitPlugin, ReservePlugin,
     EnqueueExtensions, PodGroupPlugin,
@@ -178,6 +202,8 @@ class Coscheduling(
         self.pod_group_reject_percentage = _int_arg(
             args, ARG_REJECT_PERCENTAGE, DEFAULT_POD_GROUP_REJECT_PERCENTAGE, low=0, high=100)
         self._handle = handle
+        # pod uid -> (resourceVersion, requests): siblings' sizes for topology's packing
+        self._sizes: dict[str, tuple[Any, Resource]] = {}
         self.manager = PodGroupManager(
             handle,
             permit_waiting_time_seconds=self.permit_waiting_time_seconds,
@@ -219,8 +245,10 @@ class Coscheduling(
             return t1 < t2
         if k1 != k2:
             return k1 < k2
-        # Siblings: a stable order among themselves.
-        return a.pod_info.key < b.pod_info.key
+        # Siblings: the largest first (small members then fill the room left next to big
+        # ones, in one pass), then a stable order among themselves.
+        return _size_first(a.pod_info.requests, a.pod_info.key) < _size_first(
+            b.pod_info.requests, b.pod_info.key)
 
     # --- PreFilter -----------------------------------------------------------------------
 
@@ -256,7 +284,8 @@ class Coscheduling(
         if not nodes:
             nodes = self._handle.snapshot().list()
         best, considered, unlabeled = choose_domain(
-            nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed)
+            nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed,
+            missing=self._missing_requests(pod_info, info.name, need))
         if best is not None:
             return PreFilterResult(node_names=set(best.nodes)), None
         if not topology.required:
@@ -264,6 +293,35 @@ class Coscheduling(
         return None, unresolvable(REASON_NO_DOMAIN.format(
             group=full, key=topology.key, need=need,
             domains=describe(considered, topology.key, unlabeled)))
+
+    def _missing_requests(self, pod_info: PodInfo, group: str, need: int) -> list[Resource]:
+        """The requests of the ``need`` members to place (this pod, then its pending
+        siblings in the pass's order) when they differ in size; [] when they are alike
+        (counting members of this pod's size is then exact, and cheaper)."""
+        sized = [(self._requests_of(p), p) for p in
+                 self.manager.pending_siblings(pod_info, group)]
+        sized.sort(key=lambda rp: _size_first(rp[0], _key(rp[1])))
+        requests = [pod_info.requests] + [r for r, _ in sized[:max(need - 1, 0)]]
+        if all(r == pod_info.requests for r in requests):
+            return []
+        return requests
+
+    def _requests_of(self, pod: dict[str, Any]) -> Resource:
+        """A sibling's requests, parsed once per resourceVersion (PreFilter asks for every
+        member of a gang on each member's cycle)."""
+        meta = pod.get("metadata") or {}
+        uid, version = str(meta.get("uid") or _key(pod)), meta.get("resourceVersion")
+        cached = self._sizes.get(uid)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            requests = pod_requests(pod)
+        except (ObjectError, QuantityError, ValueError, TypeError):
+            requests = Resource()  # malformed: reported when the pod itself is popped
+        if len(self._sizes) > _SIZES_CACHE_LIMIT:
+            self._sizes.clear()
+        self._sizes[uid] = (version, requests)
+        return requests
 
     # --- PostFilter ----------------------------------------------------------------------
 
@@ -329,9 +387,7 @@ class Coscheduling(
             return None
         group = pod_info.labels.get(POD_GROUP_LABEL) or ""
         siblings = self.manager.pending_siblings(pod_info, group)
-        return sorted(siblings, key=lambda p: (
-            (p.get("metadata") or {}).get("namespace") or "",
-            (p.get("metadata") or {}).get("name") or ""))
+        return sorted(siblings, key=_sibling_order)
 
     def pod_group_pass_done(self, pod_info: PodInfo) -> bool:
         """Every queued member was tried: True if the gang is complete.  A gang still short

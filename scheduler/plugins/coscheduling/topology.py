@@ -11,13 +11,14 @@ carries the same idea as ``schedulingConstraints.topology[].key``):
 
 Among the domains where the missing members fit, the tightest wins (the least CPU, then
 memory, left once they are placed), so big domains stay free for big gangs.  Once members
-hold a place, their domain is the gang's.  How many members fit a node is counted with the
-requests of the member being scheduled (gang members are usually alike).
+hold a place, their domain is the gang's.  Members alike are counted per node with the
+requests of the member being scheduled; members of different sizes are packed into the
+domain largest first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,24 @@ def members_fitting(node: NodeInfo, request: Resource) -> int:
     return max(fits, 0)
 
 
+def members_packed(nodes: Sequence[NodeInfo], requests: Sequence[Resource]) -> int:
+    """How many of ``requests`` (members of different sizes) fit the nodes' free room,
+    placed largest first, each on the first node with room (first-fit decreasing)."""
+    free = [[n.allocatable.milli_cpu - n.requested.milli_cpu,
+             n.allocatable.memory - n.requested.memory,
+             n.allocatable.allowed_pod_number - len(n.pods)] for n in nodes]
+    placed = 0
+    for request in sorted(requests, key=lambda r: (-r.milli_cpu, -r.memory)):
+        for room in free:
+            if room[0] >= request.milli_cpu and room[1] >= request.memory and room[2] >= 1:
+                room[0] -= request.milli_cpu
+                room[1] -= request.memory
+                room[2] -= 1
+                placed += 1
+                break
+    return placed
+
+
 def domains_of(nodes: Iterable[NodeInfo], key: str) -> tuple[dict[str, list[NodeInfo]], int]:
     """Nodes by their value of ``key``, and how many nodes lack the label."""
     out: dict[str, list[NodeInfo]] = {}
@@ -113,10 +132,13 @@ def choose_domain(
     request: Resource,
     need: int,
     placed_on: Iterable[str] = (),
+    missing: Sequence[Resource] = (),
 ) -> tuple[DomainFit | None, list[DomainFit], int]:
     """(the tightest domain where ``need`` members of ``request`` fit, or None; every domain
     considered, with why it was turned down; nodes without the label).  Members already
-    placed fix the domain: only theirs is considered."""
+    placed fix the domain: only theirs is considered.  ``missing``, when the members differ
+    in size: the requests of the ``need`` members to place, packed largest first instead
+    of counting members of ``request``'s size."""
     by_value, unlabeled = domains_of(nodes, key)
     placed = set(placed_on)
     if placed:
@@ -126,14 +148,19 @@ def choose_domain(
     considered: list[DomainFit] = []
     for value in sorted(by_value):
         infos = by_value[value]
-        fits = sum(members_fitting(i, request) for i in infos)
+        if missing:
+            fits = members_packed(infos, missing)
+        else:
+            fits = sum(members_fitting(i, request) for i in infos)
         free_cpu = sum(max(i.allocatable.milli_cpu - i.requested.milli_cpu, 0) for i in infos)
         free_mem = sum(max(i.allocatable.memory - i.requested.memory, 0) for i in infos)
         reason = "" if fits >= need else f"{fits} of {need} fit"
         considered.append(DomainFit(
             value=value, nodes=tuple(sorted(i.name for i in infos)), fits=fits,
-            left_milli_cpu=free_cpu - need * request.milli_cpu,
-            left_memory=free_mem - need * request.memory, reason=reason))
+            left_milli_cpu=free_cpu - (sum(r.milli_cpu for r in missing) if missing
+                                       else need * request.milli_cpu),
+            left_memory=free_mem - (sum(r.memory for r in missing) if missing
+                                    else need * request.memory), reason=reason))
     fitting = [d for d in considered if not d.reason]
     best = min(fitting, key=lambda d: (d.left_milli_cpu, d.left_memory, d.value),
                default=None)

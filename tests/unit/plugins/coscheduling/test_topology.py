@@ -118,3 +118,44 @@ def test_no_node_has_the_label() -> None:
     c = Cluster(groups=[_group(2, REQUIRED_TOPOLOGY_ANNOTATION)], pods=pods)
     _, status = _pre_filter(c, pods[0])
     assert status is not None and f"no node has label {RACK}" in status.message()
+
+
+# --- members of different sizes ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("racks", "sizes", "expected_nodes"),
+    [
+        # One 8-CPU member and six of 1 CPU (14 CPUs): rack a (2 x 8) holds them packed
+        # largest first (8 on a-0, six on a-1); counting seven members of the first's size
+        # (8 CPUs) would have turned a down for the loose rack b.
+        ({"a": (2, 8), "b": (8, 8)}, ["8"] + ["1"] * 6, {"a-0", "a-1"}),
+        # The same gang scheduled from a small member: the same packing, the same rack.
+        ({"a": (2, 8), "b": (8, 8)}, ["1"] * 6 + ["8"], {"a-0", "a-1"}),
+        # Two 6-CPU members cannot share an 8-CPU node: rack a (2 x 8) cannot also hold
+        # the four of 3 CPUs (only 2 CPUs left on each node); rack b (4 x 8) can.
+        ({"a": (2, 8), "b": (4, 8)}, ["6", "6", "3", "3", "3", "3"],
+         {"b-0", "b-1", "b-2", "b-3"}),
+    ],
+)
+def test_mixed_sizes_are_packed_into_the_domain(
+    racks: dict[str, tuple[int, int]], sizes: list[str], expected_nodes: set[str]
+) -> None:
+    pods = [member(f"m{i}", cpu=cpu) for i, cpu in enumerate(sizes)]
+    c = Cluster(nodes=_racks(racks), groups=[_group(len(pods), REQUIRED_TOPOLOGY_ANNOTATION)],
+                pods=pods)
+    result, status = _pre_filter(c, pods[0])
+    assert status is None and result is not None
+    assert result.node_names == expected_nodes
+
+
+def test_members_packed_largest_first() -> None:
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.objects.resources import Resource
+    from scheduler.plugins.coscheduling.topology import members_packed
+
+    nodes = Snapshot.from_objects([make_node("a", cpu="4"), make_node("b", cpu="4")], []).list()
+    sizes = [Resource(milli_cpu=m) for m in (1000, 1000, 1000, 1000, 4000)]
+    # Largest first: 4 CPUs on a, the four small ones on b.
+    assert members_packed(nodes, sizes) == 5
+    assert members_packed(nodes, sizes + [Resource(milli_cpu=1)]) == 5
