@@ -52,7 +52,12 @@ from scheduler.plugins.coscheduling.core import (
     PodGroupManager,
     pod_group_name,
 )
-from scheduler.plugins.coscheduling.topology import REASON_NO_DOMAIN, choose_domain, describe
+from scheduler.plugins.coscheduling.topology import (
+    REASON_NO_DOMAIN,
+    TopologyView,
+    choose_domain,
+    describe,
+)
 from scheduler.plugins.helper import args_error
 
 NAME = names.COSCHEDULING
@@ -268,16 +273,32 @@ class Coscheduling(
     ) -> tuple[PreFilterResult | None, Status | None]:
         """The nodes of the gang's topology domain (topology.py): the domain its placed
         members hold, else the tightest where the missing members fit."""
+        view = self.topology_view(pod_info, nodes)
+        if view is None:
+            return None, None
+        if view.chosen is not None:
+            return PreFilterResult(node_names=set(view.chosen.nodes)), None
+        if not view.constraint.required:
+            return None, None  # preferred: anywhere will do
+        full = f"{pod_info.namespace}/{pod_info.labels.get(POD_GROUP_LABEL, '')}"
+        return None, unresolvable(REASON_NO_DOMAIN.format(
+            group=full, key=view.constraint.key, need=view.need,
+            domains=describe(view.considered, view.constraint.key, view.unlabeled)))
+
+    def topology_view(self, pod_info: PodInfo,
+                      nodes: list[NodeInfo] | None = None) -> TopologyView | None:
+        """Every domain of the gang's topology key as PreFilter judges it for this pod
+        (None: no gang, or no topology annotation); ``explain`` shows it as a table."""
         full, obj = self.manager.lookup(pod_info)
         if not full or obj is None:
-            return None, None
+            return None
         try:
             info = self.manager.info(obj)
         except ObjectError:
-            return None, None
+            return None
         topology = info.topology
         if topology is None:
-            return None, None
+            return None
         placed = [p.node_name for p in self.manager.assigned_in_snapshot(
             info.namespace, info.name) if p.uid != pod_info.uid]
         need = max(info.min_member - len(placed), 1)
@@ -286,13 +307,7 @@ class Coscheduling(
         best, considered, unlabeled = choose_domain(
             nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed,
             missing=self._missing_requests(pod_info, info.name, need))
-        if best is not None:
-            return PreFilterResult(node_names=set(best.nodes)), None
-        if not topology.required:
-            return None, None  # preferred: anywhere will do
-        return None, unresolvable(REASON_NO_DOMAIN.format(
-            group=full, key=topology.key, need=need,
-            domains=describe(considered, topology.key, unlabeled)))
+        return TopologyView(topology, need, best, considered, unlabeled)
 
     def _missing_requests(self, pod_info: PodInfo, group: str, need: int) -> list[Resource]:
         """The requests of the ``need`` members to place (this pod, then its pending

@@ -50,6 +50,19 @@ class DomainFit:
     left_milli_cpu: int  # free CPU once ``need`` members are placed (tightness)
     left_memory: int
     reason: str = ""  # why it was turned down ('' when it fits)
+    free_milli_cpu: int = 0  # free before the members (explain shows it)
+    free_memory: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyView:
+    """A gang's topology as PreFilter sees it, for the plugin and ``explain``."""
+
+    constraint: TopologyConstraint
+    need: int  # members still to place in one domain
+    chosen: DomainFit | None
+    considered: list[DomainFit]
+    unlabeled: int  # nodes without the label
 
 
 def parse_topology(obj: Mapping[str, Any], *, kind: str) -> TopologyConstraint | None:
@@ -160,7 +173,8 @@ def choose_domain(
             left_milli_cpu=free_cpu - (sum(r.milli_cpu for r in missing) if missing
                                        else need * request.milli_cpu),
             left_memory=free_mem - (sum(r.memory for r in missing) if missing
-                                    else need * request.memory), reason=reason))
+                                    else need * request.memory), reason=reason,
+            free_milli_cpu=free_cpu, free_memory=free_mem))
     fitting = [d for d in considered if not d.reason]
     best = min(fitting, key=lambda d: (d.left_milli_cpu, d.left_memory, d.value),
                default=None)
