@@ -54,6 +54,7 @@ from scheduler.plugins.coscheduling.core import (
 )
 from scheduler.plugins.coscheduling.topology import (
     REASON_NO_DOMAIN,
+    DomainIndex,
     TopologyView,
     choose_domain,
     describe,
@@ -169,6 +170,7 @@ def _size_first(requests: Resource, key: str) -> tuple[int, int, str]:
 
 
 _SIZES_CACHE_LIMIT = 100_000
+_DOMAIN_INDEX_LIMIT = 16  # topology keys in use at once (racks, blocks, zones ...)
 
 
 def _key(pod: dict[str, Any]) -> str:
@@ -209,6 +211,8 @@ class Coscheduling(
         self._handle = handle
         # pod uid -> (resourceVersion, requests): siblings' sizes for topology's packing
         self._sizes: dict[str, tuple[Any, Resource]] = {}
+        # topology key -> its domains, kept across cycles
+        self._domain_indexes: dict[str, DomainIndex] = {}
         self.manager = PodGroupManager(
             handle,
             permit_waiting_time_seconds=self.permit_waiting_time_seconds,
@@ -273,9 +277,12 @@ class Coscheduling(
     ) -> tuple[PreFilterResult | None, Status | None]:
         """The nodes of the gang's topology domain (topology.py): the domain its placed
         members hold, else the tightest where the missing members fit."""
-        view = self.topology_view(pod_info, nodes)
+        view = self.topology_view(pod_info, nodes, every_domain=False)
         if view is None:
             return None, None
+        if view.chosen is None and view.constraint.required:
+            # Turned down: judge every domain, for the message (the rare, slow path).
+            view = self.topology_view(pod_info, nodes) or view
         if view.chosen is not None:
             return PreFilterResult(node_names=set(view.chosen.nodes)), None
         if not view.constraint.required:
@@ -285,10 +292,12 @@ class Coscheduling(
             group=full, key=view.constraint.key, need=view.need,
             domains=describe(view.considered, view.constraint.key, view.unlabeled)))
 
-    def topology_view(self, pod_info: PodInfo,
-                      nodes: list[NodeInfo] | None = None) -> TopologyView | None:
+    def topology_view(self, pod_info: PodInfo, nodes: list[NodeInfo] | None = None, *,
+                      every_domain: bool = True) -> TopologyView | None:
         """Every domain of the gang's topology key as PreFilter judges it for this pod
-        (None: no gang, or no topology annotation); ``explain`` shows it as a table."""
+        (None: no gang, or no topology annotation); ``explain`` shows it as a table.
+        ``every_domain=False``: only the choice, from the kept per-domain totals
+        (``DomainIndex``), as each member's PreFilter needs it."""
         full, obj = self.manager.lookup(pod_info)
         if not full or obj is None:
             return None
@@ -302,11 +311,22 @@ class Coscheduling(
         placed = [p.node_name for p in self.manager.assigned_in_snapshot(
             info.namespace, info.name) if p.uid != pod_info.uid]
         need = max(info.min_member - len(placed), 1)
+        missing = self._missing_requests(pod_info, info.name, need)
+        if not every_domain:
+            index = self._domain_indexes.get(topology.key)
+            if index is None:
+                if len(self._domain_indexes) >= _DOMAIN_INDEX_LIMIT:
+                    self._domain_indexes.clear()
+                index = self._domain_indexes[topology.key] = DomainIndex(topology.key)
+            index.refresh(self._handle.snapshot())
+            chosen = index.choose(request=pod_info.requests, need=need, placed_on=placed,
+                                  missing=missing)
+            return TopologyView(topology, need, chosen, [], 0)
         if not nodes:
             nodes = self._handle.snapshot().list()
         best, considered, unlabeled = choose_domain(
             nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed,
-            missing=self._missing_requests(pod_info, info.name, need))
+            missing=missing)
         return TopologyView(topology, need, best, considered, unlabeled)
 
     def _missing_requests(self, pod_info: PodInfo, group: str, need: int) -> list[Resource]:

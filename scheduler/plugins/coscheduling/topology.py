@@ -25,6 +25,7 @@ from typing import Any
 from scheduler.framework.node_info import NodeInfo
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.resources import Resource
+from scheduler.plugins.node_memo import NodeChanges
 
 REQUIRED_TOPOLOGY_ANNOTATION = "kube-py-scheduler.io/required-topology"
 PREFERRED_TOPOLOGY_ANNOTATION = "kube-py-scheduler.io/preferred-topology"
@@ -189,3 +190,97 @@ def describe(considered: list[DomainFit], key: str, unlabeled: int) -> str:
     elif unlabeled:
         parts.append(f"{unlabeled} node(s) without label {key}")
     return "; ".join(parts)
+
+
+class DomainIndex:
+    """The domains of one topology key, kept across cycles: each node's domain and free
+    CPU and memory, each domain's nodes and totals, refreshed for the nodes that changed
+    since the last question (``NodeChanges``: between two cycles, the node the previous pod
+    went to).  Walking every node for each member's PreFilter cost ~75 ms at 5000 nodes; the
+    tightest fitting domain is then found from the totals, checking the members' fit only
+    on domains whose totals could hold them, tightest first, until one does."""
+
+    __slots__ = ("_changes", "_domains", "_free", "_key", "_of", "_unlabeled")
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._changes = NodeChanges()
+        self._of: dict[str, tuple[str | None, int, int]] = {}  # node -> (value, cpu, memory)
+        self._domains: dict[str, dict[str, NodeInfo]] = {}
+        self._free: dict[str, list[int]] = {}  # value -> [free cpu, free memory]
+        self._unlabeled: set[str] = set()
+
+    def refresh(self, snapshot: Any) -> None:
+        node_infos = snapshot.list()
+        changed, removed = self._changes.since_last(node_infos, snapshot=snapshot)
+        for name in removed:
+            self._drop(name)
+        for i in changed:
+            info = node_infos[i]
+            self._drop(info.name)
+            node = info.node
+            if node is None:
+                continue
+            labels = (node.get("metadata") or {}).get("labels") or {}
+            value = labels.get(self._key) if isinstance(labels, Mapping) else None
+            if not isinstance(value, str):
+                self._of[info.name] = (None, 0, 0)
+                self._unlabeled.add(info.name)
+                continue
+            cpu = max(info.allocatable.milli_cpu - info.requested.milli_cpu, 0)
+            memory = max(info.allocatable.memory - info.requested.memory, 0)
+            self._of[info.name] = (value, cpu, memory)
+            self._domains.setdefault(value, {})[info.name] = info
+            totals = self._free.setdefault(value, [0, 0])
+            totals[0] += cpu
+            totals[1] += memory
+
+    def _drop(self, name: str) -> None:
+        entry = self._of.pop(name, None)
+        if entry is None:
+            return
+        value, cpu, memory = entry
+        if value is None:
+            self._unlabeled.discard(name)
+            return
+        nodes = self._domains.get(value)
+        if nodes is not None:
+            nodes.pop(name, None)
+            if not nodes:
+                del self._domains[value]
+                del self._free[value]
+                return
+        totals = self._free[value]
+        totals[0] -= cpu
+        totals[1] -= memory
+
+    def choose(
+        self, *, request: Resource, need: int, placed_on: Iterable[str] = (),
+        missing: Sequence[Resource] = (),
+    ) -> DomainFit | None:
+        """What ``choose_domain`` would choose, from the totals (None: no domain fits)."""
+        values: Iterable[str]
+        placed = {self._of[n][0] for n in placed_on if n in self._of}
+        values = [v for v in placed if v is not None] if placed else self._domains
+        need_cpu = sum(r.milli_cpu for r in missing) if missing else need * request.milli_cpu
+        need_mem = sum(r.memory for r in missing) if missing else need * request.memory
+        order = sorted((self._free[v][0], self._free[v][1], v) for v in values
+                       if v in self._free)
+        for cpu, memory, value in order:
+            if cpu < need_cpu or memory < need_mem:
+                continue  # even its totals cannot hold the members
+            infos = list(self._domains[value].values())
+            if missing:
+                fits = members_packed(infos, missing)
+            else:
+                fits = 0
+                for info in infos:
+                    fits += members_fitting(info, request)
+                    if fits >= need:
+                        break
+            if fits >= need:
+                return DomainFit(
+                    value=value, nodes=tuple(sorted(self._domains[value])), fits=fits,
+                    left_milli_cpu=cpu - need_cpu, left_memory=memory - need_mem,
+                    free_milli_cpu=cpu, free_memory=memory)
+        return None

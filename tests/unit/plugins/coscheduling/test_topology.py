@@ -159,3 +159,38 @@ def test_members_packed_largest_first() -> None:
     # Largest first: 4 CPUs on a, the four small ones on b.
     assert members_packed(nodes, sizes) == 5
     assert members_packed(nodes, sizes + [Resource(milli_cpu=1)]) == 5
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_domain_index_chooses_as_the_full_walk(seed: int) -> None:
+    """The kept per-domain totals choose what walking every node chooses, as pods come and
+    go and nodes leave (random clusters)."""
+    import random
+
+    from scheduler.objects.resources import Resource
+    from scheduler.plugins.coscheduling.topology import DomainIndex, choose_domain
+
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", cpu=str(rng.choice([4, 8, 16])),
+                       labels={RACK: f"r{rng.randrange(5)}"} if rng.random() < 0.9 else {})
+             for i in range(40)]
+    c = Cluster(nodes=nodes, groups=[pod_group("g", 4)])
+    index = DomainIndex(RACK)
+    for step in range(12):
+        if step % 4 == 3 and len(c.nodes) > 10:
+            c.nodes.pop(rng.randrange(len(c.nodes)))
+        for j in range(rng.randrange(1, 8)):
+            node = rng.choice(c.nodes)["metadata"]["name"]
+            c.pods.append(member(f"p{step}-{j}", None, cpu=str(rng.choice([1, 2, 3])),
+                                 node=node))
+        c.refresh()
+        snapshot = c.handle.snapshot()
+        index.refresh(snapshot)
+        for need, cpu in ((4, 2000), (12, 3000), (30, 4000)):
+            request = Resource(milli_cpu=cpu, memory=1 << 20)
+            missing = [] if need != 12 else [Resource(milli_cpu=rng.choice([1000, 5000]),
+                                                      memory=1 << 20) for _ in range(need)]
+            full, _, _ = choose_domain(snapshot.list(), RACK, request=request, need=need,
+                                       missing=missing)
+            fast = index.choose(request=request, need=need, missing=missing)
+            assert (fast and (fast.value, fast.nodes)) == (full and (full.value, full.nodes))
