@@ -33,7 +33,7 @@ log = logging.getLogger("scheduler.sandbox")
 JSON = "application/json"
 _PREFIX = {t: f'{{"type":"{t}","object":'.encode() for t in (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)}
 # Request key: seconds to hold the answer once the request took effect (faults).
-_REPLY_DELAY = "sandbox.reply_delay"
+_REPLY_DELAY = web.RequestKey("sandbox.reply_delay", float)
 _MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 _HEALTH = {"/healthz", "/livez", "/readyz"}
 # what kube-apiserver decodes for built-in kinds (CBOR is off by default there too; client-go
