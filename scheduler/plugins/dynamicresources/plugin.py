@@ -452,6 +452,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # an earlier firstAvailable subrequest is better; 10 points per step down the list
         return max(0, MAX_NODE_SCORE - 10 * out.subrequest_rank), None
 
+    def score_nodes(self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+                    ) -> tuple[list[int], Status | None]:
+        # A pod without claims scores 0 everywhere: one answer, not one call per node (at
+        # 5000 nodes the per-node calls were ~1 ms of every such pod's cycle).
+        if not isinstance(state.get(STATE_KEY), _State):
+            return [0] * len(nodes), None
+        return super().score_nodes(state, pod_info, nodes)
+
     # --- Reserve -------------------------------------------------------------------------------
 
     def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
