@@ -32,7 +32,7 @@ import structlog
 
 from scheduler.client.api import resource_path
 from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
-from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
+from scheduler.dra.inventory import DeviceID, Inventory, SliceTracker, device_ids_of
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
     ActionType,
@@ -93,6 +93,7 @@ REASON_NOT_FOUND = 'resourceclaim.resource.k8s.io "{name}" not found'
 REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is not owner)"
 REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
 REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
+RESOURCE_SLICES = "resourceslices"
 
 PREBIND_ATTEMPTS = 5
 
@@ -129,6 +130,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self.tracker = ClaimTracker()
         self._inventory: Inventory | None = None
         self._inventory_key: tuple[tuple[str, str], ...] = ()
+        self._slices = SliceTracker()
+        self._slices_watched: bool | None = None  # subscribed on first use, as the claims
         self._tasks: set[asyncio.Task[None]] = set()
         # Whether the tracker follows the claim informer's events (subscribed on first use:
         # the informers exist by then); otherwise every PreFilter scans the claims.
@@ -150,8 +153,27 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return self.tracker.overlay(claim) if claim is not None else None
 
     def inventory(self) -> Inventory:
-        """The pools of the current ResourceSlices (rebuilt when one changes)."""
-        slices = self._list("resourceslices")
+        """The pools of the current ResourceSlices: kept from the slice informer's events
+        (nothing to walk per pod) when the listers deliver them, else rebuilt when a listed
+        slice changed."""
+        if self._slices_watched is None:
+            self._slices_watched = False
+            listers = self._handle.listers
+            if isinstance(listers, ObjectWatcher):
+                try:
+                    listers.watch(RESOURCE_SLICES, on_add=self._slices.slice_added,
+                                  on_update=self._slices.slice_updated,
+                                  on_delete=self._slices.slice_deleted)
+                    self._slices_watched = True
+                except KeyError:  # no informer (an API without resource.k8s.io)
+                    pass
+        if self._slices_watched:
+            if self._slices.new_problems:
+                for problem in self._slices.new_problems:
+                    log.warning("malformed ResourceSlice ignored", problem=problem)
+                self._slices.new_problems.clear()
+            return self._slices.inventory()
+        slices = self._list(RESOURCE_SLICES)
         key = tuple((str((s.get("metadata") or {}).get("uid")),
                      str((s.get("metadata") or {}).get("resourceVersion"))) for s in slices)
         if self._inventory is None or key != self._inventory_key:
