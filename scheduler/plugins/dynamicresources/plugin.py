@@ -109,7 +109,7 @@ class _State:
     in_use: Set[DeviceID] = field(default_factory=set)
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
     by_node: dict[str, Allocated] = field(default_factory=dict)
-    details: dict[str, list[str]] = field(default_factory=dict)  # node -> why (explain)
+    details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -369,7 +369,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))
         if isinstance(out, Unfit):
-            data.details[node_info.name] = out.details
+            data.details[node_info.name] = out  # why: worked out if explain asks
             if out.timed_out:
                 return unresolvable(out.details[0])
             return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
@@ -560,7 +560,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     def node_details(state: CycleState, node_name: str) -> list[str]:
         """Why the claims could not be allocated on this node (for explain)."""
         data = state.get(STATE_KEY)
-        return list(data.details.get(node_name, [])) if isinstance(data, _State) else []
+        if not isinstance(data, _State):
+            return []
+        why = data.details.get(node_name, [])
+        return list(why.details if isinstance(why, Unfit) else why)
 
 
 class _PreBindError(Exception):

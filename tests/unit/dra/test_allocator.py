@@ -200,3 +200,58 @@ def test_step_budget_reports_timeout() -> None:
     out = allocate([c], node=N1, inventory=Inventory([many]), classes=CLASSES, in_use=set(),
                    step_budget=50)
     assert isinstance(out, Unfit) and out.timed_out
+
+
+SIMPLE_UNFIT = [
+    ("every device in use", claim("c", exactly("r")),
+     {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")},
+     "needs 1, 3 match, 0 free"),
+    ("too few match", claim("c", exactly("r", "big", count=3)), set(), "only 2 match"),
+    ("none match", claim("c", exactly("r", selectors=('device.attributes["numa"] == 7',))),
+     set(), "no device of class gpu matches"),
+]
+
+
+@pytest.mark.parametrize(("name", "claim_obj", "in_use", "reason"), SIMPLE_UNFIT,
+                         ids=[c[0] for c in SIMPLE_UNFIT])
+def test_a_one_request_claim_that_does_not_fit_says_why_only_when_asked(
+        name: str, claim_obj: dict[str, Any], in_use: set[DeviceID], reason: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.dra.allocator as allocator
+
+    searched: list[str] = []
+    search = allocator._search_all
+
+    def counted(*args: Any) -> Any:
+        searched.append("search")
+        return search(*args)
+
+    monkeypatch.setattr(allocator, "_search_all", counted)
+    out = allocate([claim_obj], node=N1, inventory=Inventory([SLICE]), classes=CLASSES,
+                   in_use=in_use)
+    assert isinstance(out, Unfit) and not out.timed_out
+    assert searched == []  # Filter's answer costs no search
+    assert any(reason in d for d in out.details), out.details
+    assert searched == ["search"]  # the general path's own words, once
+    assert out.details == out.details and searched == ["search"]
+
+
+def test_a_cel_error_on_a_device_in_use_is_raised_as_by_the_search() -> None:
+    # the class fails at runtime on every device; every device is held: still the error
+    held = {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")}
+    with pytest.raises(AllocationError, match="device gpu.example.com/n1/g0: CEL runtime"):
+        allocate([claim("c", exactly("r", "runtime"))], node=N1, inventory=Inventory([SLICE]),
+                 classes=CLASSES, in_use=held)
+
+
+def test_selector_results_are_cached_per_device_for_the_whole_request() -> None:
+    inv = Inventory([SLICE])
+    c = claim("c", exactly("r", "big"))
+    first = allocate([c], node=N1, inventory=inv, classes=CLASSES, in_use=set())
+    assert results(first) == [[("r", "g0")]]
+    g0 = inv.devices_for_node(N1)[0]
+    joint = [k for k in g0.selected if k.startswith("\x00")]
+    assert len(joint) == 1 and g0.selected[joint[0]] is True
+    g0.selected[joint[0]] = False  # the cached joint answer is what is read next time
+    assert results(allocate([c], node=N1, inventory=inv, classes=CLASSES,
+                            in_use=set())) == [[("r", "g1")]]
