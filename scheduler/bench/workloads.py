@@ -80,6 +80,9 @@ class Workload:
     # simulated DRA driver devices (sandbox --dra-devices); the measured pods then each use
     # a claim from the ResourceClaimTemplate ``claim_template()`` (one device)
     dra_devices: str = ""
+    # every measured pod is created (pending) before the scheduler starts: its informers
+    # list them all; measured from the first bind to the last
+    backlog: bool = False
     note: str = ""
     aliases: tuple[str, ...] = field(default=())
     # Upstream's steady state (createPods with ``steadyState: true``): batches of this many
@@ -266,6 +269,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              churn=Churn("recreate", 1.0, ("node", "large-pod", "service")),
              note="every second a node, an unschedulable 9-CPU priority-10 pod and a "
                   "service are replaced"),
+    Workload("Backlog", None, 10000, _default, backlog=True,
+             note="every measured pod is pending before the scheduler starts (a large Job "
+                  "submitted at once, a new leader's inherited queue); measured from the "
+                  "first bind to the last, the time to the first bind (informer sync "
+                  "included) apart"),
     Workload("SchedulingWithResourceClaimTemplate", 40, 5000, _with_claim,
              dra_devices="gpu=10",
              note="upstream's fast variant: 500 nodes with 10 devices each (run with "

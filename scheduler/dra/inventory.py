@@ -265,6 +265,7 @@ class SliceTracker:
     def __init__(self) -> None:
         # slice key (uid, else name) -> (resourceVersion, parsed slice or the problem)
         self._slices: dict[str, tuple[str, ParsedSlice | str]] = {}
+        self._raw: dict[str, Mapping[str, Any]] = {}  # the slices as the informer has them
         self._inventory: Inventory | None = None
         self.new_problems: list[str] = []
 
@@ -287,6 +288,7 @@ class SliceTracker:
             parsed = str(e)
             self.new_problems.append(parsed)
         self._slices[key] = (rv, parsed)
+        self._raw[key] = sl
         self._inventory = None
 
     def slice_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
@@ -295,8 +297,14 @@ class SliceTracker:
         self.slice_added(new)
 
     def slice_deleted(self, sl: Mapping[str, Any]) -> None:
-        if self._slices.pop(self._key(sl), None) is not None:
+        key = self._key(sl)
+        self._raw.pop(key, None)
+        if self._slices.pop(key, None) is not None:
             self._inventory = None
+
+    def slices(self) -> list[Mapping[str, Any]]:
+        """The current slices, in the order the inventory is assembled from."""
+        return list(self._raw.values())
 
     def inventory(self) -> Inventory:
         inv = self._inventory

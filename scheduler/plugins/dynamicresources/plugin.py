@@ -31,7 +31,9 @@ from typing import Any
 import structlog
 
 from scheduler.client.api import resource_path
+from scheduler.config import features
 from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
+from scheduler.dra.counters import Counters
 from scheduler.dra.inventory import DeviceID, Inventory, SliceTracker, device_ids_of
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -104,6 +106,7 @@ class _State:
     to_allocate: list[Mapping[str, Any]] = field(default_factory=list)
     allocated_selectors: list[tuple[str, NodeSelector | None]] = field(default_factory=list)
     inventory: Inventory | None = None
+    counters: Counters | None = None  # partitionable devices' shared counters
     prepared: Prepared | None = None
     # devices held by other claims: the tracker's live view (events) or a scan's set
     in_use: Set[DeviceID] = field(default_factory=set)
@@ -129,6 +132,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._handle = handle
         self.tracker = ClaimTracker()
         self._inventory: Inventory | None = None
+        self._counters: Counters | None = None
+        self._device_taints = features.DEFAULT.enabled("DRADeviceTaints")
+        self._partitionable = features.DEFAULT.enabled("DRAPartitionableDevices")
         self._inventory_key: tuple[tuple[str, str], ...] = ()
         self._slices = SliceTracker()
         self._slices_watched: bool | None = None  # subscribed on first use, as the claims
@@ -136,6 +142,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # Whether the tracker follows the claim informer's events (subscribed on first use:
         # the informers exist by then); otherwise every PreFilter scans the claims.
         self._watching: bool | None = None
+
+    @property
+    def follows_claim_events(self) -> bool:
+        """Whether the tracker's held devices follow the claim informer's events (the cache
+        comparer checks them only then; otherwise every PreFilter scans the claims)."""
+        return self._watching is True
 
     # --- listers -------------------------------------------------------------------------------
 
@@ -172,7 +184,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 for problem in self._slices.new_problems:
                     log.warning("malformed ResourceSlice ignored", problem=problem)
                 self._slices.new_problems.clear()
-            return self._slices.inventory()
+            inventory = self._slices.inventory()
+            if inventory is not self._inventory:  # a slice changed: counters follow
+                self._inventory = inventory
+                self._counters = Counters(self._slices.slices(), inventory)
+                for problem in self._counters.problems:
+                    log.warning("invalid shared counters", problem=problem)
+            return inventory
         slices = self._list(RESOURCE_SLICES)
         key = tuple((str((s.get("metadata") or {}).get("uid")),
                      str((s.get("metadata") or {}).get("resourceVersion"))) for s in slices)
@@ -181,7 +199,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             self._inventory_key = key
             for problem in self._inventory.problems:
                 log.warning("malformed ResourceSlice ignored", problem=problem)
+            self._counters = Counters(slices, self._inventory)
+            for problem in self._counters.problems:
+                log.warning("invalid shared counters", problem=problem)
         return self._inventory
+
+    def counters(self) -> Counters:
+        """The shared counters of the current ResourceSlices (partitionable devices)."""
+        self.inventory()
+        assert self._counters is not None
+        return self._counters
 
     def _in_use(self) -> Set[DeviceID]:
         """The devices held by allocated claims and by allocations in flight."""
@@ -301,6 +328,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.allocated_selectors.append((key_of(claim), sel))
         if data.to_allocate:
             data.inventory = self.inventory()
+            data.counters = self._counters
             data.in_use = self._in_use()
             # Malformed claims, unknown classes, CEL that does not compile: the pod waits
             # for a claim or class event, and says why.
@@ -364,7 +392,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
         try:
-            out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use)
+            out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
+                           counters=data.counters, device_taints=self._device_taints,
+                           partitionable=self._partitionable)
         except AllocationError as e:  # a CEL runtime error on one of this node's devices
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))

@@ -202,6 +202,22 @@ def test_step_budget_reports_timeout() -> None:
     assert isinstance(out, Unfit) and out.timed_out
 
 
+@pytest.mark.parametrize("gate", [True, False])
+def test_device_taints_follow_their_gate(gate: bool) -> None:
+    # DRADeviceTaints off: a device's taints are ignored (and no tolerations are written)
+    slices = [resource_slice("s", node="n1", devices=[device("t0", taints=[
+        {"key": "broken", "value": "yes", "effect": "NoSchedule"}])])]
+    for tolerate in (False, True):
+        tol = [{"key": "broken", "operator": "Exists"}] if tolerate else None
+        out = allocate([claim("c", exactly("r", tolerations=tol))], node=N1,
+                       inventory=Inventory(slices), classes=CLASSES, in_use=set(),
+                       device_taints=gate)
+        assert isinstance(out, Allocated) is (tolerate or not gate)
+        if isinstance(out, Allocated):
+            result = out.allocations[0]["devices"]["results"][0]
+            assert ("tolerations" in result) is gate
+
+
 SIMPLE_UNFIT = [
     ("every device in use", claim("c", exactly("r")),
      {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")},
@@ -222,9 +238,9 @@ def test_a_one_request_claim_that_does_not_fit_says_why_only_when_asked(
     searched: list[str] = []
     search = allocator._search_all
 
-    def counted(*args: Any) -> Any:
+    def counted(*args: Any, **kw: Any) -> Any:
         searched.append("search")
-        return search(*args)
+        return search(*args, **kw)
 
     monkeypatch.setattr(allocator, "_search_all", counted)
     out = allocate([claim_obj], node=N1, inventory=Inventory([SLICE]), classes=CLASSES,

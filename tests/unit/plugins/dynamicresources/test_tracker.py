@@ -195,3 +195,11 @@ def test_plugin_follows_slice_events_instead_of_listing_them() -> None:
     assert by_node["n1"] is not None and by_node["n2"] is None
     assert len(listers.handlers["resourceslices"]) == 1  # subscribed once, on first use
     assert "resourceslices" not in listers.listed  # never walked per pod
+
+
+def test_shared_counters_follow_the_watched_slices() -> None:
+    p, _handle, listers = watching_plugin([])
+    first = p.counters()
+    assert p.counters() is first  # nothing changed: nothing rebuilt
+    listers.put(resource_slice("n2-gpus", node="n2", devices=[device("g0")]), "resourceslices")
+    assert p.counters() is not first
