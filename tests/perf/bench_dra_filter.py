@@ -30,16 +30,16 @@ def run(fill: str) -> str:
     prepared = prepare([claim("c", exactly("r"))], {"gpu": gpu_class()})
     for n in nodes:  # warm: CEL results cached on the devices, node device lists built
         allocate(prepared, node=n, inventory=inv, in_use=in_use)
-    rounds = 5
-    t0 = time.perf_counter()
+    rounds = 20
+    t0 = time.process_time()  # CPU: the machine is shared
     fits = 0
     for _ in range(rounds):
         for n in nodes:
             fits += isinstance(allocate(prepared, node=n, inventory=inv, in_use=in_use),
                                Allocated)
-    per_node = (time.perf_counter() - t0) / (rounds * NODES)
-    return (f"{fill:5}: {1e6 * per_node:6.1f} us per node, {1e3 * per_node * NODES:5.2f} ms "
-            f"for all {NODES} nodes ({fits // rounds} fit)")
+    per_node = (time.process_time() - t0) / (rounds * NODES)
+    return (f"{fill:5}: {1e6 * per_node:6.1f} us of CPU per node, "
+            f"{1e3 * per_node * NODES:5.2f} ms for all {NODES} nodes ({fits // rounds} fit)")
 
 
 if __name__ == "__main__":
