@@ -551,6 +551,7 @@ def allocate(
     counters: Counters | None = None,
     device_taints: bool = True,
     partitionable: bool = True,
+    held: Mapping[str, int] | None = None,
 ) -> Outcome:
     """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
     why not.  Raises AllocationError when a claim or class is malformed (or a selector
@@ -578,10 +579,21 @@ def allocate(
             elif d.id not in in_use and not fits(use, pid, left):
                 blocked[d.id] = "shared counters"
     else:
+        simple = _simple_alternative(prepared)
+        if (held is not None and simple is not None and not simple[1].admin
+                and (node_name, simple[1].selected_key) in inventory.checked
+                and inventory.all_held(node_name, held)):
+            # Every device of the node is held and none fails the selectors: nothing to look
+            # at (``held`` is ``Inventory.held_by_node(in_use)``, counted once per pod).
+            def why_held() -> list[str]:
+                out = _search_all(prepared, node_name, devices, in_use, step_budget,
+                                  counters=counters, left=left, blocked=blocked,
+                                  device_taints=device_taints)
+                return out.details if isinstance(out, Unfit) else []
+            return Unfit(explain=why_held)
         fast = _fast_path(prepared, devices, in_use, node_name, device_taints)
         if fast is not None:
             return fast
-        simple = _simple_alternative(prepared)
         if simple is not None:
             # The fast path is exact for this shape: the search below would fail too.  Only
             # the selectors are checked on every device (a CEL error is raised as the search
@@ -589,6 +601,7 @@ def allocate(
             req, alt = simple
             for d in devices:
                 _selected(alt, d, req.claim, req.name)
+            inventory.checked.add((node_name, alt.selected_key))
 
             def explain() -> list[str]:
                 out = _search_all(prepared, node_name, devices, in_use, step_budget,

@@ -237,6 +237,29 @@ class Inventory:
                     self._local.setdefault(d.node_name, []).append(d)
                 else:
                     self._shared.append(d)
+        self._local_ids: dict[DeviceID, str] = {
+            d.id: name for name, devs in self._local.items() for d in devs}
+        # (node, request selectors) whose every device was evaluated without a CEL error
+        self.checked: set[tuple[str, str]] = set()
+
+    def held_by_node(self, in_use: Iterable[DeviceID]) -> dict[str, int]:
+        """How many node-local devices of each node ``in_use`` holds (ids of devices this
+        inventory does not have are not counted): once per pod, so that Filter tells a node
+        whose devices are all held with one comparison."""
+        local = self._local_ids
+        out: dict[str, int] = {}
+        for ident in in_use:
+            name = local.get(ident)
+            if name is not None:
+                out[name] = out.get(name, 0) + 1
+        return out
+
+    def all_held(self, node_name: str, held: Mapping[str, int]) -> bool:
+        """Every device usable from the node is held: there is no device of a selector or
+        all-nodes pool, and ``held`` (``held_by_node``) counts all of the node's own."""
+        if self._shared:
+            return False
+        return held.get(node_name, 0) >= len(self._local.get(node_name, ()))
 
     def devices_for_node(self, node: Mapping[str, Any]) -> list[Device]:
         """The devices usable from ``node``, in a stable order (pool, then slice order)."""

@@ -113,6 +113,7 @@ class _State:
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
     by_node: dict[str, Allocated] = field(default_factory=dict)
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
+    held: dict[str, int] | None = None  # node -> its devices in in_use (first Filter)
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -391,10 +392,15 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return None
         assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
+        held = None
+        if not data.freed:  # counted once per cycle (preemption's what-ifs free devices)
+            if data.held is None:
+                data.held = data.inventory.held_by_node(in_use)
+            held = data.held
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
-                           partitionable=self._partitionable)
+                           partitionable=self._partitionable, held=held)
         except AllocationError as e:  # a CEL runtime error on one of this node's devices
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))

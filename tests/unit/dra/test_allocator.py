@@ -271,3 +271,73 @@ def test_selector_results_are_cached_per_device_for_the_whole_request() -> None:
     g0.selected[joint[0]] = False  # the cached joint answer is what is read next time
     assert results(allocate([c], node=N1, inventory=inv, classes=CLASSES,
                             in_use=set())) == [[("r", "g1")]]
+
+
+def _outcome(out: Any) -> Any:
+    return results(out) if isinstance(out, Allocated) else ("unfit", out.details)
+
+
+@pytest.mark.parametrize("held_ids", [
+    set(), {(DRIVER, "n1", "g0")}, {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1")},
+    {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")},
+    {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2"), (DRIVER, "n9", "zz")},
+])
+@pytest.mark.parametrize("claim_obj", [claim("c", exactly("r")), claim("c", exactly("r", "big")),
+                                       claim("c", exactly("r", count=2))])
+def test_the_held_count_shortcut_answers_as_the_allocator(
+        held_ids: set[DeviceID], claim_obj: dict[str, Any]) -> None:
+    shared = device("shared", capacity={"memory": "40Gi"}, attrs={"numa": 0})
+    for slices in ([SLICE], [SLICE, resource_slice("z", pool="z", all_nodes=True,
+                                                   devices=[shared])]):
+        inv = Inventory(slices)
+        plain = allocate([claim_obj], node=N1, inventory=inv, classes=CLASSES, in_use=held_ids)
+        held = inv.held_by_node(held_ids)
+        # twice: the second call may take the shortcut (the node's selectors are checked)
+        for _ in range(2):
+            out = allocate([claim_obj], node=N1, inventory=inv, classes=CLASSES,
+                           in_use=held_ids, held=held)
+            assert _outcome(out) == _outcome(plain)
+
+
+def test_held_counts_only_the_inventorys_own_node_local_devices() -> None:
+    inv = Inventory([SLICE, resource_slice("z", pool="z", all_nodes=True,
+                                           devices=[device("shared")])])
+    held = inv.held_by_node({(DRIVER, "n1", "g0"), (DRIVER, "n1", "gone"),
+                             (DRIVER, "z", "shared")})
+    assert held == {"n1": 1}
+    assert not inv.all_held("n1", {"n1": 3})  # the all-nodes device may still be free
+    only_local = Inventory([SLICE])
+    assert only_local.all_held("n1", {"n1": 3}) and not only_local.all_held("n1", {"n1": 2})
+
+
+def test_the_shortcut_is_not_taken_before_the_selectors_ran_without_error() -> None:
+    held_ids = {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")}
+    inv = Inventory([SLICE])
+    for _ in range(2):  # a CEL error is never remembered as checked
+        with pytest.raises(AllocationError, match="CEL runtime"):
+            allocate([claim("c", exactly("r", "runtime"))], node=N1, inventory=inv,
+                     classes=CLASSES, in_use=held_ids, held=inv.held_by_node(held_ids))
+
+
+def test_a_node_whose_devices_are_all_held_is_not_walked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.dra.allocator as allocator
+
+    held_ids = {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")}
+    inv = Inventory([SLICE])
+    held = inv.held_by_node(held_ids)
+    c = [claim("c", exactly("r"))]
+    first = allocate(c, node=N1, inventory=inv, classes=CLASSES, in_use=held_ids, held=held)
+    walked: list[str] = []
+    fast = allocator._fast_path
+
+    def counted(*args: Any) -> Any:
+        walked.append("walk")
+        return fast(*args)
+
+    monkeypatch.setattr(allocator, "_fast_path", counted)
+    again = allocate(c, node=N1, inventory=inv, classes=CLASSES, in_use=held_ids, held=held)
+    assert walked == []
+    assert isinstance(again, Unfit) and again.details == first.details
+    allocate(c, node=N1, inventory=inv, classes=CLASSES, in_use=held_ids, held={"n1": 2})
+    assert walked == ["walk"]  # a free device: the node is looked at
