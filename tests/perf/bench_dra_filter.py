@@ -11,6 +11,7 @@ import time
 
 from scheduler.dra.allocator import Allocated, allocate, prepare
 from scheduler.dra.inventory import Inventory
+from scheduler.plugins.dynamicresources.plugin import HELD_COUNT_AFTER
 from tests.unit.dra.builders import claim, device, exactly, gpu_class, node, resource_slice
 
 NODES = 500
@@ -28,16 +29,23 @@ def run(fill: str) -> str:
     held = {"empty": 0, "half": len(ids) // 2, "full": len(ids) - 10}[fill]
     in_use = set(ids[:held])
     prepared = prepare([claim("c", exactly("r"))], {"gpu": gpu_class()})
+    warm = inv.held_by_node(in_use)
     for n in nodes:  # warm: CEL results cached on the devices, node device lists built
-        allocate(prepared, node=n, inventory=inv, in_use=in_use)
+        allocate(prepared, node=n, inventory=inv, in_use=in_use, held=warm)
     rounds = 20
-    t0 = time.process_time()  # CPU: the machine is shared
-    fits = 0
-    for _ in range(rounds):
-        for n in nodes:
-            fits += isinstance(allocate(prepared, node=n, inventory=inv, in_use=in_use),
-                               Allocated)
-    per_node = (time.process_time() - t0) / (rounds * NODES)
+    per_node = float("inf")
+    for _ in range(3):  # the best of three: the machine is shared
+        t0 = time.process_time()
+        fits = 0
+        for _ in range(rounds):
+            held, unfit = None, 0  # as the plugin does: counted after 16 nodes without room
+            for n in nodes:
+                if held is None and unfit >= HELD_COUNT_AFTER:
+                    held = inv.held_by_node(in_use)
+                out = allocate(prepared, node=n, inventory=inv, in_use=in_use, held=held)
+                fits += isinstance(out, Allocated)
+                unfit += not isinstance(out, Allocated)
+        per_node = min(per_node, (time.process_time() - t0) / (rounds * NODES))
     return (f"{fill:5}: {1e6 * per_node:6.1f} us of CPU per node, "
             f"{1e3 * per_node * NODES:5.2f} ms for all {NODES} nodes ({fits // rounds} fit)")
 

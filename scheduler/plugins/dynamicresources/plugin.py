@@ -96,6 +96,9 @@ REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is n
 REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
 REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
 RESOURCE_SLICES = "resourceslices"
+# Nodes without room after which a cycle counts the held devices per node (a count costs a
+# pass over the held devices: worth it only when most nodes are full)
+HELD_COUNT_AFTER = 16
 
 PREBIND_ATTEMPTS = 5
 
@@ -113,7 +116,8 @@ class _State:
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
     by_node: dict[str, Allocated] = field(default_factory=dict)
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
-    held: dict[str, int] | None = None  # node -> its devices in in_use (first Filter)
+    held: dict[str, int] | None = None  # node -> its devices in in_use (Inventory.held_by_node)
+    unfit: int = 0  # nodes this cycle where the claims could not be allocated
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -393,7 +397,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
         held = None
-        if not data.freed:  # counted once per cycle (preemption's what-ifs free devices)
+        if not data.freed and data.unfit >= HELD_COUNT_AFTER:
+            # Many nodes had no room: count the held devices per node once this cycle, so
+            # a node with all of them held is told by one comparison (not with freed
+            # devices: preemption's what-ifs).
             if data.held is None:
                 data.held = data.inventory.held_by_node(in_use)
             held = data.held
@@ -405,6 +412,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))
         if isinstance(out, Unfit):
+            data.unfit += 1
             data.details[node_info.name] = out  # why: worked out if explain asks
             if out.timed_out:
                 return unresolvable(out.details[0])

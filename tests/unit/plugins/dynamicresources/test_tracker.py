@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,12 @@ from scheduler.dra.inventory import DeviceID, device_ids_of
 from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.dynamicresources.claims import ClaimTracker, allocation_of, key_of
-from scheduler.plugins.dynamicresources.plugin import REASON_CANNOT_ALLOCATE, DynamicResources
+from scheduler.plugins.dynamicresources.plugin import (
+    HELD_COUNT_AFTER,
+    REASON_CANNOT_ALLOCATE,
+    DynamicResources,
+)
+from tests.builders import make_node
 from tests.fakes import DictListers, FakeHandle, node_infos
 from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
 from tests.unit.plugins.dynamicresources.test_plugin import NODES, SLICES, filter_all, pod_with
@@ -203,3 +209,31 @@ def test_shared_counters_follow_the_watched_slices() -> None:
     assert p.counters() is first  # nothing changed: nothing rebuilt
     listers.put(resource_slice("n2-gpus", node="n2", devices=[device("g0")]), "resourceslices")
     assert p.counters() is not first
+
+
+@pytest.mark.parametrize(("nodes", "counted"), [(HELD_COUNT_AFTER, False),
+                                                (HELD_COUNT_AFTER + 4, True)])
+def test_held_devices_are_counted_per_node_once_many_nodes_are_full(
+        nodes: int, counted: bool) -> None:
+    from scheduler.plugins.dynamicresources.plugin import STATE_KEY
+
+    names = [f"m{i}" for i in range(nodes)]
+    holders = []
+    for i, name in enumerate(names):
+        c = claim(f"h{i}", exactly("r"))
+        c["status"] = {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": DRIVER, "pool": name, "device": "g0"}]}}}
+        holders.append(c)
+    handle = FakeHandle(node_infos([make_node(n) for n in names]))
+    handle._listers = WatchingListers({
+        "resourceclaims": [*holders, claim("mine", exactly("r"))],
+        "resourceslices": [resource_slice(f"{n}-gpus", node=n, devices=[device("g0")])
+                           for n in names],
+        "deviceclasses": [gpu_class()]})
+    p = DynamicResources(None, handle)  # type: ignore[arg-type]
+    for _ in range(2):  # the second cycle finds every node's selectors checked
+        state, by_node = filter_all(p, pod_with("p", "mine"), handle)
+        assert all(s is not None and s.message() == REASON_CANNOT_ALLOCATE
+                   for s in by_node.values())
+        assert (state.read(STATE_KEY).held is not None) is counted
+    assert "needs 1, 1 match, 0 free" in p.node_details(state, names[-1])[0]
