@@ -49,12 +49,34 @@ class AllocationError(Exception):
     """The claim or its class cannot be evaluated (not a lack of devices)."""
 
 
-@dataclass(slots=True)
 class Unfit:
-    """No allocation on this node; ``details`` says, per request, why (for explain)."""
+    """No allocation on this node; ``details`` says, per request, why (for explain).  They
+    may be worked out only when first read (``explain``): Filter rejects many nodes, and
+    explain reads why for a few."""
 
-    details: list[str] = field(default_factory=list)
-    timed_out: bool = False
+    __slots__ = ("_details", "_explain", "timed_out")
+
+    def __init__(self, details: list[str] | None = None, timed_out: bool = False, *,
+                 explain: Callable[[], list[str]] | None = None) -> None:
+        self._details = details if details is not None or explain is not None else []
+        self._explain = explain
+        self.timed_out = timed_out
+
+    @property
+    def details(self) -> list[str]:
+        if self._details is None:
+            assert self._explain is not None
+            self._details, self._explain = self._explain(), None
+        return self._details
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Unfit) and self.details == other.details
+                and self.timed_out == other.timed_out)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return f"Unfit(details={self.details!r}, timed_out={self.timed_out!r})"
 
 
 class Allocated:
@@ -121,6 +143,15 @@ class _Alternative:
     tolerations: list[_Toleration]
     raw_tolerations: list[Any]
     class_config: list[Any]
+    # every selector (class first) and the key their joint result is cached under on a device
+    all_selectors: tuple[tuple[str, Selector], ...] = field(init=False)
+    selected_key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.all_selectors = (*self.class_selectors, *self.selectors)
+        # NUL never occurs in an expression: this key cannot be one expression's
+        self.selected_key = "\x00" + "\x00".join(sel.expression
+                                                 for _w, sel in self.all_selectors)
 
 
 @dataclass(slots=True)
@@ -380,7 +411,10 @@ def _tolerated(alt: _Alternative, d: Device) -> bool:
 
 def _selected(alt: _Alternative, d: Device, claim: str, req_name: str) -> bool:
     cache = d.selected
-    for where, sel in (*alt.class_selectors, *alt.selectors):
+    joint = cache.get(alt.selected_key)
+    if joint is not None:
+        return joint
+    for where, sel in alt.all_selectors:
         hit = cache.get(sel.expression)
         if hit is None:
             try:
@@ -389,7 +423,9 @@ def _selected(alt: _Alternative, d: Device, claim: str, req_name: str) -> bool:
                 raise AllocationError(
                     f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
         if not hit:
+            cache[alt.selected_key] = False
             return False
+    cache[alt.selected_key] = True
     return True
 
 
@@ -406,11 +442,9 @@ def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] 
         {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
 
 
-def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
-               node_name: str, device_taints: bool) -> Allocated | None:
+def _simple_alternative(prepared: Prepared) -> tuple[_Request, _Alternative] | None:
     """One claim, one ExactCount request without alternatives or constraints (the common
-    shape): the first free devices in order are what the search would pick.  None: take
-    the general path (which also explains a failure)."""
+    shape), or None."""
     if len(prepared.requests) != 1 or prepared.constraints[0]:
         return None
     req = prepared.requests[0]
@@ -419,6 +453,17 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
     alt = req.alternatives[0]
     if alt.mode != MODE_EXACT:
         return None
+    return req, alt
+
+
+def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
+               node_name: str, device_taints: bool) -> Allocated | None:
+    """The common shape (``_simple_alternative``): the first free devices in order are what
+    the search would pick.  None: no such devices, or another shape."""
+    simple = _simple_alternative(prepared)
+    if simple is None:
+        return None
+    req, alt = simple
     taken: list[Device] = []
     for d in devices:
         if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
@@ -506,6 +551,7 @@ def allocate(
     counters: Counters | None = None,
     device_taints: bool = True,
     partitionable: bool = True,
+    held: Mapping[str, int] | None = None,
 ) -> Outcome:
     """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
     why not.  Raises AllocationError when a claim or class is malformed (or a selector
@@ -514,9 +560,6 @@ def allocate(
     taints are ignored; with the second off, devices that consume shared counters are never
     allocated (as upstream's allocator does with the feature disabled)."""
     prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
-    claims = prepared.claims
-    requests, constraints, configs = (prepared.requests, prepared.constraints,
-                                      prepared.configs)
     node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
     left = counters.left(devices, in_use) if counters and partitionable else {}
@@ -536,9 +579,47 @@ def allocate(
             elif d.id not in in_use and not fits(use, pid, left):
                 blocked[d.id] = "shared counters"
     else:
+        simple = _simple_alternative(prepared)
+        if (held is not None and simple is not None and not simple[1].admin
+                and (node_name, simple[1].selected_key) in inventory.checked
+                and inventory.all_held(node_name, held)):
+            # Every device of the node is held and none fails the selectors: nothing to look
+            # at (``held`` is ``Inventory.held_by_node(in_use)``, counted once per pod).
+            def why_held() -> list[str]:
+                out = _search_all(prepared, node_name, devices, in_use, step_budget,
+                                  counters=counters, left=left, blocked=blocked,
+                                  device_taints=device_taints)
+                return out.details if isinstance(out, Unfit) else []
+            return Unfit(explain=why_held)
         fast = _fast_path(prepared, devices, in_use, node_name, device_taints)
         if fast is not None:
             return fast
+        if simple is not None:
+            # The fast path is exact for this shape: the search below would fail too.  Only
+            # the selectors are checked on every device (a CEL error is raised as the search
+            # would raise it); why it fails is worked out if someone reads it (explain).
+            req, alt = simple
+            for d in devices:
+                _selected(alt, d, req.claim, req.name)
+            inventory.checked.add((node_name, alt.selected_key))
+
+            def explain() -> list[str]:
+                out = _search_all(prepared, node_name, devices, in_use, step_budget,
+                                  counters=counters, left=left, blocked=blocked,
+                                  device_taints=device_taints)
+                return out.details if isinstance(out, Unfit) else []
+            return Unfit(explain=explain)
+    return _search_all(prepared, node_name, devices, in_use, step_budget, counters=counters,
+                       left=left, blocked=blocked, device_taints=device_taints)
+
+
+def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
+                in_use: AbstractSet[DeviceID], step_budget: int, *, counters: Counters | None,
+                left: dict[tuple[PoolID, str], dict[str, Fraction]], blocked: dict[DeviceID, str], device_taints: bool) -> Outcome:
+    """The general path: candidates per request and alternative, then the search."""
+    claims = prepared.claims
+    requests, constraints, configs = (prepared.requests, prepared.constraints,
+                                      prepared.configs)
     candidates: list[list[list[Device] | None]] = []
     details: list[str] = []
     for req in requests:

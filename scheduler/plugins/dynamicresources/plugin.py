@@ -34,7 +34,7 @@ from scheduler.client.api import resource_path
 from scheduler.config import features
 from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
 from scheduler.dra.counters import Counters
-from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
+from scheduler.dra.inventory import DeviceID, Inventory, SliceTracker, device_ids_of
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
     ActionType,
@@ -95,6 +95,10 @@ REASON_NOT_FOUND = 'resourceclaim.resource.k8s.io "{name}" not found'
 REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is not owner)"
 REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
 REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
+RESOURCE_SLICES = "resourceslices"
+# Nodes without room after which a cycle counts the held devices per node (a count costs a
+# pass over the held devices: worth it only when most nodes are full)
+HELD_COUNT_AFTER = 16
 
 PREBIND_ATTEMPTS = 5
 
@@ -111,7 +115,9 @@ class _State:
     in_use: Set[DeviceID] = field(default_factory=set)
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
     by_node: dict[str, Allocated] = field(default_factory=dict)
-    details: dict[str, list[str]] = field(default_factory=dict)  # node -> why (explain)
+    details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
+    held: dict[str, int] | None = None  # node -> its devices in in_use (Inventory.held_by_node)
+    unfit: int = 0  # nodes this cycle where the claims could not be allocated
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -135,6 +141,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._device_taints = features.DEFAULT.enabled("DRADeviceTaints")
         self._partitionable = features.DEFAULT.enabled("DRAPartitionableDevices")
         self._inventory_key: tuple[tuple[str, str], ...] = ()
+        self._slices = SliceTracker()
+        self._slices_watched: bool | None = None  # subscribed on first use, as the claims
         self._tasks: set[asyncio.Task[None]] = set()
         # Whether the tracker follows the claim informer's events (subscribed on first use:
         # the informers exist by then); otherwise every PreFilter scans the claims.
@@ -162,8 +170,33 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return self.tracker.overlay(claim) if claim is not None else None
 
     def inventory(self) -> Inventory:
-        """The pools of the current ResourceSlices (rebuilt when one changes)."""
-        slices = self._list("resourceslices")
+        """The pools of the current ResourceSlices: kept from the slice informer's events
+        (nothing to walk per pod) when the listers deliver them, else rebuilt when a listed
+        slice changed."""
+        if self._slices_watched is None:
+            self._slices_watched = False
+            listers = self._handle.listers
+            if isinstance(listers, ObjectWatcher):
+                try:
+                    listers.watch(RESOURCE_SLICES, on_add=self._slices.slice_added,
+                                  on_update=self._slices.slice_updated,
+                                  on_delete=self._slices.slice_deleted)
+                    self._slices_watched = True
+                except KeyError:  # no informer (an API without resource.k8s.io)
+                    pass
+        if self._slices_watched:
+            if self._slices.new_problems:
+                for problem in self._slices.new_problems:
+                    log.warning("malformed ResourceSlice ignored", problem=problem)
+                self._slices.new_problems.clear()
+            inventory = self._slices.inventory()
+            if inventory is not self._inventory:  # a slice changed: counters follow
+                self._inventory = inventory
+                self._counters = Counters(self._slices.slices(), inventory)
+                for problem in self._counters.problems:
+                    log.warning("invalid shared counters", problem=problem)
+            return inventory
+        slices = self._list(RESOURCE_SLICES)
         key = tuple((str((s.get("metadata") or {}).get("uid")),
                      str((s.get("metadata") or {}).get("resourceVersion"))) for s in slices)
         if self._inventory is None or key != self._inventory_key:
@@ -363,15 +396,24 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return None
         assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
+        held = None
+        if not data.freed and data.unfit >= HELD_COUNT_AFTER:
+            # Many nodes had no room: count the held devices per node once this cycle, so
+            # a node with all of them held is told by one comparison (not with freed
+            # devices: preemption's what-ifs).
+            if data.held is None:
+                data.held = data.inventory.held_by_node(in_use)
+            held = data.held
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
-                           partitionable=self._partitionable)
+                           partitionable=self._partitionable, held=held)
         except AllocationError as e:  # a CEL runtime error on one of this node's devices
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))
         if isinstance(out, Unfit):
-            data.details[node_info.name] = out.details
+            data.unfit += 1
+            data.details[node_info.name] = out  # why: worked out if explain asks
             if out.timed_out:
                 return unresolvable(out.details[0])
             return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
@@ -570,7 +612,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     def node_details(state: CycleState, node_name: str) -> list[str]:
         """Why the claims could not be allocated on this node (for explain)."""
         data = state.get(STATE_KEY)
-        return list(data.details.get(node_name, [])) if isinstance(data, _State) else []
+        if not isinstance(data, _State):
+            return []
+        why = data.details.get(node_name, [])
+        return list(why.details if isinstance(why, Unfit) else why)
 
 
 class _PreBindError(Exception):
