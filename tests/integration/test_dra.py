@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.builders import PodBuilder
 from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
 from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
@@ -175,3 +177,72 @@ async def test_explain_says_per_node_which_request_cannot_be_satisfied(
     assert "cannot allocate all claims" in text
     assert "claim default/two, request gpu: needs 2, only 1 match on this node" in text
     assert "claim default/two, request gpu: no device of class gpu matches the selectors" in text
+
+
+def _gpu_counters_slices(node_name: str) -> list[dict[str, Any]]:
+    """A partitionable GPU on ``node_name``: its memory counter, the whole GPU and two halves."""
+    from tests.unit.dra.builders import counter_slice
+
+    whole = device("whole", consumes={"gpu-0": {"memory": "40Gi"}})
+    halves = [device(f"half-{i}", consumes={"gpu-0": {"memory": "20Gi"}}) for i in range(2)]
+    return [counter_slice("counters", node=node_name, **{"gpu-0": {"memory": "40Gi"}}),
+            resource_slice("parts", node=node_name, pool=node_name, slice_count=2,
+                           devices=[whole, *halves])]
+
+
+EXPLAIN_CASES = [
+    # (name, slices on the first node, claim of the pod, holder claim allocated first
+    #  (device), what explain must say for the first node)
+    ("all taken", lambda n: [resource_slice("gpus", node=n, devices=[device("gpu-0")])],
+     exactly("gpu", "gpu"), "gpu-0",
+     "claim default/want, request gpu: needs 1, 1 match, 0 free (the others are allocated)"),
+    ("selector false",
+     lambda n: [resource_slice("gpus", node=n, devices=[device("gpu-0",
+                                                               attrs={"model": "a100"})])],
+     exactly("gpu", "gpu", selectors=(f'device.attributes["{DRIVER}"].model == "h100"',)),
+     None, "claim default/want, request gpu: no device of class gpu matches the selectors "
+           "on this node"),
+    ("CEL error", lambda n: [resource_slice("gpus", node=n, devices=[device("gpu-0")])],
+     exactly("gpu", "gpu", selectors=('device.attributes["nope.io"].x == 1',)), None,
+     "ResourceClaim default/want: spec.devices.requests[0].exactly.selectors[0]: "
+     f"device {DRIVER}/"),
+    ("shared counters used up", _gpu_counters_slices, exactly("gpu", "gpu"), "whole",
+     "claim default/want, request gpu: needs 1, 3 match, 0 free (the others are allocated "
+     "or their shared counters used up)"),
+]
+
+
+
+@pytest.mark.parametrize(("name", "slices", "request_", "held", "want"), EXPLAIN_CASES,
+                         ids=[c[0] for c in EXPLAIN_CASES])
+async def test_explain_names_why_per_node(sandbox_factory: Any, tmp_path: Path, name: str,
+                                          slices: Any, request_: dict[str, Any],
+                                          held: str | None, want: str) -> None:
+    import io
+    import json
+
+    from scheduler.explain.cli import amain
+
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
+                               simulate_kubelet=False)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        api = cluster.client
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        for sl in slices(nodes[0]):
+            await api.create(f"{API}/resourceslices", strip(sl))
+        if held is not None:
+            holder = await api.create(f"{API}/namespaces/default/resourceclaims",
+                                      strip(claim("holder", exactly("gpu", "gpu"))))
+            holder["status"] = {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": DRIVER, "pool": nodes[0], "device": held}]}}}
+            await api.update(f"{API}/namespaces/default/resourceclaims/holder/status", holder)
+        await api.create(f"{API}/namespaces/default/resourceclaims",
+                         strip(claim("want", request_)))
+        await cluster.create_pod(pod("p", "want"))
+    out, err = io.StringIO(), io.StringIO()
+    code = await amain(["p", "--kubeconfig", str(kc), "-o", "json"], stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    text = json.dumps(json.loads(out.getvalue()))
+    assert want in text, (name, text)
