@@ -93,9 +93,9 @@ GATES: tuple[FeatureGate, ...] = (
     _g("SchedulerAsyncPreemption", GA, True, True),
     _g("SchedulerPopFromBackoffQ", GA, True, True),
     _g("SchedulerQueueingHints", GA, True, True),
-    _g("StorageCapacityScoring", BETA, True, False),
+    _g("StorageCapacityScoring", BETA, True, True),
     _g("TaintTolerationComparisonOperators", ALPHA, False, True),
-    _g("VolumeLimitScaling", BETA, True, False),
+    _g("VolumeLimitScaling", BETA, True, True),
 )
 
 

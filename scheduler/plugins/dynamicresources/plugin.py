@@ -140,6 +140,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # the informers exist by then); otherwise every PreFilter scans the claims.
         self._watching: bool | None = None
 
+    @property
+    def follows_claim_events(self) -> bool:
+        """Whether the tracker's held devices follow the claim informer's events (the cache
+        comparer checks them only then; otherwise every PreFilter scans the claims)."""
+        return self._watching is True
+
     # --- listers -------------------------------------------------------------------------------
 
     def _list(self, resource: str) -> list[dict[str, Any]]:
