@@ -76,7 +76,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("DRAPartitionableDevices", BETA, True, True),
     _g("DRAPrioritizedList", GA, True, True),
     _g("DRAResourceClaimDeviceStatus", GA, True, False),
-    _g("DRASchedulerFilterTimeout", BETA, True, False),
+    _g("DRASchedulerFilterTimeout", BETA, True, True),
     _g("DRAWorkloadResourceClaims", BETA, False, False),
     _g("InPlacePodVerticalScaling", GA, True, True),
     _g("InPlacePodLevelResourcesVerticalScaling", ALPHA, False, True),

@@ -9,8 +9,9 @@ holds it (an ``adminAccess`` request may use a held device and holds none); a de
 with effect NoSchedule/NoExecute must be tolerated by the request; a device that consumes
 shared counters of its pool (partitionable devices) is free only while those counters have
 enough left after the devices already allocated.  The search is a
-depth-first walk over requests and device combinations, bounded by a step budget (upstream
-bounds it by time) so one pathological claim cannot stall the scheduler.
+depth-first walk over requests and device combinations, bounded by a step budget and, when
+the caller gives one, a deadline (upstream's ``filterTimeout``), so one pathological claim
+cannot stall the scheduler.
 
 The outcome is either the ``status.allocation`` of each claim, or why not: ``Unfit`` (the
 node has not the devices: per request, a reason ``explain`` prints) or ``AllocationError``
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -39,6 +41,7 @@ from scheduler.dra.inventory import (
 MODE_EXACT = "ExactCount"
 MODE_ALL = "All"
 DEFAULT_STEP_BUDGET = 200_000
+DEADLINE_CHECK_EVERY = 64  # search steps between two looks at the clock
 # Upstream's limits (resource.k8s.io/v1).
 MAX_REQUESTS = 32
 
@@ -268,8 +271,12 @@ class _Search:
     def __init__(self, requests: list[_Request], constraints: list[list[_Constraint]],
                  candidates: list[list[list[Device] | None]], budget: int,
                  counters: Counters | None = None,
-                 left: dict[tuple[PoolID, str], dict[str, Fraction]] | None = None) -> None:
+                 left: dict[tuple[PoolID, str], dict[str, Fraction]] | None = None,
+                 deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.requests = requests
+        self.deadline = deadline
+        self.clock = clock
         self.counters = counters
         self.left = left or {}
         self.constraints = constraints
@@ -283,6 +290,9 @@ class _Search:
     def _step(self) -> None:
         self.budget -= 1
         if self.budget < 0:
+            raise _Budget()
+        if self.deadline is not None and self.budget % DEADLINE_CHECK_EVERY == 0 and \
+                self.clock() > self.deadline:
             raise _Budget()
 
     def _add(self, req: _Request, alt: _Alternative, d: Device) -> list[int] | None:
@@ -506,13 +516,17 @@ def allocate(
     counters: Counters | None = None,
     device_taints: bool = True,
     partitionable: bool = True,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Outcome:
     """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
     why not.  Raises AllocationError when a claim or class is malformed (or a selector
     fails on one of the node's devices).  ``device_taints`` and ``partitionable`` are the
     DRADeviceTaints and DRAPartitionableDevices feature gates: with the first off, device
     taints are ignored; with the second off, devices that consume shared counters are never
-    allocated (as upstream's allocator does with the feature disabled)."""
+    allocated (as upstream's allocator does with the feature disabled).  ``deadline`` (on
+    ``clock``) bounds the search in time besides the step budget (DRASchedulerFilterTimeout):
+    past it the node is Unfit with upstream's ``timed out trying to allocate devices``."""
     prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
     claims = prepared.claims
     requests, constraints, configs = (prepared.requests, prepared.constraints,
@@ -602,7 +616,8 @@ def allocate(
         details.extend(why if all(c is None for c in per_alt) else [])
     if details:
         return Unfit(details)
-    search = _Search(requests, constraints, candidates, step_budget, counters, left)
+    search = _Search(requests, constraints, candidates, step_budget, counters, left,
+                     deadline, clock)
     try:
         ok = search.run()
     except _Budget:
