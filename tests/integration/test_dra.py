@@ -183,8 +183,9 @@ def _gpu_counters_slices(node_name: str) -> list[dict[str, Any]]:
     """A partitionable GPU on ``node_name``: its memory counter, the whole GPU and two halves."""
     from tests.unit.dra.builders import counter_slice
 
-    whole = device("whole", consumes={"gpu-0": {"memory": "40Gi"}})
-    halves = [device(f"half-{i}", consumes={"gpu-0": {"memory": "20Gi"}}) for i in range(2)]
+    whole = device("whole", attrs={"size": "whole"}, consumes={"gpu-0": {"memory": "40Gi"}})
+    halves = [device(f"half-{i}", attrs={"size": "half"},
+                     consumes={"gpu-0": {"memory": "20Gi"}}) for i in range(2)]
     return [counter_slice("counters", node=node_name, **{"gpu-0": {"memory": "40Gi"}}),
             resource_slice("parts", node=node_name, pool=node_name, slice_count=2,
                            devices=[whole, *halves])]
@@ -246,3 +247,46 @@ async def test_explain_names_why_per_node(sandbox_factory: Any, tmp_path: Path, 
     assert code == 0, err.getvalue()
     text = json.dumps(json.loads(out.getvalue()))
     assert want in text, (name, text)
+
+
+
+async def test_partitions_of_one_gpu_share_its_counters_end_to_end(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # one 40Gi GPU published as the whole GPU and two halves (DRAPartitionableDevices): a
+    # pod holding a half keeps the whole GPU from another pod until it goes
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        api = cluster.client
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        for sl in _gpu_counters_slices(nodes[0]):
+            await api.create(f"{API}/resourceslices", strip(sl))
+        for name, size in (("a-half", "half"), ("the-whole", "whole")):
+            await api.create(f"{API}/namespaces/default/resourceclaims", strip(claim(
+                name, exactly("gpu", "gpu", selectors=(
+                    f'device.attributes["{DRIVER}"].size == "{size}"',)))))
+        await cluster.create_pod(pod("half-user", "a-half"))
+        await wait_until(lambda: cluster.node_name("half-user"), timeout=20,
+                         message="half-user bound")
+        got = await api.get(f"{API}/namespaces/default/resourceclaims/a-half")
+        assert got["status"]["allocation"]["devices"]["results"] == [
+            {"request": "gpu", "driver": DRIVER, "pool": nodes[0], "device": "half-0"}]
+
+        # the whole GPU's 40Gi are not all there: the second pod waits
+        await cluster.create_pod(pod("whole-user", "the-whole"))
+
+        async def failed() -> list[str]:
+            return [str(e["note"]) for e in await cluster.events_for("whole-user")
+                    if e["reason"] == "FailedScheduling"]
+
+        await wait_until(failed, timeout=20, message="whole-user FailedScheduling")
+        assert "cannot allocate all claims" in (await failed())[0]
+
+        # the half goes: its counters come back, the whole GPU is allocated
+        await cluster.delete_pod("half-user")
+        await wait_until(lambda: cluster.node_name("whole-user"), timeout=30,
+                         message="whole-user bound once the half is free")
+        got = await api.get(f"{API}/namespaces/default/resourceclaims/the-whole")
+        assert got["status"]["allocation"]["devices"]["results"][0]["device"] == "whole"
