@@ -290,3 +290,52 @@ async def test_partitions_of_one_gpu_share_its_counters_end_to_end(
                          message="whole-user bound once the half is free")
         got = await api.get(f"{API}/namespaces/default/resourceclaims/the-whole")
         assert got["status"]["allocation"]["devices"]["results"][0]["device"] == "whole"
+
+
+async def test_simulated_driver_partitions_are_scheduled_until_their_gpu_is_full(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # `--dra-devices gpu=1:memory=40Gi:partitions=2:nodes=1`: one GPU as a whole and two halves
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
+                               dra_devices="gpu=1:memory=40Gi:partitions=2:nodes=1")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        api = cluster.client
+        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
+        await api.create(f"{API}/namespaces/default/resourceclaimtemplates", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "half-gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com", "selectors": [{"cel": {"expression":
+                    'has(device.attributes["gpu.example.com"].partition)'}}]}}]}}}})
+
+        def templated(name: str) -> dict[str, Any]:
+            p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
+                        .req(cpu="100m", memory="64Mi").obj())
+            p["spec"]["resourceClaims"] = [{"name": "gpu",
+                                            "resourceClaimTemplateName": "half-gpu"}]
+            return p
+
+        for name in ("h1", "h2", "h3"):
+            await cluster.create_pod(templated(name))
+        await wait_until(lambda: _count(bound_of(cluster, ["h1", "h2", "h3"]), 2), timeout=30,
+                         message="two halves bound")
+
+        async def third_refused() -> bool:
+            pending = [n for n in ("h1", "h2", "h3") if not await cluster.node_name(n)]
+            return len(pending) == 1 and any(
+                e["reason"] == "FailedScheduling" for e in await cluster.events_for(pending[0]))
+
+        await wait_until(third_refused, timeout=30, message="the third pod refused")
+        assert set((await bound_of(cluster, ["h1", "h2", "h3"])()).values()) == {gpu_node}
+        devices = sorted(r["device"] for c in (await api.get(
+            f"{API}/namespaces/default/resourceclaims"))["items"]
+            for r in ((c.get("status") or {}).get("allocation") or {"devices": {"results": []}})
+            ["devices"]["results"])
+        assert devices == ["gpu-0-part-0", "gpu-0-part-1"]
+
+
+def bound_of(cluster: Any, names: list[str]) -> Any:
+    async def bound() -> dict[str, str]:
+        return {n: await cluster.node_name(n) for n in names if await cluster.node_name(n)}
+    return bound
