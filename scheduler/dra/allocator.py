@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from scheduler.dra.cel import CelError, Selector, compile_selector
@@ -271,7 +270,7 @@ class _Search:
     def __init__(self, requests: list[_Request], constraints: list[list[_Constraint]],
                  candidates: list[list[list[Device] | None]], budget: int,
                  counters: Counters | None = None,
-                 left: dict[tuple[PoolID, str], dict[str, Fraction]] | None = None,
+                 left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
                  deadline: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.requests = requests
@@ -417,7 +416,9 @@ def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] 
 
 
 def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
-               node_name: str, device_taints: bool) -> Allocated | None:
+               node_name: str, device_taints: bool, counters: Counters | None = None,
+               left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
+               partitionable: bool = True) -> Allocated | None:
     """One claim, one ExactCount request without alternatives or constraints (the common
     shape): the first free devices in order are what the search would pick.  None: take
     the general path (which also explains a failure)."""
@@ -430,9 +431,22 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
     if alt.mode != MODE_EXACT:
         return None
     taken: list[Device] = []
+    # Partitionable devices: take the first ones whose counters still fit, counting what the
+    # ones taken before consume (the search's first answer, when there is one).
+    tally = {k: dict(v) for k, v in left.items()} if left else None
     for d in devices:
         if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
                 not d.taints or not device_taints or _tolerated(alt, d)):
+            if counters is not None:
+                use = counters.consumption(d)
+                if use:
+                    pid = (d.driver, d.pool)
+                    if not partitionable or pid in counters.invalid:
+                        continue
+                    if not alt.admin:
+                        if tally is None or not fits(use, pid, tally):
+                            continue
+                        take(use, pid, tally)
             taken.append(d)
             if len(taken) == alt.count:
                 config = prepared.configs[0]
@@ -534,6 +548,10 @@ def allocate(
     node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
     left = counters.left(devices, in_use) if counters and partitionable else {}
+    fast = _fast_path(prepared, devices, in_use, node_name, device_taints, counters, left,
+                      partitionable)
+    if fast is not None:
+        return fast
     blocked: dict[DeviceID, str] = {}  # counter-consuming devices that cannot be taken now
     if left or (counters and (counters.invalid or not partitionable)):
         assert counters is not None
@@ -549,10 +567,6 @@ def allocate(
                 blocked[d.id] = f"resource pool {d.pool} is invalid: {counters.invalid[pid]}"
             elif d.id not in in_use and not fits(use, pid, left):
                 blocked[d.id] = "shared counters"
-    else:
-        fast = _fast_path(prepared, devices, in_use, node_name, device_taints)
-        if fast is not None:
-            return fast
     candidates: list[list[list[Device] | None]] = []
     details: list[str] = []
     for req in requests:
