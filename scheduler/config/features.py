@@ -75,7 +75,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("DRAOptionalNodeOperations", ALPHA, False, False),
     _g("DRAPartitionableDevices", BETA, True, True),
     _g("DRAPrioritizedList", GA, True, True),
-    _g("DRAResourceClaimDeviceStatus", GA, True, False),
+    _g("DRAResourceClaimDeviceStatus", GA, True, True),
     _g("DRASchedulerFilterTimeout", BETA, True, True),
     _g("DRAWorkloadResourceClaims", BETA, False, False),
     _g("InPlacePodVerticalScaling", GA, True, True),

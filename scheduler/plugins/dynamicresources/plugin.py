@@ -424,6 +424,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return  # someone uses it now
             status = dict(latest.get("status") or {})
             status.pop("allocation", None)
+            status.pop("devices", None)  # drivers' reports on the devices go with them
             status.pop("reservedFor", None)
             latest["status"] = status
             resp = await client.request("PUT", path + "/status", body=latest)
