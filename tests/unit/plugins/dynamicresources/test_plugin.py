@@ -216,6 +216,9 @@ async def test_post_filter_deallocates_an_idle_claim() -> None:
                  {"key": "metadata.name", "operator": "In", "values": ["n9"]}]}]}}
     c = claim("c", exactly("r"), allocation=alloc)
     c["metadata"]["finalizers"] = [FINALIZER]
+    # a driver's report on the device goes with the allocation (it may name only allocated
+    # devices: kube-apiserver would refuse the deallocation otherwise)
+    c["status"]["devices"] = [{"driver": DRIVER, "pool": "n1", "device": "g0"}]
     client = FakeApiClient()
     client.responses[("GET", CLAIM_PATH + "c")] = [FakeResponse(200, copy.deepcopy(c))]
     client.responses[("PUT", CLAIM_PATH + "c/status")] = [FakeResponse(200, copy.deepcopy(c))]
@@ -225,6 +228,7 @@ async def test_post_filter_deallocates_an_idle_claim() -> None:
     assert st is not None and st.message() == REASON_DEALLOCATED
     await asyncio.gather(*p._tasks)
     assert "allocation" not in client.requests[1][2]["status"]
+    assert "devices" not in client.requests[1][2]["status"]
     assert client.requests[2][2]["metadata"]["finalizers"] == []
 
 
