@@ -9,8 +9,9 @@ holds it (an ``adminAccess`` request may use a held device and holds none); a de
 with effect NoSchedule/NoExecute must be tolerated by the request; a device that consumes
 shared counters of its pool (partitionable devices) is free only while those counters have
 enough left after the devices already allocated.  The search is a
-depth-first walk over requests and device combinations, bounded by a step budget (upstream
-bounds it by time) so one pathological claim cannot stall the scheduler.
+depth-first walk over requests and device combinations, bounded by a step budget and, when
+the caller gives one, a deadline (upstream's ``filterTimeout``), so one pathological claim
+cannot stall the scheduler.
 
 The outcome is either the ``status.allocation`` of each claim, or why not: ``Unfit`` (the
 node has not the devices: per request, a reason ``explain`` prints) or ``AllocationError``
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from scheduler.dra.cel import CelError, Selector, compile_selector
@@ -39,6 +40,7 @@ from scheduler.dra.inventory import (
 MODE_EXACT = "ExactCount"
 MODE_ALL = "All"
 DEFAULT_STEP_BUDGET = 200_000
+DEADLINE_CHECK_EVERY = 64  # search steps between two looks at the clock
 # Upstream's limits (resource.k8s.io/v1).
 MAX_REQUESTS = 32
 
@@ -299,8 +301,12 @@ class _Search:
     def __init__(self, requests: list[_Request], constraints: list[list[_Constraint]],
                  candidates: list[list[list[Device] | None]], budget: int,
                  counters: Counters | None = None,
-                 left: dict[tuple[PoolID, str], dict[str, Fraction]] | None = None) -> None:
+                 left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
+                 deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.requests = requests
+        self.deadline = deadline
+        self.clock = clock
         self.counters = counters
         self.left = left or {}
         self.constraints = constraints
@@ -314,6 +320,9 @@ class _Search:
     def _step(self) -> None:
         self.budget -= 1
         if self.budget < 0:
+            raise _Budget()
+        if self.deadline is not None and self.budget % DEADLINE_CHECK_EVERY == 0 and \
+                self.clock() > self.deadline:
             raise _Budget()
 
     def _add(self, req: _Request, alt: _Alternative, d: Device) -> list[int] | None:
@@ -457,7 +466,9 @@ def _simple_alternative(prepared: Prepared) -> tuple[_Request, _Alternative] | N
 
 
 def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
-               node_name: str, device_taints: bool) -> Allocated | None:
+               node_name: str, device_taints: bool, counters: Counters | None = None,
+               left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
+               partitionable: bool = True) -> Allocated | None:
     """The common shape (``_simple_alternative``): the first free devices in order are what
     the search would pick.  None: no such devices, or another shape."""
     simple = _simple_alternative(prepared)
@@ -465,9 +476,22 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
         return None
     req, alt = simple
     taken: list[Device] = []
+    # Partitionable devices: take the first ones whose counters still fit, counting what the
+    # ones taken before consume (the search's first answer, when there is one).
+    tally = {k: dict(v) for k, v in left.items()} if left else None
     for d in devices:
         if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
                 not d.taints or not device_taints or _tolerated(alt, d)):
+            if counters is not None:
+                use = counters.consumption(d)
+                if use:
+                    pid = (d.driver, d.pool)
+                    if not partitionable or pid in counters.invalid:
+                        continue
+                    if not alt.admin:
+                        if tally is None or not fits(use, pid, tally):
+                            continue
+                        take(use, pid, tally)
             taken.append(d)
             if len(taken) == alt.count:
                 config = prepared.configs[0]
@@ -552,13 +576,17 @@ def allocate(
     device_taints: bool = True,
     partitionable: bool = True,
     held: Mapping[str, int] | None = None,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Outcome:
     """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
     why not.  Raises AllocationError when a claim or class is malformed (or a selector
     fails on one of the node's devices).  ``device_taints`` and ``partitionable`` are the
     DRADeviceTaints and DRAPartitionableDevices feature gates: with the first off, device
     taints are ignored; with the second off, devices that consume shared counters are never
-    allocated (as upstream's allocator does with the feature disabled)."""
+    allocated (as upstream's allocator does with the feature disabled).  ``deadline`` (on
+    ``clock``) bounds the search in time besides the step budget (DRASchedulerFilterTimeout):
+    past it the node is Unfit with upstream's ``timed out trying to allocate devices``."""
     prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
     node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
@@ -578,6 +606,11 @@ def allocate(
                 blocked[d.id] = f"resource pool {d.pool} is invalid: {counters.invalid[pid]}"
             elif d.id not in in_use and not fits(use, pid, left):
                 blocked[d.id] = "shared counters"
+        # greedy with counters is not exact: a failure here takes the general search
+        fast = _fast_path(prepared, devices, in_use, node_name, device_taints, counters, left,
+                          partitionable)
+        if fast is not None:
+            return fast
     else:
         simple = _simple_alternative(prepared)
         if (held is not None and simple is not None and not simple[1].admin
@@ -610,12 +643,15 @@ def allocate(
                 return out.details if isinstance(out, Unfit) else []
             return Unfit(explain=explain)
     return _search_all(prepared, node_name, devices, in_use, step_budget, counters=counters,
-                       left=left, blocked=blocked, device_taints=device_taints)
+                       left=left, blocked=blocked, device_taints=device_taints,
+                       deadline=deadline, clock=clock)
 
 
 def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
                 in_use: AbstractSet[DeviceID], step_budget: int, *, counters: Counters | None,
-                left: dict[tuple[PoolID, str], dict[str, Fraction]], blocked: dict[DeviceID, str], device_taints: bool) -> Outcome:
+                left: dict[tuple[PoolID, str], dict[str, int]], blocked: dict[DeviceID, str],
+                device_taints: bool, deadline: float | None = None,
+                clock: Callable[[], float] = time.monotonic) -> Outcome:
     """The general path: candidates per request and alternative, then the search."""
     claims = prepared.claims
     requests, constraints, configs = (prepared.requests, prepared.constraints,
@@ -683,7 +719,8 @@ def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
         details.extend(why if all(c is None for c in per_alt) else [])
     if details:
         return Unfit(details)
-    search = _Search(requests, constraints, candidates, step_budget, counters, left)
+    search = _Search(requests, constraints, candidates, step_budget, counters, left,
+                     deadline, clock)
     try:
         ok = search.run()
     except _Budget:

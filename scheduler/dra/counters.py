@@ -20,14 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from fractions import Fraction
 from typing import Any
 
 from scheduler.dra.inventory import Device, DeviceID, Inventory
-from scheduler.objects.quantity import QuantityError, parse_quantity
+from scheduler.objects.quantity import QuantityError, parse_quantity_nano
 
 PoolID = tuple[str, str]  # (driver, pool)
-Consumption = tuple[tuple[str, str, Fraction], ...]  # (counter set, counter, amount)
+Consumption = tuple[tuple[str, str, int], ...]  # (counter set, counter, amount in nano-units)
 
 
 def _name(obj: Mapping[str, Any]) -> str:
@@ -36,16 +35,16 @@ def _name(obj: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
-def _amounts(raw: Any, where: str) -> dict[str, Fraction]:
+def _amounts(raw: Any, where: str) -> dict[str, int]:
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where}: must be a map of counters")
-    out: dict[str, Fraction] = {}
+    out: dict[str, int] = {}
     for k, c in raw.items():
         value = c.get("value") if isinstance(c, Mapping) else None
         if not isinstance(value, (str, int)) or isinstance(value, bool):
             raise ValueError(f"{where}[{k}].value: must be a quantity")
         try:
-            out[str(k)] = parse_quantity(value)
+            out[str(k)] = parse_quantity_nano(value)
         except QuantityError as e:
             raise ValueError(f"{where}[{k}].value: {e}") from None
     return out
@@ -56,7 +55,7 @@ class Counters:
 
     def __init__(self, slices: Iterable[Mapping[str, Any]], inventory: Inventory) -> None:
         self.problems: list[str] = []
-        self.sets: dict[PoolID, dict[str, dict[str, Fraction]]] = {}
+        self.sets: dict[PoolID, dict[str, dict[str, int]]] = {}
         self.consumes: dict[DeviceID, Consumption] = {}
         self.invalid: dict[PoolID, str] = {}
         # per pool, the devices that consume counters (for what allocated ones use)
@@ -117,7 +116,7 @@ class Counters:
             if not raw or not isinstance(d.get("name"), str):
                 continue
             dev: DeviceID = (pid[0], pid[1], d["name"])
-            parts: list[tuple[str, str, Fraction]] = []
+            parts: list[tuple[str, str, int]] = []
             try:
                 if not isinstance(raw, list):
                     raise ValueError(f"{where}: spec.devices[{i}].consumesCounters: "
@@ -143,10 +142,10 @@ class Counters:
         return self.consumes.get(d.id, ())
 
     def left(self, devices: Sequence[Device], in_use: AbstractSet[DeviceID]
-             ) -> dict[tuple[PoolID, str], dict[str, Fraction]]:
+             ) -> dict[tuple[PoolID, str], dict[str, int]]:
         """For the pools of ``devices`` that have counters: what each counter set has left
         once the devices in ``in_use`` have taken their share."""
-        out: dict[tuple[PoolID, str], dict[str, Fraction]] = {}
+        out: dict[tuple[PoolID, str], dict[str, int]] = {}
         pools = {(d.driver, d.pool) for d in devices if d.id in self.consumes}
         for pid in pools:
             for set_name, counters in self.sets.get(pid, {}).items():
@@ -161,15 +160,15 @@ class Counters:
 
 
 def fits(consumption: Consumption, pid: PoolID,
-         left: Mapping[tuple[PoolID, str], Mapping[str, Fraction]]) -> bool:
+         left: Mapping[tuple[PoolID, str], Mapping[str, int]]) -> bool:
     for set_name, counter, amount in consumption:
         have = left.get((pid, set_name))
-        if have is None or have.get(counter, Fraction(0)) < amount:
+        if have is None or have.get(counter, 0) < amount:
             return False
     return True
 
 
 def take(consumption: Consumption, pid: PoolID,
-         left: dict[tuple[PoolID, str], dict[str, Fraction]], sign: int = 1) -> None:
+         left: dict[tuple[PoolID, str], dict[str, int]], sign: int = 1) -> None:
     for set_name, counter, amount in consumption:
         left[(pid, set_name)][counter] -= sign * amount

@@ -54,6 +54,11 @@ DRIVER_NAME_MAX = 63
 DOMAIN_MAX = 63
 ID_MAX = 32
 TAINTS_MAX = 16
+# status.devices (resource.k8s.io/v1 AllocatedDeviceStatus)
+DEVICE_STATUS_CONDITIONS_MAX = 8
+DEVICE_STATUS_INTERFACE_NAME_MAX = 256
+DEVICE_STATUS_HARDWARE_ADDRESS_MAX = 128
+DEVICE_STATUS_IPS_MAX = 16
 # partitionable devices (resource.k8s.io/v1): counters in all of a slice's sets; counter
 # consumption entries of a device
 SHARED_COUNTERS_MAX = 32
@@ -898,6 +903,50 @@ def claim_status_causes(new: Obj, old: Obj) -> list[Cause]:
             out.append(immutable("status.allocation", alloc))
     elif alloc is not None:
         out += _allocation_causes(alloc, "status.allocation", names)
+    out += _device_status_causes(st.get("devices"), alloc)
+    return out
+
+
+def _device_status_causes(raw: Any, alloc: Any) -> list[Cause]:
+    """``status.devices`` (DRAResourceClaimDeviceStatus, GA): what drivers report of the
+    allocated devices; each entry names one of the allocation's results, once."""
+    entries, out = _sized(raw, "status.devices", -1)
+    results = _list(_dict(_dict(alloc).get("devices")).get("results"))
+    allocated = {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID"))
+                 for r in (_dict(r) for r in results)}
+    seen: set[tuple[Any, ...]] = set()
+    for i, e in enumerate(entries):
+        ep = f"status.devices[{i}]"
+        if not isinstance(e, dict):
+            out.append(invalid_value(ep, e, "must be an object"))
+            continue
+        out += driver_name(e.get("driver"), f"{ep}.driver")
+        out += pool_name(e.get("pool"), f"{ep}.pool")
+        out += dns_label(e.get("device"), f"{ep}.device")
+        key = (e.get("driver"), e.get("pool"), e.get("device"), e.get("shareID"))
+        if key in seen:
+            out.append(duplicate(ep, {k: v for k, v in zip(
+                ("driver", "pool", "device", "shareID"), key) if v is not None}))
+        elif key not in allocated:
+            out.append(invalid_value(ep, {k: v for k, v in zip(
+                ("driver", "pool", "device", "shareID"), key) if v is not None},
+                "must be an allocated device in the claim"))
+        seen.add(key)
+        net = e.get("networkData")
+        if net is not None:
+            net = _dict(net)
+            name = net.get("interfaceName")
+            if isinstance(name, str) and len(name) > DEVICE_STATUS_INTERFACE_NAME_MAX:
+                out.append(too_long(f"{ep}.networkData.interfaceName",
+                                    DEVICE_STATUS_INTERFACE_NAME_MAX))
+            hw = net.get("hardwareAddress")
+            if isinstance(hw, str) and len(hw) > DEVICE_STATUS_HARDWARE_ADDRESS_MAX:
+                out.append(too_long(f"{ep}.networkData.hardwareAddress",
+                                    DEVICE_STATUS_HARDWARE_ADDRESS_MAX))
+            _, ic = _sized(net.get("ips"), f"{ep}.networkData.ips", DEVICE_STATUS_IPS_MAX)
+            out += ic
+        _, cc = _sized(e.get("conditions"), f"{ep}.conditions", DEVICE_STATUS_CONDITIONS_MAX)
+        out += cc
     return out
 
 

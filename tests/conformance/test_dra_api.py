@@ -313,7 +313,38 @@ STATUS_INVALID: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     ("result without driver",
      {"allocation": dra_allocation("node-1", [("gpu", "", "node-1", "gpu-0")])},
      [("status.allocation.devices.results[0].driver", "FieldValueRequired")]),
+    # status.devices (DRAResourceClaimDeviceStatus): drivers report on allocated devices only
+    ("device status of a device not allocated",
+     {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+      "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-1"}]},
+     [("status.devices[0]", "FieldValueInvalid")]),
+    ("device status without allocation",
+     {"devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}]},
+     [("status.devices[0]", "FieldValueInvalid")]),
+    ("device status twice",
+     {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+      "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}] * 2},
+     [("status.devices[1]", "FieldValueDuplicate")]),
+    ("device status interface name",
+     {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+      "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0",
+                   "networkData": {"interfaceName": "x" * 257}}]},
+     [("status.devices[0].networkData.interfaceName", "FieldValueTooLong")]),
 ]
+
+
+async def test_driver_reports_device_status(http: Http) -> None:
+    s, c = await http.post(CLAIMS, dra_claim("reported"))
+    status = {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+              "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0",
+                           "conditions": [{"type": "Ready", "status": "True", "reason": "Prepared",
+                                           "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                           "networkData": {"interfaceName": "net1", "ips": ["10.0.0.5/24"]},
+                           "data": {"any": "thing"}}]}
+    s, c2 = await http.put(f"{CLAIMS}/reported/status", {**c, "status": status})
+    assert s == 200, c2
+    s, got = await http.get(f"{CLAIMS}/reported")
+    assert got["status"]["devices"] == status["devices"]
 
 
 @pytest.mark.parametrize(("status", "want"), [c[1:] for c in STATUS_INVALID], ids=[c[0] for c in STATUS_INVALID])

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping, Set
+import time
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ import structlog
 
 from scheduler.client.api import resource_path
 from scheduler.config import features
+from scheduler.config.load import parse_duration
 from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
 from scheduler.dra.counters import Counters
 from scheduler.dra.inventory import DeviceID, Inventory, SliceTracker, device_ids_of
@@ -78,7 +80,7 @@ from scheduler.plugins.dynamicresources.claims import (
     pod_claims,
     reserved_for,
 )
-from scheduler.plugins.helper import validate_no_args
+from scheduler.plugins.helper import args_error
 
 log = structlog.get_logger(__name__)
 
@@ -101,6 +103,7 @@ RESOURCE_SLICES = "resourceslices"
 HELD_COUNT_AFTER = 16
 
 PREBIND_ATTEMPTS = 5
+DEFAULT_FILTER_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -130,8 +133,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                        ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
     NAME = NAME
 
-    def __init__(self, args: PluginArgs | None = None, handle: Handle | None = None) -> None:
-        validate_no_args(NAME, args)
+    def __init__(self, args: PluginArgs | None = None, handle: Handle | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._filter_timeout = _filter_timeout(args)
+        self._clock = clock
         if handle is None:
             raise ValueError(f"{NAME} needs a framework handle")
         self._handle = handle
@@ -407,7 +412,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
-                           partitionable=self._partitionable, held=held)
+                           partitionable=self._partitionable, held=held,
+                           deadline=(self._clock() + self._filter_timeout
+                                     if self._filter_timeout else None),
+                           clock=self._clock)
         except AllocationError as e:  # a CEL runtime error on one of this node's devices
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))
@@ -458,6 +466,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return  # someone uses it now
             status = dict(latest.get("status") or {})
             status.pop("allocation", None)
+            status.pop("devices", None)  # drivers' reports on the devices go with them
             status.pop("reservedFor", None)
             latest["status"] = status
             resp = await client.request("PUT", path + "/status", body=latest)
@@ -616,6 +625,30 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return []
         why = data.details.get(node_name, [])
         return list(why.details if isinstance(why, Unfit) else why)
+
+
+def _filter_timeout(args: PluginArgs | None) -> float:
+    """DynamicResourcesArgs: ``filterTimeout`` (a duration, default 10s; 0 turns the limit
+    off), read only while the DRASchedulerFilterTimeout gate is on, as upstream."""
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise args_error(NAME, "", f"must be an object, got {type(args).__name__}")
+    unknown = sorted(str(k) for k in args if k not in ("apiVersion", "kind", "filterTimeout"))
+    if unknown:
+        raise args_error(NAME, unknown[0], "unknown field")
+    raw = args.get("filterTimeout")
+    if raw is None:
+        seconds = DEFAULT_FILTER_TIMEOUT_SECONDS
+    else:
+        try:
+            seconds = parse_duration(raw)
+        except ValueError as e:
+            raise args_error(NAME, "filterTimeout", str(e)) from None
+        if seconds < 0:
+            raise args_error(NAME, "filterTimeout", f"Invalid value: {raw!r}: must be "
+                             "zero or positive")
+    return seconds if features.DEFAULT.enabled("DRASchedulerFilterTimeout") else 0.0
 
 
 class _PreBindError(Exception):

@@ -341,3 +341,17 @@ def test_a_node_whose_devices_are_all_held_is_not_walked(
     assert isinstance(again, Unfit) and again.details == first.details
     allocate(c, node=N1, inventory=inv, classes=CLASSES, in_use=held_ids, held={"n1": 2})
     assert walked == ["walk"]  # a free device: the node is looked at
+
+
+def test_deadline_reports_timeout_on_the_injected_clock() -> None:
+    # the same hopeless search with an ample step budget: the clock runs past the deadline
+    many = resource_slice("m", node="n1", devices=[device(f"d{i}") for i in range(7)])
+    c = claim("c", exactly("x", count=3), exactly("y", count=3), exactly("z", count=2))
+    ticks = iter(range(1_000_000))
+    out = allocate([c], node=N1, inventory=Inventory([many]), classes=CLASSES, in_use=set(),
+                   deadline=5.0, clock=lambda: float(next(ticks)))
+    assert isinstance(out, Unfit) and out.timed_out
+    assert out.details == ["timed out trying to allocate devices"]
+    # no deadline: the search runs to its end and says why it failed
+    out = allocate([c], node=N1, inventory=Inventory([many]), classes=CLASSES, in_use=set())
+    assert isinstance(out, Unfit) and not out.timed_out
