@@ -181,7 +181,8 @@ class Scheduler:
             # A newer pod rebases its queued status patch (upstream's SyncObject): a patch the
             # new version already shows is dropped.
             self.informers.informer("pods").add_handler(
-                on_update=lambda _old, new: dispatcher.sync_object(new))
+                on_update=lambda _old, new: dispatcher.sync_object(new),
+                on_delete=dispatcher.forget_object)
         self.informers.informer("nodes").add_handler(
             on_add=h.on_node_add, on_update=h.on_node_update, on_delete=h.on_node_delete
         )

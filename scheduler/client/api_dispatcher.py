@@ -357,6 +357,20 @@ class ApiDispatcher:
         elif current is not None and current.call_id == queued.call_id:
             self._remove_pending(uid)
 
+    def forget_object(self, obj: Any) -> None:
+        """The object was deleted (``obj``, or a tombstone holding it in ``.obj``): its
+        queued call (not one executing) is dropped."""
+        if not isinstance(obj, Mapping):
+            obj = getattr(obj, "obj", None)
+            if not isinstance(obj, Mapping):
+                return
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        queued = self._calls.get(uid)
+        if queued is None or uid in self._in_flight:
+            return
+        self._remove_pending(uid)
+        queued.finish(error=CallSkipped("the object was deleted"))
+
     def sync_object(self, obj: Mapping[str, Any]) -> None:
         """A newer version of an object arrived (an informer update): rebase its queued call
         on it, and drop the call if it has no effect any more."""

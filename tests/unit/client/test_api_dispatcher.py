@@ -318,3 +318,17 @@ async def test_the_gate_decides_whether_the_scheduler_has_a_dispatcher(flag: str
         await parts.client.close()
     finally:
         features.DEFAULT.reset()
+
+
+async def test_a_deleted_pod_drops_its_queued_patch() -> None:
+    from scheduler.client.informer import DeletedFinalStateUnknown
+
+    pods = [_pod("a"), _pod("b")]
+    patcher = Patcher(pods)
+    dispatcher = ApiDispatcher(parallelism=1)
+    queued = [dispatcher.add(_patch(patcher, p, reason="A")) for p in pods]
+    dispatcher.forget_object(pods[0])
+    dispatcher.forget_object(DeletedFinalStateUnknown(key="ns/b", obj=pods[1]))
+    assert [await _outcome(f) for f in queued] == ["skipped", "skipped"]
+    assert patcher.patches == []
+    await dispatcher.close()
