@@ -384,6 +384,26 @@ class OperationsMetrics:
             buckets=REST_CLIENT_BUCKETS,
             registry=r,
         )
+        # SchedulerAsyncAPICalls: the API dispatcher (scheduler/client/api_dispatcher.py).
+        self.async_api_call_execution = Counter(
+            "scheduler_async_api_call_execution",
+            "Total number of API calls executed by the async dispatcher.",
+            ["call_type", "result"],
+            registry=r,
+        )
+        self.async_api_call_execution_duration = Histogram(
+            "scheduler_async_api_call_execution_duration_seconds",
+            "Duration in seconds for executing API call in the async dispatcher.",
+            ["call_type", "result"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.pending_async_api_calls = Gauge(
+            "scheduler_pending_async_api_calls",
+            "Number of API calls currently pending in the async queue.",
+            ["call_type"],
+            registry=r,
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds,
         # process_open_fds, process_max_fds, process_virtual_memory_bytes (from /proc).
         ProcessCollector(registry=r)

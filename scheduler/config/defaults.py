@@ -98,13 +98,15 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (POD_TOPOLOGY_SPREAD, 2),
     (INTER_POD_AFFINITY, 2),
     # kube-scheduler 1.34+: just before DefaultPreemption, so PostFilter deallocates an idle
-    # claim before any pod is evicted
-    (DYNAMIC_RESOURCES, 0),
+    # claim before any pod is evicted; weight 2 since its Score ranks firstAvailable
+    # subrequests (DRAPrioritizedList)
+    (DYNAMIC_RESOURCES, 2),
     (DEFAULT_PREEMPTION, 0),
     (NODE_RESOURCES_BALANCED_ALLOCATION, 1),
     (IMAGE_LOCALITY, 1),
     (DEFAULT_BINDER, 0),
-    # GA in 1.37; upstream appends it to the defaults behind its (now locked) gate
+    # GA in 1.37; upstream's applyFeatureGates appends it to the defaults (after
+    # DefaultBinder, DynamicResources being in the list already)
     ("NodeDeclaredFeatures", 0),
 )
 

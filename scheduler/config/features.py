@@ -89,7 +89,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("OpportunisticBatching", BETA, True, True),
     _g("PodLevelResources", BETA, True, True),
     _g("PodSchedulingReadiness", GA, True, True),
-    _g("SchedulerAsyncAPICalls", BETA, True, False),
+    _g("SchedulerAsyncAPICalls", BETA, True, True),
     _g("SchedulerAsyncPreemption", GA, True, True),
     _g("SchedulerPopFromBackoffQ", GA, True, True),
     _g("SchedulerQueueingHints", GA, True, True),

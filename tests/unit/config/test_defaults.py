@@ -14,7 +14,7 @@ DEFAULT_ORDER = [
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", 0), ("NodeResourcesFit", 1),
     ("VolumeRestrictions", 0), ("NodeVolumeLimits", 0), ("VolumeBinding", 0),
     ("VolumeZone", 0), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
-    ("DynamicResources", 0), ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1),
+    ("DynamicResources", 2), ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1), ("DefaultBinder", 0), ("NodeDeclaredFeatures", 0),
 ]
 
