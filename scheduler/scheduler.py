@@ -97,6 +97,9 @@ class Scheduler:
         self._binding_tasks: dict[str, asyncio.Task[None]] = {}
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._leading = True
+        # Whether the leader lease is still ours by the local clock (set by the app when it
+        # elects; always true without leader election).
+        self.lease_check: Callable[[], bool] = lambda: True
         self._stopping = False
         self.cache = Cache(clock=clock, metrics=metrics)
         self.snapshot = Snapshot()
@@ -208,7 +211,7 @@ class Scheduler:
     # --- leadership --------------------------------------------------------------------------
 
     def check_still_leading(self) -> None:
-        if not self._leading:
+        if not self._leading or not self.lease_check():
             raise LostLeadershipError("lost the leader lease; refusing to bind")
 
     def lose_leadership(self) -> None:
@@ -389,6 +392,13 @@ class Scheduler:
                     break
                 done += 1
                 if not self._leading:
+                    break
+                if not self.lease_check():
+                    # Not renewed within the renew deadline (the process was paused): a
+                    # standby may lead already, so stop here rather than schedule.
+                    log.error("the leader lease was not renewed within the renew deadline; "
+                              "stopping scheduling")
+                    self.lose_leadership()
                     break
                 started = time.perf_counter()
                 pending = self.cycle.schedule_one(qpi)
