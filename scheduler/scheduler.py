@@ -18,6 +18,7 @@ import structlog
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
+from scheduler.client.api import NotFound
 from scheduler.client.informer import InformerFactory
 from scheduler.client.pod_status import StatusPatcher, update_nominated_node_name
 from scheduler.config.load import apply_extender_ignored_resources
@@ -255,6 +256,12 @@ class Scheduler:
         logged and binding goes on, as upstream (it is not worth stopping a binding)."""
         try:
             await update_nominated_node_name(self._status_patcher(), pod_info.pod, node_name)
+        except NotFound:
+            # Deleted while binding (a user's or a controller's delete): nothing is wrong
+            # with the scheduler; the binding fails on its own and is not retried.
+            log.info("pod deleted before its nomination was written", pod=pod_info.key,
+                     nominated_node_name=node_name)
+            return False
         except Exception as exc:
             log.error("failed to update the nominated node name in the binding cycle",
                       pod=pod_info.key, nominated_node_name=node_name, error=str(exc))

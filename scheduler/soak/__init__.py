@@ -49,9 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, default=2,
                    help="scheduler replicas with leader election (default %(default)s)")
     p.add_argument("--plot", metavar="PATH", default=None,
-                   help="write RSS, throughput, pending pods and attempts over time as a PNG")
+                   help="write RSS, throughput, pending pods and attempts over time as a PNG "
+                        "(default: no plot)")
     p.add_argument("--report", metavar="PATH", default=None,
-                   help="write the summary, timeline and violations as JSON")
+                   help="write the summary, timeline and violations as JSON (default: none)")
 
 
 def run(args: argparse.Namespace) -> int:

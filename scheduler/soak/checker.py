@@ -81,6 +81,12 @@ class Checker:
     def now(self) -> float:
         return self.clock() - self.t0
 
+    def restart_clock(self) -> None:
+        """Time 0 is now (the soak starts once a replica leads); the lease's holder stays."""
+        self.t0 = self.clock()
+        holder = self.leader()
+        self.lease_history = [(0.0, holder)] if holder else []
+
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> list[Informer]:
@@ -165,8 +171,11 @@ class Checker:
         self.first_node[uid] = node
         self.pending_since.pop(pod_key(pod), None)
         self.observed.binds.append(now)
-        first = self.first_seen.get(uid, now)
-        self.observed.latencies.append(now - first)
+        labels = pod["metadata"].get("labels") or {}
+        if labels.get(EXPECT) == "bound" and uid in self.first_seen:
+            # Creation -> bound, for pods that could be bound from the start (a pod that
+            # waits for the mix, e.g. for an evicted filler's room, is not the scheduler's).
+            self.observed.latencies.append(now - self.first_seen[uid])
         self.bind_of[uid] = inv.Bind(now, pod_key(pod), node, "")
         node_obj = self._node(node)
         if node_obj is not None:

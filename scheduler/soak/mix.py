@@ -246,6 +246,11 @@ class Mix:
     async def step(self) -> str:
         actions = self.choices()
         action = self.rng.choices([a for a, _ in actions], weights=[w for _, w in actions])[0]
+        return await self.do(action)
+
+    async def do(self, action: Action) -> str:
+        """Run one action, counted; an injected fault failing the mix's own request is
+        counted too and the soak goes on."""
         name = action.__name__
         try:
             what = await action()

@@ -36,6 +36,7 @@ LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 8, 6, 1
 PAUSE_SECONDS = LEASE_DURATION * 2
 COMPARE_ROUTE = "/debug/cache/compare"
 TICK = 1.0
+STARTUP_TIMEOUT = 300.0
 LEADER_CHANGES = ("pause", "kill", "term")
 
 
@@ -95,8 +96,8 @@ class Timeline:
         # A two-minute soak still sees every ingredient at least once: faults every 15 s, a
         # leader change at a third and two thirds, a quiet point mid-way and at the end.
         return cls(duration=duration, fault_every=15.0 if duration < 600 else 20.0,
-                   leader_every=min(duration / 3, 240.0),
-                   quiet_every=min(duration / 2, 180.0))
+                   leader_every=min(duration / 3, 600.0),
+                   quiet_every=min(duration / 2, 300.0))
 
 
 @dataclass
@@ -134,7 +135,8 @@ class Soak:
         self.args = args
         self.out = out
         self.rng = random.Random(args.seed)
-        self.limits = Limits(warmup=max(60.0, args.duration * 0.1))
+        # Warm-up: a minute, two in a long soak (a leader leads ~10 minutes between changes).
+        self.limits = Limits(warmup=min(max(60.0, args.duration * 0.1), 120.0))
         self.timeline = Timeline.for_duration(args.duration)
         self.faults = Faults()
         self.samples: list[Sample] = []
@@ -189,9 +191,10 @@ class Soak:
             base_nodes = [f"node-{i:04d}" for i in range(self.args.nodes)]
             mix = Mix(client, rng=self.rng, base_nodes=base_nodes, admin=sandbox.admin,
                       faults=self.faults, on_schedulable=checker.make_schedulable)
-            await mix.setup()
             for r in self.replicas:
                 r.start(now=checker.now())
+            await self._wait_leader(checker)
+            await mix.setup()
             await self._loop(checker, mix)
         finally:
             for r in self.replicas:
@@ -204,6 +207,21 @@ class Soak:
             await client.close()
             await asyncio.to_thread(sandbox.stop)
         return self.summary(checker, mix, workdir)
+
+    async def _wait_leader(self, checker: Checker) -> None:
+        """The soak's clock starts once the replicas are up and one leads (starting Python
+        processes on a loaded machine takes a while; that is not the scheduler's latency)."""
+        deadline = checker.now() + STARTUP_TIMEOUT
+        while not (checker.leader() and all(r.find_port() for r in self.replicas)):
+            if checker.now() > deadline or any(not r.alive() for r in self.replicas):
+                raise RuntimeError(f"no replica leads after {STARTUP_TIMEOUT:g}s; logs in "
+                                   f"{self.replicas[0].logdir}")
+            await asyncio.sleep(0.2)
+        shift = checker.now()
+        checker.restart_clock()
+        for r in self.replicas:
+            r.started_at -= shift
+        self.say(f"[     0s] {checker.leader()} leads; the mix starts")
 
     async def _loop(self, checker: Checker, mix: Mix) -> None:
         tl = self.timeline
@@ -246,7 +264,7 @@ class Soak:
                 self.log.append(f"{now:7.1f}s fault: {what}")
                 next_fault = now + tl.fault_every * (0.5 + self.rng.random())
             elif first_pass and now >= first_pass[0][0]:
-                what = await first_pass.pop(0)[1]()
+                what = await mix.do(first_pass.pop(0)[1])
                 self.log.append(f"{now:7.1f}s {what}")
             elif self.rng.random() < 0.7:
                 what = await mix.step()
