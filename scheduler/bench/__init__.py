@@ -161,8 +161,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.curve:
         return _run_curve(args)
+    from scheduler.bench.machine import Machine
     from scheduler.bench.run import run_point
 
+    # Named first, so a figure copied from the terminal keeps its machine.
+    print(f"kube-py-scheduler bench: {Machine.current().line()}", file=sys.stderr)
     result = asyncio.run(run_point(args, WORKLOADS[args.workload]))
     print(json.dumps(result) if args.json else format_result(result))
     return EXIT_OK if result["bound"] == result["pods"] else EXIT_FAILURE

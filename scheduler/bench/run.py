@@ -38,6 +38,7 @@ from scheduler.bench.ceiling import (
     measure_raw_binding_official_client,
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
+from scheduler.bench.machine import Machine, load_average
 from scheduler.bench.report import Progress, percentile
 from scheduler.bench.throughput import (
     SAMPLE_INTERVAL_S,
@@ -64,6 +65,7 @@ FLOOR_SCHEDULER_NAME = "bench-floor"
 # The span of binds the size advice aims for: the baseline tick, one sampled tick, a margin.
 MIN_SAMPLED_SECONDS = 3
 FLOOR_NAMESPACE = "bench-floor"
+STEADY_FLOOR_PODS = 2000  # a steady-state shape's floor run: this many plain pods at once
 
 
 def floor_config() -> Any:
@@ -107,6 +109,9 @@ class SchedulerRun:
     cycle_latencies: list[float]
     extender_calls: int = 0
     batch_reused: int = 0  # node Filter results reused by opportunistic batching
+    # The measured pods were all created (pending) before the scheduler started: the
+    # window then runs from the first bind to the last.
+    backlog: bool = False
 
     @property
     def sync_seconds(self) -> float:
@@ -114,8 +119,16 @@ class SchedulerRun:
 
     @property
     def window(self) -> float:
-        """From the first measured pod's creation to the last bind."""
+        """From the first measured pod's creation to the last bind; for a backlog, from
+        the first bind to the last."""
+        if self.backlog:
+            return self.last_bind - self.bind_times[0] if self.bind_times else 0.0
         return self.last_bind - self.creation.started
+
+    @property
+    def first_bind_seconds(self) -> float | None:
+        """From the scheduler's start (informer sync included) to the first bind."""
+        return self.bind_times[0] - self.started if self.bind_times else None
 
     @property
     def rate(self) -> float:
@@ -132,6 +145,8 @@ class SchedulerRun:
     def rates_around_creation(self) -> tuple[float | None, float | None]:
         """Pods/s bound while the creator was creating, and after it had finished (None
         for a phase that lasted no time): whether creating beside scheduling slowed it."""
+        if self.backlog:  # created before the scheduler started
+            return None, (self.rate if self.window > 0 else None)
         end = self.creation.finished
         during = bisect.bisect_right(self.bind_times, end)
         first, second = end - self.creation.started, self.last_bind - end
@@ -151,11 +166,12 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         creator: CreatorProcess, timeout: float, progress: Progress,
                         label: str, batching: bool = True,
                         during: Callable[[], Coroutine[Any, Any, None]] | None = None,
-                        ) -> SchedulerRun:
+                        backlog: bool = False) -> SchedulerRun:
     """Start the daemon's wiring and let it sync; then release ``creator`` (a ready
     :class:`CreatorProcess` holding the measured pods) and run until ``expected`` pods of
     ``namespace`` are bound; ``during`` runs beside it from the release (churn) and is
-    cancelled at the end."""
+    cancelled at the end.  ``backlog``: the creator creates every measured pod before the
+    scheduler starts, so its informers list them all as pending pods."""
     from scheduler.app import build_components
     from scheduler.metrics import SchedulerMetrics
 
@@ -198,13 +214,23 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
         return status
 
     sched.bind = counted  # type: ignore[method-assign]  # counting wrapper
+    backlog_created: CreatorReport | None = None
+    if backlog:
+        await creator.go()
+        backlog_created = await creator.result(timeout=timeout)
+        if backlog_created.failed:
+            await parts.aclose(grace_seconds=5)
+            raise RuntimeError(f"{label}: the creator failed to create "
+                               f"{backlog_created.failed} pods; first error: "
+                               f"{backlog_created.error}")
     cpu0, started = time.process_time(), time.monotonic()
     await parts.start(sync_timeout=120)
     synced = time.monotonic()
     cpu_synced = time.process_time()
     loop = asyncio.create_task(sched.run(), name="bench-scheduling-loop")
     released = time.monotonic()
-    await creator.go()
+    if backlog_created is None:
+        await creator.go()
     side = asyncio.create_task(during(), name="bench-churn") if during is not None else None
     deadline = released + timeout
     while not all_bound.is_set() and time.monotonic() < deadline:
@@ -220,7 +246,8 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     bound = min(len(bind_times), expected)
     progress.close()
     try:
-        creation = await creator.result(timeout=max(deadline - time.monotonic(), 5.0))
+        creation = (backlog_created if backlog_created is not None
+                    else await creator.result(timeout=max(deadline - time.monotonic(), 5.0)))
     finally:
         for task in (side, loop):
             if task is not None:
@@ -242,7 +269,8 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         last_bind=last_bind, bind_times=bind_times[:expected],
                         cpu=cpu_at_last_bind - cpu0, cycle_cpu=cpu_at_last_bind - cpu_synced,
                         cycle_latencies=cycle_latencies, extender_calls=extender_calls,
-                        batch_reused=batches.reused if batches is not None else 0)
+                        batch_reused=batches.reused if batches is not None else 0,
+                        backlog=backlog)
 
 
 async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
@@ -296,7 +324,7 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
                   pods: list[dict[str, Any]], concurrency: int, timeout: float,
                   progress: Progress, label: str, batching: bool = True,
                   during: Callable[[], Coroutine[Any, Any, None]] | None = None,
-                  ) -> SchedulerRun:
+                  backlog: bool = False) -> SchedulerRun:
     """The measured pods into a ready creator process, then :func:`run_scheduler` with it;
     every pod lands in the first pod's namespace."""
     creator = await CreatorProcess.start(kubeconfig, pods, concurrency=concurrency)
@@ -304,7 +332,7 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
         run = await run_scheduler(config, connection, namespace=pods[0]["metadata"]["namespace"],
                                   expected=len(pods), creator=creator, timeout=timeout,
                                   progress=progress, label=label, batching=batching,
-                                  during=during)
+                                  during=during, backlog=backlog)
     finally:
         await creator.aclose()
     if run.creation.failed:
@@ -321,6 +349,7 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     from scheduler.sandbox.testing import SandboxProcess
 
     progress = Progress(enabled=None if args.progress else False)
+    machine = Machine.current()
     nodes = args.nodes
     node_cpu = args.node_cpu or workload.node_cpu
     node_memory = args.node_memory or workload.node_memory
@@ -356,15 +385,17 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 # As many plain pods as measured, created the same way; gone before the
                 # real run.
                 await create_namespace(user, FLOOR_NAMESPACE)
+                floor_count = min(measured, STEADY_FLOOR_PODS) if workload.steady_batch else measured
                 floor_pods = [pod(f"floor-{i}", namespace=FLOOR_NAMESPACE,
-                                  scheduler_name=FLOOR_SCHEDULER_NAME) for i in range(measured)]
+                                  scheduler_name=FLOOR_SCHEDULER_NAME)
+                              for i in range(floor_count)]
                 config = floor_config()
                 config.leader_election.leader_elect = False
                 config.client_connection.qps = 0
                 floor = await measure(config, connection, kubeconfig=kubeconfig,
                                       pods=floor_pods, concurrency=args.concurrency,
                                       timeout=args.timeout, progress=progress,
-                                      label="floor: scheduling")
+                                      label="floor: scheduling", backlog=workload.backlog)
                 await user.delete(f"/api/v1/namespaces/{FLOOR_NAMESPACE}")
 
             config = load_config_file(args.config) if args.config else default_config()
@@ -397,7 +428,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             before.extend(gated_pod(i, scheduler_name) for i in range(gated))
             if before:
                 await create_all(user, before, args.concurrency, progress, "existing pods")
-            pods = [template(i, scheduler_name) for i in range(measured)]
+            pods = [template(i, scheduler_name)
+                    for i in range(1 if workload.steady_batch else measured)]
             during = None
             if workload.churn is not None:
                 # Objects that stay ("create") are capped at one per ten nodes: on a tiny
@@ -406,21 +438,35 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 during = churn_loop(user, workload, scheduler_name=scheduler_name,
                                     node_cpu=node_cpu, node_memory=node_memory,
                                     iterations=cap)
-            run = await measure(config, connection, kubeconfig=kubeconfig, pods=pods,
-                                concurrency=args.concurrency, timeout=args.timeout,
-                                progress=progress, label=f"{workload.name}: scheduling",
-                                batching=args.batching, during=during)
-            listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))["items"]
-            confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
+            if workload.allocated_claims is not None:
+                await _allocate_claims(user, workload, node_names, args.concurrency)
+            if workload.steady_batch:
+                run = await _measure_steady(config, connection, kubeconfig=kubeconfig,
+                                            workload=workload, template=pods[0],
+                                            max_pods=measured, args=args, progress=progress)
+                # deleted as they go: the pods are those the run saw scheduled
+                measured_count = confirmed = run.bound
+            else:
+                run = await measure(config, connection, kubeconfig=kubeconfig, pods=pods,
+                                    concurrency=args.concurrency, timeout=args.timeout,
+                                    progress=progress, label=f"{workload.name}: scheduling",
+                                    batching=args.batching, during=during,
+                                    backlog=workload.backlog)
+                measured_count = len(pods)
+                listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))
+                confirmed = sum(1 for p in listed["items"]
+                                if (p.get("spec") or {}).get("nodeName"))
         finally:
             await user.close()
             if extender is not None:
                 extender[0].terminate()
                 await extender[0].wait()
 
-    return _result(workload, nodes=nodes, measured=len(pods), existing=existing, gated=gated,
+    return _result(workload, nodes=nodes, measured=measured_count, existing=existing,
+                   gated=gated,
                    confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
-                   with_event_rate=with_event_rate, floor=floor, run=run)
+                   with_event_rate=with_event_rate, floor=floor, run=run,
+                   machine=machine, load_at_end=load_average())
 
 
 def no_average_reason(*, samples: int, pods: int, window: float, rate: float) -> str:
@@ -446,7 +492,8 @@ def _rounded(value: float | None, digits: int = 1) -> float | None:
 
 def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gated: int,
             confirmed: int, raw_rate: float, official_rate: float, with_event_rate: float,
-            floor: SchedulerRun | None, run: SchedulerRun) -> dict[str, Any]:
+            floor: SchedulerRun | None, run: SchedulerRun, machine: Machine | None = None,
+            load_at_end: tuple[float, float, float] | None = None) -> dict[str, Any]:
     latencies = run.cycle_latencies
     rate = run.rate
     upstream = run.throughput()
@@ -466,12 +513,24 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         # while the scheduler runs: creation and scheduling share the API server
         "pod_create_rate_per_s": round(run.creation.rate, 1),
     }
+    if machine is not None:
+        # which machine gave these figures, and how busy it was
+        result.update({
+            "cpu_model": machine.cpu_model, "cores": machine.cores,
+            "scheduler_affinity": machine.affinity,
+            "load_average_start": list(machine.load) if machine.load is not None else None,
+            "load_average_end": list(load_at_end) if load_at_end is not None else None,
+        })
+    if run.backlog:
+        result["backlog"] = True
     if floor is not None:
         result["floor_pods_per_s"] = round(floor.rate, 1)
         result["floor_pods_per_s_avg"] = _rounded(floor.throughput().average)
         result["floor_cpu_per_pod_ms"] = round(floor.cpu / max(floor.bound, 1) * 1000, 3)
         result["floor_cycle_cpu_per_pod_ms"] = round(
             floor.cycle_cpu / max(floor.bound, 1) * 1000, 3)
+        if floor.backlog:
+            result["floor_time_to_first_bind_s"] = _rounded(floor.first_bind_seconds, 3)
     result.update({
         "scheduler_pods_per_s": round(rate, 1),
         "scheduler_pods_per_s_avg": _rounded(average),
@@ -497,6 +556,7 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         result["ratio_to_floor"] = _ratio(rate, floor.rate)
     result.update({
         "informer_sync_s": round(run.sync_seconds, 3),
+        "time_to_first_bind_s": _rounded(run.first_bind_seconds, 3),
         "measured_s": round(run.window, 3),
         "wall_s": round(run.last_bind - run.started, 3),
         "cycle_p50_ms": round(percentile(latencies, 50) * 1000, 3),
@@ -581,3 +641,45 @@ async def _install_gang(user: Any, config: Any, count: int, gang_size: int, *,
         profile.plugins.multi_point.enabled.append(PluginRef("Coscheduling"))
         profile.plugins.queue_sort.enabled.append(PluginRef("Coscheduling"))
         profile.plugins.queue_sort.disabled.append(PluginRef("*"))
+
+
+async def _allocate_claims(user: Any, workload: Workload, node_names: list[str],
+                           concurrency: int) -> None:
+    """Upstream's allocResourceClaims: claims of no pod, allocated before the scheduler
+    starts (a fixed seed: the same devices every run)."""
+    import random
+
+    from scheduler.bench.steady import allocate_claims, pick_devices
+    from scheduler.bench.workloads import allocated_claim
+    from scheduler.sandbox.dradriver import parse_device_kinds
+
+    assert workload.allocated_claims is not None
+    [kind] = parse_device_kinds(workload.dra_devices)
+    count = workload.allocated_claims(len(node_names) * kind.count)
+    picks = pick_devices(count, nodes=sorted(node_names), per_node=kind.count,
+                         rng=random.Random(0))
+    await allocate_claims(user, [allocated_claim(i, node=node, device=f"{kind.name}-{d}")
+                                 for i, (node, d) in enumerate(picks)], concurrency)
+
+
+async def _measure_steady(config: Any, connection: Any, *, kubeconfig: str, workload: Workload,
+                          template: dict[str, Any], max_pods: int, args: argparse.Namespace,
+                          progress: Progress) -> SchedulerRun:
+    """A steady-state shape (``steady.py``): the run lasts the workload's duration (or until
+    ``max_pods`` pods were scheduled), its pods created and deleted by the driver process."""
+    from scheduler.bench.steady import start_driver
+
+    driver = await start_driver(kubeconfig, template, batch=workload.steady_batch,
+                                duration=workload.steady_duration_s, max_pods=max_pods,
+                                concurrency=args.concurrency)
+    try:
+        run = await run_scheduler(config, connection, namespace=MEASURED_NAMESPACE,
+                                  expected=max_pods, creator=driver,
+                                  timeout=workload.steady_duration_s, progress=progress,
+                                  label=f"{workload.name}: scheduling", batching=args.batching)
+    finally:
+        await driver.aclose()
+    if run.creation.failed:
+        raise RuntimeError(f"{workload.name}: the steady-state driver failed "
+                           f"{run.creation.failed} requests; first error: {run.creation.error}")
+    return run

@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.config import features
 from scheduler.config.types import (
     EXTENSION_POINTS,
     KubeSchedulerConfiguration,
@@ -175,6 +176,9 @@ def merge_plugin_args(name: str, args: Mapping[str, Any] | None) -> dict[str, An
         a.setdefault("defaultConstraints", [])
     elif name == VOLUME_BINDING:
         a.setdefault("bindTimeoutSeconds", 600)
+        if not a.get("shape") and features.DEFAULT.enabled("StorageCapacityScoring"):
+            # SetDefaults_VolumeBindingArgs: the nodes with the most free capacity score best
+            a["shape"] = [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]
     elif name == NODE_AFFINITY:
         pass  # addedAffinity stays unset
     return a

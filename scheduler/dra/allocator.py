@@ -6,7 +6,9 @@ extra CEL selectors, ``allocationMode`` ExactCount (``count``) or All, or ``firs
 subrequests tried in order; ``constraints`` (``matchAttribute``, ``distinctAttribute``) tie
 the devices of the requests they name; a device is free unless another claim's allocation
 holds it (an ``adminAccess`` request may use a held device and holds none); a device taint
-with effect NoSchedule/NoExecute must be tolerated by the request.  The search is a
+with effect NoSchedule/NoExecute must be tolerated by the request; a device that consumes
+shared counters of its pool (partitionable devices) is free only while those counters have
+enough left after the devices already allocated.  The search is a
 depth-first walk over requests and device combinations, bounded by a step budget (upstream
 bounds it by time) so one pathological claim cannot stall the scheduler.
 
@@ -20,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from scheduler.dra.cel import CelError, Selector, compile_selector
+from scheduler.dra.counters import Counters, PoolID, fits, take
 from scheduler.dra.inventory import (
     TAINT_EFFECTS,
     Device,
@@ -262,8 +266,12 @@ class _Budget(Exception):
 
 class _Search:
     def __init__(self, requests: list[_Request], constraints: list[list[_Constraint]],
-                 candidates: list[list[list[Device] | None]], budget: int) -> None:
+                 candidates: list[list[list[Device] | None]], budget: int,
+                 counters: Counters | None = None,
+                 left: dict[tuple[PoolID, str], dict[str, Fraction]] | None = None) -> None:
         self.requests = requests
+        self.counters = counters
+        self.left = left or {}
         self.constraints = constraints
         self.candidates = candidates
         self.budget = budget
@@ -294,6 +302,13 @@ class _Search:
             seen[v] = seen.get(v, 0) + 1
             applied.append(ci)
         if not alt.admin:  # adminAccess holds nothing
+            if self.left and self.counters is not None:
+                use = self.counters.consumption(d)
+                if use:
+                    if not fits(use, (d.driver, d.pool), self.left):
+                        self._undo(req, alt, d, applied, held=False)
+                        return None
+                    take(use, (d.driver, d.pool), self.left)
             self.picked.add(d.id)
         return applied
 
@@ -310,6 +325,10 @@ class _Search:
                 vals[ci][v] = n
         if held and not alt.admin:
             self.picked.discard(d.id)
+            if self.left and self.counters is not None:
+                use = self.counters.consumption(d)
+                if use:
+                    take(use, (d.driver, d.pool), self.left, -1)
 
     def run(self, i: int = 0) -> bool:
         if i == len(self.requests):
@@ -388,7 +407,7 @@ def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] 
 
 
 def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
-               node_name: str) -> Allocated | None:
+               node_name: str, device_taints: bool) -> Allocated | None:
     """One claim, one ExactCount request without alternatives or constraints (the common
     shape): the first free devices in order are what the search would pick.  None: take
     the general path (which also explains a failure)."""
@@ -403,21 +422,23 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
     taken: list[Device] = []
     for d in devices:
         if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
-                not d.taints or _tolerated(alt, d)):
+                not d.taints or not device_taints or _tolerated(alt, d)):
             taken.append(d)
             if len(taken) == alt.count:
                 config = prepared.configs[0]
-                return Allocated(lambda: [_allocation(alt, taken, config, node_name)], 0)
+                return Allocated(lambda: [_allocation(alt, taken, config, node_name,
+                                                      device_taints)], 0)
     return None
 
 
 def _allocation(alt: _Alternative, devs: Sequence[Device], claim_config: list[Any],
-                node_name: str) -> dict[str, Any]:
-    return _build_allocation([(alt, devs)], claim_config, node_name)
+                node_name: str, device_taints: bool = True) -> dict[str, Any]:
+    return _build_allocation([(alt, devs)], claim_config, node_name, device_taints)
 
 
 def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
-                      claim_config: list[Any], node_name: str) -> dict[str, Any]:
+                      claim_config: list[Any], node_name: str,
+                      device_taints: bool = True) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     config: list[dict[str, Any]] = []
     all_devs: list[Device] = []
@@ -431,7 +452,7 @@ def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
                                  "pool": d.pool, "device": d.name}
             if alt.admin:
                 r["adminAccess"] = True
-            if alt.raw_tolerations and d.taints:
+            if alt.raw_tolerations and d.taints and device_taints:
                 r["tolerations"] = list(alt.raw_tolerations)
             results.append(r)
             all_devs.append(d)
@@ -482,19 +503,42 @@ def allocate(
     classes: Mapping[str, Mapping[str, Any]] | None = None,
     in_use: AbstractSet[DeviceID],
     step_budget: int = DEFAULT_STEP_BUDGET,
+    counters: Counters | None = None,
+    device_taints: bool = True,
+    partitionable: bool = True,
 ) -> Outcome:
     """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
     why not.  Raises AllocationError when a claim or class is malformed (or a selector
-    fails on one of the node's devices)."""
+    fails on one of the node's devices).  ``device_taints`` and ``partitionable`` are the
+    DRADeviceTaints and DRAPartitionableDevices feature gates: with the first off, device
+    taints are ignored; with the second off, devices that consume shared counters are never
+    allocated (as upstream's allocator does with the feature disabled)."""
     prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
     claims = prepared.claims
     requests, constraints, configs = (prepared.requests, prepared.constraints,
                                       prepared.configs)
     node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
-    fast = _fast_path(prepared, devices, in_use, node_name)
-    if fast is not None:
-        return fast
+    left = counters.left(devices, in_use) if counters and partitionable else {}
+    blocked: dict[DeviceID, str] = {}  # counter-consuming devices that cannot be taken now
+    if left or (counters and (counters.invalid or not partitionable)):
+        assert counters is not None
+        for d in devices:
+            use = counters.consumption(d)
+            if not use:
+                continue
+            pid = (d.driver, d.pool)
+            if not partitionable:
+                blocked[d.id] = (f"resource pool {d.pool}: device {d.name} consumes shared "
+                                 f"counters and the DRAPartitionableDevices feature is disabled")
+            elif pid in counters.invalid:
+                blocked[d.id] = f"resource pool {d.pool} is invalid: {counters.invalid[pid]}"
+            elif d.id not in in_use and not fits(use, pid, left):
+                blocked[d.id] = "shared counters"
+    else:
+        fast = _fast_path(prepared, devices, in_use, node_name, device_taints)
+        if fast is not None:
+            return fast
     candidates: list[list[list[Device] | None]] = []
     details: list[str] = []
     for req in requests:
@@ -502,9 +546,19 @@ def allocate(
         why: list[str] = []
         for alt in req.alternatives:
             matching = [d for d in devices if _selected(alt, d, req.claim, req.name)]
-            usable = [d for d in matching if not d.taints or _tolerated(alt, d)]
+            usable = [d for d in matching
+                      if not d.taints or not device_taints or _tolerated(alt, d)]
             free = usable if alt.admin or not in_use else [
                 d for d in usable if d.id not in in_use]
+            if blocked:
+                invalid = [why_ for d in matching if (why_ := blocked.get(d.id, "")) not in (
+                    "", "shared counters")]
+                usable = [d for d in usable if not blocked.get(d.id, "").startswith(
+                    "resource pool")]
+                free = [d for d in free if d.id not in blocked or (
+                    alt.admin and not blocked[d.id].startswith("resource pool"))]
+            else:
+                invalid = []
             label = f"claim {req.claim}, request {alt.result_name}"
             if alt.mode == MODE_ALL:
                 incomplete = [d for d in matching if d.pool_ref is not None
@@ -531,12 +585,16 @@ def allocate(
                 elif len(matching) < alt.count:
                     why.append(f"{label}: needs {alt.count}, only {len(matching)} match on "
                                f"this node")
+                elif invalid and len(usable) < alt.count:
+                    why.append(f"{label}: needs {alt.count}, {len(matching)} match but "
+                               f"{invalid[0]}")
                 elif len(usable) < alt.count:
                     why.append(f"{label}: needs {alt.count}, {len(matching)} match but "
                                f"{len(matching) - len(usable)} have untolerated taints")
                 else:
+                    shared = " or their shared counters used up" if blocked else ""
                     why.append(f"{label}: needs {alt.count}, {len(matching)} match, "
-                               f"{len(free)} free (the others are allocated)")
+                               f"{len(free)} free (the others are allocated{shared})")
                 per_alt.append(None)
             else:
                 per_alt.append(free)
@@ -544,14 +602,15 @@ def allocate(
         details.extend(why if all(c is None for c in per_alt) else [])
     if details:
         return Unfit(details)
-    search = _Search(requests, constraints, candidates, step_budget)
+    search = _Search(requests, constraints, candidates, step_budget, counters, left)
     try:
         ok = search.run()
     except _Budget:
         return Unfit([REASON_TIMEOUT], timed_out=True)
     if not ok:
         return Unfit(["the free devices do not satisfy the claims' constraints together "
-                      "(matchAttribute/distinctAttribute), or two requests need the same device"])
+                      "(matchAttribute/distinctAttribute), or two requests need the same device"
+                      + (" or the same shared counters" if left else "")])
     allocations: list[dict[str, Any]] = []
     rank = 0
     per_claim: list[list[tuple[_Request, _Alternative, list[Device]]]] = [[] for _ in claims]
@@ -560,5 +619,5 @@ def allocate(
         rank += ai
     for ci, picks in enumerate(per_claim):
         allocations.append(_build_allocation([(alt, devs) for _req, alt, devs in picks],
-                                             configs[ci], node_name))
+                                             configs[ci], node_name, device_taints))
     return Allocated(allocations, rank)

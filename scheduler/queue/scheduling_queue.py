@@ -741,6 +741,10 @@ class SchedulingQueue:
         gauge.labels(queue=UNSCHEDULABLE).set_function(
             lambda: len(self._pool.unschedulable))
         gauge.labels(queue=GATED).set_function(lambda: len(self._pool.gated))
+        # Upstream 1.35+ also counts pods waiting for their (Workload API) pod group to be
+        # created or requeued; a gang's pods here queue one by one, so none ever waits there.
+        gauge.labels(queue="incomplete").set(0)
+        gauge.labels(queue="pending").set(0)
         # scheduler_queued_entities{queue,type}: every entity here is a pod (pod groups queue
         # as their pods), so type="pod" mirrors scheduler_pending_pods.
         entities = self._metrics.queued_entities

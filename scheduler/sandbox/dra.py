@@ -54,6 +54,11 @@ DRIVER_NAME_MAX = 63
 DOMAIN_MAX = 63
 ID_MAX = 32
 TAINTS_MAX = 16
+# partitionable devices (resource.k8s.io/v1): counters in all of a slice's sets; counter
+# consumption entries of a device
+SHARED_COUNTERS_MAX = 32
+COUNTERS_PER_SET_MAX = 32
+DEVICE_COUNTER_CONSUMPTIONS_MAX = 32
 TOLERATIONS_MAX = 16
 OPAQUE_PARAMETERS_MAX = 10 * 1024
 
@@ -667,6 +672,39 @@ def _taint(t: Any, path: str) -> list[Cause]:
     return out
 
 
+def _counters(raw: Any, path: str) -> list[Cause]:
+    """A map of counters (a counter set's, or what a device consumes of one)."""
+    if not isinstance(raw, dict) or not raw:
+        return [required(path)] if not raw else [invalid_value(path, raw, "must be a map")]
+    out: list[Cause] = []
+    if len(raw) > COUNTERS_PER_SET_MAX:
+        out.append(too_many(path, len(raw), COUNTERS_PER_SET_MAX))
+    for k, c in raw.items():
+        out += dns_label(k, path)
+        if not isinstance(c, dict):
+            out.append(invalid_value(f"{path}[{k}]", c, "must be an object"))
+            continue
+        out += _quantity(c.get("value"), f"{path}[{k}].value")
+    return out
+
+
+def _shared_counters(raw: Any, path: str) -> list[Cause]:
+    sets, out = _sized(raw, path, -1)
+    total = sum(len(_dict(_dict(cs).get("counters"))) for cs in sets)
+    if total > SHARED_COUNTERS_MAX:
+        out.append(invalid_value(path, total, "the total number of counters must not exceed "
+                                 f"{SHARED_COUNTERS_MAX}"))
+    for i, cs in enumerate(sets):
+        sp = f"{path}[{i}]"
+        if not isinstance(cs, dict):
+            out.append(invalid_value(sp, cs, "must be an object"))
+            continue
+        out += dns_label(cs.get("name"), f"{sp}.name")
+        out += _counters(cs.get("counters"), f"{sp}.counters")
+    out += _unique([(i, _dict(cs).get("name")) for i, cs in enumerate(sets)], path)
+    return out
+
+
 def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
     if not isinstance(d, dict):
         return [invalid_value(path, d, "must be an object")]
@@ -693,6 +731,18 @@ def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
         out += _quantity(c.get("value"), f"{cp}.value")
         if c.get("requestPolicy") is not None and not d.get("allowMultipleAllocations"):
             out.append(forbidden(f"{cp}.requestPolicy", "allowMultipleAllocations must be true"))
+    consumes, cc = _sized(d.get("consumesCounters"), f"{path}.consumesCounters",
+                          DEVICE_COUNTER_CONSUMPTIONS_MAX)
+    out += cc
+    for i, c in enumerate(consumes):
+        cp = f"{path}.consumesCounters[{i}]"
+        if not isinstance(c, dict):
+            out.append(invalid_value(cp, c, "must be an object"))
+            continue
+        out += dns_label(c.get("counterSet"), f"{cp}.counterSet")
+        out += _counters(c.get("counters"), f"{cp}.counters")
+    out += _unique([(i, _dict(c).get("counterSet")) for i, c in enumerate(consumes)],
+                   f"{path}.consumesCounters")
     taints, tc = _sized(d.get("taints"), f"{path}.taints", TAINTS_MAX)
     out += tc
     for i, t in enumerate(taints):
@@ -757,8 +807,9 @@ def slice_spec_causes(spec: Any) -> list[Cause]:
         out.append(invalid_value("spec", "{" + ", ".join(set_fields) + "}",
                                  "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` "
                                  "is required, but multiple fields are set"))
-    if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
+    if spec.get("sharedCounters") and spec.get("devices"):
         out.append(invalid_value("spec", "", "only one of `sharedCounters` or `devices` is allowed"))
+    out += _shared_counters(spec.get("sharedCounters"), "spec.sharedCounters")
     devs_raw = _list(spec.get("devices"))
     advanced = any(isinstance(d, dict) and (d.get("taints") or d.get("consumesCounters")) for d in devs_raw)
     devs, dc = _sized(spec.get("devices"), "spec.devices",

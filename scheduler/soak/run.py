@@ -34,7 +34,8 @@ LEASE_NAMESPACE = "kube-system"
 # several hand-overs, loose enough for a loaded 2-core machine.
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 8, 6, 1
 PAUSE_SECONDS = LEASE_DURATION * 2
-COMPARE_ROUTE = "/debug/cache/compare"
+# The cache comparer against a fresh LIST of the cluster (scheduler/explain/debug.py).
+COMPARE_ROUTE = "/debug/cache/compare?fresh=true"
 TICK = 1.0
 STARTUP_TIMEOUT = 300.0
 LEADER_CHANGES = ("pause", "kill", "term")

@@ -31,7 +31,9 @@ from typing import Any
 import structlog
 
 from scheduler.client.api import resource_path
+from scheduler.config import features
 from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
+from scheduler.dra.counters import Counters
 from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -103,6 +105,7 @@ class _State:
     to_allocate: list[Mapping[str, Any]] = field(default_factory=list)
     allocated_selectors: list[tuple[str, NodeSelector | None]] = field(default_factory=list)
     inventory: Inventory | None = None
+    counters: Counters | None = None  # partitionable devices' shared counters
     prepared: Prepared | None = None
     # devices held by other claims: the tracker's live view (events) or a scan's set
     in_use: Set[DeviceID] = field(default_factory=set)
@@ -128,11 +131,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._handle = handle
         self.tracker = ClaimTracker()
         self._inventory: Inventory | None = None
+        self._counters: Counters | None = None
+        self._device_taints = features.DEFAULT.enabled("DRADeviceTaints")
+        self._partitionable = features.DEFAULT.enabled("DRAPartitionableDevices")
         self._inventory_key: tuple[tuple[str, str], ...] = ()
         self._tasks: set[asyncio.Task[None]] = set()
         # Whether the tracker follows the claim informer's events (subscribed on first use:
         # the informers exist by then); otherwise every PreFilter scans the claims.
         self._watching: bool | None = None
+
+    @property
+    def follows_claim_events(self) -> bool:
+        """Whether the tracker's held devices follow the claim informer's events (the cache
+        comparer checks them only then; otherwise every PreFilter scans the claims)."""
+        return self._watching is True
 
     # --- listers -------------------------------------------------------------------------------
 
@@ -159,7 +171,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             self._inventory_key = key
             for problem in self._inventory.problems:
                 log.warning("malformed ResourceSlice ignored", problem=problem)
+            self._counters = Counters(slices, self._inventory)
+            for problem in self._counters.problems:
+                log.warning("invalid shared counters", problem=problem)
         return self._inventory
+
+    def counters(self) -> Counters:
+        """The shared counters of the current ResourceSlices (partitionable devices)."""
+        self.inventory()
+        assert self._counters is not None
+        return self._counters
 
     def _in_use(self) -> Set[DeviceID]:
         """The devices held by allocated claims and by allocations in flight."""
@@ -279,6 +300,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.allocated_selectors.append((key_of(claim), sel))
         if data.to_allocate:
             data.inventory = self.inventory()
+            data.counters = self._counters
             data.in_use = self._in_use()
             # Malformed claims, unknown classes, CEL that does not compile: the pod waits
             # for a claim or class event, and says why.
@@ -342,7 +364,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
         try:
-            out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use)
+            out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
+                           counters=data.counters, device_taints=self._device_taints,
+                           partitionable=self._partitionable)
         except AllocationError as e:  # a CEL runtime error on one of this node's devices
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))

@@ -12,6 +12,7 @@ import pytest
 from scheduler.bench import build_parser
 from scheduler.bench.report import Progress, curve_table, format_result
 from scheduler.bench.creator import CreatorReport
+from scheduler.bench.machine import Machine, cpu_model
 from scheduler.bench.run import SchedulerRun, _result, churn_loop
 from scheduler.bench.workloads import (
     EXISTING_NAMESPACE,
@@ -145,12 +146,13 @@ def test_result_table_shows_a_missing_average_as_a_dash() -> None:
 
 
 def _run(*, binds: list[float], started: float = 0.0, synced: float = 2.0,
-         creation: tuple[float, float] = (2.01, 4.0)) -> SchedulerRun:
+         creation: tuple[float, float] = (2.01, 4.0), backlog: bool = False) -> SchedulerRun:
     return SchedulerRun(
         bound=len(binds), started=started, synced=synced, released=synced,
         creation=CreatorReport(created=len(binds), failed=0, error="",
                                started=creation[0], finished=creation[1]),
-        last_bind=max(binds), bind_times=binds, cpu=1.0, cycle_cpu=0.5, cycle_latencies=[])
+        last_bind=max(binds), bind_times=binds, cpu=1.0, cycle_cpu=0.5, cycle_latencies=[],
+        backlog=backlog)
 
 
 def test_run_figures_time_the_window_from_the_first_creation_to_the_last_bind() -> None:
@@ -243,3 +245,70 @@ def test_dra_shape_pods_each_use_a_claim_from_the_template() -> None:
     assert t["metadata"]["name"] == CLAIM_TEMPLATE
     [req] = t["spec"]["spec"]["devices"]["requests"]
     assert req["exactly"]["deviceClassName"] == "gpu.example.com"
+
+
+def test_a_backlog_is_timed_from_the_first_bind_and_reports_the_wait_for_it() -> None:
+    # Pods created at -3..-1 (before the scheduler started at 0), synced at 2, binds from
+    # 2.5 to 6.5: the window is the binds' span, the first bind came 2.5 s after the start.
+    binds = [2.5 + i / 100 for i in range(401)]
+    run = _run(binds=binds, creation=(-3.0, -1.0), backlog=True)
+    assert run.window == pytest.approx(4.0)
+    assert run.rate == pytest.approx(401 / 4.0)
+    assert run.first_bind_seconds == pytest.approx(2.5)
+    assert run.rates_around_creation() == (None, pytest.approx(401 / 4.0))
+    result = _result(WORKLOADS["Backlog"], nodes=10, measured=401, existing=0, gated=0,
+                     confirmed=401, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=run, run=run)
+    assert result["backlog"] is True
+    assert result["measured_s"] == 4.0
+    assert result["time_to_first_bind_s"] == result["floor_time_to_first_bind_s"] == 2.5
+    assert result["ratio_to_binding_with_event"] == round(401 / 4.0 / 800, 3)
+    assert result["pods_per_s_while_creating"] is None
+
+
+def test_a_stream_is_timed_from_the_first_creation_and_has_no_backlog_key() -> None:
+    run = _run(binds=[2.5, 3.0, 4.5])
+    assert run.window == pytest.approx(4.5 - 2.01)
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=3, existing=0,
+                     gated=0, confirmed=3, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=run, run=run)
+    assert "backlog" not in result and "floor_time_to_first_bind_s" not in result
+    assert result["time_to_first_bind_s"] == 2.5
+
+
+def test_the_backlog_shape_is_pending_before_the_scheduler_starts() -> None:
+    w = WORKLOADS["Backlog"]
+    assert (w.backlog, w.measured_pods, w.existing_pods, w.upstream_floor) == (
+        True, 10000, 0, None)
+    assert not any(o.backlog for name, o in WORKLOADS.items() if name != "Backlog")
+
+
+@pytest.mark.parametrize(("cpuinfo", "model"), [
+    pytest.param("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+                 "processor\t: 1\nmodel name\t: AMD EPYC 7B13\n", "AMD EPYC 7B13", id="x86"),
+    pytest.param("processor\t: 0\nBogoMIPS\t: 50.00\nModel\t: Raspberry Pi 4\n",
+                 "Raspberry Pi 4", id="arm"),
+])
+def test_the_cpu_model_is_read_from_cpuinfo(cpuinfo: str, model: str) -> None:
+    assert cpu_model(cpuinfo) == model
+
+
+def test_the_machine_line_names_the_model_cores_affinity_and_load() -> None:
+    line = Machine(cpu_model="AMD EPYC", cores=2, affinity=1, load=(3.5, 2.25, 1.0)).line()
+    assert line == ("AMD EPYC, 2 cores (the scheduler may use 1); "
+                    "load average 3.50 / 2.25 / 1.00")
+    assert Machine(cpu_model="X", cores=2, affinity=2, load=None).line() == (
+        "X, 2 cores; load average unknown")
+
+
+def test_the_result_names_the_machine_and_the_load_at_both_ends() -> None:
+    run = _run(binds=[2.5, 3.0, 4.5])
+    machine = Machine(cpu_model="AMD EPYC", cores=2, affinity=2, load=(4.0, 3.0, 2.0))
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=3, existing=0,
+                     gated=0, confirmed=3, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=run, machine=machine,
+                     load_at_end=(5.0, 3.5, 2.1))
+    assert (result["cpu_model"], result["cores"], result["scheduler_affinity"],
+            result["load_average_start"], result["load_average_end"]) == (
+        "AMD EPYC", 2, 2, [4.0, 3.0, 2.0], [5.0, 3.5, 2.1])
+    assert "AMD EPYC" in format_result(result)

@@ -100,7 +100,8 @@ def test_effective_plugins_per_point() -> None:
         ("PodTopologySpread", None, {"defaultingType": "System", "defaultConstraints": []}),
         ("PodTopologySpread", {"defaultConstraints": [{"maxSkew": 1}]},
          {"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1}]}),
-        ("VolumeBinding", None, {"bindTimeoutSeconds": 600}),
+        ("VolumeBinding", None, {"bindTimeoutSeconds": 600, "shape": [
+            {"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}),
         ("NodeAffinity", None, {}),
         ("Coscheduling", {"permitWaitingTimeSeconds": 3}, {"permitWaitingTimeSeconds": 3}),
     ],

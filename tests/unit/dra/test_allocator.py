@@ -200,3 +200,19 @@ def test_step_budget_reports_timeout() -> None:
     out = allocate([c], node=N1, inventory=Inventory([many]), classes=CLASSES, in_use=set(),
                    step_budget=50)
     assert isinstance(out, Unfit) and out.timed_out
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_device_taints_follow_their_gate(gate: bool) -> None:
+    # DRADeviceTaints off: a device's taints are ignored (and no tolerations are written)
+    slices = [resource_slice("s", node="n1", devices=[device("t0", taints=[
+        {"key": "broken", "value": "yes", "effect": "NoSchedule"}])])]
+    for tolerate in (False, True):
+        tol = [{"key": "broken", "operator": "Exists"}] if tolerate else None
+        out = allocate([claim("c", exactly("r", tolerations=tol))], node=N1,
+                       inventory=Inventory(slices), classes=CLASSES, in_use=set(),
+                       device_taints=gate)
+        assert isinstance(out, Allocated) is (tolerate or not gate)
+        if isinstance(out, Allocated):
+            result = out.allocations[0]["devices"]["results"][0]
+            assert ("tolerations" in result) is gate
