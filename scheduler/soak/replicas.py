@@ -100,6 +100,19 @@ class Replica:
         self.lines_read += len(lines)
         return lines
 
+    def is_candidate(self) -> bool:
+        """This incarnation has synced and stands for the lease (it logged waiting for or
+        holding it): a standby ready to take over."""
+        if not self.alive() or self.paused:
+            return False
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.start_offset)
+                text = f.read()
+        except OSError:
+            return False
+        return b"waiting for the leader lease" in text or b"acquired the leader lease" in text
+
     def find_port(self) -> int:
         """The metrics port this incarnation logged (0 until it has), without consuming
         the lines :meth:`new_lines` hands to the checker."""

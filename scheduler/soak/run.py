@@ -258,8 +258,8 @@ class Soak:
                     return
                 continue
             if now >= next_leader and self.args.replicas > 1:
-                await self._leader_change(checker)
-                next_leader = now + tl.leader_every
+                changed = await self._leader_change(checker)
+                next_leader = now + (tl.leader_every if changed else 5.0)
             elif now >= next_fault:
                 what = await mix.inject_fault()
                 self.log.append(f"{now:7.1f}s fault: {what}")
@@ -349,7 +349,7 @@ class Soak:
 
     # ------------------------------------------------------------ leader changes
 
-    async def _leader_change(self, checker: Checker) -> None:
+    async def _leader_change(self, checker: Checker) -> bool:
         """Cause a leader change, in turn: pause the leader past its lease (SIGSTOP, SIGCONT
         later: it must find the lease lost and bind nothing meanwhile), kill it (SIGKILL:
         the standby takes over when the lease expires), stop it (SIGTERM: it hands the lease
@@ -357,7 +357,9 @@ class Soak:
         leader = next((r for r in self.replicas if r.identity == checker.leader() and r.alive()
                        and not r.paused), None)
         if leader is None:
-            return
+            return False
+        if not all(r.is_candidate() for r in self.replicas if r is not leader):
+            return False  # no standby ready yet (one restarting): HA has nobody to fail over to
         how = LEADER_CHANGES[self.leader_change_count % len(LEADER_CHANGES)]
         self.leader_change_count += 1
         now = checker.now()
@@ -376,6 +378,7 @@ class Soak:
             leader.signal(signal.SIGSTOP)
             self.faults.note("pause", self.faults_clock())
             self.resume_at[leader.identity] = now + PAUSE_SECONDS
+        return True
 
     def _resume_paused(self, now: float) -> None:
         for r in self.replicas:
