@@ -171,6 +171,7 @@ class MixState:
     tainted: str = ""
     partial_since: float | None = None  # the partly fitting gang exists since
     partial_node: bool = False  # its third pool node exists
+    partial_generation: int = 0
     counter: int = 0
 
     def next_name(self, prefix: str) -> str:
@@ -358,27 +359,30 @@ class Mix:
         """The gang that partly fits: create it; later add the pool node that lets it fit
         (from then on it must be bound); later delete gang and node."""
         s = self.state
-        pool_node = "gang-pool-2"
+        # Each generation has names of its own (see the docs' soak page: reusing them is
+        # what the first hour-long soak stopped on).
+        gang = f"{PARTIAL_GANG}-g{s.partial_generation}"
+        pool_node = f"gang-pool-x{s.partial_generation}"
         if s.partial_since is None:
             await self.client.create(PODGROUPS.format(ns=NAMESPACE),
-                                     pod_group(PARTIAL_GANG, PARTIAL_MEMBERS))
+                                     pod_group(gang, PARTIAL_MEMBERS))
             for i in range(PARTIAL_MEMBERS):
                 await self.client.create(
                     f"{API_CORE}/namespaces/{NAMESPACE}/pods",
-                    pod(f"{PARTIAL_GANG}-{i}", expect="any",
-                        labels={POD_GROUP_LABEL: PARTIAL_GANG}, cpu=PARTIAL_CPU, pool="gang"))
+                    pod(f"{gang}-{i}", expect="any",
+                        labels={POD_GROUP_LABEL: gang}, cpu=PARTIAL_CPU, pool="gang"))
             s.partial_since = self.clock()
-            return "partly fitting gang created"
+            return f"partly fitting gang {gang} created"
         if not s.partial_node:
             await self.client.create(f"{API_CORE}/nodes",
                                      node(pool_node, cpu=POOL_NODE_CPU, pool="gang"))
             s.partial_node = True
-            self.on_schedulable([f"{NAMESPACE}/{PARTIAL_GANG}-{i}"
-                                 for i in range(PARTIAL_MEMBERS)])
-            return "third gang pool node added: the partial gang fits"
-        await self._delete_gang(PARTIAL_GANG)
+            self.on_schedulable([f"{NAMESPACE}/{gang}-{i}" for i in range(PARTIAL_MEMBERS)])
+            return f"pool node {pool_node} added: the partial gang {gang} fits"
+        await self._delete_gang(gang)
         await self._delete(f"{API_CORE}/nodes/{pool_node}")
         s.partial_since, s.partial_node = None, False
+        s.partial_generation += 1
         return "partial gang and its node deleted"
 
     # ------------------------------------------------------------ nodes
