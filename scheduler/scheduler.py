@@ -458,6 +458,12 @@ class Scheduler:
                     break
             complete = fwk.pod_group_pass_done(plugin, pod_info)
             result = "scheduled" if complete else "unschedulable"
+            if not complete:
+                # The members tried now back off from now: restart the others' backoff too,
+                # or members that failed apart stay out of step for ever (each pass finds the
+                # others still backing off: the soak's partly fitting gang never bound once
+                # its node came).  Only delays: no pod is tried sooner than its backoff.
+                self.queue.restart_backoff(m for m in members if m is not pod_info.pod)
         finally:
             self.metrics.podgroup_schedule_attempts.labels(result, fwk.profile_name).inc()
             self.metrics.podgroup_scheduling_attempt_duration.labels(
