@@ -155,6 +155,7 @@ class Soak:
         self.log: list[str] = []
         self.stop_reason = ""
         self.leader_change_count = 0
+        self.evidence: dict[str, Any] = {}
         self.resume_at: dict[str, float] = {}
 
     def say(self, text: str) -> None:
@@ -197,6 +198,8 @@ class Soak:
             await self._wait_leader(checker)
             await mix.setup()
             await self._loop(checker, mix)
+            if checker.violations:
+                self.evidence = await asyncio.to_thread(self._gather_evidence, checker)
         finally:
             for r in self.replicas:
                 await asyncio.to_thread(r.stop)
@@ -456,6 +459,29 @@ class Soak:
                 checker.record(inv.cpu_busy(cpu, wall, threshold=self.limits.idle_cpu,
                                             replica=r.identity, at=checker.now()))
 
+    def _gather_evidence(self, checker: Checker) -> dict[str, Any]:
+        """What the replicas say about the objects of the first violations (the leader's
+        ``/debug/pods`` diagnosis of each pod, its queue, a comparison of its cache with a
+        fresh list), and where their logs are."""
+        out: dict[str, Any] = {"logs": [str(r.log_path) for r in self.replicas]}
+        leader = next((r for r in self.replicas if r.identity == checker.leader()), None)
+        if leader is None:
+            return out
+        pods: dict[str, Any] = {}
+        for v in checker.violations[:3]:
+            for obj in v.objects[:10]:
+                kind, _, key = obj.partition(" ")
+                ns, _, name = key.partition("/")
+                if kind == "Pod" and name:
+                    status, body = leader.get(f"/debug/pods/{ns}/{name}")
+                    pods[key] = json.loads(body) if status == 200 else f"{status}: {body[:200]}"
+        out["debug_pods"] = pods
+        status, body = leader.get("/debug/queue")
+        out["debug_queue"] = json.loads(body) if status == 200 else f"{status}"
+        status, body = leader.get(COMPARE_ROUTE, timeout=30)
+        out["cache_compare"] = json.loads(body) if status == 200 else f"{status}"
+        return out
+
     # ------------------------------------------------------------ the summary
 
     def summary(self, checker: Checker, mix: Mix, workdir: Path) -> dict[str, Any]:
@@ -494,6 +520,7 @@ class Soak:
                        "warmup_s": self.limits.warmup,
                        "idle_cpu_fraction": self.limits.idle_cpu},
             "violations": [v.as_dict() for v in checker.violations],
+            "evidence": self.evidence,
             "workdir": str(workdir),
             "timeline": [{"t": round(s.t, 1), "rss": s.rss, "pending": s.pending,
                           "binds": s.binds, "attempts": s.attempts} for s in self.samples],
