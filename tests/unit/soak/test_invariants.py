@@ -31,6 +31,9 @@ LOG_ERROR = json.dumps({"event": "binding task crashed", "level": "error"})
 LOG_TRACEBACK = json.dumps({"event": "forget failed", "level": "error",
                             "exception": "Traceback (most recent call last):\n  ..."})
 LOG_LEASE = json.dumps({"event": "lost the leader lease; stopping at once", "level": "error"})
+LOG_INJECTED = json.dumps({"event": "preemption of a victim failed", "level": "error",
+                           "error": "adding the DisruptionTarget condition to pod soak/f: "
+                                    "HTTP 500 injected fault: InternalError"})
 LOG_INFO = json.dumps({"event": "unable to schedule pod; waiting", "level": "info"})
 
 # (invariant, case, check -> violations); clean cases expect none.
@@ -131,6 +134,9 @@ def test_every_invariant_has_a_crafted_violation() -> None:
     (LOG_TRACEBACK, {"pause", "api-errors"}, "traceback"),
     (LOG_LEASE, set(), "error without a cause"),
     (LOG_LEASE, {"pause"}, None),
+    (LOG_INJECTED, {"api-errors"}, None),  # names the injected failure, injected lately
+    (LOG_INJECTED, {"pause"}, "error without a cause"),
+    (LOG_INJECTED, set(), "error without a cause"),
     ("Traceback (most recent call last):", set(), "traceback"),
     ("plain text", set(), None),
 ])
