@@ -38,6 +38,8 @@ PAUSE_SECONDS = LEASE_DURATION * 2
 COMPARE_ROUTE = "/debug/cache/compare?fresh=true"
 TICK = 1.0
 STARTUP_TIMEOUT = 300.0
+# A replica that started or was resumed this recently is catching up, not idle.
+SETTLE_SECONDS = 30.0
 LEADER_CHANGES = ("pause", "kill", "term")
 
 
@@ -157,6 +159,7 @@ class Soak:
         self.leader_change_count = 0
         self.evidence: dict[str, Any] = {}
         self.resume_at: dict[str, float] = {}
+        self.resumed_at: dict[str, float] = {}
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -383,12 +386,13 @@ class Soak:
             self.resume_at[leader.identity] = now + PAUSE_SECONDS
         return True
 
-    def _resume_paused(self, now: float) -> None:
+    def _resume_paused(self, now: float, *, force: bool = False) -> None:
         for r in self.replicas:
-            if r.paused and now >= self.resume_at.get(r.identity, float("inf")):
-                del self.resume_at[r.identity]
+            if r.paused and (force or now >= self.resume_at.get(r.identity, float("inf"))):
+                self.resume_at.pop(r.identity, None)
                 self.faults.note("pause", self.faults_clock())
                 r.signal(signal.SIGCONT)
+                self.resumed_at[r.identity] = now
 
     # ------------------------------------------------------------ quiet points
 
@@ -399,7 +403,7 @@ class Soak:
         self.say(f"[{now:6.0f}s] quiet point{' (final)' if final else ''}")
         with contextlib.suppress(Exception):
             await mix.clear_faults()
-        self._resume_paused(float("inf"))  # a paused replica comes back first
+        self._resume_paused(checker.now(), force=True)  # a paused replica comes back first
 
         async def settle(seconds: float) -> None:
             end = checker.now() + seconds
@@ -452,6 +456,8 @@ class Soak:
             usage1 = proc_usage(pid) if pid else None
             if usage0 is None or usage1 is None or r.pid != pid:
                 continue
+            if t - max(r.started_at, self.resumed_at.get(r.identity, -1e9)) < SETTLE_SECONDS:
+                continue  # starting, or just resumed from a pause: catching up, not idle
             cpu = usage1[1] - usage0[1]
             self.idle_cpu.append({"at": round(t, 1), "replica": r.identity,
                                   "cpu_fraction": round(cpu / wall, 3)})
