@@ -18,6 +18,7 @@ import structlog
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
+from scheduler.client.api import NotFound
 from scheduler.client.api_dispatcher import (
     ApiDispatcher,
     CallOverwritten,
@@ -105,6 +106,9 @@ class Scheduler:
         self._binding_tasks: dict[str, asyncio.Task[None]] = {}
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._leading = True
+        # Whether the leader lease is still ours by the local clock (set by the app when it
+        # elects; always true without leader election).
+        self.lease_check: Callable[[], bool] = lambda: True
         self._stopping = False
         self.cache = Cache(clock=clock, metrics=metrics)
         self.snapshot = Snapshot()
@@ -230,7 +234,7 @@ class Scheduler:
     # --- leadership --------------------------------------------------------------------------
 
     def check_still_leading(self) -> None:
-        if not self._leading:
+        if not self._leading or not self.lease_check():
             raise LostLeadershipError("lost the leader lease; refusing to bind")
 
     def lose_leadership(self) -> None:
@@ -306,6 +310,12 @@ class Scheduler:
                     # patch of the pod carries it.
                     await self.api_dispatcher.add(
                         self._status_patch(pod, nominated_node_name=node_name))
+        except NotFound:
+            # Deleted while binding (a user's or a controller's delete): nothing is wrong
+            # with the scheduler; the binding fails on its own and is not retried.
+            log.info("pod deleted before its nomination was written", pod=pod_info.key,
+                     nominated_node_name=node_name)
+            return False
         except Exception as exc:
             log.error("failed to update the nominated node name in the binding cycle",
                       pod=pod_info.key, nominated_node_name=node_name, error=str(exc))
@@ -457,6 +467,13 @@ class Scheduler:
                 done += 1
                 if not self._leading:
                     break
+                if not self.lease_check():
+                    # Not renewed within the renew deadline (the process was paused): a
+                    # standby may lead already, so stop here rather than schedule.
+                    log.error("the leader lease was not renewed within the renew deadline; "
+                              "stopping scheduling")
+                    self.lose_leadership()
+                    break
                 started = time.perf_counter()
                 pending = self.cycle.schedule_one(qpi)
                 if pending is not None:
@@ -508,6 +525,12 @@ class Scheduler:
                     break
             complete = fwk.pod_group_pass_done(plugin, pod_info)
             result = "scheduled" if complete else "unschedulable"
+            if not complete:
+                # The members tried now back off from now: restart the others' backoff too,
+                # or members that failed apart stay out of step for ever (each pass finds the
+                # others still backing off: the soak's partly fitting gang never bound once
+                # its node came).  Only delays: no pod is tried sooner than its backoff.
+                self.queue.restart_backoff(m for m in members if m is not pod_info.pod)
         finally:
             self.metrics.podgroup_schedule_attempts.labels(result, fwk.profile_name).inc()
             self.metrics.podgroup_scheduling_attempt_duration.labels(

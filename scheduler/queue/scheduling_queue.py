@@ -372,6 +372,30 @@ class SchedulingQueue:
             taken.append(qpi)
         return taken
 
+    def restart_backoff(self, pods: Iterable[dict[str, Any]]) -> int:
+        """Restart the backoff of these pods from now, where they are backing off (backoffQ
+        or the unschedulable pool): a gang whose pass failed puts its members that were not
+        tried back in step with those that were, so that their backoffs end together and
+        ``take`` finds them all for the next pass.  Only ever delays a pod.  Returns how
+        many were restarted."""
+        now = self._clock()
+        restarted = 0
+        for pod in pods:
+            found = self._find(pod_key(pod))
+            if found is None or found[0] not in (BACKOFF, UNSCHEDULABLE):
+                continue
+            where, qpi = found
+            if (qpi.pod_info.uid or qpi.key) in self._in_flight or qpi.timestamp >= now:
+                continue
+            if where == BACKOFF:
+                self._backoff.remove(qpi.key)
+                qpi.timestamp = now
+                self._backoff.add(qpi)
+            else:
+                qpi.timestamp = now
+            restarted += 1
+        return restarted
+
     def pop_nowait(self) -> QueuedPodInfo | None:
         if self._closed:
             return None
