@@ -149,6 +149,9 @@ class Soak:
         self.restart_at: dict[str, float] = {}
         self.leading_since: dict[str, float] = {}
         self.rss_baseline: dict[tuple[str, int], int] = {}
+        # (identity, incarnation) of every process that has led: its leader baseline stays
+        # once it steps down (a former leader keeps what it grew while leading)
+        self.has_led: set[tuple[str, int]] = set()
         self.rss_first: dict[str, int] = {}
         self.rss_last: dict[str, int] = {}
         self.compares: list[dict[str, Any]] = []
@@ -304,6 +307,7 @@ class Soak:
                 r.start(now=now)
             if leader == r.identity and self.leading_since.get(r.identity) is None:
                 self.leading_since[r.identity] = now
+                self.has_led.add((r.identity, r.incarnation))
             elif leader != r.identity:
                 self.leading_since.pop(r.identity, None)
             usage = r.usage()
@@ -321,8 +325,8 @@ class Soak:
         """Per incarnation and role: the baseline is its RSS once it has run (or led) for
         the warm-up; from then on within the tolerance of it."""
         since = max(r.started_at, self.leading_since.get(r.identity, r.started_at))
-        key = (r.identity, r.incarnation if r.identity not in self.leading_since else
-               -r.incarnation)
+        led = r.identity in self.leading_since or (r.identity, r.incarnation) in self.has_led
+        key = (r.identity, -r.incarnation if led else r.incarnation)
         if now - since < self.limits.warmup:
             return
         if key not in self.rss_baseline:
