@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.cache.cache import CacheError
 from scheduler.config import features
 from scheduler.extenders import ExtenderError, Extenders
 from scheduler.find_nodes import (  # the node-finding half of the cycle
@@ -607,6 +608,16 @@ class SchedulingCycle:
     def _forget(self, assumed_pod: dict[str, Any]) -> None:
         try:
             self.sched.cache.forget_pod(assumed_pod)
+        except CacheError as exc:
+            # Upstream logs and goes on: the informer already put the bound pod in the cache
+            # (add_pod replaced the assumed copy), so the cache agrees with the cluster.
+            cached = self.sched.cache.get_pod(assumed_pod)
+            log.error(
+                "scheduler cache forget failed", pod=_key(assumed_pod),
+                assumed_node=(assumed_pod.get("spec") or {}).get("nodeName", ""),
+                actual_node="" if cached is None else cached["spec"].get("nodeName", ""),
+                error=str(exc),
+            )
         except Exception:
             log.exception("forget failed", pod=_key(assumed_pod))
 
