@@ -62,9 +62,12 @@ from scheduler.plugins.defaultpreemption.gang import (
     GangMember,
     GangPlan,
     plan_gang_preemption,
+    plan_in_one_domain,
 )
 from scheduler.plugins.helper import (
+    GANG_TOPOLOGY_STATE_KEY,
     POD_GROUP_LABEL,
+    RequiredGangTopology,
     bound_gang_companions,
     gang_shortfall_after_preemption,
 )
@@ -372,6 +375,10 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 return None, gang
             if gang is not None:
                 return self._preempt_gang(state, pod_info, node_to_status, *gang)
+            topology = state.get(GANG_TOPOLOGY_STATE_KEY)
+            if isinstance(topology, RequiredGangTopology):
+                # The gang's last member: only the nodes of its domain may help.
+                node_to_status = _within_domains(node_to_status, topology)
             candidates, early = self.find_candidates(state, pod_info, node_to_status)
             if early is not None:
                 return early
@@ -511,10 +518,18 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return handle.run_pre_filter_extension_remove_pod(
                 member_state, member, other, node_info)
 
-        plan, why = plan_gang_preemption(
-            gang, nodes, pdbs, group=group, select_victims=self.select_victims_on_node,
-            fits=fits, companions=self._gang_companions, replay=replay,
-            num_candidates=self.calculate_num_candidates)
+        def plan_on(members: list[GangMember],
+                    on: list[NodeInfo]) -> tuple[GangPlan | None, Status | None]:
+            return plan_gang_preemption(
+                members, on, pdbs, group=group, select_victims=self.select_victims_on_node,
+                fits=fits, companions=self._gang_companions, replay=replay,
+                num_candidates=self.calculate_num_candidates)
+
+        topology = state.get(GANG_TOPOLOGY_STATE_KEY)
+        if isinstance(topology, RequiredGangTopology):
+            plan, why = plan_in_one_domain(gang, nodes, topology, group=group, plan=plan_on)
+        else:
+            plan, why = plan_on(gang, nodes)
         if plan is None:
             status = why or Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
             if self.dry_run:
@@ -1030,6 +1045,17 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _within_domains(
+    node_to_status: Mapping[str, Status], topology: RequiredGangTopology
+) -> dict[str, Status]:
+    """The statuses with every node outside the gang's domains unresolvable."""
+    allowed: set[str] = set().union(*topology.domains.values())
+    outside = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                     f"node(s) outside the gang's {topology.key} domain")
+    return {name: status if name in allowed else outside
+            for name, status in node_to_status.items()}
 
 
 def bound_gang_shortfall(handle: Any, pod_info: PodInfo) -> Status | None:
