@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.cache.cache import CacheError
 from scheduler.config import features
 from scheduler.extenders import ExtenderError, Extenders
 from scheduler.find_nodes import (  # the node-finding half of the cycle
@@ -455,8 +456,7 @@ class SchedulingCycle:
 
         nodes = all_nodes
         if pre_result is not None and pre_result.node_names is not None:
-            allowed = pre_result.node_names
-            nodes = [n for n in all_nodes if n.name in allowed]
+            nodes = self._restrict(all_nodes, pre_result.node_names)
         feasible = self._find_nodes_that_pass_filters(fwk, state, pod_info, nodes, diagnosis)
         if not feasible and len(nodes) < len(all_nodes):
             # Nodes a PreFilter result ruled out are counted in the message, as upstream's
@@ -468,6 +468,17 @@ class SchedulingCycle:
             for node_info in all_nodes:
                 diagnosis.node_to_status.setdefault(node_info.name, excluded)
         return feasible, diagnosis
+
+    def _restrict(self, all_nodes: list[NodeInfo], allowed: Collection[str]) -> list[NodeInfo]:
+        """The nodes of a PreFilter result, in the snapshot's order.  A few nodes of many
+        (a gang's topology domain: 50 of 5000) are looked up by their snapshot position
+        instead of walking every node (a third of a gang member's cycle at 5000 nodes)."""
+        snapshot = self.sched.snapshot
+        if len(allowed) * 16 < len(all_nodes) and all_nodes is snapshot.node_info_list:
+            positions = snapshot.positions
+            return [all_nodes[i] for i in sorted(
+                positions[name] for name in allowed if name in positions)]
+        return [n for n in all_nodes if n.name in allowed]
 
     def _filter_node(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
@@ -607,6 +618,16 @@ class SchedulingCycle:
     def _forget(self, assumed_pod: dict[str, Any]) -> None:
         try:
             self.sched.cache.forget_pod(assumed_pod)
+        except CacheError as exc:
+            # Upstream logs and goes on: the informer already put the bound pod in the cache
+            # (add_pod replaced the assumed copy), so the cache agrees with the cluster.
+            cached = self.sched.cache.get_pod(assumed_pod)
+            log.error(
+                "scheduler cache forget failed", pod=_key(assumed_pod),
+                assumed_node=(assumed_pod.get("spec") or {}).get("nodeName", ""),
+                actual_node="" if cached is None else cached["spec"].get("nodeName", ""),
+                error=str(exc),
+            )
         except Exception:
             log.exception("forget failed", pod=_key(assumed_pod))
 

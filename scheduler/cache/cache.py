@@ -208,19 +208,24 @@ class Cache:
             raise CacheError(f"pod {name} is not in the cache, so it cannot be forgotten", pod=name)
         assumed_on = _pod_node(state.pod_info.pod)
         node_name = _pod_node(pod)
+        if not state.assumed:
+            # The informer confirmed the pod (add_pod replaced the assumed copy, on whatever
+            # node it was bound to): the cache already holds the truth; nothing to undo.
+            raise CacheError(
+                f"pod {name} is not assumed (the informer confirmed it bound to node "
+                f"{assumed_on!r}"
+                + (f", not {node_name!r} as assumed" if node_name and node_name != assumed_on
+                   else "")
+                + "), so it cannot be forgotten; the cache keeps the bound pod",
+                pod=name,
+                node=assumed_on,
+            )
         # An empty nodeName is accepted: callers may pass the pod as it was before assume.
         if node_name and node_name != assumed_on:
             raise CacheError(
                 f"pod {name} was assumed on node {assumed_on!r} but forget names {node_name!r}",
                 pod=name,
                 node=node_name,
-            )
-        if not state.assumed:
-            raise CacheError(
-                f"pod {name} is not assumed (the informer confirmed it), so it cannot be "
-                "forgotten",
-                pod=name,
-                node=assumed_on,
             )
         self._remove_from_node(state.pod_info)
         del self._pods[key]

@@ -266,3 +266,23 @@ def gang_shortfall_after_preemption(handle: Any, pod_info: Any) -> tuple[int, in
         if room >= needed:
             break
     return needed, room
+
+
+# Cycle-state key under which Coscheduling's PreFilter leaves a RequiredGangTopology.
+GANG_TOPOLOGY_STATE_KEY = "Coscheduling/required-topology"
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredGangTopology:
+    """What Coscheduling's PreFilter tells preemption about a gang whose PodGroup requires
+    one topology domain: the node label key, the domains the gang may use (value -> node
+    names: every domain, or only the one its placed members hold, or the one PreFilter
+    chose), and ``rejected`` when none fits the members as the cluster is (PreFilter turned
+    the pod down, so Filter never ran).  Preemption then plans within one domain."""
+
+    key: str
+    domains: Mapping[str, frozenset[str]]
+    rejected: bool
+
+    def clone(self) -> RequiredGangTopology:
+        return self  # immutable

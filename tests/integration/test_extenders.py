@@ -529,3 +529,71 @@ def test_bad_extender_config_exits_2_before_touching_the_cluster(
     )
     assert done.returncode == 2, done.stderr
     assert f"{path}: {message}" in done.stderr
+
+
+# --- a gang's preemption plan through the preempt verb (issue 22) ---------------------------
+
+
+@pytest.mark.parametrize("drop", [None, "n1"], ids=["kept", "n1-dropped"])
+async def test_preempt_verb_sees_a_gangs_whole_plan(
+    sandbox_factory: Any, tmp_path: Path, fake: FakeExtender, drop: str | None
+) -> None:
+    from tests.builders import make_node
+    from tests.integration.harness import for_api
+    from tests.integration.procs import (
+        coscheduling_config,
+        create_pod_group,
+        gang_pod,
+        install_crd,
+        pod_group,
+    )
+
+    seen: list[dict[str, Any]] = []
+
+    def keep(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body)
+        victims = body["NodeNameToMetaVictims"]
+        return {"NodeNameToMetaVictims": {n: v for n, v in victims.items() if n != drop}}
+
+    fake.preempt = keep
+    config = coscheduling_config()
+    config.extenders = [Extender(url_prefix=fake.url, preempt_verb="preempt",
+                                 node_cache_capable=True)]
+    sb = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        await install_crd(cluster.client)
+        for name in ("n0", "n1"):
+            await cluster.create_node(for_api(make_node(name, cpu="2", memory="8Gi")))
+        # Two low-priority pods filling each node, bound directly.
+        await cluster.create_pods([_low(f"{n}-{x}", n, 10) for n in ("n0", "n1")
+                                   for x in ("a", "b")])
+        async with running_scheduler(kc, config=config) as parts:
+            await wait_until(lambda: parts.scheduler.cache.pod_count() == 4,
+                             message="the low-priority pods in the cache")
+            uids = {p["metadata"]["name"]: p["metadata"]["uid"]
+                    for p in await cluster.list_pods()}
+            await create_pod_group(cluster.client, pod_group("vip", 2))
+            members = ["vip-0", "vip-1"]
+            await cluster.create_pods([gang_pod(n, "vip", cpu="2", memory="1Gi",
+                                                priority=1000) for n in members])
+            if drop is None:
+                bound = await wait_bound(cluster, members, timeout=20)
+                assert set(bound.values()) == {"n0", "n1"}
+            else:
+                async def refused() -> bool:
+                    return any(
+                        "dropped node(s) n1" in str(e.get("note") or "")
+                        for e in await cluster.events_for("vip-0")
+                        if e["reason"] == "FailedScheduling")
+                await wait_until(refused, timeout=20, interval=0.1,
+                                 message="the plan abandoned: the extender dropped n1")
+            # The extender saw the gang's whole plan: both nodes, all four victims.
+            body = seen[0]
+            assert {n: {v["UID"] for v in victims["Pods"]}
+                    for n, victims in body["NodeNameToMetaVictims"].items()} == {
+                n: {uids[f"{n}-a"], uids[f"{n}-b"]} for n in ("n0", "n1")}
+            live = {p["metadata"]["name"] for p in await cluster.list_pods()
+                    if not p["metadata"].get("deletionTimestamp")}
+            lows = {f"{n}-{x}" for n in ("n0", "n1") for x in ("a", "b")}
+            assert not (live & lows) if drop is None else lows <= live

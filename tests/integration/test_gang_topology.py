@@ -84,3 +84,85 @@ async def test_required_topology_places_each_gang_in_one_rack(
             assert any(f"{RACK}=a: 0 of 4 fit" in n and f"{RACK}=b: 2 of 4 fit" in n
                        for n in notes), notes
             assert await racks([p["metadata"]["name"] for p in late]) is None
+
+
+# --- preemption within one domain ----------------------------------------------------------
+
+FILLERS = {"a-0": 0, "a-1": 1000, "b-0": 50, "b-1": 50, "c-0": 1000, "c-1": 0}
+
+
+async def _racks_with_fillers(sandbox_factory: Any, tmp_path: Path,
+                              fillers: dict[str, int]) -> tuple[Path, Any]:
+    """One 4-CPU node per key of ``fillers`` (rack: its first letter), each holding a
+    bound 3-CPU filler of the given priority."""
+    sb: Sandbox = await sandbox_factory(nodes=0)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        await install_crd(cluster.client)
+        for name in fillers:
+            await cluster.create_node(for_api(make_node(
+                name, cpu="4", memory="8Gi", labels={RACK: name[0]})))
+        for name, priority in fillers.items():
+            pod = gang_pod(f"filler-{name}", None, cpu="3", priority=priority)
+            pod["spec"]["nodeName"] = name
+            await cluster.create_pod(pod)
+    return kc, sb
+
+
+async def _live(cluster: Any) -> set[str]:
+    return {p["metadata"]["name"] for p in await cluster.list_pods("default")
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+async def test_a_gang_with_a_required_rack_preempts_within_one_rack(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # Cluster-wide the cheapest victims are filler-a-0 and filler-c-1 (priority 0), in two
+    # racks; only rack b can hold both members after preemption (its fillers: 50 < 100).
+    kc, _ = await _racks_with_fillers(sandbox_factory, tmp_path, FILLERS)
+    async with user_client(kc) as cluster, running_scheduler(kc, config=coscheduling_config()):
+        pg = pod_group("vip", 2)
+        pg["metadata"]["annotations"] = {REQUIRED: RACK}
+        await create_pod_group(cluster.client, pg)
+        members = ["vip-0", "vip-1"]
+        await cluster.create_pods([gang_pod(n, "vip", cpu="3", priority=100) for n in members])
+
+        async def bound() -> bool:
+            return all([await cluster.node_name(n) for n in members])
+        await wait_until(bound, timeout=30, interval=0.1, message="the gang bound in rack b")
+        assert {await cluster.node_name(n) for n in members} == {"b-0", "b-1"}
+        live = await _live(cluster)
+        assert not {"filler-b-0", "filler-b-1"} & live
+        assert {"filler-a-0", "filler-a-1", "filler-c-0", "filler-c-1"} <= live
+
+
+async def test_a_gang_no_rack_can_hold_even_after_preemption_evicts_nothing(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # Rack b gone: each rack has room for one member after preemption, the cluster for two.
+    fillers = {k: v for k, v in FILLERS.items() if not k.startswith("b")}
+    kc, _ = await _racks_with_fillers(sandbox_factory, tmp_path, fillers)
+    async with user_client(kc) as cluster, running_scheduler(kc, config=coscheduling_config()):
+        pg = pod_group("vip", 2)
+        pg["metadata"]["annotations"] = {REQUIRED: RACK}
+        await create_pod_group(cluster.client, pg)
+        members = ["vip-0", "vip-1"]
+        await cluster.create_pods([gang_pod(n, "vip", cpu="3", priority=100) for n in members])
+
+        async def refusals() -> list[str]:
+            return [str(e.get("note") or "") for n in members
+                    for e in await cluster.events_for(n) if e["reason"] == "FailedScheduling"
+                    and "even after preemption" in str(e.get("note") or "")]
+
+        async def refused() -> bool:
+            return bool(await refusals())
+        await wait_until(refused, timeout=20, interval=0.1,
+                         message="refused: no rack holds the gang even after preemption")
+        notes = await refusals()
+        assert any(f"one {RACK} domain" in n and f"{RACK}=a:" in n and f"{RACK}=c:" in n
+                   for n in notes), notes
+        assert {f"filler-{n}" for n in fillers} <= await _live(cluster)
+        for name in members:
+            pod = await cluster.get_pod(name)
+            assert pod is not None and not pod["spec"].get("nodeName")
+            assert not (pod.get("status") or {}).get("nominatedNodeName")

@@ -59,7 +59,11 @@ from scheduler.plugins.coscheduling.topology import (
     choose_domain,
     describe,
 )
-from scheduler.plugins.helper import args_error
+from scheduler.plugins.helper import (
+    GANG_TOPOLOGY_STATE_KEY,
+    RequiredGangTopology,
+    args_error,
+)
 
 NAME = names.COSCHEDULING
 
@@ -266,31 +270,43 @@ class Coscheduling(
     ) -> tuple[PreFilterResult | None, Status | None]:
         status = self.manager.pre_filter(pod_info)
         if status is None:
-            result, status = self._topology(pod_info, nodes)
+            result, status = self._topology(state, pod_info, nodes)
             if status is None:
                 return result, None
         state.write(_STATE_KEY, _REJECTED)
         return None, status
 
     def _topology(
-        self, pod_info: PodInfo, nodes: list[NodeInfo]
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         """The nodes of the gang's topology domain (topology.py): the domain its placed
-        members hold, else the tightest where the missing members fit."""
+        members hold, else the tightest where the missing members fit.  A required
+        topology leaves the gang's domains in the cycle state for preemption, which then
+        plans within one domain."""
         view = self.topology_view(pod_info, nodes, every_domain=False)
         if view is None:
             return None, None
-        if view.chosen is None and view.constraint.required:
+        key, required = view.constraint.key, view.constraint.required
+        if view.chosen is None and required:
             # Turned down: judge every domain, for the message (the rare, slow path).
             view = self.topology_view(pod_info, nodes) or view
         if view.chosen is not None:
+            if required:
+                state.write(GANG_TOPOLOGY_STATE_KEY, RequiredGangTopology(
+                    key, {view.chosen.value: frozenset(view.chosen.nodes)}, rejected=False))
             return PreFilterResult(node_names=set(view.chosen.nodes)), None
-        if not view.constraint.required:
+        if not required:
             return None, None  # preferred: anywhere will do
+        state.write(GANG_TOPOLOGY_STATE_KEY, RequiredGangTopology(
+            key, {d.value: frozenset(d.nodes) for d in view.considered}, rejected=True))
         full = f"{pod_info.namespace}/{pod_info.labels.get(POD_GROUP_LABEL, '')}"
-        return None, unresolvable(REASON_NO_DOMAIN.format(
-            group=full, key=view.constraint.key, need=view.need,
-            domains=describe(view.considered, view.constraint.key, view.unlabeled)))
+        message = REASON_NO_DOMAIN.format(
+            group=full, key=key, need=view.need,
+            domains=describe(view.considered, key, view.unlabeled))
+        if not view.considered:
+            return None, unresolvable(message)  # no node has the label: nothing can help
+        # Unschedulable, not unresolvable: preemption may free room in one domain.
+        return None, Status(Code.UNSCHEDULABLE, message)
 
     def topology_view(self, pod_info: PodInfo, nodes: list[NodeInfo] | None = None, *,
                       every_domain: bool = True) -> TopologyView | None:

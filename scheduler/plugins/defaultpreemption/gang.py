@@ -20,7 +20,11 @@ preemption).  The plan is made whole, on copies of the snapshot, before anything
 * a victim in a gang takes its whole bound gang with it (``companions``): they leave the
   simulation too, freeing room for later members, and count against the PDBs;
 * if some member finds no node even with preemption, there is no plan and nothing is
-  preempted.
+  preempted;
+* a gang whose PodGroup requires one topology domain (Coscheduling's PreFilter leaves its
+  domains in the cycle state) gets one plan per domain, its members restricted to the
+  domain's nodes (``plan_in_one_domain``); the plan that disturbs least wins, judged as
+  upstream judges candidate nodes; no domain with a plan: nothing is preempted.
 
 Pure functions over NodeInfo copies and callbacks, so the rules can be tested without a
 client or an event loop.
@@ -37,6 +41,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.helper import RequiredGangTopology
 from scheduler.plugins.defaultpreemption.evaluator import (
     PDB,
     Candidate,
@@ -48,12 +53,19 @@ from scheduler.plugins.defaultpreemption.evaluator import (
 
 __all__ = [
     "ERR_GANG_MEMBER_NO_NODE",
+    "ERR_GANG_NO_DOMAIN",
     "GangMember",
     "GangPlan",
     "Placement",
     "plan_gang_preemption",
+    "plan_in_one_domain",
     "spend_pdbs",
 ]
+
+ERR_GANG_NO_DOMAIN = (
+    "PodGroup {group} requires its members in one {key} domain: no domain holds them even "
+    "after preemption ({domains})")
+_FITS_AS_IT_IS = ": its members fit as they are"
 
 ERR_GANG_MEMBER_NO_NODE = (
     "PodGroup {group} does not fit even after preemption: member {pod} finds no node "
@@ -205,11 +217,59 @@ def plan_gang_preemption(
         placements.append(Placement(pod_info, best.name, list(best.victims)))
     if not evicted:
         return None, Status(Code.UNSCHEDULABLE,
-                            f"PodGroup {group} needs no preemption: its members fit as they are")
+                            f"PodGroup {group} needs no preemption{_FITS_AS_IT_IS}")
     # The preemptor's order first, as the caller listed the members.
     rank = {m.pod_info.uid: i for i, m in enumerate(members)}
     placements.sort(key=lambda p: rank.get(p.member.uid, len(rank)))
     return GangPlan(placements, list(evicted.values()), violations), None
+
+
+def plan_in_one_domain(
+    members: Sequence[GangMember],
+    nodes: Sequence[NodeInfo],
+    topology: RequiredGangTopology,
+    *,
+    group: str,
+    plan: Callable[[list[GangMember], list[NodeInfo]], tuple[GangPlan | None, Status | None]],
+    now: float | None = None,
+) -> tuple[GangPlan | None, Status | None]:
+    """For a gang whose PodGroup requires one topology domain: a plan per domain (its
+    members restricted to the domain's nodes), and the domain whose plan disturbs least,
+    judged as upstream judges nodes (``pick_one_node_for_preemption``: fewest PDB
+    violations, lowest highest-victim priority, smallest priority sum, fewest victims,
+    youngest victims; then the first domain by value).  No domain holding the gang even
+    after preemption: no plan, and a message naming each domain's reason."""
+    plans: dict[str, GangPlan] = {}
+    reasons: list[str] = []
+    prefix = f"PodGroup {group} does not fit even after preemption: "
+    for value in sorted(topology.domains):
+        names = topology.domains[value]
+        on = [n for n in nodes if n.name in names]
+        restricted = [dataclasses.replace(
+            m, nodes=names if m.nodes is None else names & frozenset(m.nodes),
+            # PreFilter turned the gang down: Filter never ran, free room may serve.
+            scan_untouched=m.scan_untouched or topology.rejected) for m in members]
+        domain_plan, why = plan(restricted, on)
+        if domain_plan is not None:
+            plans[value] = domain_plan
+            continue
+        if why is not None and why.code == Code.ERROR:
+            return None, why
+        reason = why.message() if why is not None else "no plan"
+        if reason.endswith(_FITS_AS_IT_IS):
+            # The gang fits one domain without preemption: evict nothing, retry.
+            return None, why
+        reasons.append(f"{topology.key}={value}: {reason.removeprefix(prefix)}")
+    if not plans:
+        if not topology.domains:
+            reasons.append(f"no node has label {topology.key}")
+        return None, Status(Code.UNSCHEDULABLE, ERR_GANG_NO_DOMAIN.format(
+            group=group, key=topology.key, domains="; ".join(reasons)))
+    chosen = pick_one_node_for_preemption(
+        [Candidate(value, p.victims, p.num_pdb_violations) for value, p in plans.items()],
+        now=time.time() if now is None else now)
+    assert chosen is not None  # plans is not empty
+    return plans[chosen.name], None
 
 
 def _first_fitting(sim: _Simulation, state: CycleState, pod_info: PodInfo,

@@ -42,6 +42,7 @@ from scheduler.framework.interfaces import (
     Handle,
     PostFilterPlugin,
     PreEnqueuePlugin,
+    PreemptionVictims,
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
@@ -61,10 +62,15 @@ from scheduler.plugins.defaultpreemption.evaluator import (
 from scheduler.plugins.defaultpreemption.gang import (
     GangMember,
     GangPlan,
+    Placement,
+    spend_pdbs,
     plan_gang_preemption,
+    plan_in_one_domain,
 )
 from scheduler.plugins.helper import (
+    GANG_TOPOLOGY_STATE_KEY,
     POD_GROUP_LABEL,
+    RequiredGangTopology,
     bound_gang_companions,
     gang_shortfall_after_preemption,
 )
@@ -121,6 +127,18 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # or the PostFilter answer itself (a (result, status) tuple: no candidates, or a failed,
 # non-ignorable extender).
 EXTENDER_CANDIDATES_KEY = "DefaultPreemption/extenderCandidates"
+# CycleState key: a gang's plan offered to the extenders' preempt verb (_GangOffer).
+EXTENDER_GANG_PLAN_KEY = "DefaultPreemption/extenderGangPlan"
+
+ERR_EXTENDER_DROPPED_GANG_NODE = (
+    "PodGroup {group}: an extender dropped node(s) {nodes} from the gang's preemption plan; "
+    "nothing is preempted (never a part of a gang)")
+ERR_EXTENDER_GANG_VICTIMS = (
+    "PodGroup {group}: an extender named victim(s) {pods} on node {node} outside the "
+    "gang's preemption plan; nothing is preempted")
+ERR_EXTENDER_GANG_SHORT = (
+    "PodGroup {group}: with the victims the extenders kept, member {pod} no longer fits "
+    "node {node}; nothing is preempted")
 
 # How long a victim counts as terminating after its deletion was sent, before the informer
 # shows its deletionTimestamp; bridges the watch lag so it is not chosen (and deleted) twice.
@@ -361,6 +379,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         narrowed = state.get(EXTENDER_CANDIDATES_KEY)
         if isinstance(narrowed, tuple):
             return narrowed
+        if isinstance(narrowed, _GangPlanned):
+            return self._carry_out_gang_plan(pod_info, narrowed.group, narrowed.plan)
         if narrowed is not None:
             candidates: list[Candidate] = narrowed
         else:
@@ -372,6 +392,10 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 return None, gang
             if gang is not None:
                 return self._preempt_gang(state, pod_info, node_to_status, *gang)
+            topology = state.get(GANG_TOPOLOGY_STATE_KEY)
+            if isinstance(topology, RequiredGangTopology):
+                # The gang's last member: only the nodes of its domain may help.
+                node_to_status = _within_domains(node_to_status, topology)
             candidates, early = self.find_candidates(state, pod_info, node_to_status)
             if early is not None:
                 return early
@@ -482,6 +506,17 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     ) -> tuple[PostFilterResult | None, Status | None]:
         """Plan for every member the gang still needs, on copies of the snapshot; preempt
         nothing unless the whole gang gets a node; nominate every member."""
+        planned = self._plan_gang(state, pod_info, node_to_status, group, members)
+        if isinstance(planned, tuple):
+            return planned
+        return self._carry_out_gang_plan(pod_info, group, planned.plan)
+
+    def _plan_gang(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status],
+        group: str, members: list[PodInfo],
+    ) -> _GangPlanned | tuple[PostFilterResult | None, Status | None]:
+        """The gang's plan (with each member's cycle state, to check it again after the
+        extenders), or PostFilter's answer when there is none."""
         if any(self.is_pod_running_preemption(_uid_of(m)) for m in members):
             return None, Status(Code.UNSCHEDULABLE, ERR_WAITING_FOR_PREEMPTION)
         eligible, reason = self.pod_eligible_to_preempt_others(pod_info, node_to_status)
@@ -499,10 +534,6 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return PostFilterResult(nominated_node_name=""), gang
         handle = self._handle
 
-        def fits(member_state: CycleState, member: PodInfo, node_info: NodeInfo) -> bool:
-            status = handle.run_filter_plugins_with_nominated_pods(member_state, member, node_info)
-            return status is None or status.is_success()
-
         def replay(member_state: CycleState, member: PodInfo, other: PodInfo,
                    node_info: NodeInfo, added: bool) -> Status | None:
             if added:
@@ -511,16 +542,35 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return handle.run_pre_filter_extension_remove_pod(
                 member_state, member, other, node_info)
 
-        plan, why = plan_gang_preemption(
-            gang, nodes, pdbs, group=group, select_victims=self.select_victims_on_node,
-            fits=fits, companions=self._gang_companions, replay=replay,
-            num_candidates=self.calculate_num_candidates)
+        def plan_on(members: list[GangMember],
+                    on: list[NodeInfo]) -> tuple[GangPlan | None, Status | None]:
+            return plan_gang_preemption(
+                members, on, pdbs, group=group, select_victims=self.select_victims_on_node,
+                fits=self._member_fits, companions=self._gang_companions, replay=replay,
+                num_candidates=self.calculate_num_candidates)
+
+        topology = state.get(GANG_TOPOLOGY_STATE_KEY)
+        if isinstance(topology, RequiredGangTopology):
+            plan, why = plan_in_one_domain(gang, nodes, topology, group=group, plan=plan_on)
+        else:
+            plan, why = plan_on(gang, nodes)
         if plan is None:
             status = why or Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
             if self.dry_run:
                 self.last_dry_run = DryRun([], None, {}, None)
             # An empty nomination clears a stale one: the gang holds nothing.
             return PostFilterResult(nominated_node_name=""), status
+        return _GangPlanned(plan, gang, group, pdbs)
+
+    def _member_fits(self, member_state: CycleState, member: PodInfo,
+                     node_info: NodeInfo) -> bool:
+        status = self._handle.run_filter_plugins_with_nominated_pods(
+            member_state, member, node_info)
+        return status is None or status.is_success()
+
+    def _carry_out_gang_plan(
+        self, pod_info: PodInfo, group: str, plan: GangPlan,
+    ) -> tuple[PostFilterResult | None, Status | None]:
         node = plan.node_of(pod_info.uid)
         own = next(p for p in plan.placements if p.member.uid == pod_info.uid)
         chosen = Candidate(node, own.victims, plan.num_pdb_violations)
@@ -536,6 +586,98 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if started is not None:
             return None, started
         return PostFilterResult(nominated_node_name=node), Status(Code.SUCCESS)
+
+    # --- a gang's plan and the extenders' preempt verb ----------------------------------------
+
+    def _offer_gang_plan(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status],
+    ) -> PreemptionVictims | None | bool:
+        """For a gang member: the plan's victims per node for the extenders (as upstream's
+        ProcessPreemption receives a node's victims and their PDB violations), the plan kept
+        in the cycle state; None with PostFilter's answer kept when there is nothing to
+        offer; False for a pod outside a gang (the one-pod path serves it)."""
+        answer: tuple[PostFilterResult | None, Status | None] | None = None
+        shortfall = bound_gang_shortfall(self._handle, pod_info)
+        if shortfall is not None:
+            answer = (None, shortfall)
+        else:
+            gang = self._gang_to_place(pod_info)
+            if gang is None:
+                return False
+            if isinstance(gang, Status):
+                answer = (None, gang)
+            else:
+                planned = self._plan_gang(state, pod_info, node_to_status, *gang)
+                if isinstance(planned, tuple):
+                    answer = planned
+                else:
+                    offered = _victims_by_node(planned.plan)
+                    state.write(EXTENDER_GANG_PLAN_KEY, _GangOffer(planned, offered))
+                    budgets = list(planned.pdbs)
+                    out: PreemptionVictims = {}
+                    for node_name, victims in offered.items():
+                        budgets, violated = spend_pdbs(budgets, victims)
+                        out[node_name] = (victims, violated)
+                    return out
+        state.write(EXTENDER_CANDIDATES_KEY, answer)
+        return None
+
+    def _narrow_gang_plan(
+        self, offer: _GangOffer, kept: Mapping[str, tuple[list[PodInfo], int]],
+    ) -> _GangPlanned | tuple[PostFilterResult | None, Status | None]:
+        """The gang's plan as the extenders left it: every node of the plan kept (a node
+        dropped abandons the whole plan: never part of a gang), each node's victims those
+        the extenders kept (fewer are fine when every member still fits, checked again on
+        the plan's nodes; a victim the plan did not offer abandons it)."""
+        planned, group = offer.planned, offer.planned.group
+        dropped = sorted(set(offer.offered) - set(kept))
+        if dropped:
+            return PostFilterResult(nominated_node_name=""), Status(
+                Code.UNSCHEDULABLE, ERR_EXTENDER_DROPPED_GANG_NODE.format(
+                    group=group, nodes=", ".join(dropped)))
+        kept_uids: set[str] = set()
+        for node_name, (victims, _) in kept.items():
+            offered = {v.uid for v in offer.offered.get(node_name, [])}
+            extra = sorted(v.key for v in victims if v.uid not in offered)
+            if extra:
+                return PostFilterResult(nominated_node_name=""), Status(
+                    Code.UNSCHEDULABLE, ERR_EXTENDER_GANG_VICTIMS.format(
+                        group=group, node=node_name, pods=", ".join(extra)))
+            kept_uids |= {v.uid for v in victims}
+        plan = planned.plan
+        if kept_uids == {v.uid for v in plan.victims}:
+            return planned
+        # Fewer victims: the kept ones, their gangs whole, and every member checked again.
+        victims = [v for v in plan.victims if v.uid in kept_uids]
+        victims += [c for c in self._gang_companions(victims)
+                    if c.uid not in kept_uids and c.uid not in {v.uid for v in victims}]
+        gone = {v.uid for v in victims}
+        states = {m.pod_info.uid: m.state for m in planned.members}
+        snapshot = self._handle.snapshot()
+        for node_name in dict.fromkeys(p.node for p in plan.placements):
+            real = snapshot.get(node_name)
+            if real is None:
+                continue
+            info = real.clone()
+            for pod in list(info.pods):
+                if pod.uid in gone:
+                    info.remove_pod(pod.pod)
+            for placement in plan.placements:
+                if placement.node != node_name:
+                    continue
+                member = placement.member
+                member_state = states.get(member.uid)
+                if member_state is None or not self._member_fits(
+                        member_state.clone(), member, info):
+                    return PostFilterResult(nominated_node_name=""), Status(
+                        Code.UNSCHEDULABLE, ERR_EXTENDER_GANG_SHORT.format(
+                            group=group, pod=member.key, node=node_name))
+                info.add_pod(member)
+        _, violations = spend_pdbs(planned.pdbs, victims)
+        placements = [Placement(p.member, p.node, [v for v in p.victims if v.uid in gone])
+                      for p in plan.placements]
+        return _GangPlanned(GangPlan(placements, victims, violations), planned.members, group,
+                            planned.pdbs)
 
     def _prepare_gang_async(self, plan: GangPlan, preemptor: PodInfo) -> Status | None:
         """Start the task carrying out a gang's plan: nominate every member (in memory now,
@@ -647,7 +789,15 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
     ) -> dict[str, tuple[list[PodInfo], int]] | None:
         """The dry run's candidates for the extenders to narrow; None (with PostFilter's
-        answer kept in the cycle state) when there is nothing to offer them."""
+        answer kept in the cycle state) when there is nothing to offer them.  A gang
+        member offers its gang's whole plan: each node's victims."""
+        state.delete(EXTENDER_GANG_PLAN_KEY)
+        offered = self._offer_gang_plan(state, pod_info, node_to_status)
+        if offered is not False:
+            return offered if isinstance(offered, dict) else None
+        topology = state.get(GANG_TOPOLOGY_STATE_KEY)
+        if isinstance(topology, RequiredGangTopology):
+            node_to_status = _within_domains(node_to_status, topology)
         candidates, early = self.find_candidates(state, pod_info, node_to_status)
         if early is not None:
             state.write(EXTENDER_CANDIDATES_KEY, early)
@@ -658,6 +808,14 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self, state: CycleState, kept: Mapping[str, tuple[list[PodInfo], int]] | Status
     ) -> None:
         """What the extenders kept (or why they failed), for PostFilter to choose from."""
+        offer = state.get(EXTENDER_GANG_PLAN_KEY)
+        if isinstance(offer, _GangOffer):
+            state.delete(EXTENDER_GANG_PLAN_KEY)
+            if isinstance(kept, Status):
+                state.write(EXTENDER_CANDIDATES_KEY, (None, kept))
+            else:
+                state.write(EXTENDER_CANDIDATES_KEY, self._narrow_gang_plan(offer, kept))
+            return
         if isinstance(kept, Status):
             state.write(EXTENDER_CANDIDATES_KEY, (None, kept))
             return
@@ -1030,6 +1188,50 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass(slots=True)
+class _GangPlanned:
+    """A gang's plan, with what checking it again needs."""
+
+    plan: GangPlan
+    members: list[GangMember]
+    group: str
+    pdbs: list[PDB]
+
+    def clone(self) -> _GangPlanned:
+        return self
+
+
+@dataclass(slots=True)
+class _GangOffer:
+    """A gang's plan offered to the extenders: node -> the victims offered there."""
+
+    planned: _GangPlanned
+    offered: dict[str, list[PodInfo]]
+
+    def clone(self) -> _GangOffer:
+        return self
+
+
+def _victims_by_node(plan: GangPlan) -> dict[str, list[PodInfo]]:
+    """Every pod the plan evicts (its victims' gangs included), by node, most important
+    first as the plan lists them."""
+    out: dict[str, list[PodInfo]] = {}
+    for victim in plan.victims:
+        out.setdefault(victim.node_name, []).append(victim)
+    return out
+
+
+def _within_domains(
+    node_to_status: Mapping[str, Status], topology: RequiredGangTopology
+) -> dict[str, Status]:
+    """The statuses with every node outside the gang's domains unresolvable."""
+    allowed: set[str] = set().union(*topology.domains.values())
+    outside = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                     f"node(s) outside the gang's {topology.key} domain")
+    return {name: status if name in allowed else outside
+            for name, status in node_to_status.items()}
 
 
 def bound_gang_shortfall(handle: Any, pod_info: PodInfo) -> Status | None:

@@ -360,3 +360,31 @@ def test_dump_lists_nodes_pods_and_assumed() -> None:
     dump = cache.dump()
     assert dump.nodes == {"n1": ["default/a"], "n2": ["default/b"]}
     assert dump.assumed_pods == ["default/b"]
+
+
+@pytest.mark.parametrize(
+    ("informer_node", "message"),
+    [
+        pytest.param("n2", "confirmed it bound to node 'n2', not 'n1' as assumed",
+                     id="bound-elsewhere"),
+        pytest.param("n1", "confirmed it bound to node 'n1'\\)", id="bound-as-assumed"),
+    ],
+)
+def test_forget_after_informer_confirmed_keeps_the_bound_pod(
+    informer_node: str, message: str
+) -> None:
+    # Assumed on n1; the informer shows it bound to informer_node before the binder's
+    # failure forgets the assumed copy: the cache keeps the bound pod, on its real node only.
+    cache = cache_with("n1", "n2")
+    assumed = bound("web", "n1", cpu="300m")
+    cache.assume_pod(pi(assumed))
+    cache.add_pod(pi(bound("web", informer_node, cpu="300m")))
+    with pytest.raises(CacheError, match=message):
+        cache.forget_pod(assumed)
+    assert not cache.is_assumed_pod(assumed)
+    assert cache.pod_count() == 1
+    cached = cache.get_pod(assumed)
+    assert cached is not None and cached["spec"]["nodeName"] == informer_node
+    other = "n2" if informer_node == "n1" else "n1"
+    assert requested_cpu(cache, informer_node) == 300
+    assert requested_cpu(cache, other) == 0

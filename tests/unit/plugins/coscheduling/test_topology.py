@@ -17,6 +17,7 @@ from scheduler.plugins.coscheduling.topology import (
     REQUIRED_TOPOLOGY_ANNOTATION,
     TopologyConstraint,
 )
+from scheduler.plugins.helper import GANG_TOPOLOGY_STATE_KEY, RequiredGangTopology
 from tests.builders import make_node
 
 from .helpers import Cluster, member, pod_group
@@ -95,7 +96,8 @@ def test_required_and_unsatisfiable_names_the_key_and_each_domain() -> None:
     c = Cluster(nodes=nodes, groups=[_group(4, REQUIRED_TOPOLOGY_ANNOTATION)], pods=pods)
     result, status = _pre_filter(c, pods[0])
     assert result is None and status is not None
-    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    # Unschedulable, not unresolvable: preemption may free one domain (it plans in one).
+    assert status.code == Code.UNSCHEDULABLE
     assert status.message() == (
         f"PodGroup default/g requires its members in one {RACK} domain: no domain fits 4 "
         f"more member(s) ({RACK}=a: 2 of 4 fit; {RACK}=b: 1 of 4 fit; "
@@ -118,6 +120,41 @@ def test_no_node_has_the_label() -> None:
     c = Cluster(groups=[_group(2, REQUIRED_TOPOLOGY_ANNOTATION)], pods=pods)
     _, status = _pre_filter(c, pods[0])
     assert status is not None and f"no node has label {RACK}" in status.message()
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE  # no preemption can help
+
+
+@pytest.mark.parametrize(
+    ("racks", "placed", "annotation", "expected"),
+    [
+        # No rack holds 4 x 4 CPU as the cluster is: every rack, for preemption to plan in.
+        pytest.param({"a": (1, 8), "b": (1, 4)}, {}, REQUIRED_TOPOLOGY_ANNOTATION,
+                     RequiredGangTopology(RACK, {"a": frozenset({"a-0"}),
+                                                 "b": frozenset({"b-0"})}, rejected=True),
+                     id="rejected-every-domain"),
+        # Two members hold rack a already: only rack a.
+        pytest.param({"a": (1, 8), "b": (1, 8)}, {"m2": "a-0", "m3": "a-0"},
+                     REQUIRED_TOPOLOGY_ANNOTATION,
+                     RequiredGangTopology(RACK, {"a": frozenset({"a-0"})}, rejected=True),
+                     id="rejected-held-domain"),
+        # Rack b fits: the chosen domain.
+        pytest.param({"a": (1, 8), "b": (2, 8)}, {}, REQUIRED_TOPOLOGY_ANNOTATION,
+                     RequiredGangTopology(RACK, {"b": frozenset({"b-0", "b-1"})},
+                                          rejected=False),
+                     id="chosen-domain"),
+        # Preferred: no constraint for preemption.
+        pytest.param({"a": (1, 8), "b": (1, 8)}, {}, PREFERRED_TOPOLOGY_ANNOTATION, None,
+                     id="preferred"),
+    ],
+)
+def test_pre_filter_leaves_the_required_domains_for_preemption(
+    racks: dict[str, tuple[int, int]], placed: dict[str, str], annotation: str,
+    expected: RequiredGangTopology | None,
+) -> None:
+    pods = [member(f"m{i}", cpu="4", node=placed.get(f"m{i}")) for i in range(4)]
+    c = Cluster(nodes=_racks(racks), groups=[_group(4, annotation)], pods=pods)
+    state = CycleState()
+    c.plugin.pre_filter(state, PodInfo.from_pod(pods[0]), c.handle.snapshot().list())
+    assert state.get(GANG_TOPOLOGY_STATE_KEY) == expected
 
 
 # --- members of different sizes ----------------------------------------------------------
