@@ -277,7 +277,10 @@ def build_components(
     recorders: list[EventRecorder] = []
 
     def recorder_factory(scheduler_name: str) -> EventRecorder:
-        recorder = EventRecorder(client, scheduler_name=scheduler_name, metrics=metrics)
+        # reportingInstance names the replica: in a cluster the hostname is the pod's
+        # name (POD_NAME); replicas sharing one host (the soak's) stay apart by it.
+        recorder = EventRecorder(client, scheduler_name=scheduler_name, metrics=metrics,
+                                 hostname=os.environ.get("POD_NAME") or None)
         recorders.append(recorder)
         return recorder
 
@@ -372,6 +375,7 @@ class App:
             )
             if not await elector.acquire(stop=self._stop):
                 return EXIT_OK  # stopped while waiting: nothing to hand over
+            sched.lease_check = elector.holds_lease
         log.info("scheduling", profiles=sorted(sched.profiles))
 
         tasks: dict[str, asyncio.Task[None]] = {
@@ -387,7 +391,8 @@ class App:
         done, _ = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
         controller_stop.set()
         exit_code = EXIT_OK
-        if "lease" in tasks and tasks["lease"] in done and not self._stop.is_set():
+        lease_lost = "lease" in tasks and (tasks["lease"] in done or not sched.lease_check())
+        if lease_lost and not self._stop.is_set():
             # Lost the lease: cancel in-flight bindings before anyone else can lead, then exit
             # non-zero so Kubernetes restarts us as a standby.
             log.error("lost the leader lease; stopping at once")

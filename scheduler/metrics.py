@@ -162,9 +162,10 @@ class SchedulerMetrics:
             "scheduler_pending_pods",
             "Number of pending pods, by the queue type. 'active' means number of pods in "
             "activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number "
-            "of pods in unschedulablePods that the scheduler attempted to schedule and failed; "
-            "'gated' is the number of unschedulable pods that the scheduler never attempted to "
-            "schedule because they are gated.",
+            "of pods in unschedulableEntities that the scheduler attempted to schedule and "
+            "failed; 'gated' is the number of unschedulable pods that the scheduler never "
+            "attempted to schedule because they are gated; 'incomplete' means number of pods "
+            "in incompletePodGroupPods; 'pending' means number of pods in pendingPodGroupPods.",
             ["queue"],
             registry=r,
         )
@@ -381,6 +382,26 @@ class OperationsMetrics:
             "Request latency in seconds. Broken down by verb, and host.",
             ["verb", "host"],
             buckets=REST_CLIENT_BUCKETS,
+            registry=r,
+        )
+        # SchedulerAsyncAPICalls: the API dispatcher (scheduler/client/api_dispatcher.py).
+        self.async_api_call_execution = Counter(
+            "scheduler_async_api_call_execution",
+            "Total number of API calls executed by the async dispatcher.",
+            ["call_type", "result"],
+            registry=r,
+        )
+        self.async_api_call_execution_duration = Histogram(
+            "scheduler_async_api_call_execution_duration_seconds",
+            "Duration in seconds for executing API call in the async dispatcher.",
+            ["call_type", "result"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.pending_async_api_calls = Gauge(
+            "scheduler_pending_async_api_calls",
+            "Number of API calls currently pending in the async queue.",
+            ["call_type"],
             registry=r,
         )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds,

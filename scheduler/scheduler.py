@@ -18,8 +18,17 @@ import structlog
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
+from scheduler.client.api import NotFound
+from scheduler.client.api_dispatcher import (
+    ApiDispatcher,
+    CallOverwritten,
+    CallSkipped,
+    PodBindingCall,
+    PodStatusPatchCall,
+)
 from scheduler.client.informer import InformerFactory
 from scheduler.client.pod_status import StatusPatcher, update_nominated_node_name
+from scheduler.config import features
 from scheduler.config.load import apply_extender_ignored_resources
 from scheduler.config.types import KubeSchedulerConfiguration
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
@@ -97,6 +106,9 @@ class Scheduler:
         self._binding_tasks: dict[str, asyncio.Task[None]] = {}
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._leading = True
+        # Whether the leader lease is still ours by the local clock (set by the app when it
+        # elects; always true without leader election).
+        self.lease_check: Callable[[], bool] = lambda: True
         self._stopping = False
         self.cache = Cache(clock=clock, metrics=metrics)
         self.snapshot = Snapshot()
@@ -151,6 +163,13 @@ class Scheduler:
         )
         self.cycle = SchedulingCycle(self)
         self.handlers = EventHandlers(self)
+        # SchedulerAsyncAPICalls: status patches, nominations and bindings go through one
+        # dispatcher, coalesced per pod.  It runs as many calls at once as binding cycles may
+        # bind (upstream: `parallelism`), so binding throughput is not lowered by it.
+        self.api_dispatcher: ApiDispatcher | None = None
+        if features.DEFAULT.enabled("SchedulerAsyncAPICalls") and not read_only:
+            self.api_dispatcher = ApiDispatcher(
+                parallelism=max(config.parallelism, max_concurrent_binds), metrics=metrics)
         self._register_handlers()
 
     # --- wiring ----------------------------------------------------------------------------
@@ -161,6 +180,13 @@ class Scheduler:
             on_add=h.on_pod_add, on_update=h.on_pod_update, on_delete=h.on_pod_delete
         )
         self.diagnoses.watch(self.informers.informer("pods"))
+        dispatcher = self.api_dispatcher
+        if dispatcher is not None:
+            # A newer pod rebases its queued status patch (upstream's SyncObject): a patch the
+            # new version already shows is dropped.
+            self.informers.informer("pods").add_handler(
+                on_update=lambda _old, new: dispatcher.sync_object(new),
+                on_delete=dispatcher.forget_object)
         self.informers.informer("nodes").add_handler(
             on_add=h.on_node_add, on_update=h.on_node_update, on_delete=h.on_node_delete
         )
@@ -208,7 +234,7 @@ class Scheduler:
     # --- leadership --------------------------------------------------------------------------
 
     def check_still_leading(self) -> None:
-        if not self._leading:
+        if not self._leading or not self.lease_check():
             raise LostLeadershipError("lost the leader lease; refusing to bind")
 
     def lose_leadership(self) -> None:
@@ -237,13 +263,37 @@ class Scheduler:
     ) -> Status | None:
         async with self._bind_slots:
             self.check_still_leading()
-            # An interested binder extender binds instead of the Bind plugins (upstream).
-            status = await self.extenders.bind(pod_info, node_name) if self.extenders.all else None
-            if status is None:
-                status = await fwk.run_bind_plugins(state, pod_info, node_name)
+            if self.api_dispatcher is None:
+                status = await self._run_binders(fwk, state, pod_info, node_name)
+            else:
+                # The binding outranks any status patch of the pod still queued (dropped) and
+                # waits for one being written.
+                call = PodBindingCall(pod_info.uid, lambda: self._run_binders(
+                    fwk, state, pod_info, node_name))
+                try:
+                    status = await self.api_dispatcher.add(call)
+                except (CallSkipped, CallOverwritten) as exc:
+                    status = Status(Code.ERROR, f"binding not executed: {exc}")
         result = "success" if status is None or status.is_success() else "error"
         self._bind_results(result).inc()
         return status
+
+    async def _run_binders(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        self.check_still_leading()
+        # An interested binder extender binds instead of the Bind plugins (upstream).
+        status = await self.extenders.bind(pod_info, node_name) if self.extenders.all else None
+        if status is None:
+            status = await fwk.run_bind_plugins(state, pod_info, node_name)
+        return status
+
+    def _status_patch(
+        self, pod: dict[str, Any], *, conditions: list[dict[str, Any]] | None = None,
+        nominated_node_name: str | None = None, always: bool = False,
+    ) -> PodStatusPatchCall:
+        return PodStatusPatchCall(pod, client=self._status_patcher(), conditions=conditions,
+                                  nominated_node_name=nominated_node_name, always=always)
 
     async def nominate_for_binding(self, pod_info: PodInfo, node_name: str) -> bool:
         """Write ``status.nominatedNodeName = node_name`` before a binding cycle that will take
@@ -251,7 +301,21 @@ class Scheduler:
         where the pod is about to go.  True when the pod is nominated there; a failure is
         logged and binding goes on, as upstream (it is not worth stopping a binding)."""
         try:
-            await update_nominated_node_name(self._status_patcher(), pod_info.pod, node_name)
+            if self.api_dispatcher is None:
+                await update_nominated_node_name(self._status_patcher(), pod_info.pod, node_name)
+            else:
+                pod = self.current_pod(pod_info.pod) or pod_info.pod
+                with contextlib.suppress(CallSkipped, CallOverwritten):
+                    # Skipped: the pod shows the nomination already; overwritten: a newer
+                    # patch of the pod carries it.
+                    await self.api_dispatcher.add(
+                        self._status_patch(pod, nominated_node_name=node_name))
+        except NotFound:
+            # Deleted while binding (a user's or a controller's delete): nothing is wrong
+            # with the scheduler; the binding fails on its own and is not retried.
+            log.info("pod deleted before its nomination was written", pod=pod_info.key,
+                     nominated_node_name=node_name)
+            return False
         except Exception as exc:
             log.error("failed to update the nominated node name in the binding cycle",
                       pod=pod_info.key, nominated_node_name=node_name, error=str(exc))
@@ -278,7 +342,12 @@ class Scheduler:
             current = self.current_pod(pod)
             if current is None or (current.get("spec") or {}).get("nodeName"):
                 return
-            await update_nominated_node_name(self._status_patcher(), current, "", always=True)
+            if self.api_dispatcher is None:
+                await update_nominated_node_name(self._status_patcher(), current, "", always=True)
+            else:
+                with contextlib.suppress(CallSkipped, CallOverwritten):
+                    await self.api_dispatcher.add(
+                        self._status_patch(current, nominated_node_name="", always=True))
 
         self._spawn_side_task(clear(), name=f"pod-nomination:{key}")
 
@@ -326,6 +395,11 @@ class Scheduler:
             "reason": reason,
             "message": message,
         }
+        if self.api_dispatcher is not None:
+            # None leaves status.nominatedNodeName alone, "" clears it.
+            self.api_dispatcher.add(self._status_patch(
+                pod_info.pod, conditions=[condition], nominated_node_name=nominated_node))
+            return
         self._spawn_side_task(
             self._update_pod_condition(
                 self.client, pod_info.pod, condition=condition,
@@ -355,6 +429,9 @@ class Scheduler:
             "reason": "SchedulerError",
             "message": message,
         }
+        if self.api_dispatcher is not None:
+            self.api_dispatcher.add(self._status_patch(pod, conditions=[condition]))
+            return
         self._spawn_side_task(
             self._update_pod_condition(self.client, pod, condition=condition),
             name=f"pod-condition:{key}",
@@ -389,6 +466,13 @@ class Scheduler:
                     break
                 done += 1
                 if not self._leading:
+                    break
+                if not self.lease_check():
+                    # Not renewed within the renew deadline (the process was paused): a
+                    # standby may lead already, so stop here rather than schedule.
+                    log.error("the leader lease was not renewed within the renew deadline; "
+                              "stopping scheduling")
+                    self.lose_leadership()
                     break
                 started = time.perf_counter()
                 pending = self.cycle.schedule_one(qpi)
@@ -441,6 +525,12 @@ class Scheduler:
                     break
             complete = fwk.pod_group_pass_done(plugin, pod_info)
             result = "scheduled" if complete else "unschedulable"
+            if not complete:
+                # The members tried now back off from now: restart the others' backoff too,
+                # or members that failed apart stay out of step for ever (each pass finds the
+                # others still backing off: the soak's partly fitting gang never bound once
+                # its node came).  Only delays: no pod is tried sooner than its backoff.
+                self.queue.restart_backoff(m for m in members if m is not pod_info.pod)
         finally:
             self.metrics.podgroup_schedule_attempts.labels(result, fwk.profile_name).inc()
             self.metrics.podgroup_scheduling_attempt_duration.labels(
@@ -465,6 +555,10 @@ class Scheduler:
                     with contextlib.suppress(Exception):
                         await stop()
         await self.extenders.close()
+        if self.api_dispatcher is not None:
+            # Queued status patches are written (bounded), then the dispatcher stops.
+            await self.api_dispatcher.drain(2.0)
+            await self.api_dispatcher.close()
         side = list(self._side_tasks)
         if side:
             _, still_side = await asyncio.wait(side, timeout=2.0)

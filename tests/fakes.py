@@ -130,6 +130,12 @@ class FakeNominator:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return list(self.nominated.get(node_name, []))
 
+    def add_nominated_pod(self, pod_info: PodInfo, node_name: str | None = None) -> None:
+        for pods in self.nominated.values():
+            pods[:] = [p for p in pods if p.uid != pod_info.uid]
+        if node_name:
+            self.nominated.setdefault(node_name, []).append(pod_info)
+
 
 class FakeHandle:
     """A Handle over fixed NodeInfos and object lists.  Filter helpers run the given plugins."""
@@ -201,6 +207,19 @@ class FakeHandle:
 
     def activate(self, pods: Iterable[dict[str, Any]]) -> None:
         self.activated.extend(pods)
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[Any, Status | None, set[str]]:
+        """The given PreFilter plugins in turn (the first rejection ends it)."""
+        result: Any = None
+        for plugin in self.pre_filter_plugins:
+            r, status = plugin.pre_filter(state, pod_info, nodes)
+            if status is not None and not status.is_success():
+                return None, status.with_plugin(plugin.name), {plugin.name}
+            if r is not None:
+                result = r if result is None else result.merge(r)
+        return result, None, set()
 
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

@@ -168,15 +168,17 @@ class CreatorProcess:
 
     @classmethod
     async def start(cls, kubeconfig: str, pods: Sequence[dict[str, Any]], *,
-                    concurrency: int, timeout: float = READY_TIMEOUT_S) -> CreatorProcess:
+                    concurrency: int, timeout: float = READY_TIMEOUT_S,
+                    module: str = "scheduler.bench.creator", extra: Sequence[str] = (),
+                    ) -> CreatorProcess:
         workdir = tempfile.TemporaryDirectory(prefix="bench-creator-")
         path = os.path.join(workdir.name, "pods.jsonl")
         with open(path, "wb") as f:
             for pod in pods:
                 f.write(orjson.dumps(pod) + b"\n")
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scheduler.bench.creator", "--kubeconfig", kubeconfig,
-            "--bodies", path, "--concurrency", str(concurrency),
+            sys.executable, "-m", module, "--kubeconfig", kubeconfig,
+            "--bodies", path, "--concurrency", str(concurrency), *extra,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         creator = cls(proc, workdir, len(pods))
         try:

@@ -65,6 +65,7 @@ FLOOR_SCHEDULER_NAME = "bench-floor"
 # The span of binds the size advice aims for: the baseline tick, one sampled tick, a margin.
 MIN_SAMPLED_SECONDS = 3
 FLOOR_NAMESPACE = "bench-floor"
+STEADY_FLOOR_PODS = 2000  # a steady-state shape's floor run: this many plain pods at once
 
 
 def floor_config() -> Any:
@@ -384,8 +385,10 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 # As many plain pods as measured, created the same way; gone before the
                 # real run.
                 await create_namespace(user, FLOOR_NAMESPACE)
+                floor_count = min(measured, STEADY_FLOOR_PODS) if workload.steady_batch else measured
                 floor_pods = [pod(f"floor-{i}", namespace=FLOOR_NAMESPACE,
-                                  scheduler_name=FLOOR_SCHEDULER_NAME) for i in range(measured)]
+                                  scheduler_name=FLOOR_SCHEDULER_NAME)
+                              for i in range(floor_count)]
                 config = floor_config()
                 config.leader_election.leader_elect = False
                 config.client_connection.qps = 0
@@ -425,7 +428,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             before.extend(gated_pod(i, scheduler_name) for i in range(gated))
             if before:
                 await create_all(user, before, args.concurrency, progress, "existing pods")
-            pods = [template(i, scheduler_name) for i in range(measured)]
+            pods = [template(i, scheduler_name)
+                    for i in range(1 if workload.steady_batch else measured)]
             during = None
             if workload.churn is not None:
                 # Objects that stay ("create") are capped at one per ten nodes: on a tiny
@@ -434,20 +438,32 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 during = churn_loop(user, workload, scheduler_name=scheduler_name,
                                     node_cpu=node_cpu, node_memory=node_memory,
                                     iterations=cap)
-            run = await measure(config, connection, kubeconfig=kubeconfig, pods=pods,
-                                concurrency=args.concurrency, timeout=args.timeout,
-                                progress=progress, label=f"{workload.name}: scheduling",
-                                batching=args.batching, during=during,
-                                backlog=workload.backlog)
-            listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))["items"]
-            confirmed = sum(1 for p in listed if (p.get("spec") or {}).get("nodeName"))
+            if workload.allocated_claims is not None:
+                await _allocate_claims(user, workload, node_names, args.concurrency)
+            if workload.steady_batch:
+                run = await _measure_steady(config, connection, kubeconfig=kubeconfig,
+                                            workload=workload, template=pods[0],
+                                            max_pods=measured, args=args, progress=progress)
+                # deleted as they go: the pods are those the run saw scheduled
+                measured_count = confirmed = run.bound
+            else:
+                run = await measure(config, connection, kubeconfig=kubeconfig, pods=pods,
+                                    concurrency=args.concurrency, timeout=args.timeout,
+                                    progress=progress, label=f"{workload.name}: scheduling",
+                                    batching=args.batching, during=during,
+                                    backlog=workload.backlog)
+                measured_count = len(pods)
+                listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))
+                confirmed = sum(1 for p in listed["items"]
+                                if (p.get("spec") or {}).get("nodeName"))
         finally:
             await user.close()
             if extender is not None:
                 extender[0].terminate()
                 await extender[0].wait()
 
-    return _result(workload, nodes=nodes, measured=len(pods), existing=existing, gated=gated,
+    return _result(workload, nodes=nodes, measured=measured_count, existing=existing,
+                   gated=gated,
                    confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
                    with_event_rate=with_event_rate, floor=floor, run=run,
                    machine=machine, load_at_end=load_average())
@@ -625,3 +641,45 @@ async def _install_gang(user: Any, config: Any, count: int, gang_size: int, *,
         profile.plugins.multi_point.enabled.append(PluginRef("Coscheduling"))
         profile.plugins.queue_sort.enabled.append(PluginRef("Coscheduling"))
         profile.plugins.queue_sort.disabled.append(PluginRef("*"))
+
+
+async def _allocate_claims(user: Any, workload: Workload, node_names: list[str],
+                           concurrency: int) -> None:
+    """Upstream's allocResourceClaims: claims of no pod, allocated before the scheduler
+    starts (a fixed seed: the same devices every run)."""
+    import random
+
+    from scheduler.bench.steady import allocate_claims, pick_devices
+    from scheduler.bench.workloads import allocated_claim
+    from scheduler.sandbox.dradriver import parse_device_kinds
+
+    assert workload.allocated_claims is not None
+    [kind] = parse_device_kinds(workload.dra_devices)
+    count = workload.allocated_claims(len(node_names) * kind.count)
+    picks = pick_devices(count, nodes=sorted(node_names), per_node=kind.count,
+                         rng=random.Random(0))
+    await allocate_claims(user, [allocated_claim(i, node=node, device=f"{kind.name}-{d}")
+                                 for i, (node, d) in enumerate(picks)], concurrency)
+
+
+async def _measure_steady(config: Any, connection: Any, *, kubeconfig: str, workload: Workload,
+                          template: dict[str, Any], max_pods: int, args: argparse.Namespace,
+                          progress: Progress) -> SchedulerRun:
+    """A steady-state shape (``steady.py``): the run lasts the workload's duration (or until
+    ``max_pods`` pods were scheduled), its pods created and deleted by the driver process."""
+    from scheduler.bench.steady import start_driver
+
+    driver = await start_driver(kubeconfig, template, batch=workload.steady_batch,
+                                duration=workload.steady_duration_s, max_pods=max_pods,
+                                concurrency=args.concurrency)
+    try:
+        run = await run_scheduler(config, connection, namespace=MEASURED_NAMESPACE,
+                                  expected=max_pods, creator=driver,
+                                  timeout=workload.steady_duration_s, progress=progress,
+                                  label=f"{workload.name}: scheduling", batching=args.batching)
+    finally:
+        await driver.aclose()
+    if run.creation.failed:
+        raise RuntimeError(f"{workload.name}: the steady-state driver failed "
+                           f"{run.creation.failed} requests; first error: {run.creation.error}")
+    return run

@@ -85,6 +85,15 @@ class Workload:
     backlog: bool = False
     note: str = ""
     aliases: tuple[str, ...] = field(default=())
+    # Upstream's steady state (createPods with ``steadyState: true``): batches of this many
+    # measured pods, each batch deleted once all of it is scheduled and the next created,
+    # for ``steady_duration_s`` (``--pods`` caps the scheduled pods); 0: every measured pod
+    # is created once (``steady.py``).
+    steady_batch: int = 0
+    steady_duration_s: float = 10.0
+    # ResourceClaims allocated before the measurement (upstream's allocResourceClaims), as a
+    # function of the devices the cluster has; None: none.
+    allocated_claims: Callable[[int], int] | None = None
 
     def scaled(self, count: int, nodes: int) -> int:
         return 0 if count == 0 else max(1, round(count * nodes / REFERENCE_NODES))
@@ -206,6 +215,34 @@ def _with_claim(i: int, scheduler: str) -> dict[str, Any]:
     return p
 
 
+STEADY_BATCH = 10  # upstream's steady-state createPods count
+
+
+def _half(devices: int) -> int:
+    return devices // 2
+
+
+def _all_but_a_batch(devices: int) -> int:
+    return max(0, devices - STEADY_BATCH)
+
+
+def allocated_claim(index: int, *, node: str, device: str) -> dict[str, Any]:
+    """Upstream's resourceclaim.yaml (one device of the class, in the init namespace) and
+    the allocation upstream's allocResourceClaims writes: ``device`` of ``node``'s pool, for
+    that node; reserved for nobody. (claim, status) : the status goes in with a second write."""
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": f"init-claim-{index}", "namespace": EXISTING_NAMESPACE},
+             "spec": {"devices": {"requests": [
+                 {"name": "req-0", "exactly": {"deviceClassName": DRA_DEVICE_CLASS}}]}}}
+    claim["status"] = {"allocation": {
+        "devices": {"results": [{"request": "req-0", "driver": DRA_DEVICE_CLASS,
+                                 "pool": node, "device": device}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+    }}
+    return claim
+
+
 GANG_SIZE = 8
 # Gang topology workloads: a rack label on every node, RACK_SIZE nodes a rack.
 RACK_KEY = "bench.kube-py-scheduler.io/rack"
@@ -243,6 +280,18 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                   "--nodes 500), every pod gets one through its own claim from a template "
                   "(the sandbox's resourceclaim controller creates them); upstream's floor "
                   "is 56 with queueing hints"),
+    *(Workload(f"SteadyStateClusterResourceClaimTemplate/{fill}", floor, 100_000,
+               _with_claim, dra_devices="gpu=10", steady_batch=STEADY_BATCH,
+               allocated_claims=claims,
+               note=f"upstream's {fill}_500nodes (run with --nodes 500): 10 devices a node, "
+                    f"{what}; batches of {STEADY_BATCH} pods, each with its own claim from "
+                    "a template, deleted once all are scheduled and the next batch created, "
+                    f"for 10 s; upstream's floor with queueing hints is {floor_qh}")
+      for fill, floor, floor_qh, claims, what in (
+          ("empty", 64, 64, None, "no device allocated before"),
+          ("half", 70, 60, _half, "half of them allocated to claims of no pod before"),
+          ("full", 60, 60, _all_but_a_batch,
+           f"all but {STEADY_BATCH} allocated to claims of no pod before"))),
     Workload("gang", None, 5000, gang_member(GANG_SIZE), node_cpu="32",
              node_memory="128Gi", gang_size=GANG_SIZE,
              note="PodGroups of 8, all-or-nothing (Coscheduling)"),

@@ -562,6 +562,15 @@ class Cache:
     def assumed_pod_count(self) -> int:
         return len(self._assumed)
 
+    def node_infos(self) -> list[tuple[str, NodeInfo]]:
+        """The cache's own NodeInfos (deleted nodes still holding pods included), read-only:
+        for the cache comparer, which must see the totals as they are, not a copy's."""
+        return list(self._nodes.items())
+
+    def pod_states(self) -> list[tuple[PodInfo, bool]]:
+        """Every pod the cache holds, and whether it is assumed (the cache comparer)."""
+        return [(state.pod_info, state.assumed) for state in self._pods.values()]
+
     def dump(self) -> CacheDump:
         assumed = sorted(self._pods[k].pod_info.key for k in self._assumed)
         return CacheDump(

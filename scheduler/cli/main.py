@@ -15,6 +15,7 @@ from scheduler.cli import (
     podgroup_controller,
     run,
     sandbox,
+    soak,
 )
 from scheduler.cli.common import PROG, VERSION, Command, add_common_options
 
@@ -22,6 +23,7 @@ COMMANDS: tuple[Command, ...] = (
     run.COMMAND,
     sandbox.COMMAND,
     bench.COMMAND,
+    soak.COMMAND,
     podgroup_controller.COMMAND,
     plugins.COMMAND,
     explain.COMMAND,

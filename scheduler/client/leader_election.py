@@ -111,7 +111,11 @@ class LeaderElector:
     async def hold(self, *, stop: asyncio.Event | None = None) -> None:
         """Renew until renewal fails for ``renew_deadline`` (then return) or ``stop`` is set."""
         while stop is None or not stop.is_set():
-            deadline = self._clock() + self.settings.renew_deadline
+            # The deadline runs from the last renewal, not from now: a process that was
+            # paused (SIGSTOP, a frozen VM) past it gives up at once on waking instead of
+            # leading for another renewDeadline while a standby may already lead.
+            last = self.last_renew if self.last_renew is not None else self._clock()
+            deadline = last + self.settings.renew_deadline
             renewed = False
             while self._clock() < deadline:
                 if await self.try_acquire_or_renew():
@@ -126,6 +130,13 @@ class LeaderElector:
                           renew_deadline=self.settings.renew_deadline)
                 return
             await self._sleep(self.settings.retry_period)
+
+    def holds_lease(self) -> bool:
+        """Leading, and renewed within ``renew_deadline`` by the local clock.  Checked before
+        each scheduling cycle and binding: a leader that was paused past its renew deadline
+        must not act before its renewal loop has run, as another replica may lead by now."""
+        return (self.is_leader and self.last_renew is not None
+                and self._clock() - self.last_renew < self.settings.renew_deadline)
 
     def healthy(self, tolerance: float = 20.0) -> str | None:
         """For /healthz: a leader whose lease went un-renewed too long is unhealthy."""

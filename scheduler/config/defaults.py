@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.config import features
 from scheduler.config.types import (
     EXTENSION_POINTS,
     KubeSchedulerConfiguration,
@@ -97,13 +98,15 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (POD_TOPOLOGY_SPREAD, 2),
     (INTER_POD_AFFINITY, 2),
     # kube-scheduler 1.34+: just before DefaultPreemption, so PostFilter deallocates an idle
-    # claim before any pod is evicted
-    (DYNAMIC_RESOURCES, 0),
+    # claim before any pod is evicted; weight 2 since its Score ranks firstAvailable
+    # subrequests (DRAPrioritizedList)
+    (DYNAMIC_RESOURCES, 2),
     (DEFAULT_PREEMPTION, 0),
     (NODE_RESOURCES_BALANCED_ALLOCATION, 1),
     (IMAGE_LOCALITY, 1),
     (DEFAULT_BINDER, 0),
-    # GA in 1.37; upstream appends it to the defaults behind its (now locked) gate
+    # GA in 1.37; upstream's applyFeatureGates appends it to the defaults (after
+    # DefaultBinder, DynamicResources being in the list already)
     ("NodeDeclaredFeatures", 0),
 )
 
@@ -175,6 +178,9 @@ def merge_plugin_args(name: str, args: Mapping[str, Any] | None) -> dict[str, An
         a.setdefault("defaultConstraints", [])
     elif name == VOLUME_BINDING:
         a.setdefault("bindTimeoutSeconds", 600)
+        if not a.get("shape") and features.DEFAULT.enabled("StorageCapacityScoring"):
+            # SetDefaults_VolumeBindingArgs: the nodes with the most free capacity score best
+            a["shape"] = [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]
     elif name == NODE_AFFINITY:
         pass  # addedAffinity stays unset
     return a

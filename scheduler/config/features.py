@@ -43,19 +43,41 @@ class FeatureGate:
     stage: str  # in KUBE_SCHEDULER_RELEASE
     default: bool
     implemented: bool  # does kube-py-scheduler behave as upstream with the gate on?
+    # upstream locks a GA gate to its default, except the few GA gates still settable for a
+    # release (``LockToDefault: false``)
+    lock: bool | None = None
 
     @property
     def locked(self) -> bool:
-        return self.stage == GA
+        return self.stage == GA if self.lock is None else self.lock
 
 
-def _g(name: str, stage: str, default: bool, implemented: bool) -> FeatureGate:
-    return FeatureGate(name, stage, default, implemented)
+def _g(name: str, stage: str, default: bool, implemented: bool, *,
+       lock: bool | None = None) -> FeatureGate:
+    return FeatureGate(name, stage, default, implemented, lock)
 
 
 # Scheduler-relevant gates since 1.30 (pkg/features/kube_features.go), as of 1.37.
 GATES: tuple[FeatureGate, ...] = (
     _g("DynamicResourceAllocation", GA, True, True),
+    # DRA's sub-gates (docs/dra.md)
+    _g("DRAAdminAccess", GA, True, True),
+    _g("DRAConsumableCapacity", BETA, True, False),
+    _g("DRADerivedAttributes", ALPHA, False, False),
+    _g("DRADeviceBindingConditions", BETA, True, False),
+    _g("DRADeviceCompatibilityGroups", ALPHA, False, False),
+    _g("DRADeviceTaintRules", GA, True, False, lock=False),
+    _g("DRADeviceTaints", GA, True, True, lock=False),
+    _g("DRAExtendedResource", GA, True, False),
+    _g("DRAFractionalCapacityRange", BETA, True, False),
+    _g("DRAListTypeAttributes", ALPHA, False, False),
+    _g("DRANodeAllocatableResources", ALPHA, False, False),
+    _g("DRAOptionalNodeOperations", ALPHA, False, False),
+    _g("DRAPartitionableDevices", BETA, True, True),
+    _g("DRAPrioritizedList", GA, True, True),
+    _g("DRAResourceClaimDeviceStatus", GA, True, True),
+    _g("DRASchedulerFilterTimeout", BETA, True, True),
+    _g("DRAWorkloadResourceClaims", BETA, False, False),
     _g("InPlacePodVerticalScaling", GA, True, True),
     _g("InPlacePodLevelResourcesVerticalScaling", ALPHA, False, True),
     _g("InPlacePodVerticalScalingSchedulerPreemption", ALPHA, False, False),
@@ -67,13 +89,13 @@ GATES: tuple[FeatureGate, ...] = (
     _g("OpportunisticBatching", BETA, True, True),
     _g("PodLevelResources", BETA, True, True),
     _g("PodSchedulingReadiness", GA, True, True),
-    _g("SchedulerAsyncAPICalls", BETA, True, False),
+    _g("SchedulerAsyncAPICalls", BETA, True, True),
     _g("SchedulerAsyncPreemption", GA, True, True),
     _g("SchedulerPopFromBackoffQ", GA, True, True),
     _g("SchedulerQueueingHints", GA, True, True),
-    _g("StorageCapacityScoring", BETA, True, False),
+    _g("StorageCapacityScoring", BETA, True, True),
     _g("TaintTolerationComparisonOperators", ALPHA, False, True),
-    _g("VolumeLimitScaling", BETA, True, False),
+    _g("VolumeLimitScaling", BETA, True, True),
 )
 
 

@@ -6,9 +6,12 @@ extra CEL selectors, ``allocationMode`` ExactCount (``count``) or All, or ``firs
 subrequests tried in order; ``constraints`` (``matchAttribute``, ``distinctAttribute``) tie
 the devices of the requests they name; a device is free unless another claim's allocation
 holds it (an ``adminAccess`` request may use a held device and holds none); a device taint
-with effect NoSchedule/NoExecute must be tolerated by the request.  The search is a
-depth-first walk over requests and device combinations, bounded by a step budget (upstream
-bounds it by time) so one pathological claim cannot stall the scheduler.
+with effect NoSchedule/NoExecute must be tolerated by the request; a device that consumes
+shared counters of its pool (partitionable devices) is free only while those counters have
+enough left after the devices already allocated.  The search is a
+depth-first walk over requests and device combinations, bounded by a step budget and, when
+the caller gives one, a deadline (upstream's ``filterTimeout``), so one pathological claim
+cannot stall the scheduler.
 
 The outcome is either the ``status.allocation`` of each claim, or why not: ``Unfit`` (the
 node has not the devices: per request, a reason ``explain`` prints) or ``AllocationError``
@@ -19,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.dra.cel import CelError, Selector, compile_selector
+from scheduler.dra.counters import Counters, PoolID, fits, take
 from scheduler.dra.inventory import (
     TAINT_EFFECTS,
     Device,
@@ -35,6 +40,7 @@ from scheduler.dra.inventory import (
 MODE_EXACT = "ExactCount"
 MODE_ALL = "All"
 DEFAULT_STEP_BUDGET = 200_000
+DEADLINE_CHECK_EVERY = 64  # search steps between two looks at the clock
 # Upstream's limits (resource.k8s.io/v1).
 MAX_REQUESTS = 32
 
@@ -45,12 +51,34 @@ class AllocationError(Exception):
     """The claim or its class cannot be evaluated (not a lack of devices)."""
 
 
-@dataclass(slots=True)
 class Unfit:
-    """No allocation on this node; ``details`` says, per request, why (for explain)."""
+    """No allocation on this node; ``details`` says, per request, why (for explain).  They
+    may be worked out only when first read (``explain``): Filter rejects many nodes, and
+    explain reads why for a few."""
 
-    details: list[str] = field(default_factory=list)
-    timed_out: bool = False
+    __slots__ = ("_details", "_explain", "timed_out")
+
+    def __init__(self, details: list[str] | None = None, timed_out: bool = False, *,
+                 explain: Callable[[], list[str]] | None = None) -> None:
+        self._details = details if details is not None or explain is not None else []
+        self._explain = explain
+        self.timed_out = timed_out
+
+    @property
+    def details(self) -> list[str]:
+        if self._details is None:
+            assert self._explain is not None
+            self._details, self._explain = self._explain(), None
+        return self._details
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Unfit) and self.details == other.details
+                and self.timed_out == other.timed_out)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return f"Unfit(details={self.details!r}, timed_out={self.timed_out!r})"
 
 
 class Allocated:
@@ -117,6 +145,15 @@ class _Alternative:
     tolerations: list[_Toleration]
     raw_tolerations: list[Any]
     class_config: list[Any]
+    # every selector (class first) and the key their joint result is cached under on a device
+    all_selectors: tuple[tuple[str, Selector], ...] = field(init=False)
+    selected_key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.all_selectors = (*self.class_selectors, *self.selectors)
+        # NUL never occurs in an expression: this key cannot be one expression's
+        self.selected_key = "\x00" + "\x00".join(sel.expression
+                                                 for _w, sel in self.all_selectors)
 
 
 @dataclass(slots=True)
@@ -262,8 +299,16 @@ class _Budget(Exception):
 
 class _Search:
     def __init__(self, requests: list[_Request], constraints: list[list[_Constraint]],
-                 candidates: list[list[list[Device] | None]], budget: int) -> None:
+                 candidates: list[list[list[Device] | None]], budget: int,
+                 counters: Counters | None = None,
+                 left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
+                 deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.requests = requests
+        self.deadline = deadline
+        self.clock = clock
+        self.counters = counters
+        self.left = left or {}
         self.constraints = constraints
         self.candidates = candidates
         self.budget = budget
@@ -275,6 +320,9 @@ class _Search:
     def _step(self) -> None:
         self.budget -= 1
         if self.budget < 0:
+            raise _Budget()
+        if self.deadline is not None and self.budget % DEADLINE_CHECK_EVERY == 0 and \
+                self.clock() > self.deadline:
             raise _Budget()
 
     def _add(self, req: _Request, alt: _Alternative, d: Device) -> list[int] | None:
@@ -294,6 +342,13 @@ class _Search:
             seen[v] = seen.get(v, 0) + 1
             applied.append(ci)
         if not alt.admin:  # adminAccess holds nothing
+            if self.left and self.counters is not None:
+                use = self.counters.consumption(d)
+                if use:
+                    if not fits(use, (d.driver, d.pool), self.left):
+                        self._undo(req, alt, d, applied, held=False)
+                        return None
+                    take(use, (d.driver, d.pool), self.left)
             self.picked.add(d.id)
         return applied
 
@@ -310,6 +365,10 @@ class _Search:
                 vals[ci][v] = n
         if held and not alt.admin:
             self.picked.discard(d.id)
+            if self.left and self.counters is not None:
+                use = self.counters.consumption(d)
+                if use:
+                    take(use, (d.driver, d.pool), self.left, -1)
 
     def run(self, i: int = 0) -> bool:
         if i == len(self.requests):
@@ -361,7 +420,10 @@ def _tolerated(alt: _Alternative, d: Device) -> bool:
 
 def _selected(alt: _Alternative, d: Device, claim: str, req_name: str) -> bool:
     cache = d.selected
-    for where, sel in (*alt.class_selectors, *alt.selectors):
+    joint = cache.get(alt.selected_key)
+    if joint is not None:
+        return joint
+    for where, sel in alt.all_selectors:
         hit = cache.get(sel.expression)
         if hit is None:
             try:
@@ -370,7 +432,9 @@ def _selected(alt: _Alternative, d: Device, claim: str, req_name: str) -> bool:
                 raise AllocationError(
                     f"{where}: device {d.driver}/{d.pool}/{d.name}: {e}") from None
         if not hit:
+            cache[alt.selected_key] = False
             return False
+    cache[alt.selected_key] = True
     return True
 
 
@@ -387,11 +451,9 @@ def _node_selector(devices: Sequence[Device], node_name: str) -> dict[str, Any] 
         {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
 
 
-def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
-               node_name: str) -> Allocated | None:
+def _simple_alternative(prepared: Prepared) -> tuple[_Request, _Alternative] | None:
     """One claim, one ExactCount request without alternatives or constraints (the common
-    shape): the first free devices in order are what the search would pick.  None: take
-    the general path (which also explains a failure)."""
+    shape), or None."""
     if len(prepared.requests) != 1 or prepared.constraints[0]:
         return None
     req = prepared.requests[0]
@@ -400,24 +462,52 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
     alt = req.alternatives[0]
     if alt.mode != MODE_EXACT:
         return None
+    return req, alt
+
+
+def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
+               node_name: str, device_taints: bool, counters: Counters | None = None,
+               left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
+               partitionable: bool = True) -> Allocated | None:
+    """The common shape (``_simple_alternative``): the first free devices in order are what
+    the search would pick.  None: no such devices, or another shape."""
+    simple = _simple_alternative(prepared)
+    if simple is None:
+        return None
+    req, alt = simple
     taken: list[Device] = []
+    # Partitionable devices: take the first ones whose counters still fit, counting what the
+    # ones taken before consume (the search's first answer, when there is one).
+    tally = {k: dict(v) for k, v in left.items()} if left else None
     for d in devices:
         if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
-                not d.taints or _tolerated(alt, d)):
+                not d.taints or not device_taints or _tolerated(alt, d)):
+            if counters is not None:
+                use = counters.consumption(d)
+                if use:
+                    pid = (d.driver, d.pool)
+                    if not partitionable or pid in counters.invalid:
+                        continue
+                    if not alt.admin:
+                        if tally is None or not fits(use, pid, tally):
+                            continue
+                        take(use, pid, tally)
             taken.append(d)
             if len(taken) == alt.count:
                 config = prepared.configs[0]
-                return Allocated(lambda: [_allocation(alt, taken, config, node_name)], 0)
+                return Allocated(lambda: [_allocation(alt, taken, config, node_name,
+                                                      device_taints)], 0)
     return None
 
 
 def _allocation(alt: _Alternative, devs: Sequence[Device], claim_config: list[Any],
-                node_name: str) -> dict[str, Any]:
-    return _build_allocation([(alt, devs)], claim_config, node_name)
+                node_name: str, device_taints: bool = True) -> dict[str, Any]:
+    return _build_allocation([(alt, devs)], claim_config, node_name, device_taints)
 
 
 def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
-                      claim_config: list[Any], node_name: str) -> dict[str, Any]:
+                      claim_config: list[Any], node_name: str,
+                      device_taints: bool = True) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     config: list[dict[str, Any]] = []
     all_devs: list[Device] = []
@@ -431,7 +521,7 @@ def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
                                  "pool": d.pool, "device": d.name}
             if alt.admin:
                 r["adminAccess"] = True
-            if alt.raw_tolerations and d.taints:
+            if alt.raw_tolerations and d.taints and device_taints:
                 r["tolerations"] = list(alt.raw_tolerations)
             results.append(r)
             all_devs.append(d)
@@ -482,19 +572,90 @@ def allocate(
     classes: Mapping[str, Mapping[str, Any]] | None = None,
     in_use: AbstractSet[DeviceID],
     step_budget: int = DEFAULT_STEP_BUDGET,
+    counters: Counters | None = None,
+    device_taints: bool = True,
+    partitionable: bool = True,
+    held: Mapping[str, int] | None = None,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Outcome:
     """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
     why not.  Raises AllocationError when a claim or class is malformed (or a selector
-    fails on one of the node's devices)."""
+    fails on one of the node's devices).  ``device_taints`` and ``partitionable`` are the
+    DRADeviceTaints and DRAPartitionableDevices feature gates: with the first off, device
+    taints are ignored; with the second off, devices that consume shared counters are never
+    allocated (as upstream's allocator does with the feature disabled).  ``deadline`` (on
+    ``clock``) bounds the search in time besides the step budget (DRASchedulerFilterTimeout):
+    past it the node is Unfit with upstream's ``timed out trying to allocate devices``."""
     prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
+    node_name = str((node.get("metadata") or {}).get("name") or "")
+    devices = inventory.devices_for_node(node)
+    left = counters.left(devices, in_use) if counters and partitionable else {}
+    blocked: dict[DeviceID, str] = {}  # counter-consuming devices that cannot be taken now
+    if left or (counters and (counters.invalid or not partitionable)):
+        assert counters is not None
+        for d in devices:
+            use = counters.consumption(d)
+            if not use:
+                continue
+            pid = (d.driver, d.pool)
+            if not partitionable:
+                blocked[d.id] = (f"resource pool {d.pool}: device {d.name} consumes shared "
+                                 f"counters and the DRAPartitionableDevices feature is disabled")
+            elif pid in counters.invalid:
+                blocked[d.id] = f"resource pool {d.pool} is invalid: {counters.invalid[pid]}"
+            elif d.id not in in_use and not fits(use, pid, left):
+                blocked[d.id] = "shared counters"
+        # greedy with counters is not exact: a failure here takes the general search
+        fast = _fast_path(prepared, devices, in_use, node_name, device_taints, counters, left,
+                          partitionable)
+        if fast is not None:
+            return fast
+    else:
+        simple = _simple_alternative(prepared)
+        if (held is not None and simple is not None and not simple[1].admin
+                and (node_name, simple[1].selected_key) in inventory.checked
+                and inventory.all_held(node_name, held)):
+            # Every device of the node is held and none fails the selectors: nothing to look
+            # at (``held`` is ``Inventory.held_by_node(in_use)``, counted once per pod).
+            def why_held() -> list[str]:
+                out = _search_all(prepared, node_name, devices, in_use, step_budget,
+                                  counters=counters, left=left, blocked=blocked,
+                                  device_taints=device_taints)
+                return out.details if isinstance(out, Unfit) else []
+            return Unfit(explain=why_held)
+        fast = _fast_path(prepared, devices, in_use, node_name, device_taints)
+        if fast is not None:
+            return fast
+        if simple is not None:
+            # The fast path is exact for this shape: the search below would fail too.  Only
+            # the selectors are checked on every device (a CEL error is raised as the search
+            # would raise it); why it fails is worked out if someone reads it (explain).
+            req, alt = simple
+            for d in devices:
+                _selected(alt, d, req.claim, req.name)
+            inventory.checked.add((node_name, alt.selected_key))
+
+            def explain() -> list[str]:
+                out = _search_all(prepared, node_name, devices, in_use, step_budget,
+                                  counters=counters, left=left, blocked=blocked,
+                                  device_taints=device_taints)
+                return out.details if isinstance(out, Unfit) else []
+            return Unfit(explain=explain)
+    return _search_all(prepared, node_name, devices, in_use, step_budget, counters=counters,
+                       left=left, blocked=blocked, device_taints=device_taints,
+                       deadline=deadline, clock=clock)
+
+
+def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
+                in_use: AbstractSet[DeviceID], step_budget: int, *, counters: Counters | None,
+                left: dict[tuple[PoolID, str], dict[str, int]], blocked: dict[DeviceID, str],
+                device_taints: bool, deadline: float | None = None,
+                clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """The general path: candidates per request and alternative, then the search."""
     claims = prepared.claims
     requests, constraints, configs = (prepared.requests, prepared.constraints,
                                       prepared.configs)
-    node_name = str((node.get("metadata") or {}).get("name") or "")
-    devices = inventory.devices_for_node(node)
-    fast = _fast_path(prepared, devices, in_use, node_name)
-    if fast is not None:
-        return fast
     candidates: list[list[list[Device] | None]] = []
     details: list[str] = []
     for req in requests:
@@ -502,9 +663,19 @@ def allocate(
         why: list[str] = []
         for alt in req.alternatives:
             matching = [d for d in devices if _selected(alt, d, req.claim, req.name)]
-            usable = [d for d in matching if not d.taints or _tolerated(alt, d)]
+            usable = [d for d in matching
+                      if not d.taints or not device_taints or _tolerated(alt, d)]
             free = usable if alt.admin or not in_use else [
                 d for d in usable if d.id not in in_use]
+            if blocked:
+                invalid = [why_ for d in matching if (why_ := blocked.get(d.id, "")) not in (
+                    "", "shared counters")]
+                usable = [d for d in usable if not blocked.get(d.id, "").startswith(
+                    "resource pool")]
+                free = [d for d in free if d.id not in blocked or (
+                    alt.admin and not blocked[d.id].startswith("resource pool"))]
+            else:
+                invalid = []
             label = f"claim {req.claim}, request {alt.result_name}"
             if alt.mode == MODE_ALL:
                 incomplete = [d for d in matching if d.pool_ref is not None
@@ -531,12 +702,16 @@ def allocate(
                 elif len(matching) < alt.count:
                     why.append(f"{label}: needs {alt.count}, only {len(matching)} match on "
                                f"this node")
+                elif invalid and len(usable) < alt.count:
+                    why.append(f"{label}: needs {alt.count}, {len(matching)} match but "
+                               f"{invalid[0]}")
                 elif len(usable) < alt.count:
                     why.append(f"{label}: needs {alt.count}, {len(matching)} match but "
                                f"{len(matching) - len(usable)} have untolerated taints")
                 else:
+                    shared = " or their shared counters used up" if blocked else ""
                     why.append(f"{label}: needs {alt.count}, {len(matching)} match, "
-                               f"{len(free)} free (the others are allocated)")
+                               f"{len(free)} free (the others are allocated{shared})")
                 per_alt.append(None)
             else:
                 per_alt.append(free)
@@ -544,14 +719,16 @@ def allocate(
         details.extend(why if all(c is None for c in per_alt) else [])
     if details:
         return Unfit(details)
-    search = _Search(requests, constraints, candidates, step_budget)
+    search = _Search(requests, constraints, candidates, step_budget, counters, left,
+                     deadline, clock)
     try:
         ok = search.run()
     except _Budget:
         return Unfit([REASON_TIMEOUT], timed_out=True)
     if not ok:
         return Unfit(["the free devices do not satisfy the claims' constraints together "
-                      "(matchAttribute/distinctAttribute), or two requests need the same device"])
+                      "(matchAttribute/distinctAttribute), or two requests need the same device"
+                      + (" or the same shared counters" if left else "")])
     allocations: list[dict[str, Any]] = []
     rank = 0
     per_claim: list[list[tuple[_Request, _Alternative, list[Device]]]] = [[] for _ in claims]
@@ -560,5 +737,5 @@ def allocate(
         rank += ai
     for ci, picks in enumerate(per_claim):
         allocations.append(_build_allocation([(alt, devs) for _req, alt, devs in picks],
-                                             configs[ci], node_name))
+                                             configs[ci], node_name, device_taints))
     return Allocated(allocations, rank)

@@ -176,20 +176,35 @@ def _parse_slice(sl: Mapping[str, Any]) -> tuple[str, str, int, int, list[Device
     return driver, pool["name"], gen, count, devices
 
 
+ParsedSlice = tuple[str, str, int, int, list[Device]]  # driver, pool, generation, count
+
+
 class Inventory:
     """Every pool of devices, from the cluster's ResourceSlices (rebuilt when they change)."""
 
     def __init__(self, slices: Iterable[Mapping[str, Any]]) -> None:
-        self.problems: list[str] = []
-        parsed: list[tuple[str, str, int, int, list[Device]]] = []
-        newest: dict[tuple[str, str], int] = {}
+        problems: list[str] = []
+        parsed: list[ParsedSlice] = []
         for sl in slices:
             try:
-                p = _parse_slice(sl)
+                parsed.append(_parse_slice(sl))
             except ObjectError as e:
-                self.problems.append(str(e))
-                continue
-            parsed.append(p)
+                problems.append(str(e))
+        self._assemble(parsed, problems)
+
+    @classmethod
+    def from_parsed(cls, parsed: Iterable[ParsedSlice], problems: Iterable[str] = ()
+                    ) -> Inventory:
+        """From slices parsed before (their Device objects, and the selector results they
+        cache, are reused: a slice that did not change is not parsed again)."""
+        inv = cls.__new__(cls)
+        inv._assemble(list(parsed), list(problems))
+        return inv
+
+    def _assemble(self, parsed: list[ParsedSlice], problems: list[str]) -> None:
+        self.problems = problems
+        newest: dict[tuple[str, str], int] = {}
+        for p in parsed:
             key = (p[0], p[1])
             newest[key] = max(newest.get(key, p[2]), p[2])
         self.pools: dict[tuple[str, str], Pool] = {}
@@ -222,6 +237,29 @@ class Inventory:
                     self._local.setdefault(d.node_name, []).append(d)
                 else:
                     self._shared.append(d)
+        self._local_ids: dict[DeviceID, str] = {
+            d.id: name for name, devs in self._local.items() for d in devs}
+        # (node, request selectors) whose every device was evaluated without a CEL error
+        self.checked: set[tuple[str, str]] = set()
+
+    def held_by_node(self, in_use: Iterable[DeviceID]) -> dict[str, int]:
+        """How many node-local devices of each node ``in_use`` holds (ids of devices this
+        inventory does not have are not counted): once per pod, so that Filter tells a node
+        whose devices are all held with one comparison."""
+        local = self._local_ids
+        out: dict[str, int] = {}
+        for ident in in_use:
+            name = local.get(ident)
+            if name is not None:
+                out[name] = out.get(name, 0) + 1
+        return out
+
+    def all_held(self, node_name: str, held: Mapping[str, int]) -> bool:
+        """Every device usable from the node is held: there is no device of a selector or
+        all-nodes pool, and ``held`` (``held_by_node``) counts all of the node's own."""
+        if self._shared:
+            return False
+        return held.get(node_name, 0) >= len(self._local.get(node_name, ()))
 
     def devices_for_node(self, node: Mapping[str, Any]) -> list[Device]:
         """The devices usable from ``node``, in a stable order (pool, then slice order)."""
@@ -236,6 +274,68 @@ class Inventory:
                 self._by_node.clear()
             self._by_node[key] = hit
         return hit
+
+
+class SliceTracker:
+    """The cluster's :class:`Inventory` kept from ResourceSlice informer events.
+
+    Reading it between changes costs nothing per pod (no walk over the slices); a slice
+    added, changed or deleted marks it stale, and the next read assembles it again from the
+    slices parsed so far: only the changed slice is parsed anew, the others keep their
+    Device objects and the CEL results cached on them.  A malformed slice is kept as its
+    problem (logged once by the caller through :attr:`new_problems`)."""
+
+    def __init__(self) -> None:
+        # slice key (uid, else name) -> (resourceVersion, parsed slice or the problem)
+        self._slices: dict[str, tuple[str, ParsedSlice | str]] = {}
+        self._raw: dict[str, Mapping[str, Any]] = {}  # the slices as the informer has them
+        self._inventory: Inventory | None = None
+        self.new_problems: list[str] = []
+
+    @staticmethod
+    def _key(sl: Mapping[str, Any]) -> str:
+        meta = sl.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        return str(meta.get("uid") or meta.get("name") or "")
+
+    def slice_added(self, sl: Mapping[str, Any]) -> None:
+        meta = sl.get("metadata")
+        rv = str((meta if isinstance(meta, Mapping) else {}).get("resourceVersion") or "")
+        key = self._key(sl)
+        known = self._slices.get(key)
+        if known is not None and known[0] == rv and rv:
+            return  # a resync of what we have
+        try:
+            parsed: ParsedSlice | str = _parse_slice(sl)
+        except ObjectError as e:
+            parsed = str(e)
+            self.new_problems.append(parsed)
+        self._slices[key] = (rv, parsed)
+        self._raw[key] = sl
+        self._inventory = None
+
+    def slice_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        if self._key(old) != self._key(new):
+            self.slice_deleted(old)
+        self.slice_added(new)
+
+    def slice_deleted(self, sl: Mapping[str, Any]) -> None:
+        key = self._key(sl)
+        self._raw.pop(key, None)
+        if self._slices.pop(key, None) is not None:
+            self._inventory = None
+
+    def slices(self) -> list[Mapping[str, Any]]:
+        """The current slices, in the order the inventory is assembled from."""
+        return list(self._raw.values())
+
+    def inventory(self) -> Inventory:
+        inv = self._inventory
+        if inv is None:
+            parsed = [p for _rv, p in self._slices.values() if not isinstance(p, str)]
+            problems = [p for _rv, p in self._slices.values() if isinstance(p, str)]
+            inv = self._inventory = Inventory.from_parsed(parsed, problems)
+        return inv
 
 
 def device_ids_of(allocation: Mapping[str, Any] | None, *,

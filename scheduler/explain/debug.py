@@ -1,6 +1,6 @@
 """What the running scheduler says about itself: ``/debug/pods/{namespace}/{name}``,
-``/debug/queue``, and a dump of its cache and queue in the log on SIGUSR2 (kube-scheduler's
-cache debugger).
+``/debug/queue``, ``/debug/cache/compare``, and on SIGUSR2 a dump of its cache and queue and
+a comparison of the cache with the informers in the log (kube-scheduler's cache debugger).
 
 The handlers only read the scheduler's state on its own event loop; they are registered on
 the endpoint server's debug routes, which carry the same authentication and authorization as
@@ -19,6 +19,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from aiohttp import web
 
+from scheduler.cache.comparer import Comparison, compare, compare_devices, compare_queue
+from scheduler.client.api import ApiConnectionError
+from scheduler.plugins.dynamicresources.claims import ClaimTracker
+from scheduler.plugins.dynamicresources.plugin import DynamicResources
+from scheduler.plugins.names import DYNAMIC_RESOURCES
+
 if TYPE_CHECKING:
     from scheduler.scheduler import Scheduler
 
@@ -26,10 +32,17 @@ log = structlog.get_logger(__name__)
 
 POD_ROUTE = "/debug/pods/{namespace}/{name}"
 QUEUE_ROUTE = "/debug/queue"
+COMPARE_ROUTE = "/debug/cache/compare"
+# Page size of the fresh LISTs of /debug/cache/compare?fresh=true.
+FRESH_LIST_PAGE = 500
 DEFAULT_QUEUE_LIMIT = 1000
 QUEUES = ("active", "backoff", "unschedulable", "gated")
 # scheduler-plugins' PodGroup label (gangs in /debug/queue).
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+class FreshListError(Exception):
+    """A fresh LIST for the comparison failed (the API server's answer in the message)."""
 
 
 class DebugRouteServer(Protocol):
@@ -130,6 +143,87 @@ class SchedulerIntrospection:
         out["diagnosesKept"] = len(sched.diagnoses)
         return out
 
+    # --- the cache against the cluster ----------------------------------------------------
+
+    def compare(
+        self,
+        *,
+        nodes: list[dict[str, Any]] | None = None,
+        pods: list[dict[str, Any]] | None = None,
+        claims: list[dict[str, Any]] | None = None,
+    ) -> Comparison:
+        """Compare the cache, the scheduling queue and each DRA claims tracker with the
+        informers' stores, or with the lists given (a fresh LIST of the API server)."""
+        sched = self.sched
+        stores = sched.informers.informers
+        if nodes is None:
+            nodes = stores["nodes"].store.list() if "nodes" in stores else []
+        if pods is None:
+            pods = stores["pods"].store.list() if "pods" in stores else []
+        if claims is None and "resourceclaims" in stores:
+            claims = stores["resourceclaims"].store.list()
+        result = compare(sched.cache, nodes=nodes, pods=pods)
+        queued = [p for held in sched.queue.pending_pods().values() for p in held]
+        queued.extend(sched.queue.in_flight_pods())
+        result.differences.extend(compare_queue(sched.cache, queued=queued, pods=pods,
+                                                schedulers=sched.profiles.keys()))
+        for tracker in self._claim_trackers():
+            result.differences.extend(compare_devices(
+                held=tracker.held(), claims=claims or [], in_flight=tracker.in_flight))
+        return result
+
+    def _claim_trackers(self) -> list[ClaimTracker]:
+        """The claims trackers of DRA plugins that follow the claim informer (one per
+        profile; a tracker that scans instead holds only what is in flight)."""
+        trackers: dict[int, ClaimTracker] = {}
+        for framework in self.sched.profiles.values():
+            plugin = framework.get_plugin(DYNAMIC_RESOURCES)
+            if isinstance(plugin, DynamicResources) and plugin.follows_claim_events:
+                trackers[id(plugin.tracker)] = plugin.tracker
+        return list(trackers.values())
+
+    async def fresh_lists(self) -> dict[str, list[dict[str, Any]] | None]:
+        """Nodes, pods and ResourceClaims LISTed now from the API server, as each informer
+        lists them (its path and selectors: the daemon's pods exclude terminal ones)."""
+        out: dict[str, list[dict[str, Any]] | None] = {}
+        stores = self.sched.informers.informers
+        for resource in ("nodes", "pods", "resourceclaims"):
+            inf = stores.get(resource)
+            out[resource] = None if inf is None else await self._list_all(inf.path, inf.params)
+        return out
+
+    async def _list_all(self, path: str, params: dict[str, str]) -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = {**params, "limit": str(FRESH_LIST_PAGE)}
+            if token:
+                query["continue"] = token
+            try:
+                resp = await self.sched.client.request("GET", path, params=query)
+            except ApiConnectionError as exc:  # after the client's retries
+                raise FreshListError(f"LIST {path}: {exc}") from exc
+            if resp.status == 404 and not items:
+                return None  # not served (no resource.k8s.io): nothing to compare
+            body = resp.body
+            if resp.status != 200 or not isinstance(body, dict):
+                message = body.get("message") if isinstance(body, dict) else body
+                raise FreshListError(f"LIST {path}: HTTP {resp.status}: {message}")
+            items.extend(i for i in body.get("items") or [] if isinstance(i, dict))
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return items
+
+    def log_comparison(self, result: Comparison, *, source: str) -> None:
+        """One log line per difference, then a summary line."""
+        for diff in result.differences:
+            log.warning("cache mismatch", kind=diff.kind, object=diff.object,
+                        detail=diff.detail, compared_with=source)
+        summary = log.warning if result.differences else log.info
+        summary("cache comparison done", differences=len(result.differences),
+                nodes=result.nodes, pods=result.pods, assumed=result.assumed,
+                compared_with=source)
+
     # --- HTTP ------------------------------------------------------------------------------
 
     async def pod_handler(self, request: web.Request) -> web.StreamResponse:
@@ -151,9 +245,25 @@ class SchedulerIntrospection:
             )
         return web.json_response(self.queue(limit=int(raw)))
 
+    async def compare_handler(self, request: web.Request) -> web.StreamResponse:
+        raw = request.query.get("fresh", "false").lower()
+        if raw not in ("true", "false"):
+            return web.json_response(
+                {"message": f"fresh: expected true or false, got {raw!r}"}, status=400)
+        if raw == "false":
+            return web.json_response(self.compare().to_dict())
+        try:
+            lists = await self.fresh_lists()
+        except FreshListError as exc:
+            return web.json_response({"message": str(exc)}, status=502)
+        result = self.compare(nodes=lists["nodes"] or [], pods=lists["pods"] or [],
+                              claims=lists["resourceclaims"])
+        return web.json_response(result.to_dict())
+
     def register(self, server: DebugRouteServer) -> None:
         server.add_debug_route(POD_ROUTE, self.pod_handler)
         server.add_debug_route(QUEUE_ROUTE, self.queue_handler)
+        server.add_debug_route(COMPARE_ROUTE, self.compare_handler)
 
     # --- SIGUSR2 ---------------------------------------------------------------------------
 
@@ -184,7 +294,8 @@ class SchedulerIntrospection:
 
 
 class CacheDebugger:
-    """SIGUSR2 -> one dump, from a named task of the daemon (the signal handler only asks)."""
+    """SIGUSR2 -> one dump and one comparison of the cache with the informers, from a named
+    task of the daemon (the signal handler only asks)."""
 
     TASK_NAME = "cache-debugger"
 
@@ -192,6 +303,7 @@ class CacheDebugger:
         self._introspection = introspection
         self._requested = asyncio.Event()
         self.dumps = 0
+        self.last_comparison: Comparison | None = None
 
     def request_dump(self) -> None:
         self._requested.set()
@@ -206,6 +318,13 @@ class CacheDebugger:
                 self._introspection.dump()
             except Exception:  # a dump must never take the daemon down
                 log.exception("cache dump failed")
+            try:
+                # Upstream's comparer: the cache against the informers' listers.
+                result = self._introspection.compare()
+                self._introspection.log_comparison(result, source="informers")
+                self.last_comparison = result
+            except Exception:
+                log.exception("cache comparison failed")
             self.dumps += 1
             done += 1
             log.info("cache dump done", seconds=round(time.perf_counter() - started, 3))

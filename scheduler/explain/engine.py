@@ -79,12 +79,45 @@ class PreemptionCandidate:
 
 
 @dataclass(slots=True)
+class GangPlacement:
+    """One member in a gang's preemption plan: its node and the pods evicted there for it."""
+
+    member: str
+    node: str
+    victims: list[Victim]
+
+
+@dataclass(slots=True)
 class PreemptionPlan:
     """What DefaultPreemption would do (a dry run: nothing is evicted or nominated)."""
 
     message: str
     candidates: list[PreemptionCandidate]
     chosen: str = ""
+    # A gang member's plan for every member the gang still needs (empty for a plain pod).
+    gang: list[GangPlacement] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TopologyDomain:
+    """One domain of a gang's topology key as Coscheduling's PreFilter judged it."""
+
+    value: str
+    nodes: list[str]
+    free_cpu: str
+    free_memory: str
+    fits: int
+    verdict: str  # "chosen", "fits" or why it was turned down
+
+
+@dataclass(slots=True)
+class GangTopology:
+    key: str
+    required: bool
+    need: int  # members still to place in one domain
+    chosen: str  # the domain's value, '' when none
+    domains: list[TopologyDomain]
+    unlabeled: int  # nodes without the label
 
 
 @dataclass(slots=True)
@@ -96,6 +129,7 @@ class GangState:
     assigned: int = 0
     pending: list[str] = field(default_factory=list)
     missing: str = ""
+    topology: GangTopology | None = None
 
 
 @dataclass
@@ -419,6 +453,11 @@ def _post_filter(
                 for c in dry.candidates
             ],
             chosen=outcome.nominating or "",
+            gang=[] if dry is None or dry.gang_plan is None else [
+                GangPlacement(p.member.key, p.node,
+                              [Victim(v.key, v.priority) for v in p.victims])
+                for p in dry.gang_plan.placements
+            ],
         )
 
 
@@ -453,7 +492,34 @@ def gang_state(fwk: Framework, pod_info: PodInfo) -> GangState | None:
     return GangState(
         pod_group=full, found=True, min_member=info.min_member, members=members,
         assigned=assigned, pending=pending, missing="; ".join(missing),
+        topology=_gang_topology(plugin, pod_info),
     )
+
+
+def _gang_topology(plugin: Any, pod_info: PodInfo) -> GangTopology | None:
+    """Coscheduling's view of the gang's topology domains, as a table's rows."""
+    view_of = getattr(plugin, "topology_view", None)
+    if view_of is None:
+        return None
+    view = view_of(pod_info)
+    if view is None:
+        return None
+    chosen = view.chosen.value if view.chosen is not None else ""
+    domains = []
+    for d in view.considered:
+        if d.value == chosen:
+            verdict = "chosen" + ("" if len(view.considered) == 1 else " (tightest fit)")
+        elif d.reason:
+            verdict = f"rejected: {d.reason}"
+        else:
+            verdict = "fits (looser)"
+        domains.append(TopologyDomain(
+            value=d.value, nodes=list(d.nodes),
+            free_cpu=format_amount("cpu", d.free_milli_cpu),
+            free_memory=format_amount("memory", d.free_memory), fits=d.fits, verdict=verdict))
+    return GangTopology(key=view.constraint.key, required=view.constraint.required,
+                        need=view.need, chosen=chosen, domains=domains,
+                        unlabeled=view.unlabeled)
 
 
 def quota_state(fwk: Framework, pod_info: PodInfo) -> QuotaState | None:

@@ -16,7 +16,13 @@ from typing import Any
 
 import yaml
 
-from scheduler.explain.engine import PASSED, PRE_FILTER_RESULT, Explanation, NodeVerdict
+from scheduler.explain.engine import (
+    PASSED,
+    PRE_FILTER_RESULT,
+    Explanation,
+    GangTopology,
+    NodeVerdict,
+)
 
 WIDTH = 100
 TOP_NODES = 10
@@ -103,6 +109,11 @@ def to_simulator(explanation: Explanation, *, daemon: dict[str, Any] | None = No
                 for c in e.preemption.candidates
             ],
         }
+        if e.preemption.gang:
+            out["preemption"]["gang"] = [
+                {"member": placed.member, "node": placed.node,
+                 "victims": [{"pod": v.pod, "priority": v.priority} for v in placed.victims]}
+                for placed in e.preemption.gang]
     if e.gang is not None:
         g = e.gang
         out["podgroup"] = {
@@ -110,6 +121,15 @@ def to_simulator(explanation: Explanation, *, daemon: dict[str, Any] | None = No
             "members": g.members, "assigned": g.assigned, "pending": list(g.pending),
             "missing": g.missing,
         }
+        if g.topology is not None:
+            t = g.topology
+            out["podgroup"]["topology"] = {
+                "key": t.key, "required": t.required, "need": t.need, "chosen": t.chosen,
+                "unlabeled": t.unlabeled,
+                "domains": [{"value": d.value, "nodes": list(d.nodes), "freeCPU": d.free_cpu,
+                             "freeMemory": d.free_memory, "fits": d.fits,
+                             "verdict": d.verdict} for d in t.domains],
+            }
     if e.quota is not None:
         q = e.quota
         out["elasticquota"] = {"name": q.quota, "min": q.min, "max": q.max, "used": q.used,
@@ -238,7 +258,14 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
             text = (f"Preemption (dry run): would nominate {p.chosen}, evicting "
                     f"{victims or 'nothing'}")
             lines.append(text if wide else _clip(text, WIDTH))
-            if len(p.candidates) > 1:
+            if p.gang:
+                lines.append(f"  the gang's plan, every member at once ({len(p.gang)} "
+                             "member(s); nothing is evicted unless all get a node):")
+                for placed in p.gang:
+                    evicted = ", ".join(v.pod for v in placed.victims) or "room already freed"
+                    line = f"    {placed.member} -> {placed.node}: {evicted}"
+                    lines.append(line if wide else _clip(line, WIDTH))
+            elif len(p.candidates) > 1:
                 lines.append("  other candidates: " + _names(
                     [f"{c.node} ({len(c.victims)} victim(s))" for c in p.candidates
                      if c.node != p.chosen], WIDTH - 22))
@@ -256,6 +283,8 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
             if g.pending:
                 lines.append("  pending: " + _names(g.pending, WIDTH - 11))
             lines.append(_clip("  missing: " + (g.missing or "nothing"), WIDTH))
+            if g.topology is not None:
+                lines.extend(_topology_lines(g.topology, wide=wide))
     if e.quota is not None:
         q = e.quota
 
@@ -275,6 +304,29 @@ def to_table(e: Explanation, *, wide: bool = False, daemon: dict[str, Any] | Non
     if not wide:  # whatever the names' lengths, the table fits the terminal
         lines = [_clip(line, WIDTH) for line in lines]
     return "\n".join(lines) + "\n"
+
+
+def _topology_lines(t: GangTopology, *, wide: bool) -> list[str]:
+    """The gang's topology domains as a table: why each was turned down, which one won."""
+    kind = "required" if t.required else "preferred"
+    outcome = (f"{t.key}={t.chosen}" if t.chosen else
+               "none fits, they stay pending" if t.required else "none fits alone, any nodes")
+    lines = [f"  topology: {kind} {t.key}, {t.need} member(s) in one domain: {outcome}"]
+    if not t.domains:
+        lines.append(f"    no node has label {t.key}")
+        return lines
+    width = max(len("DOMAIN"), *(len(d.value) for d in t.domains))
+    lines.append(f"    {'DOMAIN':<{width}} {'NODES':>5} {'FREE CPU':>9} {'FREE MEMORY':>11} "
+                 f"{'MEMBERS FIT':>11}  VERDICT")
+    for d in t.domains:
+        row = (f"    {d.value:<{width}} {len(d.nodes):>5} {d.free_cpu:>9} {d.free_memory:>11} "
+               f"{f'{d.fits}/{t.need}':>11}  {d.verdict}")
+        lines.append(row)
+        if wide:
+            lines.append("      nodes: " + ", ".join(d.nodes))
+    if t.unlabeled:
+        lines.append(f"    {t.unlabeled} node(s) without label {t.key}")
+    return lines
 
 
 def daemon_lines(daemon: dict[str, Any]) -> list[str]:

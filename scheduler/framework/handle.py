@@ -20,6 +20,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
+from scheduler.framework.types import PreFilterResult
 from scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
@@ -27,6 +28,10 @@ from scheduler.objects.pod import PodInfo
 
 class _FilterRunner(Protocol):
     """What the handle needs from the Framework (kept narrow to avoid an import cycle)."""
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]: ...
 
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
@@ -131,6 +136,13 @@ class FrameworkHandle:
 
     def activate(self, pods: Iterable[dict[str, Any]]) -> None:
         self._activate(pods)
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        """PreFilter for another pod than the cycle's (a gang's preemption plans for every
+        member: a member of another shape needs its own state)."""
+        return self._framework().run_pre_filter_plugins(state, pod_info, nodes)
 
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

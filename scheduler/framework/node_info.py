@@ -179,7 +179,15 @@ class NodeInfo:
         if sign > 0:
             self.requested.add(pod_info.requests)
         else:
-            self.requested.sub(pod_info.requests)
+            requested = self.requested
+            requested.sub(pod_info.requests)
+            if pod_info.requests.scalar_resources:
+                # Resource.sub leaves an extended resource at 0; drop it, so a pod assumed
+                # and forgotten leaves the NodeInfo exactly as it was (not {"gpu": 0}).
+                scalars = requested.scalar_resources
+                for name in pod_info.requests.scalar_resources:
+                    if scalars.get(name) == 0:
+                        del scalars[name]
         self.non_zero_requested.milli_cpu += sign * pod_info.non_zero_cpu
         self.non_zero_requested.memory += sign * pod_info.non_zero_memory
         for ip, protocol, port in pod_info.host_ports:

@@ -10,6 +10,12 @@ StorageClass's provisioner (with a per-claim placeholder handle, as upstream).  
 (AWS EBS, GCE PD, Azure Disk, Cinder, vSphere) are counted under their CSI driver when the
 node's CSINode lists the plugin as migrated.  Not done: VolumeAttachment objects (the Handle
 does not list them) and Azure File / Portworx translation.
+
+VolumeLimitScaling (KEP-5030, beta and on in 1.37): a node whose CSINode does not (yet) list a
+driver would otherwise count as unlimited for it, so a fresh node is crowded with more volume
+pods than it can attach.  A CSIDriver with ``spec.preventPodSchedulingIfMissing: true`` opts
+in to refusing such nodes ("<driver> CSI driver is not installed on the node") until the
+driver registers there; other drivers keep the old behaviour.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from scheduler.config import features
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import (
     ActionType,
@@ -53,10 +60,19 @@ from scheduler.plugins.volumebinding.matching import (
     spec,
 )
 
-__all__ = ["NAME", "NodeVolumeLimits", "ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED"]
+__all__ = [
+    "NAME",
+    "NodeVolumeLimits",
+    "ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED",
+    "ERR_REASON_CSI_DRIVER_MISSING",
+    "VOLUME_LIMIT_SCALING",
+]
 
 NAME = names.NODE_VOLUME_LIMITS
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
+# VolumeLimitScaling; formatted with the driver's name.
+ERR_REASON_CSI_DRIVER_MISSING = "{driver} CSI driver is not installed on the node"
+VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
 
 
 def _ebs_handle(src: Mapping[str, Any]) -> str:
@@ -104,6 +120,18 @@ def _migratable_source(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] 
     return None
 
 
+def _drivers_of(csi_node: Mapping[str, Any] | None) -> set[str]:
+    drivers = spec(csi_node).get("drivers") if csi_node is not None else None
+    if not isinstance(drivers, list):
+        return set()
+    return {str(d.get("name") or "") for d in drivers if isinstance(d, Mapping)}
+
+
+def _prevents_scheduling_if_missing(csi_driver: Any) -> bool:
+    return isinstance(csi_driver, Mapping) and spec(csi_driver).get(
+        "preventPodSchedulingIfMissing") is True
+
+
 def _volume_limits(csi_node: Mapping[str, Any] | None) -> dict[str, int]:
     limits: dict[str, int] = {}
     if csi_node is None:
@@ -120,23 +148,33 @@ def _volume_limits(csi_node: Mapping[str, Any] | None) -> dict[str, int]:
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     NAME = NAME
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+    def __init__(self, args: PluginArgs, handle: Handle, *,
+                 gates: features.FeatureGates | None = None) -> None:
         validate_no_args(NAME, args)
         self._handle = handle
+        self.volume_limit_scaling = (gates or features.DEFAULT).enabled(VOLUME_LIMIT_SCALING)
         # Placeholder handles of unbound claims must never collide with real volume IDs.
         self._random_prefix = secrets.token_hex(16)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [
+        events = [
             # Any new CSINode may carry the limits (or the migration annotation) that help.
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.ADD)),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.UPDATE),
-                                 _after_csi_node_updated),
+                                 _after_csi_node_updated_scaling if self.volume_limit_scaling
+                                 else _after_csi_node_updated),
             ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE),
                                  _after_pod_deleted),
             ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM,
                                               ActionType.ADD), _after_pvc_added),
         ]
+        if self.volume_limit_scaling:
+            # A driver that stops preventing scheduling where it is missing frees the pods it
+            # kept off nodes without it.
+            events.append(ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE),
+                _after_csi_driver_updated))
+        return events
 
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
@@ -167,6 +205,10 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return error(str(exc))
         if not new_volumes:
             return None
+        if self.volume_limit_scaling:
+            missing = self._missing_driver(new_volumes, csi_node)
+            if missing is not None:
+                return unschedulable(ERR_REASON_CSI_DRIVER_MISSING.format(driver=missing))
         limits = _volume_limits(csi_node)
         if not limits:
             return None
@@ -188,6 +230,19 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             limit = limits.get(driver)
             if limit is not None and attached_count.get(driver, 0) + count > limit:
                 return unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
+        return None
+
+    def _missing_driver(self, new_volumes: Mapping[str, str],
+                        csi_node: Mapping[str, Any] | None) -> str | None:
+        """The first driver of the pod's new volumes that opted in (its CSIDriver's
+        ``preventPodSchedulingIfMissing``) and is not registered in the node's CSINode (or the
+        node has no CSINode)."""
+        on_node = _drivers_of(csi_node)
+        for driver in dict.fromkeys(new_volumes.values()):
+            if driver in on_node:
+                continue
+            if _prevents_scheduling_if_missing(self._handle.listers.get("csidrivers", "", driver)):
+                return driver
         return None
 
     def _attachable_volumes(self, pod: Mapping[str, Any], csi_node: Mapping[str, Any] | None,
@@ -277,6 +332,23 @@ def _after_csi_node_updated(pod: dict[str, Any], old: Any, new: Any) -> Queueing
     for driver, limit in _volume_limits(new).items():
         if limit > old_limits.get(driver, 0):
             return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _after_csi_node_updated_scaling(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """With VolumeLimitScaling a driver newly registered on the node can help too."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return QueueingHint.QUEUE
+    if _drivers_of(new) - _drivers_of(old):
+        return QueueingHint.QUEUE
+    return _after_csi_node_updated(pod, old, new)
+
+
+def _after_csi_driver_updated(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return QueueingHint.QUEUE
+    if _prevents_scheduling_if_missing(old) and not _prevents_scheduling_if_missing(new):
+        return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
 

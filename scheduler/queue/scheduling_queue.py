@@ -372,6 +372,30 @@ class SchedulingQueue:
             taken.append(qpi)
         return taken
 
+    def restart_backoff(self, pods: Iterable[dict[str, Any]]) -> int:
+        """Restart the backoff of these pods from now, where they are backing off (backoffQ
+        or the unschedulable pool): a gang whose pass failed puts its members that were not
+        tried back in step with those that were, so that their backoffs end together and
+        ``take`` finds them all for the next pass.  Only ever delays a pod.  Returns how
+        many were restarted."""
+        now = self._clock()
+        restarted = 0
+        for pod in pods:
+            found = self._find(pod_key(pod))
+            if found is None or found[0] not in (BACKOFF, UNSCHEDULABLE):
+                continue
+            where, qpi = found
+            if (qpi.pod_info.uid or qpi.key) in self._in_flight or qpi.timestamp >= now:
+                continue
+            if where == BACKOFF:
+                self._backoff.remove(qpi.key)
+                qpi.timestamp = now
+                self._backoff.add(qpi)
+            else:
+                qpi.timestamp = now
+            restarted += 1
+        return restarted
+
     def pop_nowait(self) -> QueuedPodInfo | None:
         if self._closed:
             return None
@@ -741,6 +765,10 @@ class SchedulingQueue:
         gauge.labels(queue=UNSCHEDULABLE).set_function(
             lambda: len(self._pool.unschedulable))
         gauge.labels(queue=GATED).set_function(lambda: len(self._pool.gated))
+        # Upstream 1.35+ also counts pods waiting for their (Workload API) pod group to be
+        # created or requeued; a gang's pods here queue one by one, so none ever waits there.
+        gauge.labels(queue="incomplete").set(0)
+        gauge.labels(queue="pending").set(0)
         # scheduler_queued_entities{queue,type}: every entity here is a pod (pod groups queue
         # as their pods), so type="pod" mirrors scheduler_pending_pods.
         entities = self._metrics.queued_entities

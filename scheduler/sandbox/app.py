@@ -32,6 +32,8 @@ log = logging.getLogger("scheduler.sandbox")
 
 JSON = "application/json"
 _PREFIX = {t: f'{{"type":"{t}","object":'.encode() for t in (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)}
+# Request key: seconds to hold the answer once the request took effect (faults).
+_REPLY_DELAY = web.RequestKey("sandbox.reply_delay", float)
 _MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 _HEALTH = {"/healthz", "/livez", "/readyz"}
 # what kube-apiserver decodes for built-in kinds (CBOR is off by default there too; client-go
@@ -146,7 +148,11 @@ class SandboxApp:
             if mutating:
                 self.mutating += 1
         try:
-            return await self.dispatch(request, path)
+            response = await self.dispatch(request, path)
+            delay = request.get(_REPLY_DELAY)
+            if delay:
+                await asyncio.sleep(delay)  # done, but the client hears of it late
+            return response
         except ApiError as e:
             return _error(e)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -261,6 +267,7 @@ class SandboxApp:
             delay = faults.latency_for(verb, res)
             if delay:
                 await asyncio.sleep(delay)
+            request[_REPLY_DELAY] = faults.reply_latency_for(verb, res)
             err = faults.failure_for(verb, res, sub, r.ns or "")
             if err is not None:
                 raise err

@@ -453,12 +453,14 @@ class ClaimControllerSim:
                 new_st.pop("reservedFor")
                 if has_fin:
                     new_st.pop("allocation", None)  # deallocate: the devices are free again
+                    new_st.pop("devices", None)  # the drivers' reports go with the allocation
             claim = self._write_claim_status(claim, new_st)
             if has_fin and not (claim.get("status") or {}).get("allocation"):
                 claim = self._drop_finalizer(claim)
         elif has_fin and claim["metadata"].get("deletionTimestamp") and not valid:
             if st.get("allocation"):
-                claim = self._write_claim_status(claim, {k: v for k, v in st.items() if k != "allocation"})
+                claim = self._write_claim_status(claim, {k: v for k, v in st.items()
+                                                         if k not in ("allocation", "devices")})
             claim = self._drop_finalizer(claim)
         if valid or claim is None:
             return

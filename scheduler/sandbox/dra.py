@@ -54,6 +54,16 @@ DRIVER_NAME_MAX = 63
 DOMAIN_MAX = 63
 ID_MAX = 32
 TAINTS_MAX = 16
+# status.devices (resource.k8s.io/v1 AllocatedDeviceStatus)
+DEVICE_STATUS_CONDITIONS_MAX = 8
+DEVICE_STATUS_INTERFACE_NAME_MAX = 256
+DEVICE_STATUS_HARDWARE_ADDRESS_MAX = 128
+DEVICE_STATUS_IPS_MAX = 16
+# partitionable devices (resource.k8s.io/v1): counters in all of a slice's sets; counter
+# consumption entries of a device
+SHARED_COUNTERS_MAX = 32
+COUNTERS_PER_SET_MAX = 32
+DEVICE_COUNTER_CONSUMPTIONS_MAX = 32
 TOLERATIONS_MAX = 16
 OPAQUE_PARAMETERS_MAX = 10 * 1024
 
@@ -667,6 +677,39 @@ def _taint(t: Any, path: str) -> list[Cause]:
     return out
 
 
+def _counters(raw: Any, path: str) -> list[Cause]:
+    """A map of counters (a counter set's, or what a device consumes of one)."""
+    if not isinstance(raw, dict) or not raw:
+        return [required(path)] if not raw else [invalid_value(path, raw, "must be a map")]
+    out: list[Cause] = []
+    if len(raw) > COUNTERS_PER_SET_MAX:
+        out.append(too_many(path, len(raw), COUNTERS_PER_SET_MAX))
+    for k, c in raw.items():
+        out += dns_label(k, path)
+        if not isinstance(c, dict):
+            out.append(invalid_value(f"{path}[{k}]", c, "must be an object"))
+            continue
+        out += _quantity(c.get("value"), f"{path}[{k}].value")
+    return out
+
+
+def _shared_counters(raw: Any, path: str) -> list[Cause]:
+    sets, out = _sized(raw, path, -1)
+    total = sum(len(_dict(_dict(cs).get("counters"))) for cs in sets)
+    if total > SHARED_COUNTERS_MAX:
+        out.append(invalid_value(path, total, "the total number of counters must not exceed "
+                                 f"{SHARED_COUNTERS_MAX}"))
+    for i, cs in enumerate(sets):
+        sp = f"{path}[{i}]"
+        if not isinstance(cs, dict):
+            out.append(invalid_value(sp, cs, "must be an object"))
+            continue
+        out += dns_label(cs.get("name"), f"{sp}.name")
+        out += _counters(cs.get("counters"), f"{sp}.counters")
+    out += _unique([(i, _dict(cs).get("name")) for i, cs in enumerate(sets)], path)
+    return out
+
+
 def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
     if not isinstance(d, dict):
         return [invalid_value(path, d, "must be an object")]
@@ -693,6 +736,18 @@ def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
         out += _quantity(c.get("value"), f"{cp}.value")
         if c.get("requestPolicy") is not None and not d.get("allowMultipleAllocations"):
             out.append(forbidden(f"{cp}.requestPolicy", "allowMultipleAllocations must be true"))
+    consumes, cc = _sized(d.get("consumesCounters"), f"{path}.consumesCounters",
+                          DEVICE_COUNTER_CONSUMPTIONS_MAX)
+    out += cc
+    for i, c in enumerate(consumes):
+        cp = f"{path}.consumesCounters[{i}]"
+        if not isinstance(c, dict):
+            out.append(invalid_value(cp, c, "must be an object"))
+            continue
+        out += dns_label(c.get("counterSet"), f"{cp}.counterSet")
+        out += _counters(c.get("counters"), f"{cp}.counters")
+    out += _unique([(i, _dict(c).get("counterSet")) for i, c in enumerate(consumes)],
+                   f"{path}.consumesCounters")
     taints, tc = _sized(d.get("taints"), f"{path}.taints", TAINTS_MAX)
     out += tc
     for i, t in enumerate(taints):
@@ -757,8 +812,9 @@ def slice_spec_causes(spec: Any) -> list[Cause]:
         out.append(invalid_value("spec", "{" + ", ".join(set_fields) + "}",
                                  "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` "
                                  "is required, but multiple fields are set"))
-    if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
+    if spec.get("sharedCounters") and spec.get("devices"):
         out.append(invalid_value("spec", "", "only one of `sharedCounters` or `devices` is allowed"))
+    out += _shared_counters(spec.get("sharedCounters"), "spec.sharedCounters")
     devs_raw = _list(spec.get("devices"))
     advanced = any(isinstance(d, dict) and (d.get("taints") or d.get("consumesCounters")) for d in devs_raw)
     devs, dc = _sized(spec.get("devices"), "spec.devices",
@@ -847,6 +903,50 @@ def claim_status_causes(new: Obj, old: Obj) -> list[Cause]:
             out.append(immutable("status.allocation", alloc))
     elif alloc is not None:
         out += _allocation_causes(alloc, "status.allocation", names)
+    out += _device_status_causes(st.get("devices"), alloc)
+    return out
+
+
+def _device_status_causes(raw: Any, alloc: Any) -> list[Cause]:
+    """``status.devices`` (DRAResourceClaimDeviceStatus, GA): what drivers report of the
+    allocated devices; each entry names one of the allocation's results, once."""
+    entries, out = _sized(raw, "status.devices", -1)
+    results = _list(_dict(_dict(alloc).get("devices")).get("results"))
+    allocated = {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID"))
+                 for r in (_dict(r) for r in results)}
+    seen: set[tuple[Any, ...]] = set()
+    for i, e in enumerate(entries):
+        ep = f"status.devices[{i}]"
+        if not isinstance(e, dict):
+            out.append(invalid_value(ep, e, "must be an object"))
+            continue
+        out += driver_name(e.get("driver"), f"{ep}.driver")
+        out += pool_name(e.get("pool"), f"{ep}.pool")
+        out += dns_label(e.get("device"), f"{ep}.device")
+        key = (e.get("driver"), e.get("pool"), e.get("device"), e.get("shareID"))
+        if key in seen:
+            out.append(duplicate(ep, {k: v for k, v in zip(
+                ("driver", "pool", "device", "shareID"), key) if v is not None}))
+        elif key not in allocated:
+            out.append(invalid_value(ep, {k: v for k, v in zip(
+                ("driver", "pool", "device", "shareID"), key) if v is not None},
+                "must be an allocated device in the claim"))
+        seen.add(key)
+        net = e.get("networkData")
+        if net is not None:
+            net = _dict(net)
+            name = net.get("interfaceName")
+            if isinstance(name, str) and len(name) > DEVICE_STATUS_INTERFACE_NAME_MAX:
+                out.append(too_long(f"{ep}.networkData.interfaceName",
+                                    DEVICE_STATUS_INTERFACE_NAME_MAX))
+            hw = net.get("hardwareAddress")
+            if isinstance(hw, str) and len(hw) > DEVICE_STATUS_HARDWARE_ADDRESS_MAX:
+                out.append(too_long(f"{ep}.networkData.hardwareAddress",
+                                    DEVICE_STATUS_HARDWARE_ADDRESS_MAX))
+            _, ic = _sized(net.get("ips"), f"{ep}.networkData.ips", DEVICE_STATUS_IPS_MAX)
+            out += ic
+        _, cc = _sized(e.get("conditions"), f"{ep}.conditions", DEVICE_STATUS_CONDITIONS_MAX)
+        out += cc
     return out
 
 

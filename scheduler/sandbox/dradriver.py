@@ -18,6 +18,14 @@ Spec grammar, one per kind (the flag repeats, or kinds are comma-separated):
 devices (the first ones by name; default all), any other key an extra attribute
 (an int if it parses as one, else a string). ``KIND`` is a DNS label; the driver is
 ``KIND.example.com``.
+
+``partitions=N`` (N >= 2) publishes each device as a partitionable device
+(DRAPartitionableDevices), as a MIG-capable GPU's driver does: a counter set ``<KIND>-<i>``
+with the counter ``memory`` (the device's memory) in a slice of its own, and in a second
+slice of the same pool the whole device ``<KIND>-<i>`` consuming all of it beside ``N``
+partitions ``<KIND>-<i>-part-<j>`` consuming a ``N``-th each (attribute ``partition``: j,
+capacity ``memory``: their share). Allocating the whole device leaves no partition, and the
+other way round.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ log = logging.getLogger("scheduler.sandbox")
 DRIVER_DOMAIN = "example.com"
 DRIVER_VERSION = "1.0.0"
 MAX_DEVICES = 128  # one slice holds at most 128 devices
+MAX_PARTITIONED_DEVICES = 64  # ... and at most 64 when they consume counters
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,7 @@ class DeviceKind:
     model: str = ""
     attributes: dict[str, int | str] = field(default_factory=dict)
     nodes: int | None = None  # publish on this many nodes only (None: all)
+    partitions: int = 0  # publish each device with this many partitions (0: plain devices)
 
     @property
     def driver(self) -> str:
@@ -79,7 +89,7 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
             raise ValueError(f"{part!r}: the count {count_s!r} is not an integer") from None
         if not 0 < count <= MAX_DEVICES:
             raise ValueError(f"{part!r}: the count must be between 1 and {MAX_DEVICES}")
-        memory, model, attrs, nodes = "80Gi", f"{kind}-model", {}, None
+        memory, model, attrs, nodes, partitions = "80Gi", f"{kind}-model", {}, None, 0
         for opt in opts:
             k, eq, v = opt.partition("=")
             if not eq or not k:
@@ -95,11 +105,20 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
                 if not v.isdigit():
                     raise ValueError(f"{part!r}: nodes {v!r} is not a non-negative integer")
                 nodes = int(v)
+            elif k == "partitions":
+                if not v.isdigit() or int(v) < 2:
+                    raise ValueError(f"{part!r}: partitions {v!r} is not an integer of at least 2")
+                partitions = int(v)
             else:
                 attrs[k] = int(v) if v.lstrip("-").isdigit() else v
         if any(k.name == kind for k in out):
             raise ValueError(f"{part!r}: the kind {kind!r} is given twice")
-        out.append(DeviceKind(kind, count, memory=memory, model=model, attributes=attrs, nodes=nodes))
+        if partitions and count * (partitions + 1) > MAX_PARTITIONED_DEVICES:
+            raise ValueError(f"{part!r}: {count} devices of {partitions} partitions make "
+                             f"{count * (partitions + 1)} devices, more than a slice holds "
+                             f"({MAX_PARTITIONED_DEVICES})")
+        out.append(DeviceKind(kind, count, memory=memory, model=model, attributes=attrs, nodes=nodes,
+                              partitions=partitions))
     return out
 
 
@@ -112,27 +131,57 @@ def _attr(v: int | str) -> Obj:
     return {"int": v} if isinstance(v, int) else {"string": v}
 
 
-def node_slice(kind: DeviceKind, node: Obj) -> Obj:
-    """The ResourceSlice ``kind``'s driver publishes for ``node``."""
+def _device(kind: DeviceKind, node_name: str, name: str, i: int, memory: str) -> Obj:
+    key = str(i) if name == f"{kind.name}-{i}" else name  # a plain device's uuid as before
+    attrs: Obj = {"index": {"int": i}, "model": {"string": kind.model},
+                  "uuid": {"string": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind.driver}/{node_name}/{key}"))},
+                  "driverVersion": {"version": DRIVER_VERSION}}
+    attrs.update({k: _attr(v) for k, v in kind.attributes.items()})
+    return {"name": name, "attributes": attrs, "capacity": {"memory": {"value": memory}}}
+
+
+def node_slices(kind: DeviceKind, node: Obj) -> list[Obj]:
+    """The ResourceSlices ``kind``'s driver publishes for ``node``: one of devices, plus one
+    of shared counters for partitionable devices."""
     nmd = node["metadata"]
     name = nmd["name"]
     devices = []
+    counter_sets = []
     for i in range(kind.count):
-        attrs: Obj = {"index": {"int": i}, "model": {"string": kind.model},
-                      "uuid": {"string": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind.driver}/{name}/{i}"))},
-                      "driverVersion": {"version": DRIVER_VERSION}}
-        attrs.update({k: _attr(v) for k, v in kind.attributes.items()})
-        devices.append({"name": f"{kind.name}-{i}", "attributes": attrs,
-                        "capacity": {"memory": {"value": kind.memory}}})
-    return {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {"generateName": f"{name}-{kind.driver}-",
-                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": nmd["uid"],
-                                          "controller": True}]},
-        "spec": {"driver": kind.driver, "nodeName": name,
-                 "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                 "devices": devices},
-    }
+        if kind.partitions:
+            whole = f"{kind.name}-{i}"
+            q = parse_quantity(kind.memory) or 0
+            share = str(int(q) // kind.partitions)
+            counter_sets.append({"name": whole, "counters": {"memory": {"value": kind.memory}}})
+            dev = _device(kind, name, whole, i, kind.memory)
+            dev["consumesCounters"] = [{"counterSet": whole,
+                                        "counters": {"memory": {"value": kind.memory}}}]
+            devices.append(dev)
+            for j in range(kind.partitions):
+                part = _device(kind, name, f"{whole}-part-{j}", i, share)
+                part["attributes"]["partition"] = {"int": j}
+                part["consumesCounters"] = [{"counterSet": whole,
+                                             "counters": {"memory": {"value": share}}}]
+                devices.append(part)
+        else:
+            devices.append(_device(kind, name, f"{kind.name}-{i}", i, kind.memory))
+    count = 2 if counter_sets else 1
+
+    def one(spec: Obj) -> Obj:
+        return {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"generateName": f"{name}-{kind.driver}-",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
+                                              "uid": nmd["uid"], "controller": True}]},
+            "spec": {"driver": kind.driver, "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": count},
+                     **spec},
+        }
+
+    out = [one({"devices": devices})]
+    if counter_sets:
+        out.append(one({"sharedCounters": counter_sets}))
+    return out
 
 
 class DraDriverSim:
@@ -186,7 +235,8 @@ class DraDriverSim:
                 continue
             if kind.nodes is not None and sum(1 for _, d in published if d == kind.driver) >= kind.nodes:
                 continue
-            self.registry.create(self.slices_rt, "", node_slice(kind, node))
+            for sl in node_slices(kind, node):
+                self.registry.create(self.slices_rt, "", sl)
             published.add((name, kind.driver))
 
     def node_removed(self, node: Obj) -> None:

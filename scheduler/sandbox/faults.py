@@ -53,6 +53,8 @@ class Faults:
 
     failures: list[FailRule] = field(default_factory=list)
     latencies: list[LatencyRule] = field(default_factory=list)
+    # Applied after the request took effect, before the answer (add_reply_latency).
+    reply_latencies: list[LatencyRule] = field(default_factory=list)
     running: asyncio.Event = field(default_factory=asyncio.Event)
     requests: dict[str, int] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -65,7 +67,7 @@ class Faults:
 
     @property
     def active(self) -> bool:
-        return bool(self.failures or self.latencies)
+        return bool(self.failures or self.latencies or self.reply_latencies)
 
     # ------------------------------------------------------------ configuration
 
@@ -97,6 +99,17 @@ class Faults:
             raise ValueError("latency must be >= 0")
         self.latencies.append(LatencyRule(seconds, verb, resource))
 
+    def add_reply_latency(self, seconds: float, verb: str = "*", resource: str = "*") -> None:
+        """Delay the answer to matching requests after they took effect: a client that gives
+        up first cannot tell whether its write happened (an ambiguous timeout)."""
+        if seconds < 0:
+            raise ValueError("latency must be >= 0")
+        self.reply_latencies.append(LatencyRule(seconds, verb, resource))
+
+    def reply_latency_for(self, verb: str, resource: str) -> float:
+        return sum(r.seconds for r in self.reply_latencies
+                   if r.verb in ("*", verb) and r.resource in ("*", resource))
+
     def raw_put(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Store ``obj`` bypassing validation (create or replace by kind/namespace/name), as an
         API server with looser validation would have; returns the stored object."""
@@ -113,6 +126,7 @@ class Faults:
     def clear(self) -> None:
         self.failures.clear()
         self.latencies.clear()
+        self.reply_latencies.clear()
         self.running.set()
 
     def reset_counters(self) -> None:

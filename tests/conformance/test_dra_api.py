@@ -135,6 +135,33 @@ INVALID: list[tuple[str, str, dict[str, Any], list[tuple[str, str]]]] = [
     ("slice: capacity quantity", SLICES,
      dra_slice("s9", devices=[dra_device("d", capacity={"memory": "lots"})]),
      [("spec.devices[0].capacity[memory].value", "FieldValueInvalid")]),
+    ("slice: devices and shared counters", SLICES,
+     dra_slice("s11", sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]),
+     [("spec", "FieldValueInvalid")]),
+    ("slice: counter set without counters", SLICES,
+     dra_slice("s12", devices=[], sharedCounters=[{"name": "gpu-0"}]),
+     [("spec.sharedCounters[0].counters", "FieldValueRequired")]),
+    ("slice: counter quantity", SLICES,
+     dra_slice("s13", devices=[], sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": "x"}}}]),
+     [("spec.sharedCounters[0].counters[memory].value", "FieldValueInvalid")]),
+    ("slice: duplicate counter set", SLICES,
+     dra_slice("s14", devices=[], sharedCounters=[
+         {"name": "gpu-0", "counters": {"memory": {"value": "1"}}},
+         {"name": "gpu-0", "counters": {"memory": {"value": "1"}}}]),
+     [("spec.sharedCounters[1]", "FieldValueDuplicate")]),
+    ("slice: consumption without a counter set", SLICES,
+     dra_slice("s15", devices=[{"name": "d", "consumesCounters": [
+         {"counters": {"memory": {"value": "1"}}}]}]),
+     [("spec.devices[0].consumesCounters[0].counterSet", "FieldValueRequired")]),
+    ("slice: one counter set consumed twice", SLICES,
+     dra_slice("s16", devices=[{"name": "d", "consumesCounters": [
+         {"counterSet": "s", "counters": {"memory": {"value": "1"}}} for _ in range(2)]}]),
+     [("spec.devices[0].consumesCounters[1]", "FieldValueDuplicate")]),
+    ("slice: 33 shared counters", SLICES,
+     dra_slice("s17", devices=[], sharedCounters=[
+         {"name": "a", "counters": {f"c{i}": {"value": "1"} for i in range(17)}},
+         {"name": "b", "counters": {f"c{i}": {"value": "1"} for i in range(16)}}]),
+     [("spec.sharedCounters", "FieldValueInvalid")]),
     ("slice: too many devices", SLICES, dra_slice("s10", devices=[dra_device(f"d{i}") for i in range(129)]),
      [("spec.devices", "FieldValueTooMany")]),
 ]
@@ -156,6 +183,12 @@ async def test_valid_objects_of_every_kind_are_accepted(http: Http) -> None:
         (SLICES, dra_slice("node-1-gpu", node="node-1",
                            devices=[dra_device("gpu-0", index=0, model="A100", capacity={"memory": "80Gi"})])),
         (SLICES, dra_slice("net", node=None, pool="net", allNodes=True)),
+        # a partitionable GPU: its counters in one slice, its partitions in another
+        (SLICES, dra_slice("node-2-counters", node="node-2", slice_count=2, devices=[],
+                           sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}])),
+        (SLICES, dra_slice("node-2-gpus", node="node-2", slice_count=2, devices=[
+            {"name": f"half-{i}", "consumesCounters": [
+                {"counterSet": "gpu-0", "counters": {"memory": {"value": "20Gi"}}}]} for i in range(2)])),
         (CLAIMS, dra_claim("shared", requests=[dra_exact("gpu", count=2, selectors=["true"])],
                            constraints=[{"requests": ["gpu"], "matchAttribute": "gpu.example.com/model"}],
                            config=[{"requests": ["gpu"], "opaque": {"driver": "gpu.example.com",
@@ -280,7 +313,38 @@ STATUS_INVALID: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
     ("result without driver",
      {"allocation": dra_allocation("node-1", [("gpu", "", "node-1", "gpu-0")])},
      [("status.allocation.devices.results[0].driver", "FieldValueRequired")]),
+    # status.devices (DRAResourceClaimDeviceStatus): drivers report on allocated devices only
+    ("device status of a device not allocated",
+     {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+      "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-1"}]},
+     [("status.devices[0]", "FieldValueInvalid")]),
+    ("device status without allocation",
+     {"devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}]},
+     [("status.devices[0]", "FieldValueInvalid")]),
+    ("device status twice",
+     {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+      "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}] * 2},
+     [("status.devices[1]", "FieldValueDuplicate")]),
+    ("device status interface name",
+     {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+      "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0",
+                   "networkData": {"interfaceName": "x" * 257}}]},
+     [("status.devices[0].networkData.interfaceName", "FieldValueTooLong")]),
 ]
+
+
+async def test_driver_reports_device_status(http: Http) -> None:
+    s, c = await http.post(CLAIMS, dra_claim("reported"))
+    status = {"allocation": dra_allocation("node-1", [("gpu", "gpu.example.com", "node-1", "gpu-0")]),
+              "devices": [{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0",
+                           "conditions": [{"type": "Ready", "status": "True", "reason": "Prepared",
+                                           "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                           "networkData": {"interfaceName": "net1", "ips": ["10.0.0.5/24"]},
+                           "data": {"any": "thing"}}]}
+    s, c2 = await http.put(f"{CLAIMS}/reported/status", {**c, "status": status})
+    assert s == 200, c2
+    s, got = await http.get(f"{CLAIMS}/reported")
+    assert got["status"]["devices"] == status["devices"]
 
 
 @pytest.mark.parametrize(("status", "want"), [c[1:] for c in STATUS_INVALID], ids=[c[0] for c in STATUS_INVALID])

@@ -239,3 +239,24 @@ async def test_malformed_objects_are_skipped(http: Http, sandbox: Any,
     assert not [r for r in caplog.records if "simulation failed" in r.getMessage()]
     _, broken = await http.get(f"{CLAIMS}/broken")
     assert broken["status"] == {"reservedFor": "oops"}  # left as it was
+
+
+async def test_deallocation_takes_the_drivers_device_status_along(http: Http) -> None:
+    # a driver reported on the allocated device (status.devices); when the claim's last pod
+    # goes, the report goes with the allocation (it may only name allocated devices)
+    s, c = await http.post(CLAIMS, dra_claim("reported"))
+    assert s == 201
+    s, p = await http.post(PODS, with_pod_claims(pod("user"), ("gpu", "claim", "reported")))
+    c = await _bind_like_the_scheduler(http, c, [p])
+    report = [{"driver": "gpu.example.com", "pool": NODE, "device": "gpu-0",
+               "networkData": {"interfaceName": "net1"}}]
+    s, c = await http.put(f"{CLAIMS}/reported/status",
+                          {**c, "status": {**c["status"], "devices": report}})
+    assert s == 200, c
+    s, _ = await http.delete(f"{PODS}/user", {"gracePeriodSeconds": 0})
+    assert s == 200
+
+    async def released() -> dict[str, Any] | None:
+        _, cur = await http.get(f"{CLAIMS}/reported")
+        return cur if not cur.get("status") and not cur["metadata"].get("finalizers") else None
+    assert await wait_for(released, timeout=5)

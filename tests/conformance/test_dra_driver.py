@@ -24,6 +24,7 @@ PODS = "/api/v1/namespaces/default/pods"
     ("gpu=2:memory=40Gi:model=a100:nodes=1, nic=1:speed=400:vendor=x",
      [DeviceKind("gpu", 2, memory="40Gi", model="a100", nodes=1),
       DeviceKind("nic", 1, model="nic-model", attributes={"speed": 400, "vendor": "x"})]),
+    ("gpu=2:memory=40Gi:partitions=4", [DeviceKind("gpu", 2, memory="40Gi", partitions=4)]),
 ])
 def test_parse_device_kinds(text: str, want: list[DeviceKind]) -> None:
     got = parse_device_kinds(text)
@@ -43,6 +44,8 @@ def test_parse_device_kinds(text: str, want: list[DeviceKind]) -> None:
     ("gpu=1:nodes=-1", "is not a non-negative integer"),
     ("gpu=1:oops", "is not KEY=VALUE"),
     ("gpu=1,gpu=2", "given twice"),
+    ("gpu=1:partitions=1", "not an integer of at least 2"),
+    ("gpu=8:partitions=8", "72 devices, more than a slice holds \\(64\\)"),
 ])
 def test_parse_device_kinds_errors(text: str, error: str) -> None:
     with pytest.raises(ValueError, match=error):
@@ -141,3 +144,26 @@ async def test_claim_allocated_for_another_node_keeps_the_pod_pending(http: Http
         return await _phase(http, "plain") == "Running"
     assert await wait_for(running, timeout=3)
     assert await _phase(http, "misplaced") == "Pending"
+
+
+@pytest.mark.sandbox(dra_devices="gpu=2:memory=40Gi:partitions=2:nodes=1")
+async def test_partitionable_devices_are_published_as_counters_and_partitions(http: Http) -> None:
+    _, lst = await http.get(SLICES, params={"fieldSelector": "spec.nodeName=node-0000"})
+    [devices] = [o for o in lst["items"] if o["spec"].get("devices")]
+    [counters] = [o for o in lst["items"] if o["spec"].get("sharedCounters")]
+    for sl in (devices, counters):  # one pool of two slices
+        assert sl["spec"]["pool"] == {"name": "node-0000", "generation": 1, "resourceSliceCount": 2}
+    assert counters["spec"]["sharedCounters"] == [
+        {"name": f"gpu-{i}", "counters": {"memory": {"value": "40Gi"}}} for i in range(2)]
+    devs = {d["name"]: d for d in devices["spec"]["devices"]}
+    assert sorted(devs) == ["gpu-0", "gpu-0-part-0", "gpu-0-part-1",
+                            "gpu-1", "gpu-1-part-0", "gpu-1-part-1"]
+    assert devs["gpu-1"]["consumesCounters"] == [
+        {"counterSet": "gpu-1", "counters": {"memory": {"value": "40Gi"}}}]
+    half = str(20 * 1024**3)
+    assert devs["gpu-1-part-1"]["consumesCounters"] == [
+        {"counterSet": "gpu-1", "counters": {"memory": {"value": half}}}]
+    assert devs["gpu-1-part-1"]["attributes"]["partition"] == {"int": 1}
+    assert devs["gpu-1-part-1"]["attributes"]["index"] == {"int": 1}
+    assert devs["gpu-1-part-1"]["capacity"] == {"memory": {"value": half}}
+    assert len({d["attributes"]["uuid"]["string"] for d in devs.values()}) == 6

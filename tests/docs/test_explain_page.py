@@ -122,3 +122,43 @@ def test_rbac_commands_run_against_a_cluster(tmp_path: Path) -> None:
         binding = json.loads(done.stdout)
         assert binding["roleRef"]["name"] == "kube-py-scheduler-explain"
         assert binding["subjects"][0]["name"] == "alice"
+
+
+COMPARE_SECTION = "Is the cache right?"
+
+
+def test_cache_compare_runs_as_written(
+    tmp_path: Path, background: list[subprocess.Popen[str]]  # noqa: F811
+) -> None:
+    """The daemon on the demo: both curls print the sample once the demo has settled, and
+    SIGUSR2 logs the comparison's summary."""
+    commands = section_blocks(COMPARE_SECTION, lang="bash", page=PAGE)[0].commands()
+    assert len(commands) == 3
+    port = free_port()
+    kubeconfig = tmp_path / "compare-demo.kubeconfig"
+    run, informers, fresh = (c.replace("10259", str(port))
+                             .replace("/tmp/compare-demo.kubeconfig", str(kubeconfig))
+                             for c in commands)
+    assert run.endswith("&") and "?fresh=true" in fresh and "fresh" not in informers
+    log = tmp_path / "scheduler.log"
+    with open(log, "w") as log_file:
+        background.append(subprocess.Popen(
+            ["bash", "-c", "exec " + run.removesuffix("&").strip()], env=ENV, cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=log_file, text=True))
+    (sample,) = [b for b in section_blocks(COMPARE_SECTION, page=PAGE) if b.lang == ""]
+    expected = json.loads(sample.text)
+
+    def answers(command: str) -> bool:
+        done = sh(command)
+        return done.returncode == 0 and done.stdout.strip() != "" and \
+            json.loads(done.stdout) == expected
+
+    _wait(lambda: answers(informers), "a clean comparison with the informers", background,
+          log=log)
+    _wait(lambda: answers(fresh), "a clean comparison with a fresh LIST", background, log=log)
+    background[0].send_signal(signal.SIGUSR2)
+    _wait(lambda: "cache comparison done" in log.read_text(), "the SIGUSR2 comparison",
+          background, log=log)
+    (line,) = [ln for ln in log.read_text().splitlines() if "cache comparison done" in ln]
+    assert "differences=0" in line and "pods=14" in line
+    assert "cache mismatch" not in log.read_text()

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.builders import PodBuilder
 from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
 from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
@@ -175,3 +177,165 @@ async def test_explain_says_per_node_which_request_cannot_be_satisfied(
     assert "cannot allocate all claims" in text
     assert "claim default/two, request gpu: needs 2, only 1 match on this node" in text
     assert "claim default/two, request gpu: no device of class gpu matches the selectors" in text
+
+
+def _gpu_counters_slices(node_name: str) -> list[dict[str, Any]]:
+    """A partitionable GPU on ``node_name``: its memory counter, the whole GPU and two halves."""
+    from tests.unit.dra.builders import counter_slice
+
+    whole = device("whole", attrs={"size": "whole"}, consumes={"gpu-0": {"memory": "40Gi"}})
+    halves = [device(f"half-{i}", attrs={"size": "half"},
+                     consumes={"gpu-0": {"memory": "20Gi"}}) for i in range(2)]
+    return [counter_slice("counters", node=node_name, **{"gpu-0": {"memory": "40Gi"}}),
+            resource_slice("parts", node=node_name, pool=node_name, slice_count=2,
+                           devices=[whole, *halves])]
+
+
+EXPLAIN_CASES = [
+    # (name, slices on the first node, claim of the pod, holder claim allocated first
+    #  (device), what explain must say for the first node)
+    ("all taken", lambda n: [resource_slice("gpus", node=n, devices=[device("gpu-0")])],
+     exactly("gpu", "gpu"), "gpu-0",
+     "claim default/want, request gpu: needs 1, 1 match, 0 free (the others are allocated)"),
+    ("selector false",
+     lambda n: [resource_slice("gpus", node=n, devices=[device("gpu-0",
+                                                               attrs={"model": "a100"})])],
+     exactly("gpu", "gpu", selectors=(f'device.attributes["{DRIVER}"].model == "h100"',)),
+     None, "claim default/want, request gpu: no device of class gpu matches the selectors "
+           "on this node"),
+    ("CEL error", lambda n: [resource_slice("gpus", node=n, devices=[device("gpu-0")])],
+     exactly("gpu", "gpu", selectors=('device.attributes["nope.io"].x == 1',)), None,
+     "ResourceClaim default/want: spec.devices.requests[0].exactly.selectors[0]: "
+     f"device {DRIVER}/"),
+    ("shared counters used up", _gpu_counters_slices, exactly("gpu", "gpu"), "whole",
+     "claim default/want, request gpu: needs 1, 3 match, 0 free (the others are allocated "
+     "or their shared counters used up)"),
+]
+
+
+
+@pytest.mark.parametrize(("name", "slices", "request_", "held", "want"), EXPLAIN_CASES,
+                         ids=[c[0] for c in EXPLAIN_CASES])
+async def test_explain_names_why_per_node(sandbox_factory: Any, tmp_path: Path, name: str,
+                                          slices: Any, request_: dict[str, Any],
+                                          held: str | None, want: str) -> None:
+    import io
+    import json
+
+    from scheduler.explain.cli import amain
+
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
+                               simulate_kubelet=False)
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        api = cluster.client
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        for sl in slices(nodes[0]):
+            await api.create(f"{API}/resourceslices", strip(sl))
+        if held is not None:
+            holder = await api.create(f"{API}/namespaces/default/resourceclaims",
+                                      strip(claim("holder", exactly("gpu", "gpu"))))
+            holder["status"] = {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": DRIVER, "pool": nodes[0], "device": held}]}}}
+            await api.update(f"{API}/namespaces/default/resourceclaims/holder/status", holder)
+        await api.create(f"{API}/namespaces/default/resourceclaims",
+                         strip(claim("want", request_)))
+        await cluster.create_pod(pod("p", "want"))
+    out, err = io.StringIO(), io.StringIO()
+    code = await amain(["p", "--kubeconfig", str(kc), "-o", "json"], stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    text = json.dumps(json.loads(out.getvalue()))
+    assert want in text, (name, text)
+
+
+
+async def test_partitions_of_one_gpu_share_its_counters_end_to_end(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # one 40Gi GPU published as the whole GPU and two halves (DRAPartitionableDevices): a
+    # pod holding a half keeps the whole GPU from another pod until it goes
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        api = cluster.client
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        for sl in _gpu_counters_slices(nodes[0]):
+            await api.create(f"{API}/resourceslices", strip(sl))
+        for name, size in (("a-half", "half"), ("the-whole", "whole")):
+            await api.create(f"{API}/namespaces/default/resourceclaims", strip(claim(
+                name, exactly("gpu", "gpu", selectors=(
+                    f'device.attributes["{DRIVER}"].size == "{size}"',)))))
+        await cluster.create_pod(pod("half-user", "a-half"))
+        await wait_until(lambda: cluster.node_name("half-user"), timeout=20,
+                         message="half-user bound")
+        got = await api.get(f"{API}/namespaces/default/resourceclaims/a-half")
+        assert got["status"]["allocation"]["devices"]["results"] == [
+            {"request": "gpu", "driver": DRIVER, "pool": nodes[0], "device": "half-0"}]
+
+        # the whole GPU's 40Gi are not all there: the second pod waits
+        await cluster.create_pod(pod("whole-user", "the-whole"))
+
+        async def failed() -> list[str]:
+            return [str(e["note"]) for e in await cluster.events_for("whole-user")
+                    if e["reason"] == "FailedScheduling"]
+
+        await wait_until(failed, timeout=20, message="whole-user FailedScheduling")
+        assert "cannot allocate all claims" in (await failed())[0]
+
+        # the half goes: its counters come back, the whole GPU is allocated
+        await cluster.delete_pod("half-user")
+        await wait_until(lambda: cluster.node_name("whole-user"), timeout=30,
+                         message="whole-user bound once the half is free")
+        got = await api.get(f"{API}/namespaces/default/resourceclaims/the-whole")
+        assert got["status"]["allocation"]["devices"]["results"][0]["device"] == "whole"
+
+
+async def test_simulated_driver_partitions_are_scheduled_until_their_gpu_is_full(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # `--dra-devices gpu=1:memory=40Gi:partitions=2:nodes=1`: one GPU as a whole and two halves
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
+                               dra_devices="gpu=1:memory=40Gi:partitions=2:nodes=1")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        api = cluster.client
+        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
+        await api.create(f"{API}/namespaces/default/resourceclaimtemplates", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "half-gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com", "selectors": [{"cel": {"expression":
+                    'has(device.attributes["gpu.example.com"].partition)'}}]}}]}}}})
+
+        def templated(name: str) -> dict[str, Any]:
+            p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
+                        .req(cpu="100m", memory="64Mi").obj())
+            p["spec"]["resourceClaims"] = [{"name": "gpu",
+                                            "resourceClaimTemplateName": "half-gpu"}]
+            return p
+
+        for name in ("h1", "h2", "h3"):
+            await cluster.create_pod(templated(name))
+        await wait_until(lambda: _count(bound_of(cluster, ["h1", "h2", "h3"]), 2), timeout=30,
+                         message="two halves bound")
+
+        async def third_refused() -> bool:
+            pending = [n for n in ("h1", "h2", "h3") if not await cluster.node_name(n)]
+            return len(pending) == 1 and any(
+                e["reason"] == "FailedScheduling" for e in await cluster.events_for(pending[0]))
+
+        await wait_until(third_refused, timeout=30, message="the third pod refused")
+        assert set((await bound_of(cluster, ["h1", "h2", "h3"])()).values()) == {gpu_node}
+        devices = sorted(r["device"] for c in (await api.get(
+            f"{API}/namespaces/default/resourceclaims"))["items"]
+            for r in ((c.get("status") or {}).get("allocation") or {"devices": {"results": []}})
+            ["devices"]["results"])
+        assert devices == ["gpu-0-part-0", "gpu-0-part-1"]
+
+
+def bound_of(cluster: Any, names: list[str]) -> Any:
+    async def bound() -> dict[str, str]:
+        return {n: await cluster.node_name(n) for n in names if await cluster.node_name(n)}
+    return bound

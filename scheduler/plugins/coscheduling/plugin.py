@@ -41,7 +41,9 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status, unresolvable
 from scheduler.framework.types import PostFilterResult, PreFilterResult, QueuedPodInfo
 from scheduler.objects.errors import ObjectError
-from scheduler.objects.pod import PodInfo
+from scheduler.objects.pod import PodInfo, pod_requests
+from scheduler.objects.quantity import QuantityError
+from scheduler.objects.resources import Resource
 from scheduler.plugins import names
 from scheduler.plugins.coscheduling.core import (
     POD_GROUP_LABEL,
@@ -50,7 +52,13 @@ from scheduler.plugins.coscheduling.core import (
     PodGroupManager,
     pod_group_name,
 )
-from scheduler.plugins.coscheduling.topology import REASON_NO_DOMAIN, choose_domain, describe
+from scheduler.plugins.coscheduling.topology import (
+    REASON_NO_DOMAIN,
+    DomainIndex,
+    TopologyView,
+    choose_domain,
+    describe,
+)
 from scheduler.plugins.helper import args_error
 
 NAME = names.COSCHEDULING
@@ -157,6 +165,29 @@ def _freed_capacity_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHin
     return QueueingHint.SKIP if _same_group(obj, namespace, group) else QueueingHint.QUEUE
 
 
+def _size_first(requests: Resource, key: str) -> tuple[int, int, str]:
+    return -requests.milli_cpu, -requests.memory, key
+
+
+_SIZES_CACHE_LIMIT = 100_000
+_DOMAIN_INDEX_LIMIT = 16  # topology keys in use at once (racks, blocks, zones ...)
+
+
+def _key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _sibling_order(pod: dict[str, Any]) -> tuple[int, int, str]:
+    """QueueSort's order among siblings, for raw pods: the largest first, then by key."""
+    key = _key(pod)
+    try:
+        requests = pod_requests(pod)
+    except (ObjectError, QuantityError, ValueError, TypeError):
+        requests = Resource()  # malformed: the scheduler reports it when it pops the pod
+    return _size_first(requests, key)
+
+
 class Coscheduling(
     QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, PermitPlugin, ReservePlugin,
     EnqueueExtensions, PodGroupPlugin,
@@ -178,6 +209,10 @@ class Coscheduling(
         self.pod_group_reject_percentage = _int_arg(
             args, ARG_REJECT_PERCENTAGE, DEFAULT_POD_GROUP_REJECT_PERCENTAGE, low=0, high=100)
         self._handle = handle
+        # pod uid -> (resourceVersion, requests): siblings' sizes for topology's packing
+        self._sizes: dict[str, tuple[Any, Resource]] = {}
+        # topology key -> its domains, kept across cycles
+        self._domain_indexes: dict[str, DomainIndex] = {}
         self.manager = PodGroupManager(
             handle,
             permit_waiting_time_seconds=self.permit_waiting_time_seconds,
@@ -219,8 +254,10 @@ class Coscheduling(
             return t1 < t2
         if k1 != k2:
             return k1 < k2
-        # Siblings: a stable order among themselves.
-        return a.pod_info.key < b.pod_info.key
+        # Siblings: the largest first (small members then fill the room left next to big
+        # ones, in one pass), then a stable order among themselves.
+        return _size_first(a.pod_info.requests, a.pod_info.key) < _size_first(
+            b.pod_info.requests, b.pod_info.key)
 
     # --- PreFilter -----------------------------------------------------------------------
 
@@ -240,30 +277,86 @@ class Coscheduling(
     ) -> tuple[PreFilterResult | None, Status | None]:
         """The nodes of the gang's topology domain (topology.py): the domain its placed
         members hold, else the tightest where the missing members fit."""
+        view = self.topology_view(pod_info, nodes, every_domain=False)
+        if view is None:
+            return None, None
+        if view.chosen is None and view.constraint.required:
+            # Turned down: judge every domain, for the message (the rare, slow path).
+            view = self.topology_view(pod_info, nodes) or view
+        if view.chosen is not None:
+            return PreFilterResult(node_names=set(view.chosen.nodes)), None
+        if not view.constraint.required:
+            return None, None  # preferred: anywhere will do
+        full = f"{pod_info.namespace}/{pod_info.labels.get(POD_GROUP_LABEL, '')}"
+        return None, unresolvable(REASON_NO_DOMAIN.format(
+            group=full, key=view.constraint.key, need=view.need,
+            domains=describe(view.considered, view.constraint.key, view.unlabeled)))
+
+    def topology_view(self, pod_info: PodInfo, nodes: list[NodeInfo] | None = None, *,
+                      every_domain: bool = True) -> TopologyView | None:
+        """Every domain of the gang's topology key as PreFilter judges it for this pod
+        (None: no gang, or no topology annotation); ``explain`` shows it as a table.
+        ``every_domain=False``: only the choice, from the kept per-domain totals
+        (``DomainIndex``), as each member's PreFilter needs it."""
         full, obj = self.manager.lookup(pod_info)
         if not full or obj is None:
-            return None, None
+            return None
         try:
             info = self.manager.info(obj)
         except ObjectError:
-            return None, None
+            return None
         topology = info.topology
         if topology is None:
-            return None, None
+            return None
         placed = [p.node_name for p in self.manager.assigned_in_snapshot(
             info.namespace, info.name) if p.uid != pod_info.uid]
         need = max(info.min_member - len(placed), 1)
+        missing = self._missing_requests(pod_info, info.name, need)
+        if not every_domain:
+            index = self._domain_indexes.get(topology.key)
+            if index is None:
+                if len(self._domain_indexes) >= _DOMAIN_INDEX_LIMIT:
+                    self._domain_indexes.clear()
+                index = self._domain_indexes[topology.key] = DomainIndex(topology.key)
+            index.refresh(self._handle.snapshot())
+            chosen = index.choose(request=pod_info.requests, need=need, placed_on=placed,
+                                  missing=missing)
+            return TopologyView(topology, need, chosen, [], 0)
         if not nodes:
             nodes = self._handle.snapshot().list()
         best, considered, unlabeled = choose_domain(
-            nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed)
-        if best is not None:
-            return PreFilterResult(node_names=set(best.nodes)), None
-        if not topology.required:
-            return None, None  # preferred: anywhere will do
-        return None, unresolvable(REASON_NO_DOMAIN.format(
-            group=full, key=topology.key, need=need,
-            domains=describe(considered, topology.key, unlabeled)))
+            nodes, topology.key, request=pod_info.requests, need=need, placed_on=placed,
+            missing=missing)
+        return TopologyView(topology, need, best, considered, unlabeled)
+
+    def _missing_requests(self, pod_info: PodInfo, group: str, need: int) -> list[Resource]:
+        """The requests of the ``need`` members to place (this pod, then its pending
+        siblings in the pass's order) when they differ in size; [] when they are alike
+        (counting members of this pod's size is then exact, and cheaper)."""
+        sized = [(self._requests_of(p), p) for p in
+                 self.manager.pending_siblings(pod_info, group)]
+        sized.sort(key=lambda rp: _size_first(rp[0], _key(rp[1])))
+        requests = [pod_info.requests] + [r for r, _ in sized[:max(need - 1, 0)]]
+        if all(r == pod_info.requests for r in requests):
+            return []
+        return requests
+
+    def _requests_of(self, pod: dict[str, Any]) -> Resource:
+        """A sibling's requests, parsed once per resourceVersion (PreFilter asks for every
+        member of a gang on each member's cycle)."""
+        meta = pod.get("metadata") or {}
+        uid, version = str(meta.get("uid") or _key(pod)), meta.get("resourceVersion")
+        cached = self._sizes.get(uid)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            requests = pod_requests(pod)
+        except (ObjectError, QuantityError, ValueError, TypeError):
+            requests = Resource()  # malformed: reported when the pod itself is popped
+        if len(self._sizes) > _SIZES_CACHE_LIMIT:
+            self._sizes.clear()
+        self._sizes[uid] = (version, requests)
+        return requests
 
     # --- PostFilter ----------------------------------------------------------------------
 
@@ -329,9 +422,7 @@ class Coscheduling(
             return None
         group = pod_info.labels.get(POD_GROUP_LABEL) or ""
         siblings = self.manager.pending_siblings(pod_info, group)
-        return sorted(siblings, key=lambda p: (
-            (p.get("metadata") or {}).get("namespace") or "",
-            (p.get("metadata") or {}).get("name") or ""))
+        return sorted(siblings, key=_sibling_order)
 
     def pod_group_pass_done(self, pod_info: PodInfo) -> bool:
         """Every queued member was tried: True if the gang is complete.  A gang still short

@@ -11,19 +11,21 @@ carries the same idea as ``schedulingConstraints.topology[].key``):
 
 Among the domains where the missing members fit, the tightest wins (the least CPU, then
 memory, left once they are placed), so big domains stay free for big gangs.  Once members
-hold a place, their domain is the gang's.  How many members fit a node is counted with the
-requests of the member being scheduled (gang members are usually alike).
+hold a place, their domain is the gang's.  Members alike are counted per node with the
+requests of the member being scheduled; members of different sizes are packed into the
+domain largest first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.framework.node_info import NodeInfo
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.resources import Resource
+from scheduler.plugins.node_memo import NodeChanges
 
 REQUIRED_TOPOLOGY_ANNOTATION = "kube-py-scheduler.io/required-topology"
 PREFERRED_TOPOLOGY_ANNOTATION = "kube-py-scheduler.io/preferred-topology"
@@ -49,6 +51,19 @@ class DomainFit:
     left_milli_cpu: int  # free CPU once ``need`` members are placed (tightness)
     left_memory: int
     reason: str = ""  # why it was turned down ('' when it fits)
+    free_milli_cpu: int = 0  # free before the members (explain shows it)
+    free_memory: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyView:
+    """A gang's topology as PreFilter sees it, for the plugin and ``explain``."""
+
+    constraint: TopologyConstraint
+    need: int  # members still to place in one domain
+    chosen: DomainFit | None
+    considered: list[DomainFit]
+    unlabeled: int  # nodes without the label
 
 
 def parse_topology(obj: Mapping[str, Any], *, kind: str) -> TopologyConstraint | None:
@@ -89,6 +104,24 @@ def members_fitting(node: NodeInfo, request: Resource) -> int:
     return max(fits, 0)
 
 
+def members_packed(nodes: Sequence[NodeInfo], requests: Sequence[Resource]) -> int:
+    """How many of ``requests`` (members of different sizes) fit the nodes' free room,
+    placed largest first, each on the first node with room (first-fit decreasing)."""
+    free = [[n.allocatable.milli_cpu - n.requested.milli_cpu,
+             n.allocatable.memory - n.requested.memory,
+             n.allocatable.allowed_pod_number - len(n.pods)] for n in nodes]
+    placed = 0
+    for request in sorted(requests, key=lambda r: (-r.milli_cpu, -r.memory)):
+        for room in free:
+            if room[0] >= request.milli_cpu and room[1] >= request.memory and room[2] >= 1:
+                room[0] -= request.milli_cpu
+                room[1] -= request.memory
+                room[2] -= 1
+                placed += 1
+                break
+    return placed
+
+
 def domains_of(nodes: Iterable[NodeInfo], key: str) -> tuple[dict[str, list[NodeInfo]], int]:
     """Nodes by their value of ``key``, and how many nodes lack the label."""
     out: dict[str, list[NodeInfo]] = {}
@@ -113,10 +146,13 @@ def choose_domain(
     request: Resource,
     need: int,
     placed_on: Iterable[str] = (),
+    missing: Sequence[Resource] = (),
 ) -> tuple[DomainFit | None, list[DomainFit], int]:
     """(the tightest domain where ``need`` members of ``request`` fit, or None; every domain
     considered, with why it was turned down; nodes without the label).  Members already
-    placed fix the domain: only theirs is considered."""
+    placed fix the domain: only theirs is considered.  ``missing``, when the members differ
+    in size: the requests of the ``need`` members to place, packed largest first instead
+    of counting members of ``request``'s size."""
     by_value, unlabeled = domains_of(nodes, key)
     placed = set(placed_on)
     if placed:
@@ -126,14 +162,20 @@ def choose_domain(
     considered: list[DomainFit] = []
     for value in sorted(by_value):
         infos = by_value[value]
-        fits = sum(members_fitting(i, request) for i in infos)
+        if missing:
+            fits = members_packed(infos, missing)
+        else:
+            fits = sum(members_fitting(i, request) for i in infos)
         free_cpu = sum(max(i.allocatable.milli_cpu - i.requested.milli_cpu, 0) for i in infos)
         free_mem = sum(max(i.allocatable.memory - i.requested.memory, 0) for i in infos)
         reason = "" if fits >= need else f"{fits} of {need} fit"
         considered.append(DomainFit(
             value=value, nodes=tuple(sorted(i.name for i in infos)), fits=fits,
-            left_milli_cpu=free_cpu - need * request.milli_cpu,
-            left_memory=free_mem - need * request.memory, reason=reason))
+            left_milli_cpu=free_cpu - (sum(r.milli_cpu for r in missing) if missing
+                                       else need * request.milli_cpu),
+            left_memory=free_mem - (sum(r.memory for r in missing) if missing
+                                    else need * request.memory), reason=reason,
+            free_milli_cpu=free_cpu, free_memory=free_mem))
     fitting = [d for d in considered if not d.reason]
     best = min(fitting, key=lambda d: (d.left_milli_cpu, d.left_memory, d.value),
                default=None)
@@ -148,3 +190,97 @@ def describe(considered: list[DomainFit], key: str, unlabeled: int) -> str:
     elif unlabeled:
         parts.append(f"{unlabeled} node(s) without label {key}")
     return "; ".join(parts)
+
+
+class DomainIndex:
+    """The domains of one topology key, kept across cycles: each node's domain and free
+    CPU and memory, each domain's nodes and totals, refreshed for the nodes that changed
+    since the last question (``NodeChanges``: between two cycles, the node the previous pod
+    went to).  Walking every node for each member's PreFilter cost ~75 ms at 5000 nodes; the
+    tightest fitting domain is then found from the totals, checking the members' fit only
+    on domains whose totals could hold them, tightest first, until one does."""
+
+    __slots__ = ("_changes", "_domains", "_free", "_key", "_of", "_unlabeled")
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._changes = NodeChanges()
+        self._of: dict[str, tuple[str | None, int, int]] = {}  # node -> (value, cpu, memory)
+        self._domains: dict[str, dict[str, NodeInfo]] = {}
+        self._free: dict[str, list[int]] = {}  # value -> [free cpu, free memory]
+        self._unlabeled: set[str] = set()
+
+    def refresh(self, snapshot: Any) -> None:
+        node_infos = snapshot.list()
+        changed, removed = self._changes.since_last(node_infos, snapshot=snapshot)
+        for name in removed:
+            self._drop(name)
+        for i in changed:
+            info = node_infos[i]
+            self._drop(info.name)
+            node = info.node
+            if node is None:
+                continue
+            labels = (node.get("metadata") or {}).get("labels") or {}
+            value = labels.get(self._key) if isinstance(labels, Mapping) else None
+            if not isinstance(value, str):
+                self._of[info.name] = (None, 0, 0)
+                self._unlabeled.add(info.name)
+                continue
+            cpu = max(info.allocatable.milli_cpu - info.requested.milli_cpu, 0)
+            memory = max(info.allocatable.memory - info.requested.memory, 0)
+            self._of[info.name] = (value, cpu, memory)
+            self._domains.setdefault(value, {})[info.name] = info
+            totals = self._free.setdefault(value, [0, 0])
+            totals[0] += cpu
+            totals[1] += memory
+
+    def _drop(self, name: str) -> None:
+        entry = self._of.pop(name, None)
+        if entry is None:
+            return
+        value, cpu, memory = entry
+        if value is None:
+            self._unlabeled.discard(name)
+            return
+        nodes = self._domains.get(value)
+        if nodes is not None:
+            nodes.pop(name, None)
+            if not nodes:
+                del self._domains[value]
+                del self._free[value]
+                return
+        totals = self._free[value]
+        totals[0] -= cpu
+        totals[1] -= memory
+
+    def choose(
+        self, *, request: Resource, need: int, placed_on: Iterable[str] = (),
+        missing: Sequence[Resource] = (),
+    ) -> DomainFit | None:
+        """What ``choose_domain`` would choose, from the totals (None: no domain fits)."""
+        values: Iterable[str]
+        placed = {self._of[n][0] for n in placed_on if n in self._of}
+        values = [v for v in placed if v is not None] if placed else self._domains
+        need_cpu = sum(r.milli_cpu for r in missing) if missing else need * request.milli_cpu
+        need_mem = sum(r.memory for r in missing) if missing else need * request.memory
+        order = sorted((self._free[v][0], self._free[v][1], v) for v in values
+                       if v in self._free)
+        for cpu, memory, value in order:
+            if cpu < need_cpu or memory < need_mem:
+                continue  # even its totals cannot hold the members
+            infos = list(self._domains[value].values())
+            if missing:
+                fits = members_packed(infos, missing)
+            else:
+                fits = 0
+                for info in infos:
+                    fits += members_fitting(info, request)
+                    if fits >= need:
+                        break
+            if fits >= need:
+                return DomainFit(
+                    value=value, nodes=tuple(sorted(self._domains[value])), fits=fits,
+                    left_milli_cpu=cpu - need_cpu, left_memory=memory - need_mem,
+                    free_milli_cpu=cpu, free_memory=memory)
+        return None

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -45,7 +45,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
-from scheduler.framework.types import Diagnosis, FitError, PostFilterResult
+from scheduler.framework.types import Diagnosis, FitError, PostFilterResult, PreFilterResult
 from scheduler.objects.pod import PodInfo, is_being_deleted
 from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.evaluator import (
@@ -57,6 +57,11 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
     reprieve_victims,
+)
+from scheduler.plugins.defaultpreemption.gang import (
+    GangMember,
+    GangPlan,
+    plan_gang_preemption,
 )
 from scheduler.plugins.helper import (
     POD_GROUP_LABEL,
@@ -96,6 +101,10 @@ ERR_NO_CANDIDATE = "no candidate node for preemption"
 ERR_GANG_NOT_HELPFUL = (
     "Preemption is not helpful for scheduling: PodGroup {group} needs {needed} more "
     "member(s), room for {room} even without lower-priority pods")
+
+ERR_GANG_CANNOT_COMPLETE = (
+    "Preemption is not helpful for scheduling: PodGroup {group} needs {needed} more "
+    "member(s), {pending} pending")
 
 PREEMPT_NEVER = "Never"
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -145,6 +154,39 @@ class DryRun:
     candidates: list[Candidate]
     chosen: Candidate | None
     node_statuses: dict[str, Status]
+    # A gang member's whole plan (every member's node and victims), when it was one.
+    gang_plan: GangPlan | None = None
+
+
+@runtime_checkable
+class _PreFilters(Protocol):
+    """The runtime's PreFilter, for a gang member of another shape than the preemptor."""
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]: ...
+
+
+@runtime_checkable
+class _Nominates(Protocol):
+    """The scheduler's nominator: a gang member is nominated in memory before its status
+    write comes back, as the preemptor is by the failure handler."""
+
+    def add_nominated_pod(self, pod_info: PodInfo, node_name: str | None = None) -> None: ...
+
+
+# Spec fields that decide where a pod may go (besides its requests): members equal in
+# these share the preemptor's PreFilter state.
+_SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints",
+                 "resourceClaims", "volumes", "nodeName", "priority", "overhead")
+
+
+def _same_shape(a: PodInfo, b: PodInfo) -> bool:
+    if a.requests != b.requests or a.namespace != b.namespace:
+        return False
+    spec_a = a.pod.get("spec") or {}
+    spec_b = b.pod.get("spec") or {}
+    return all(spec_a.get(f) == spec_b.get(f) for f in _SHAPE_FIELDS)
 
 
 class PreemptionError(Exception):
@@ -325,6 +367,11 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             shortfall = bound_gang_shortfall(self._handle, pod_info)
             if shortfall is not None:
                 return None, shortfall
+            gang = self._gang_to_place(pod_info)
+            if isinstance(gang, Status):
+                return None, gang
+            if gang is not None:
+                return self._preempt_gang(state, pod_info, node_to_status, *gang)
             candidates, early = self.find_candidates(state, pod_info, node_to_status)
             if early is not None:
                 return early
@@ -343,6 +390,256 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if status is not None:
             return None, status
         return PostFilterResult(nominated_node_name=best.name), Status(Code.SUCCESS)
+
+    # --- gangs: one plan for every member (gang.py) ----------------------------------------
+
+    def _gang_to_place(self, pod_info: PodInfo) -> tuple[str, list[PodInfo]] | Status | None:
+        """(``namespace/group``, the members to place: the preemptor first, then pending
+        siblings) when the pod is one of several members its PodGroup still needs; None for
+        a pod outside a gang (or the last member missing: the one-pod path serves it); a
+        Status when the gang cannot complete whatever is preempted."""
+        group = pod_info.labels.get(POD_GROUP_LABEL) or ""
+        if not group:
+            return None
+        handle = self._handle
+        pg = handle.listers.get("podgroups", pod_info.namespace, group)
+        spec = pg.get("spec") if isinstance(pg, Mapping) else None
+        min_member = spec.get("minMember") if isinstance(spec, Mapping) else None
+        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member <= 1:
+            return None
+        full = f"{pod_info.namespace}/{group}"
+        holding = {
+            wp.pod_info.uid for wp in handle.iterate_waiting_pods()
+            if wp.pod_info.namespace == pod_info.namespace
+            and wp.pod_info.labels.get(POD_GROUP_LABEL) == group
+        }
+        holding.discard(pod_info.uid)
+        bound = bound_gang_companions(handle.listers, pod_info.pod)
+        holding |= {str((p.get("metadata") or {}).get("uid") or "") for p in bound}
+        needed = min_member - len(holding)
+        if needed <= 1:
+            return None
+        pending: list[PodInfo] = []
+        for pod in handle.listers.list("pods", pod_info.namespace):
+            meta = pod.get("metadata") or {}
+            if ((meta.get("labels") or {}).get(POD_GROUP_LABEL) != group
+                    or meta.get("uid") == pod_info.uid or meta.get("uid") in holding
+                    or meta.get("deletionTimestamp")
+                    or (pod.get("spec") or {}).get("nodeName")
+                    or (pod.get("spec") or {}).get("schedulerName") != (
+                        pod_info.pod.get("spec") or {}).get("schedulerName")
+                    or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+                continue
+            try:
+                pending.append(PodInfo.from_pod(pod))
+            except Exception:  # a malformed sibling is reported by the scheduler, not here
+                continue
+        if len(pending) + 1 < needed:
+            return Status(Code.UNSCHEDULABLE, ERR_GANG_CANNOT_COMPLETE.format(
+                group=full, needed=needed, pending=len(pending) + 1))
+        pending.sort(key=lambda p: p.key)
+        return full, [pod_info] + pending[:needed - 1]
+
+    def _gang_members(
+        self, state: CycleState, pod_info: PodInfo, members: list[PodInfo],
+        node_to_status: Mapping[str, Status], nodes: list[NodeInfo],
+    ) -> list[GangMember] | Status:
+        """Each member with a cycle state PreFilter filled for it and the nodes it may use:
+        the preemptor's shape shares its state and its Filter statuses; another shape runs
+        PreFilter (a rejection there that preemption cannot fix ends the plan)."""
+        runner = self._handle if isinstance(self._handle, _PreFilters) else None
+        preemptor_nodes = {
+            name for name, status in node_to_status.items()
+            if status.code == Code.UNSCHEDULABLE}
+        out: list[GangMember] = []
+        shapes: list[tuple[PodInfo, CycleState, set[str] | None]] = []
+        for member in members:
+            if member is pod_info or _same_shape(member, pod_info):
+                out.append(GangMember(member, state, preemptor_nodes, scan_untouched=False))
+                continue
+            known = next((s for s in shapes if _same_shape(s[0], member)), None)
+            if known is None:
+                if runner is None:
+                    return Status(Code.UNSCHEDULABLE, ERR_GANG_CANNOT_COMPLETE.format(
+                        group=member.labels.get(POD_GROUP_LABEL, ""), needed=len(members),
+                        pending=0) + " (members of another shape need the runtime's PreFilter)")
+                member_state = CycleState()
+                result, status, _ = runner.run_pre_filter_plugins(member_state, member, nodes)
+                if status is not None and status.code not in (Code.SUCCESS, Code.UNSCHEDULABLE):
+                    if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        return Status(Code.UNSCHEDULABLE, status.message(), plugin=status.plugin)
+                    return status
+                allowed = None if result is None or result.all_nodes() else set(
+                    result.node_names or ())
+                known = (member, member_state, allowed)
+                shapes.append(known)
+            out.append(GangMember(member, known[1], known[2]))
+        return out
+
+    def _preempt_gang(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status],
+        group: str, members: list[PodInfo],
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """Plan for every member the gang still needs, on copies of the snapshot; preempt
+        nothing unless the whole gang gets a node; nominate every member."""
+        if any(self.is_pod_running_preemption(_uid_of(m)) for m in members):
+            return None, Status(Code.UNSCHEDULABLE, ERR_WAITING_FOR_PREEMPTION)
+        eligible, reason = self.pod_eligible_to_preempt_others(pod_info, node_to_status)
+        if not eligible:
+            return None, Status(Code.UNSCHEDULABLE, reason)
+        nodes = self._handle.snapshot().list()
+        if not nodes:
+            return None, Status(Code.ERROR, ERR_NO_NODES)
+        try:
+            pdbs = compile_pdbs(self._handle.listers.list("poddisruptionbudgets"))
+        except Exception as exc:
+            return None, Status.from_error(exc)
+        gang = self._gang_members(state, pod_info, members, node_to_status, nodes)
+        if isinstance(gang, Status):
+            return PostFilterResult(nominated_node_name=""), gang
+        handle = self._handle
+
+        def fits(member_state: CycleState, member: PodInfo, node_info: NodeInfo) -> bool:
+            status = handle.run_filter_plugins_with_nominated_pods(member_state, member, node_info)
+            return status is None or status.is_success()
+
+        def replay(member_state: CycleState, member: PodInfo, other: PodInfo,
+                   node_info: NodeInfo, added: bool) -> Status | None:
+            if added:
+                return handle.run_pre_filter_extension_add_pod(
+                    member_state, member, other, node_info)
+            return handle.run_pre_filter_extension_remove_pod(
+                member_state, member, other, node_info)
+
+        plan, why = plan_gang_preemption(
+            gang, nodes, pdbs, group=group, select_victims=self.select_victims_on_node,
+            fits=fits, companions=self._gang_companions, replay=replay,
+            num_candidates=self.calculate_num_candidates)
+        if plan is None:
+            status = why or Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
+            if self.dry_run:
+                self.last_dry_run = DryRun([], None, {}, None)
+            # An empty nomination clears a stale one: the gang holds nothing.
+            return PostFilterResult(nominated_node_name=""), status
+        node = plan.node_of(pod_info.uid)
+        own = next(p for p in plan.placements if p.member.uid == pod_info.uid)
+        chosen = Candidate(node, own.victims, plan.num_pdb_violations)
+        if self.dry_run:
+            self.last_dry_run = DryRun(
+                [Candidate(p.node, p.victims, 0) for p in plan.placements], chosen, {}, plan)
+            return PostFilterResult(nominated_node_name=node), Status(Code.SUCCESS)
+        log.info("preempting for a gang", pod=pod_info.key, group=group,
+                 placements={p.member.key: p.node for p in plan.placements},
+                 victims=[v.key for v in plan.victims],
+                 pdb_violations=plan.num_pdb_violations)
+        started = self._prepare_gang_async(plan, pod_info)
+        if started is not None:
+            return None, started
+        return PostFilterResult(nominated_node_name=node), Status(Code.SUCCESS)
+
+    def _prepare_gang_async(self, plan: GangPlan, preemptor: PodInfo) -> Status | None:
+        """Start the task carrying out a gang's plan: nominate every member (in memory now,
+        then its status), clear lower-priority nominations on the plan's nodes, evict."""
+        self.last_victims = len(plan.victims)
+        self.metrics.preemption_victims.observe(len(plan.victims))
+        to_preempt = [
+            v for v in plan.victims
+            if not is_being_deleted(v.pod) and v.uid not in self._marked_victims
+        ]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return Status(Code.ERROR, "preemption needs a running event loop")
+        nominator = self._handle.nominator
+        members = {p.member.uid for p in plan.placements}
+        others = [p for p in plan.placements if p.member.uid != preemptor.uid]
+        if isinstance(nominator, _Nominates):
+            for placement in others:
+                nominator.add_nominated_pod(placement.member, placement.node)
+        nominated: list[PodInfo] = []
+        seen: set[str] = set()
+        for node in dict.fromkeys(p.node for p in plan.placements):
+            for p in nominator.nominated_pods_for_node(node):
+                if p.priority < preemptor.priority and p.uid not in members and p.uid not in seen:
+                    seen.add(p.uid)
+                    nominated.append(p)
+        victims = frozenset(v.uid for v in to_preempt)
+        records = []
+        for placement in plan.placements:
+            record = _Preemption(placement.node, victims)
+            self._preemptions[_uid_of(placement.member)] = record
+            records.append(record)
+        for victim in to_preempt:
+            self._marked_victims[victim.uid] = math.inf
+        task = loop.create_task(
+            self._run_gang_preemption(records, preemptor, others, to_preempt, nominated),
+            name=f"preemption:{preemptor.key}@gang")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return None
+
+    async def _run_gang_preemption(
+        self, records: list[_Preemption], preemptor: PodInfo, others: list[Any],
+        victims: list[PodInfo], nominated: list[PodInfo],
+    ) -> None:
+        cancelled = False
+        failed = False
+        try:
+            # The members' nominations land before any victim leaves: the pods watch then
+            # shows them holding their nodes before the room is free.
+            results = await asyncio.gather(
+                *(self._set_nomination(p.member, p.node) for p in others),
+                return_exceptions=True)
+            for placement, result in zip(others, results):
+                if isinstance(result, BaseException):
+                    failed = True  # the in-memory nomination still holds the room
+                    log.warning("cannot nominate a gang member", pod=placement.member.key,
+                                node=placement.node, error=str(result))
+            for pod in nominated:
+                try:
+                    await self._clear_nomination(pod)
+                except Exception as exc:
+                    failed = True
+                    log.warning("cannot clear nominatedNodeName", pod=pod.key, error=str(exc))
+            if victims:
+                if not await self._preempt_victims(records[0], preemptor, victims[:-1]):
+                    failed = True
+                else:
+                    last = victims[-1]
+                    for record in records:
+                        record.last_victim = (last.namespace, last.name)
+                    if not await self._preempt_victims(records[0], preemptor, [last]):
+                        failed = True
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            now = self._handle.clock()
+            for record in records:
+                record.running = False
+                record.expires = now + VICTIM_MARK_SECONDS
+            for victim in victims:
+                if victim.uid in self._marked_victims:
+                    self._marked_victims[victim.uid] = now + VICTIM_MARK_SECONDS
+            if not cancelled:
+                log.info("gang preemption finished", preemptor=preemptor.key,
+                         members=len(records), victims=len(victims), failed=failed)
+            if (failed or not victims) and not cancelled:
+                try:
+                    self._handle.activate([preemptor.pod] + [p.member.pod for p in others])
+                except Exception:
+                    log.exception("cannot activate the gang", pod=preemptor.key)
+
+    async def _set_nomination(self, pod: PodInfo, node: str) -> None:
+        response = await self._handle.client.request(
+            "PATCH", _pod_path(pod.namespace, pod.name) + "/status",
+            body={"status": {"nominatedNodeName": node}},
+            content_type=STRATEGIC_MERGE_PATCH,
+        )
+        if not _ok(response.status):
+            raise PreemptionError(
+                f"nominating pod {pod.key} to {node}: HTTP {response.status} "
+                f"{_error_detail(response.body)}".rstrip())
 
     # --- the HTTP extenders' preempt verb (the framework's ExtenderPreemption seam) ---------
 
@@ -559,7 +856,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         task.add_done_callback(self._tasks.discard)
         return None
 
-    def _gang_companions(self, victims: list[PodInfo]) -> list[PodInfo]:
+    def _gang_companions(self, victims: Sequence[PodInfo]) -> list[PodInfo]:
         """A victim in a gang takes its whole gang down (on any node): a gang left below
         minMember is useless and would hold its nodes for nothing (issue 22)."""
         seen = {v.uid for v in victims}
@@ -630,7 +927,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     ) -> bool:
         """Preempt these victims in parallel; False if any of them failed."""
         results = await asyncio.gather(
-            *(self._preempt_victim(record.node, preemptor, v) for v in victims),
+            # A gang's victims (and a victim's gang) are on several nodes: name each one's.
+            *(self._preempt_victim(v.node_name or record.node, preemptor, v) for v in victims),
             return_exceptions=True,
         )
         ok = True

@@ -107,6 +107,10 @@ class PodVolumes:
 
     static_bindings: list[BindingInfo] = field(default_factory=list)
     dynamic_provisions: list[dict[str, Any]] = field(default_factory=list)
+    # Beside each of ``dynamic_provisions``: the CSIStorageCapacity that showed the node has
+    # room for it (upstream ``DynamicProvision.NodeCapacity``), None when the driver does not
+    # track capacity.  StorageCapacityScoring scores nodes by it.
+    provision_capacities: list[Mapping[str, Any] | None] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -220,8 +224,10 @@ class VolumeBinder:
                     to_match, claims.unbound_volumes_delay_binding, node)
                 to_provision.extend(unmatched)
             if to_provision:
-                unbound_ok, enough_space, volumes.dynamic_provisions = (
-                    self._check_volume_provisions(to_provision, node))
+                unbound_ok, enough_space, provisions = self._check_volume_provisions(
+                    to_provision, node)
+                volumes.dynamic_provisions = [pvc for pvc, _ in provisions]
+                volumes.provision_capacities = [cap for _, cap in provisions]
         return volumes, reasons()
 
     def _check_bound_claims(
@@ -258,8 +264,8 @@ class VolumeBinder:
 
     def _check_volume_provisions(
         self, to_provision: list[dict[str, Any]], node: Mapping[str, Any]
-    ) -> tuple[bool, bool, list[dict[str, Any]]]:
-        provisions: list[dict[str, Any]] = []
+    ) -> tuple[bool, bool, list[tuple[dict[str, Any], Mapping[str, Any] | None]]]:
+        provisions: list[tuple[dict[str, Any], Mapping[str, Any] | None]] = []
         node_labels = labels_of(node)
         for pvc in to_provision:
             class_name = pvc_storage_class(pvc)
@@ -273,20 +279,27 @@ class VolumeBinder:
                 return False, True, []
             if not topology_terms_match(sc.get("allowedTopologies"), node_labels):
                 return False, True, []
-            if not self._has_enough_capacity(provisioner, pvc, sc, node):
+            enough, capacity = self._has_enough_capacity(provisioner, pvc, sc, node)
+            if not enough:
                 return True, False, []
-            provisions.append(pvc)
+            provisions.append((pvc, capacity))
         return True, True, provisions
 
-    def _has_enough_capacity(self, provisioner: str, pvc: Mapping[str, Any],
-                             sc: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-        """CSIStorageCapacity check, only for CSI drivers that opt in (``storageCapacity``)."""
+    def _has_enough_capacity(
+        self, provisioner: str, pvc: Mapping[str, Any], sc: Mapping[str, Any],
+        node: Mapping[str, Any],
+    ) -> tuple[bool, Mapping[str, Any] | None]:
+        """CSIStorageCapacity check, only for CSI drivers that opt in (``storageCapacity``).
+
+        Also answers the first accessible CSIStorageCapacity object with room for the claim
+        (None when capacity is not tracked), as upstream ``hasEnoughCapacity``.
+        """
         requests = (spec(pvc).get("resources") or {}).get("requests") or {}
         if "storage" not in requests:
-            return True
+            return True, None
         driver = self._handle.listers.get("csidrivers", "", provisioner)
         if driver is None or not spec(driver).get("storageCapacity"):
-            return True
+            return True, None
         try:
             capacities = self._handle.listers.list("csistoragecapacities")
         except (KeyError, LookupError, NotImplementedError):
@@ -294,7 +307,7 @@ class VolumeBinder:
                 log.warning("listers do not serve csistoragecapacities; storage capacity of "
                             "CSI driver %s is not checked", provisioner)
                 self._capacity_unsupported_logged = True
-            return True
+            return True, None
         size = storage_request_nano(pvc)
         for cap in capacities:
             if cap.get("storageClassName") != name_of(sc):
@@ -312,10 +325,10 @@ class VolumeBinder:
                 continue
             try:
                 if LabelSelector.from_dict(topology).matches(labels_of(node)):
-                    return True
+                    return True, cap
             except LabelSelectorError:
                 continue
-        return False
+        return False, None
 
     # --- Reserve / Unreserve ------------------------------------------------------------------
 

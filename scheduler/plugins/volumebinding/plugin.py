@@ -7,8 +7,12 @@ this pod only.  PreFilter sorts the claims, Filter checks each node, Reserve ass
 bindings in the shared assume cache, Unreserve restores them, and PreBind writes them to the
 API server and waits until the PV controller reports every claim Bound.
 
-Score only runs when ``shape`` is configured (upstream's StorageCapacityScoring, off by
-default): without it PreScore answers Skip and Score 0, as kube-scheduler's default profile.
+Score is upstream's StorageCapacityScoring (beta, on by default in 1.37): with static
+bindings, the utilization of the chosen PVs; with only dynamic provisioning, the utilization of
+the CSIStorageCapacity that showed the node has room (requested / ``capacity``, per storage
+class), through the ``shape`` of VolumeBindingArgs.  The default shape scores an empty pool 10
+and a full one 0: nodes with the most free capacity are preferred.  With the gate off there is
+no scorer and ``shape`` is refused, as upstream.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.config import features
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
     ActionType,
@@ -61,6 +66,7 @@ from scheduler.plugins.volumebinding.matching import (
     not_found,
     pod_claims,
     pod_namespace,
+    pvc_storage_class,
     spec,
     status_of,
     storage_bytes,
@@ -83,6 +89,14 @@ DEFAULT_BIND_TIMEOUT_SECONDS = 600
 DEFAULT_POLL_INTERVAL_SECONDS = 0.1
 MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
+STORAGE_CAPACITY_SCORING = "StorageCapacityScoring"
+# Upstream SetDefaults_VolumeBindingArgs with StorageCapacityScoring on: most free space wins.
+DEFAULT_SHAPE: tuple[dict[str, int], ...] = (
+    {"utilization": 0, "score": MAX_CUSTOM_PRIORITY_SCORE},
+    {"utilization": MAX_UTILIZATION, "score": 0},
+)
+ERR_SHAPE_WITHOUT_GATE = ("unexpected field `shape`, remove it or turn on the feature gate "
+                          "StorageCapacityScoring")
 
 _ARG_FIELDS = frozenset({"bindTimeoutSeconds", "shape", "apiVersion", "kind"})
 
@@ -94,6 +108,8 @@ class _State:
     claims: PodVolumeClaims | None = None
     volumes_by_node: dict[str, PodVolumes] = field(default_factory=dict)
     has_static_bindings: bool = False
+    # some node provisions a claim whose CSIStorageCapacity is known (dynamic scoring has work)
+    has_provision_capacities: bool = False
     all_bound: bool = False
 
     def clone(self) -> _State:
@@ -135,6 +151,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         *,
         poll_interval: float = DEFAULT_POLL_INTERVAL_SECONDS,
         sleep: Callable[[float], Awaitable[None]] | None = None,
+        gates: features.FeatureGates | None = None,
     ) -> None:
         if args is not None and not isinstance(args, Mapping):
             raise args_error(NAME, "", f"must be an object, got {type(args).__name__}")
@@ -148,8 +165,16 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         if timeout < 0:
             raise args_error(NAME, "bindTimeoutSeconds", f"Invalid value: {timeout}: invalid "
                              "BindTimeoutSeconds, should not be a negative value")
-        shape = _validate_shape(args["shape"]) if args.get("shape") is not None else None
-        self._scorer = build_broken_linear_function(shape) if shape else None
+        self.capacity_scoring = (gates or features.DEFAULT).enabled(STORAGE_CAPACITY_SCORING)
+        self._scorer: Callable[[dict[str, list[int]]], int] | None = None
+        if self.capacity_scoring:
+            # Undefaulted args (a plugin built directly) get the default shape, as upstream's
+            # defaulting gives every profile.
+            raw_shape = args.get("shape") or [dict(p) for p in DEFAULT_SHAPE]
+            self._scorer = _build_scorer(_validate_shape(raw_shape))
+        elif "shape" in args and args["shape"] is not None:
+            raise args_error(NAME, "shape", f"Invalid value: {args['shape']!r}: "
+                             f"{ERR_SHAPE_WITHOUT_GATE}")
         self._handle = handle
         self.binder = VolumeBinder(handle, bind_timeout=float(timeout),
                                    poll_interval=poll_interval, sleep=sleep)
@@ -247,6 +272,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         data.volumes_by_node[node_info.name] = volumes
         if volumes.static_bindings:
             data.has_static_bindings = True
+        if any(cap is not None for cap in volumes.provision_capacities):
+            data.has_provision_capacities = True
         return None
 
     # --- PreScore / Score ---------------------------------------------------------------------
@@ -257,7 +284,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         data = _read_state(state)
         if data is None:
             return missing_state(STATE_KEY)
-        return None if data.has_static_bindings else Status(Code.SKIP)
+        # Upstream runs Score whenever the gate is on; a node without static bindings or a known
+        # capacity scores 0 there, so skipping when no node has either gives the same totals
+        # without a call per node.
+        if data.has_static_bindings or (self.capacity_scoring and data.has_provision_capacities):
+            return None
+        return Status(Code.SKIP)
 
     def score(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> tuple[int, Status | None]:
         scorer = self._scorer
@@ -267,21 +299,9 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         if data is None:
             return 0, missing_state(STATE_KEY)
         volumes = data.volumes_by_node.get(node_info.name)
-        if volumes is None or not volumes.static_bindings:
+        if volumes is None:
             return 0, None
-        # Static bindings' requested vs capacity, summed per storage class.
-        per_class: dict[str, list[int]] = {}
-        for b in volumes.static_bindings:
-            acc = per_class.setdefault(b.storage_class, [0, 0])
-            acc[0] += storage_bytes(storage_request_nano(b.pvc))
-            acc[1] += storage_bytes(storage_capacity_nano(b.pv))
-        total = 0
-        for requested, capacity in per_class.values():
-            if capacity == 0 or requested > capacity:
-                total += scorer(MAX_UTILIZATION)
-            else:
-                total += scorer(requested * MAX_UTILIZATION // capacity)
-        return int(math.floor(total / len(per_class) + 0.5)), None
+        return scorer(class_resources(volumes, capacity_scoring=self.capacity_scoring)), None
 
     # --- Reserve / Unreserve ------------------------------------------------------------------
 
@@ -333,6 +353,61 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         except (VolumeBindingError, ObjectError) as exc:
             return Status.from_error(exc)
         return None
+
+
+def class_resources(volumes: PodVolumes, *, capacity_scoring: bool) -> dict[str, list[int]]:
+    """Storage class -> [requested, capacity] bytes on one node (upstream ``classResourceMap``).
+
+    Static bindings count their PVs' capacity (summed per class).  With only dynamic
+    provisioning (and StorageCapacityScoring on), each class counts its claims' requests
+    against the capacity of the CSIStorageCapacity found for it, taken once, not summed: the
+    claims share that pool.
+    """
+    per_class: dict[str, list[int]] = {}
+    if volumes.static_bindings or not capacity_scoring:
+        for b in volumes.static_bindings:
+            acc = per_class.setdefault(b.storage_class, [0, 0])
+            acc[0] += storage_bytes(storage_request_nano(b.pvc))
+            acc[1] += storage_bytes(storage_capacity_nano(b.pv))
+        return per_class
+    for pvc, cap in zip(volumes.dynamic_provisions, volumes.provision_capacities):
+        if cap is None:
+            continue
+        acc = per_class.setdefault(pvc_storage_class(pvc), [0, 0])
+        acc[1] = _capacity_bytes(cap)
+        acc[0] += storage_bytes(storage_request_nano(pvc))
+    return per_class
+
+
+def _capacity_bytes(cap: Mapping[str, Any]) -> int:
+    """``capacity`` of a CSIStorageCapacity in whole bytes; unset or malformed counts as 0 (a
+    full pool: the lowest score the shape gives)."""
+    raw = cap.get("capacity")
+    if raw is None:
+        return 0
+    try:
+        return storage_bytes(parse_quantity_nano(raw))
+    except QuantityError:
+        return 0
+
+
+def _build_scorer(shape: list[FunctionShapePoint]) -> Callable[[dict[str, list[int]]], int]:
+    """Upstream ``buildScorerFunction``: each class's utilization through the shape, averaged
+    over the classes (all weigh the same), rounded half away from zero."""
+    raw = build_broken_linear_function(shape)
+
+    def per_class(requested: int, capacity: int) -> int:
+        if capacity == 0 or requested > capacity:
+            return raw(MAX_UTILIZATION)
+        return raw(requested * MAX_UTILIZATION // capacity)
+
+    def scorer(resources: dict[str, list[int]]) -> int:
+        if not resources:
+            return 0
+        total = sum(per_class(requested, capacity) for requested, capacity in resources.values())
+        return int(math.floor(total / len(resources) + 0.5))
+
+    return scorer
 
 
 def _read_state(state: CycleState) -> _State | None:

@@ -163,3 +163,25 @@ async def test_healthz_fails_when_the_lease_is_long_overdue() -> None:
     assert a.healthy() is None
     clock.now += 15 + 21
     assert a.healthy() is not None
+
+
+async def test_a_leader_paused_past_its_renew_deadline_holds_no_lease_on_waking() -> None:
+    # SIGSTOP for longer than the lease: on waking, before any renewal, the leader must not
+    # count as holding the lease (the scheduler checks it before each cycle and bind), and
+    # its renewal loop gives up at once instead of retrying for another renewDeadline.
+    store, clock = LeaseStore(), Clock()
+    a = elector(store, clock, "a")
+    assert await a.acquire()
+    assert a.holds_lease()
+    clock.now += a.settings.renew_deadline - 0.1
+    assert a.holds_lease()
+    clock.now += a.settings.lease_duration  # paused past the lease
+    assert not a.holds_lease()
+    b = elector(store, clock, "b")
+    assert await b.try_acquire_or_renew() is False  # b sees a renewal it never observed age
+    clock.now += a.settings.lease_duration + 0.1
+    assert await b.try_acquire_or_renew()
+    woke_at = clock.now
+    await a.hold()
+    assert not a.is_leader
+    assert clock.now == woke_at  # gave up at once, not after another renewDeadline of tries

@@ -14,7 +14,7 @@ DEFAULT_ORDER = [
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", 0), ("NodeResourcesFit", 1),
     ("VolumeRestrictions", 0), ("NodeVolumeLimits", 0), ("VolumeBinding", 0),
     ("VolumeZone", 0), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
-    ("DynamicResources", 0), ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1),
+    ("DynamicResources", 2), ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1), ("DefaultBinder", 0), ("NodeDeclaredFeatures", 0),
 ]
 
@@ -100,7 +100,8 @@ def test_effective_plugins_per_point() -> None:
         ("PodTopologySpread", None, {"defaultingType": "System", "defaultConstraints": []}),
         ("PodTopologySpread", {"defaultConstraints": [{"maxSkew": 1}]},
          {"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1}]}),
-        ("VolumeBinding", None, {"bindTimeoutSeconds": 600}),
+        ("VolumeBinding", None, {"bindTimeoutSeconds": 600, "shape": [
+            {"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}),
         ("NodeAffinity", None, {}),
         ("Coscheduling", {"permitWaitingTimeSeconds": 3}, {"permitWaitingTimeSeconds": 3}),
     ],

@@ -52,3 +52,21 @@ def test_run_refuses_a_bad_gate_with_a_usage_error() -> None:
                           timeout=60)
     assert done.returncode == EXIT_USAGE
     assert "--feature-gates: cannot set feature gate NodeDeclaredFeatures" in done.stderr
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    ("DRADeviceTaints=false", None),  # GA in 1.37 but not locked until 1.38
+    ("DRAPartitionableDevices=false", None),  # beta, implemented: settable
+    ("DRAPrioritizedList=false", "feature is locked to true"),
+    ("DRAAdminAccess=false", "feature is locked to true"),
+    ("DRAConsumableCapacity=false", "is not implemented by kube-py-scheduler"),
+    ("DRADeviceTaintRules=false", "is not implemented by kube-py-scheduler"),
+])
+def test_dra_sub_gates(flag: str, message: str | None) -> None:
+    gates = FeatureGates()
+    if message is None:
+        gates.set(flag)
+        assert not gates.enabled(flag.split("=")[0])
+    else:
+        with pytest.raises(FeatureGateError, match=message):
+            gates.set(flag)

@@ -79,7 +79,8 @@ def test_load_full_file(tmp_path: Path) -> None:
         "type": "MostAllocated",
         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
     assert p.plugin_config["Coscheduling"] == {"permitWaitingTimeSeconds": 10}
-    assert p.plugin_config["VolumeBinding"] == {"bindTimeoutSeconds": 600}
+    assert p.plugin_config["VolumeBinding"] == {"bindTimeoutSeconds": 600, "shape": [
+        {"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}
 
 
 def test_minimal_config_gets_defaults() -> None:

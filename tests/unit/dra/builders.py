@@ -10,9 +10,10 @@ DRIVER = "gpu.example.com"
 
 def device(name: str, *, attrs: dict[str, Any] | None = None,
            capacity: dict[str, str] | None = None,
-           taints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+           taints: list[dict[str, Any]] | None = None,
+           consumes: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     """A device; ``attrs`` values are typed by Python type (int/bool/str), a ``v:`` prefix
-    makes a version."""
+    makes a version; ``consumes``: counter set -> counter -> quantity (partitionable)."""
     out: dict[str, Any] = {"name": name}
     if attrs:
         typed: dict[str, Any] = {}
@@ -30,7 +31,26 @@ def device(name: str, *, attrs: dict[str, Any] | None = None,
         out["capacity"] = {k: {"value": v} for k, v in capacity.items()}
     if taints:
         out["taints"] = taints
+    if consumes:
+        out["consumesCounters"] = [
+            {"counterSet": cs, "counters": {k: {"value": v} for k, v in counters.items()}}
+            for cs, counters in consumes.items()]
     return out
+
+
+def counter_slice(name: str, *, node: str, pool: str | None = None, generation: int = 1,
+                  slice_count: int = 2, driver: str = DRIVER,
+                  **sets: dict[str, str]) -> dict[str, Any]:
+    """A slice of shared counters only (``sets``: counter set -> counter -> quantity); since
+    1.34 a slice holds devices or counters, not both."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"driver": driver, "nodeName": node,
+                     "pool": {"name": pool or node, "generation": generation,
+                              "resourceSliceCount": slice_count},
+                     "sharedCounters": [
+                         {"name": cs, "counters": {k: {"value": v} for k, v in c.items()}}
+                         for cs, c in sets.items()]}}
 
 
 def resource_slice(name: str, *, node: str | None = None, devices: list[dict[str, Any]],

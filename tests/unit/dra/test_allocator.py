@@ -200,3 +200,158 @@ def test_step_budget_reports_timeout() -> None:
     out = allocate([c], node=N1, inventory=Inventory([many]), classes=CLASSES, in_use=set(),
                    step_budget=50)
     assert isinstance(out, Unfit) and out.timed_out
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_device_taints_follow_their_gate(gate: bool) -> None:
+    # DRADeviceTaints off: a device's taints are ignored (and no tolerations are written)
+    slices = [resource_slice("s", node="n1", devices=[device("t0", taints=[
+        {"key": "broken", "value": "yes", "effect": "NoSchedule"}])])]
+    for tolerate in (False, True):
+        tol = [{"key": "broken", "operator": "Exists"}] if tolerate else None
+        out = allocate([claim("c", exactly("r", tolerations=tol))], node=N1,
+                       inventory=Inventory(slices), classes=CLASSES, in_use=set(),
+                       device_taints=gate)
+        assert isinstance(out, Allocated) is (tolerate or not gate)
+        if isinstance(out, Allocated):
+            result = out.allocations[0]["devices"]["results"][0]
+            assert ("tolerations" in result) is gate
+
+
+SIMPLE_UNFIT = [
+    ("every device in use", claim("c", exactly("r")),
+     {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")},
+     "needs 1, 3 match, 0 free"),
+    ("too few match", claim("c", exactly("r", "big", count=3)), set(), "only 2 match"),
+    ("none match", claim("c", exactly("r", selectors=('device.attributes["numa"] == 7',))),
+     set(), "no device of class gpu matches"),
+]
+
+
+@pytest.mark.parametrize(("name", "claim_obj", "in_use", "reason"), SIMPLE_UNFIT,
+                         ids=[c[0] for c in SIMPLE_UNFIT])
+def test_a_one_request_claim_that_does_not_fit_says_why_only_when_asked(
+        name: str, claim_obj: dict[str, Any], in_use: set[DeviceID], reason: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.dra.allocator as allocator
+
+    searched: list[str] = []
+    search = allocator._search_all
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        searched.append("search")
+        return search(*args, **kw)
+
+    monkeypatch.setattr(allocator, "_search_all", counted)
+    out = allocate([claim_obj], node=N1, inventory=Inventory([SLICE]), classes=CLASSES,
+                   in_use=in_use)
+    assert isinstance(out, Unfit) and not out.timed_out
+    assert searched == []  # Filter's answer costs no search
+    assert any(reason in d for d in out.details), out.details
+    assert searched == ["search"]  # the general path's own words, once
+    assert out.details == out.details and searched == ["search"]
+
+
+def test_a_cel_error_on_a_device_in_use_is_raised_as_by_the_search() -> None:
+    # the class fails at runtime on every device; every device is held: still the error
+    held = {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")}
+    with pytest.raises(AllocationError, match="device gpu.example.com/n1/g0: CEL runtime"):
+        allocate([claim("c", exactly("r", "runtime"))], node=N1, inventory=Inventory([SLICE]),
+                 classes=CLASSES, in_use=held)
+
+
+def test_selector_results_are_cached_per_device_for_the_whole_request() -> None:
+    inv = Inventory([SLICE])
+    c = claim("c", exactly("r", "big"))
+    first = allocate([c], node=N1, inventory=inv, classes=CLASSES, in_use=set())
+    assert results(first) == [[("r", "g0")]]
+    g0 = inv.devices_for_node(N1)[0]
+    joint = [k for k in g0.selected if k.startswith("\x00")]
+    assert len(joint) == 1 and g0.selected[joint[0]] is True
+    g0.selected[joint[0]] = False  # the cached joint answer is what is read next time
+    assert results(allocate([c], node=N1, inventory=inv, classes=CLASSES,
+                            in_use=set())) == [[("r", "g1")]]
+
+
+def _outcome(out: Any) -> Any:
+    return results(out) if isinstance(out, Allocated) else ("unfit", out.details)
+
+
+@pytest.mark.parametrize("held_ids", [
+    set(), {(DRIVER, "n1", "g0")}, {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1")},
+    {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")},
+    {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2"), (DRIVER, "n9", "zz")},
+])
+@pytest.mark.parametrize("claim_obj", [claim("c", exactly("r")), claim("c", exactly("r", "big")),
+                                       claim("c", exactly("r", count=2))])
+def test_the_held_count_shortcut_answers_as_the_allocator(
+        held_ids: set[DeviceID], claim_obj: dict[str, Any]) -> None:
+    shared = device("shared", capacity={"memory": "40Gi"}, attrs={"numa": 0})
+    for slices in ([SLICE], [SLICE, resource_slice("z", pool="z", all_nodes=True,
+                                                   devices=[shared])]):
+        inv = Inventory(slices)
+        plain = allocate([claim_obj], node=N1, inventory=inv, classes=CLASSES, in_use=held_ids)
+        held = inv.held_by_node(held_ids)
+        # twice: the second call may take the shortcut (the node's selectors are checked)
+        for _ in range(2):
+            out = allocate([claim_obj], node=N1, inventory=inv, classes=CLASSES,
+                           in_use=held_ids, held=held)
+            assert _outcome(out) == _outcome(plain)
+
+
+def test_held_counts_only_the_inventorys_own_node_local_devices() -> None:
+    inv = Inventory([SLICE, resource_slice("z", pool="z", all_nodes=True,
+                                           devices=[device("shared")])])
+    held = inv.held_by_node({(DRIVER, "n1", "g0"), (DRIVER, "n1", "gone"),
+                             (DRIVER, "z", "shared")})
+    assert held == {"n1": 1}
+    assert not inv.all_held("n1", {"n1": 3})  # the all-nodes device may still be free
+    only_local = Inventory([SLICE])
+    assert only_local.all_held("n1", {"n1": 3}) and not only_local.all_held("n1", {"n1": 2})
+
+
+def test_the_shortcut_is_not_taken_before_the_selectors_ran_without_error() -> None:
+    held_ids = {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")}
+    inv = Inventory([SLICE])
+    for _ in range(2):  # a CEL error is never remembered as checked
+        with pytest.raises(AllocationError, match="CEL runtime"):
+            allocate([claim("c", exactly("r", "runtime"))], node=N1, inventory=inv,
+                     classes=CLASSES, in_use=held_ids, held=inv.held_by_node(held_ids))
+
+
+def test_a_node_whose_devices_are_all_held_is_not_walked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.dra.allocator as allocator
+
+    held_ids = {(DRIVER, "n1", "g0"), (DRIVER, "n1", "g1"), (DRIVER, "n1", "g2")}
+    inv = Inventory([SLICE])
+    held = inv.held_by_node(held_ids)
+    c = [claim("c", exactly("r"))]
+    first = allocate(c, node=N1, inventory=inv, classes=CLASSES, in_use=held_ids, held=held)
+    walked: list[str] = []
+    fast = allocator._fast_path
+
+    def counted(*args: Any) -> Any:
+        walked.append("walk")
+        return fast(*args)
+
+    monkeypatch.setattr(allocator, "_fast_path", counted)
+    again = allocate(c, node=N1, inventory=inv, classes=CLASSES, in_use=held_ids, held=held)
+    assert walked == []
+    assert isinstance(again, Unfit) and again.details == first.details
+    allocate(c, node=N1, inventory=inv, classes=CLASSES, in_use=held_ids, held={"n1": 2})
+    assert walked == ["walk"]  # a free device: the node is looked at
+
+
+def test_deadline_reports_timeout_on_the_injected_clock() -> None:
+    # the same hopeless search with an ample step budget: the clock runs past the deadline
+    many = resource_slice("m", node="n1", devices=[device(f"d{i}") for i in range(7)])
+    c = claim("c", exactly("x", count=3), exactly("y", count=3), exactly("z", count=2))
+    ticks = iter(range(1_000_000))
+    out = allocate([c], node=N1, inventory=Inventory([many]), classes=CLASSES, in_use=set(),
+                   deadline=5.0, clock=lambda: float(next(ticks)))
+    assert isinstance(out, Unfit) and out.timed_out
+    assert out.details == ["timed out trying to allocate devices"]
+    # no deadline: the search runs to its end and says why it failed
+    out = allocate([c], node=N1, inventory=Inventory([many]), classes=CLASSES, in_use=set())
+    assert isinstance(out, Unfit) and not out.timed_out

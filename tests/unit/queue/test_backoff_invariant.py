@@ -174,3 +174,44 @@ def test_take_leaves_a_member_backing_off_for_longer() -> None:
     assert queue.take([pod]) == []
     clock.advance(3)
     assert [q.pod_info.name for q in queue.take([pod])] == ["p"]
+
+
+def test_restart_backoff_puts_gang_members_failed_apart_back_in_step() -> None:
+    # Two members at the 10 s maximum backoff that failed 9 s apart: each pass finds the
+    # other still backing off (beyond take's tolerance) and the gang never completes.
+    # Restarting the other's backoff when a pass fails brings them back in step; it only
+    # ever delays a pod.
+    clock = Clock()
+    queue = make_queue(clock=clock, pod_initial_backoff=1.0, pod_max_backoff=10.0)
+    a, b = make_pod("a"), make_pod("b")
+    queue.add(a)
+    queue.add(b)
+    for _ in range(6):  # both at the maximum backoff, in step
+        clock.advance(11)
+        for pod in (a, b):
+            fail(queue, queue.take([pod])[0], FIT)
+    clock.advance(11)
+    fail(queue, queue.take([a])[0], FIT)  # T: a fails alone
+    clock.advance(9)
+    fail(queue, queue.take([b])[0], FIT)  # T+9: b fails alone
+    clock.advance(1.5)  # T+10.5: a's pass; b has 8.5 s left, beyond the tolerance
+    qpi_a = queue.take([a])[0]
+    assert queue.take([b]) == []
+    fail(queue, qpi_a, FIT)
+    assert queue.restart_backoff([b]) == 1  # the failed pass restarts b's backoff from now
+    clock.advance(7.5)  # T+18: b would be within the tolerance of its old end (T+19)
+    assert queue.take([b]) == []
+    clock.advance(2.6)  # T+20.6: both ends are over, together
+    assert sorted(q.pod_info.name for q in queue.take([a, b])) == ["a", "b"]
+
+
+def test_restart_backoff_never_shortens_nor_touches_pods_in_flight_or_active() -> None:
+    clock = Clock()
+    queue = make_queue(clock=clock, pod_initial_backoff=1.0, pod_max_backoff=10.0)
+    active, flying = make_pod("active"), make_pod("flying")
+    queue.add(active)
+    queue.add(flying)
+    pop(queue)  # one of them in flight
+    in_flight = "active" if queue.queue_of(active) == "in-flight" else "flying"
+    assert queue.restart_backoff([active, flying, make_pod("absent")]) == 0
+    assert queue.queue_of(active if in_flight == "active" else flying) == "in-flight"

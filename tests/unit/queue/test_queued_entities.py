@@ -21,3 +21,16 @@ def test_queued_entities_follow_the_queues() -> None:
     assert sample(metrics, "scheduler_queued_entities", queue="active", type="pod") == 1.0
     assert sample(metrics, "scheduler_queued_entities", queue="gated", type="pod") == 1.0
     assert sample(metrics, "scheduler_queued_entities", queue="unschedulable", type="pod") == 1.0
+
+
+def test_pending_pods_has_every_queue_value_of_1_37() -> None:
+    """Upstream exports six queue values; the two of its Workload API pod groups stay 0 here
+    (a gang's members queue as pods), the four others count the queues."""
+    metrics = new_metrics()
+    queue = make_queue(metrics=metrics)
+    queue.add(make_pod("a"))
+    queue.add(PodBuilder("g").scheduling_gates("example.com/wait").obj())
+    got = {q: metrics.registry.get_sample_value("scheduler_pending_pods", {"queue": q})
+           for q in ("active", "backoff", "unschedulable", "gated", "incomplete", "pending")}
+    assert got == {"active": 1.0, "backoff": 0.0, "unschedulable": 0.0, "gated": 1.0,
+                   "incomplete": 0.0, "pending": 0.0}

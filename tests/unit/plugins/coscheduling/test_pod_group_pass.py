@@ -106,3 +106,18 @@ def test_a_gang_rejected_in_post_filter_gets_one_event_at_the_end_of_the_pass() 
     c.handle.waiting.clear()
     c.plugin.pod_group_pass_done(PodInfo.from_pod(pods[0]))
     assert len(c.handle.event_recorder.events) == 1
+
+
+def test_members_are_tried_largest_first() -> None:
+    # Small members first would spread over both nodes and leave no node for the big one.
+    pods = [member("a-small-0", cpu="1"), member("a-small-1", cpu="1"),
+            member("z-big", cpu="4"), member("m-mid", cpu="2")]
+    c = Cluster(groups=[pod_group("g", 4)], pods=pods)
+    assert _names(c.plugin.pod_group_members(PodInfo.from_pod(pods[0]))) == [
+        "z-big", "m-mid", "a-small-1"]
+    from .helpers import qpi
+    ordered = sorted(pods, key=lambda p: p["metadata"]["name"])
+    import functools
+    queue = sorted((qpi(p) for p in ordered), key=functools.cmp_to_key(
+        lambda x, y: -1 if c.plugin.less(x, y) else (1 if c.plugin.less(y, x) else 0)))
+    assert [q.pod_info.name for q in queue] == ["z-big", "m-mid", "a-small-0", "a-small-1"]

@@ -118,3 +118,79 @@ def test_no_node_has_the_label() -> None:
     c = Cluster(groups=[_group(2, REQUIRED_TOPOLOGY_ANNOTATION)], pods=pods)
     _, status = _pre_filter(c, pods[0])
     assert status is not None and f"no node has label {RACK}" in status.message()
+
+
+# --- members of different sizes ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("racks", "sizes", "expected_nodes"),
+    [
+        # One 8-CPU member and six of 1 CPU (14 CPUs): rack a (2 x 8) holds them packed
+        # largest first (8 on a-0, six on a-1); counting seven members of the first's size
+        # (8 CPUs) would have turned a down for the loose rack b.
+        ({"a": (2, 8), "b": (8, 8)}, ["8"] + ["1"] * 6, {"a-0", "a-1"}),
+        # The same gang scheduled from a small member: the same packing, the same rack.
+        ({"a": (2, 8), "b": (8, 8)}, ["1"] * 6 + ["8"], {"a-0", "a-1"}),
+        # Two 6-CPU members cannot share an 8-CPU node: rack a (2 x 8) cannot also hold
+        # the four of 3 CPUs (only 2 CPUs left on each node); rack b (4 x 8) can.
+        ({"a": (2, 8), "b": (4, 8)}, ["6", "6", "3", "3", "3", "3"],
+         {"b-0", "b-1", "b-2", "b-3"}),
+    ],
+)
+def test_mixed_sizes_are_packed_into_the_domain(
+    racks: dict[str, tuple[int, int]], sizes: list[str], expected_nodes: set[str]
+) -> None:
+    pods = [member(f"m{i}", cpu=cpu) for i, cpu in enumerate(sizes)]
+    c = Cluster(nodes=_racks(racks), groups=[_group(len(pods), REQUIRED_TOPOLOGY_ANNOTATION)],
+                pods=pods)
+    result, status = _pre_filter(c, pods[0])
+    assert status is None and result is not None
+    assert result.node_names == expected_nodes
+
+
+def test_members_packed_largest_first() -> None:
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.objects.resources import Resource
+    from scheduler.plugins.coscheduling.topology import members_packed
+
+    nodes = Snapshot.from_objects([make_node("a", cpu="4"), make_node("b", cpu="4")], []).list()
+    sizes = [Resource(milli_cpu=m) for m in (1000, 1000, 1000, 1000, 4000)]
+    # Largest first: 4 CPUs on a, the four small ones on b.
+    assert members_packed(nodes, sizes) == 5
+    assert members_packed(nodes, sizes + [Resource(milli_cpu=1)]) == 5
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_domain_index_chooses_as_the_full_walk(seed: int) -> None:
+    """The kept per-domain totals choose what walking every node chooses, as pods come and
+    go and nodes leave (random clusters)."""
+    import random
+
+    from scheduler.objects.resources import Resource
+    from scheduler.plugins.coscheduling.topology import DomainIndex, choose_domain
+
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", cpu=str(rng.choice([4, 8, 16])),
+                       labels={RACK: f"r{rng.randrange(5)}"} if rng.random() < 0.9 else {})
+             for i in range(40)]
+    c = Cluster(nodes=nodes, groups=[pod_group("g", 4)])
+    index = DomainIndex(RACK)
+    for step in range(12):
+        if step % 4 == 3 and len(c.nodes) > 10:
+            c.nodes.pop(rng.randrange(len(c.nodes)))
+        for j in range(rng.randrange(1, 8)):
+            node = rng.choice(c.nodes)["metadata"]["name"]
+            c.pods.append(member(f"p{step}-{j}", None, cpu=str(rng.choice([1, 2, 3])),
+                                 node=node))
+        c.refresh()
+        snapshot = c.handle.snapshot()
+        index.refresh(snapshot)
+        for need, cpu in ((4, 2000), (12, 3000), (30, 4000)):
+            request = Resource(milli_cpu=cpu, memory=1 << 20)
+            missing = [] if need != 12 else [Resource(milli_cpu=rng.choice([1000, 5000]),
+                                                      memory=1 << 20) for _ in range(need)]
+            full, _, _ = choose_domain(snapshot.list(), RACK, request=request, need=need,
+                                       missing=missing)
+            fast = index.choose(request=request, need=need, missing=missing)
+            assert (fast and (fast.value, fast.nodes)) == (full and (full.value, full.nodes))

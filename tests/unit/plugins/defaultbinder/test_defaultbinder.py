@@ -63,3 +63,70 @@ async def test_other_failure_carries_api_message() -> None:
     status = await binder.bind(CycleState(), pod, "node-a")
     assert status is not None and status.code == Code.ERROR and status.error is None
     assert "etcd timeout" in status.message() and "500" in status.message()
+
+
+# --- a POST without an answer (issue 22: a gang member must not be half- or double-bound) ---
+
+POD_PATH = "/api/v1/namespaces/ns1/pods/p"
+TIMEOUT = ConnectionError("no response within 1 s")
+
+
+class _Client:
+    """Answers each (method, path) from a script; an exception in it is raised."""
+
+    def __init__(self, script: dict[tuple[str, str], list[object]]) -> None:
+        self.script = script
+        self.calls: list[tuple[str, str]] = []
+
+    async def request(self, method: str, path: str, **_: object) -> FakeResponse:
+        self.calls.append((method, path))
+        answer = self.script[(method, path)].pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        assert isinstance(answer, FakeResponse)
+        return answer
+
+
+def _pod_body(node: str | None, uid: str = "uid-123") -> dict[str, object]:
+    return {"metadata": {"name": "p", "namespace": "ns1", "uid": uid},
+            "spec": {"nodeName": node} if node else {}}
+
+
+@pytest.mark.parametrize(
+    ("posts", "gets", "outcome"),
+    [
+        # The first POST landed unseen: the second one is refused, the pod is ours.
+        ([TIMEOUT, FakeResponse(409, {"message": "already assigned"})],
+         [FakeResponse(200, _pod_body("node-a"))], "bound"),
+        # It did not land: the second POST binds it.
+        ([TIMEOUT, FakeResponse(201, {})], [], "bound"),
+        # Bound elsewhere meanwhile (another scheduler): not ours to retry.
+        ([TIMEOUT, FakeResponse(409, {"message": "already assigned"})],
+         [FakeResponse(200, _pod_body("node-b"))], "already-bound"),
+        # No answer twice, the pod reads bound here: bound.
+        ([TIMEOUT, TIMEOUT], [FakeResponse(200, _pod_body("node-a"))], "bound"),
+        # No answer twice and the pod is still unbound: the failure stands (retried later).
+        ([TIMEOUT, TIMEOUT], [FakeResponse(200, _pod_body(None))], "raises"),
+        # Deleted (or replaced by a namesake) meanwhile.
+        ([TIMEOUT, TIMEOUT], [FakeResponse(404, {})], "gone"),
+        ([TIMEOUT, TIMEOUT], [FakeResponse(200, _pod_body("node-a", uid="other"))], "gone"),
+    ],
+)
+async def test_a_binding_without_an_answer_is_settled(
+    posts: list[object], gets: list[object], outcome: str
+) -> None:
+    binder, handle, pod = _setup()
+    client = _Client({("POST", PATH): list(posts), ("GET", POD_PATH): list(gets)})
+    handle._client = client
+    if outcome == "raises":
+        with pytest.raises(ConnectionError):
+            await binder.bind(CycleState(), pod, "node-a")
+        return
+    status = await binder.bind(CycleState(), pod, "node-a")
+    if outcome == "bound":
+        assert status is None or status.is_success()
+    else:
+        assert status is not None and status.code == Code.ERROR
+        error = AlreadyBoundError if outcome == "already-bound" else PodGoneError
+        assert isinstance(status.error, error)
+    assert client.calls.count(("POST", PATH)) == 2

@@ -114,11 +114,13 @@ class Scenario:
         nominated: Mapping[str, Sequence[dict[str, Any]]] | None = None,
         args: Mapping[str, Any] | None = None,
         seed: int = 0,
+        objects: Mapping[str, Sequence[dict[str, Any]]] | None = None,
     ) -> None:
         self.infos = node_infos(nodes, pods)
         # The informer's pods: what the plugin reads to see a victim terminating or gone.
         self.handle = NominatingHandle(
-            self.infos, objects={"poddisruptionbudgets": list(pdbs), "pods": list(pods)}
+            self.infos, objects={"poddisruptionbudgets": list(pdbs), "pods": list(pods),
+                                 **{k: list(v) for k, v in (objects or {}).items()}}
         )
         for node_name, nominated_pods in (nominated or {}).items():
             self.handle.nominator.nominated[node_name] = [

@@ -216,6 +216,9 @@ async def test_post_filter_deallocates_an_idle_claim() -> None:
                  {"key": "metadata.name", "operator": "In", "values": ["n9"]}]}]}}
     c = claim("c", exactly("r"), allocation=alloc)
     c["metadata"]["finalizers"] = [FINALIZER]
+    # a driver's report on the device goes with the allocation (it may name only allocated
+    # devices: kube-apiserver would refuse the deallocation otherwise)
+    c["status"]["devices"] = [{"driver": DRIVER, "pool": "n1", "device": "g0"}]
     client = FakeApiClient()
     client.responses[("GET", CLAIM_PATH + "c")] = [FakeResponse(200, copy.deepcopy(c))]
     client.responses[("PUT", CLAIM_PATH + "c/status")] = [FakeResponse(200, copy.deepcopy(c))]
@@ -225,6 +228,7 @@ async def test_post_filter_deallocates_an_idle_claim() -> None:
     assert st is not None and st.message() == REASON_DEALLOCATED
     await asyncio.gather(*p._tasks)
     assert "allocation" not in client.requests[1][2]["status"]
+    assert "devices" not in client.requests[1][2]["status"]
     assert client.requests[2][2]["metadata"]["finalizers"] == []
 
 
@@ -261,3 +265,46 @@ def test_in_flight_allocation_of_a_deleted_claim_is_dropped() -> None:
     assert p.tracker.in_use(handle.listers.list("resourceclaims")) == set()
     _, by_node = filter_all(p, pod_with("pb", "b"), handle)
     assert by_node["n1"] is None
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (None, None),
+    ({"filterTimeout": "0s"}, None),
+    ({"filterTimeout": "2.5s"}, None),
+    ({"filterTimeout": "-1s"}, "DynamicResources.args.filterTimeout"),
+    ({"filterTimeout": "soon"}, "DynamicResources.args.filterTimeout"),
+    ({"bindingTimeout": "10m"}, "DynamicResources.args.bindingTimeout"),
+])
+def test_filter_timeout_args(args: dict[str, Any] | None, error: str | None) -> None:
+    from scheduler.config.errors import ConfigError
+
+    handle = FakeHandle(node_infos(NODES), objects={})
+    if error is None:
+        DynamicResources(args, handle)  # type: ignore[arg-type]
+        return
+    with pytest.raises(ConfigError, match=error):
+        DynamicResources(args, handle)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("gate", "timed_out"), [(True, True), (False, False)])
+def test_filter_times_out_on_its_clock_while_the_gate_is_on(gate: bool, timed_out: bool
+                                                            ) -> None:
+    from scheduler.config import features
+
+    # 7 devices; 3 + 3 + 2 of them asked for: a long, hopeless search
+    slices = [resource_slice("n1-gpus", node="n1", devices=[device(f"g{i}") for i in range(7)])]
+    c = claim("c", exactly("x", "gpu", count=3), exactly("y", "gpu", count=3),
+              exactly("z", "gpu", count=2))
+    handle = FakeHandle(node_infos(NODES), objects={
+        "resourceclaims": [c], "resourceslices": slices, "deviceclasses": [gpu_class()]})
+    ticks = iter(range(10_000_000))
+    features.DEFAULT.set_from_map({"DRASchedulerFilterTimeout": gate})
+    try:
+        p = DynamicResources({"filterTimeout": "1s"}, handle,  # type: ignore[arg-type]
+                             clock=lambda: float(next(ticks)))
+    finally:
+        features.DEFAULT.reset()
+    _, statuses = filter_all(p, pod_with("p", "c"), handle)
+    st = statuses["n1"]
+    assert st is not None and not st.is_success()
+    assert ("timed out trying to allocate devices" in st.message()) is timed_out

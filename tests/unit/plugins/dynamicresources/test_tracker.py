@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,9 +15,14 @@ from scheduler.dra.inventory import DeviceID, device_ids_of
 from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.dynamicresources.claims import ClaimTracker, allocation_of, key_of
-from scheduler.plugins.dynamicresources.plugin import REASON_CANNOT_ALLOCATE, DynamicResources
+from scheduler.plugins.dynamicresources.plugin import (
+    HELD_COUNT_AFTER,
+    REASON_CANNOT_ALLOCATE,
+    DynamicResources,
+)
+from tests.builders import make_node
 from tests.fakes import DictListers, FakeHandle, node_infos
-from tests.unit.dra.builders import DRIVER, claim, exactly, gpu_class
+from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
 from tests.unit.plugins.dynamicresources.test_plugin import NODES, SLICES, filter_all, pod_with
 
 CLAIMS = ("a", "b", "c")
@@ -96,37 +102,42 @@ def test_incremental_held_devices_equal_a_full_recount(ops: list[tuple[Any, ...]
 
 
 class WatchingListers(DictListers):
-    """DictListers that deliver claim events, as the informer-backed listers do."""
+    """DictListers that deliver their objects' events (claims, slices), as the
+    informer-backed listers do."""
 
     def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         super().__init__(objects)
-        self.handlers: list[tuple[Callable[..., None], ...]] = []
+        self.handlers: dict[str, list[tuple[Callable[..., None], ...]]] = {}
+        self.listed: list[str] = []
+
+    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        self.listed.append(resource)
+        return super().list(resource, namespace)
 
     def watch(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
               on_update: Callable[[dict[str, Any], dict[str, Any]], None],
               on_delete: Callable[[dict[str, Any]], None]) -> None:
         if resource not in self.objects:
             raise KeyError(resource)
-        self.handlers.append((on_add, on_update, on_delete))
+        self.handlers.setdefault(resource, []).append((on_add, on_update, on_delete))
         for obj in self.objects[resource]:
             on_add(obj)
 
-    def put(self, obj: dict[str, Any]) -> None:
-        items = self.objects["resourceclaims"]
+    def put(self, obj: dict[str, Any], resource: str = "resourceclaims") -> None:
+        items = self.objects[resource]
         for i, cur in enumerate(items):
             if key_of(cur) == key_of(obj):
                 items[i] = obj
-                for _add, update, _delete in self.handlers:
+                for _add, update, _delete in self.handlers.get(resource, []):
                     update(cur, obj)
                 return
         items.append(obj)
-        for add, _update, _delete in self.handlers:
+        for add, _update, _delete in self.handlers.get(resource, []):
             add(obj)
 
-    def delete(self, obj: dict[str, Any]) -> None:
-        self.objects["resourceclaims"] = [
-            c for c in self.objects["resourceclaims"] if key_of(c) != key_of(obj)]
-        for _add, _update, delete in self.handlers:
+    def delete(self, obj: dict[str, Any], resource: str = "resourceclaims") -> None:
+        self.objects[resource] = [c for c in self.objects[resource] if key_of(c) != key_of(obj)]
+        for _add, _update, delete in self.handlers.get(resource, []):
             delete(obj)
 
 
@@ -144,7 +155,7 @@ def test_plugin_follows_claim_events_instead_of_scanning() -> None:
     p, handle, listers = watching_plugin([held, claim("mine", exactly("r"))])
     pod = pod_with("p", "mine")
     _, by_node = filter_all(p, pod, handle)
-    assert len(listers.handlers) == 1  # subscribed once, on first use
+    assert len(listers.handlers["resourceclaims"]) == 1  # subscribed once, on first use
     st_ = by_node["n1"]
     assert st_ is not None and st_.code == Code.UNSCHEDULABLE
     assert st_.message() == REASON_CANNOT_ALLOCATE
@@ -155,7 +166,7 @@ def test_plugin_follows_claim_events_instead_of_scanning() -> None:
     listers.put(freed)
     state, by_node = filter_all(p, pod, handle)
     assert by_node["n1"] is None
-    assert len(listers.handlers) == 1
+    assert len(listers.handlers["resourceclaims"]) == 1
     # Reserved for this pod: a second pod cannot get the same device until it is unreserved.
     info = PodInfo.from_pod(pod)
     assert p.reserve(state, info, "n1") is None
@@ -172,3 +183,57 @@ def test_plugin_follows_claim_events_instead_of_scanning() -> None:
     listers.delete(held)
     _, by_node = filter_all(p, pod, handle)
     assert by_node["n1"] is None
+
+
+def test_plugin_follows_slice_events_instead_of_listing_them() -> None:
+    p, handle, listers = watching_plugin([claim("mine", exactly("r"))])
+    pod = pod_with("p", "mine")
+    _, by_node = filter_all(p, pod, handle)
+    assert by_node["n1"] is None
+    assert by_node["n2"] is not None and by_node["n2"].code == Code.UNSCHEDULABLE
+    # A driver publishes devices on n2: the event makes them usable.
+    listers.put(resource_slice("n2-gpus", node="n2", devices=[device("g0")]), "resourceslices")
+    _, by_node = filter_all(p, pod, handle)
+    assert by_node["n2"] is None
+    # n1's slice goes away: its device with it.
+    listers.delete(SLICES[0], "resourceslices")
+    _, by_node = filter_all(p, pod, handle)
+    assert by_node["n1"] is not None and by_node["n2"] is None
+    assert len(listers.handlers["resourceslices"]) == 1  # subscribed once, on first use
+    assert "resourceslices" not in listers.listed  # never walked per pod
+
+
+def test_shared_counters_follow_the_watched_slices() -> None:
+    p, _handle, listers = watching_plugin([])
+    first = p.counters()
+    assert p.counters() is first  # nothing changed: nothing rebuilt
+    listers.put(resource_slice("n2-gpus", node="n2", devices=[device("g0")]), "resourceslices")
+    assert p.counters() is not first
+
+
+@pytest.mark.parametrize(("nodes", "counted"), [(HELD_COUNT_AFTER, False),
+                                                (HELD_COUNT_AFTER + 4, True)])
+def test_held_devices_are_counted_per_node_once_many_nodes_are_full(
+        nodes: int, counted: bool) -> None:
+    from scheduler.plugins.dynamicresources.plugin import STATE_KEY
+
+    names = [f"m{i}" for i in range(nodes)]
+    holders = []
+    for i, name in enumerate(names):
+        c = claim(f"h{i}", exactly("r"))
+        c["status"] = {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": DRIVER, "pool": name, "device": "g0"}]}}}
+        holders.append(c)
+    handle = FakeHandle(node_infos([make_node(n) for n in names]))
+    handle._listers = WatchingListers({
+        "resourceclaims": [*holders, claim("mine", exactly("r"))],
+        "resourceslices": [resource_slice(f"{n}-gpus", node=n, devices=[device("g0")])
+                           for n in names],
+        "deviceclasses": [gpu_class()]})
+    p = DynamicResources(None, handle)  # type: ignore[arg-type]
+    for _ in range(2):  # the second cycle finds every node's selectors checked
+        state, by_node = filter_all(p, pod_with("p", "mine"), handle)
+        assert all(s is not None and s.message() == REASON_CANNOT_ALLOCATE
+                   for s in by_node.values())
+        assert (state.read(STATE_KEY).held is not None) is counted
+    assert "needs 1, 1 match, 0 free" in p.node_details(state, names[-1])[0]

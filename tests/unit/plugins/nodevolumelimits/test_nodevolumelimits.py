@@ -6,12 +6,16 @@ from typing import Any
 
 import pytest
 
+from scheduler.config import features
 from scheduler.config.errors import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import ActionType, EventResource, QueueingHint
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, NodeVolumeLimits
+from scheduler.plugins.nodevolumelimits import (
+    ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
+    NodeVolumeLimits,
+)
 from tests.builders import NodeBuilder, PodBuilder
 from tests.fakes import FakeHandle, node_infos
 from tests.unit.plugins.volumebinding.storage import csi_node, pv, pvc, storage_class
@@ -51,13 +55,14 @@ def _pod(*claims: str, node: str = "", inline: list[dict[str, Any]] | None = Non
     return b.obj()
 
 
-def _run(pod: dict[str, Any], existing: list[dict[str, Any]], csinode: dict[str, Any] | None
-         ) -> Status | None:
+def _run(pod: dict[str, Any], existing: list[dict[str, Any]], csinode: dict[str, Any] | None,
+         *, drivers: list[dict[str, Any]] | None = None,
+         gates: features.FeatureGates | None = None) -> Status | None:
     infos = node_infos([NodeBuilder("n").obj()], existing)
     objects: dict[str, list[dict[str, Any]]] = {
         "persistentvolumes": PVS, "persistentvolumeclaims": PVCS, "storageclasses": CLASSES,
-        "csinodes": [csinode] if csinode else []}
-    plugin = NodeVolumeLimits({}, FakeHandle(infos, objects=objects))
+        "csinodes": [csinode] if csinode else [], "csidrivers": drivers or []}
+    plugin = NodeVolumeLimits({}, FakeHandle(infos, objects=objects), gates=gates)
     state, info = CycleState(), PodInfo.from_pod(pod)
     _, pre = plugin.pre_filter(state, info, infos)
     if pre is not None:
@@ -132,3 +137,86 @@ def test_args_and_events() -> None:
     assert deleted(waiting, _pod(node="n"), None) == QueueingHint.SKIP
     assert added(waiting, None, pvc("c0")) == QueueingHint.QUEUE
     assert added(waiting, None, pvc("zz")) == QueueingHint.SKIP
+
+
+# --- VolumeLimitScaling -----------------------------------------------------------------------
+
+def _driver(name: str, prevent: bool | None) -> dict[str, Any]:
+    driver_spec: dict[str, Any] = {"attachRequired": True}
+    if prevent is not None:
+        driver_spec["preventPodSchedulingIfMissing"] = prevent
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
+            "spec": driver_spec}
+
+
+def _gates(volume_limit_scaling: bool) -> features.FeatureGates:
+    gates = features.FeatureGates()
+    gates.set_from_map({"VolumeLimitScaling": volume_limit_scaling})
+    return gates
+
+
+def _missing(driver: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, f"{driver} CSI driver is not installed on the node")
+
+
+WITHOUT_DRIVER = csi_node("n", {OTHER: 5})
+OPTED_IN = [_driver(DRIVER, True)]
+
+# (name, gate, pod, CSINode, CSIDrivers, want)
+SCALING_CASES: list[tuple[str, bool, dict[str, Any], dict[str, Any] | None,
+                          list[dict[str, Any]], Status | None]] = [
+    ("opted-in driver missing from the CSINode", True, _pod("c0"), WITHOUT_DRIVER, OPTED_IN,
+     _missing(DRIVER)),
+    ("opted-in driver and no CSINode at all", True, _pod("c0"), None, OPTED_IN,
+     _missing(DRIVER)),
+    ("unbound claim: the class's provisioner must be there", True, _pod("unbound-1"),
+     WITHOUT_DRIVER, OPTED_IN, _missing(DRIVER)),
+    ("opted-in driver registered without a count: no limit", True, _pod("c0", "c1", "c2"),
+     csi_node("n", {DRIVER: None}), OPTED_IN, None),
+    ("opted-in driver registered: its count still applies", True, _pod("c0", "c1", "c2"),
+     LIMIT_2, OPTED_IN, EXCEEDED),
+    ("driver not opted in (false): unlimited as before", True, _pod("c0"), WITHOUT_DRIVER,
+     [_driver(DRIVER, False)], None),
+    ("driver not opted in (unset): unlimited as before", True, _pod("c0"), None,
+     [_driver(DRIVER, None)], None),
+    ("no CSIDriver object: unlimited as before", True, _pod("c0"), None, [], None),
+    ("another driver's opt-in does not matter", True, _pod("c0"), None,
+     [_driver(OTHER, True)], None),
+    ("the second driver of the pod is the missing one", True, _pod("c-other", "c0"),
+     csi_node("n", {OTHER: 5}), [_driver(DRIVER, True), _driver(OTHER, True)],
+     _missing(DRIVER)),
+    ("gate off: the opt-in is not read", False, _pod("c0"), WITHOUT_DRIVER, OPTED_IN, None),
+    ("gate off, no CSINode: unlimited", False, _pod("c0"), None, OPTED_IN, None),
+]
+
+
+@pytest.mark.parametrize(("gate", "pod", "csinode", "drivers", "want"),
+                         [c[1:] for c in SCALING_CASES], ids=[c[0] for c in SCALING_CASES])
+def test_filter_with_volume_limit_scaling(gate: bool, pod: dict[str, Any],
+                                          csinode: dict[str, Any] | None,
+                                          drivers: list[dict[str, Any]],
+                                          want: Status | None) -> None:
+    assert _run(pod, [], csinode, drivers=drivers, gates=_gates(gate)) == want
+
+
+def test_volume_limit_scaling_events() -> None:
+    waiting = _pod("c0")
+    on = NodeVolumeLimits({}, FakeHandle(), gates=_gates(True))
+    events = {(e.event.resource, e.event.action_type): e.hint for e in on.events_to_register()}
+    upd = events[(EventResource.CSI_NODE, ActionType.UPDATE)]
+    driver_upd = events[(EventResource.CSI_DRIVER, ActionType.UPDATE)]
+    assert upd and driver_upd
+    # the driver registering on the node, even without a count
+    assert upd(waiting, WITHOUT_DRIVER, csi_node("n", {OTHER: 5, DRIVER: None})) == QueueingHint.QUEUE
+    assert upd(waiting, csi_node("n", {DRIVER: 2}), csi_node("n", {DRIVER: 3})) == QueueingHint.QUEUE
+    assert upd(waiting, csi_node("n", {DRIVER: 2}), csi_node("n", {DRIVER: 2})) == QueueingHint.SKIP
+    assert driver_upd(waiting, _driver(DRIVER, True), _driver(DRIVER, False)) == QueueingHint.QUEUE
+    assert driver_upd(waiting, _driver(DRIVER, True), _driver(DRIVER, None)) == QueueingHint.QUEUE
+    assert driver_upd(waiting, _driver(DRIVER, False), _driver(DRIVER, True)) == QueueingHint.SKIP
+    off = NodeVolumeLimits({}, FakeHandle(), gates=_gates(False))
+    off_events = {(e.event.resource, e.event.action_type): e.hint
+                  for e in off.events_to_register()}
+    assert (EventResource.CSI_DRIVER, ActionType.UPDATE) not in off_events
+    off_upd = off_events[(EventResource.CSI_NODE, ActionType.UPDATE)]
+    assert off_upd
+    assert off_upd(waiting, WITHOUT_DRIVER, csi_node("n", {OTHER: 5, DRIVER: None})) == QueueingHint.SKIP

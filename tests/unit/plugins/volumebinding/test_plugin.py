@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.config import features
 from scheduler.config.errors import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.events import ActionType, EventResource, QueueingHint
@@ -21,7 +22,12 @@ from scheduler.plugins.volumebinding.binder import (
     ERR_REASON_PV_NOT_EXIST,
 )
 from scheduler.plugins.volumebinding.matching import ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE
-from scheduler.plugins.volumebinding.plugin import ERR_REASON_UNBOUND_IMMEDIATE, VolumeBinding
+from scheduler.plugins.helper import FunctionShapePoint
+from scheduler.plugins.volumebinding.plugin import (
+    ERR_REASON_UNBOUND_IMMEDIATE,
+    VolumeBinding,
+    _build_scorer,
+)
 from tests.builders import NodeBuilder, PodBuilder
 from tests.fakes import FakeApiClient, FakeHandle, FakeResponse, node_infos
 from tests.unit.plugins.volumebinding.storage import ZONE, pv, pvc, storage_class
@@ -53,16 +59,22 @@ class EchoClient(FakeApiClient):
 
 class Env:
     def __init__(self, *, pvs: Sequence[dict[str, Any]] = (), pvcs: Sequence[dict[str, Any]] = (),
-                 args: dict[str, Any] | None = None, timeout: int = 30) -> None:
+                 args: dict[str, Any] | None = None, timeout: int = 30,
+                 capacities: Sequence[dict[str, Any]] = (),
+                 drivers: Sequence[dict[str, Any]] = (),
+                 gates: features.FeatureGates | None = None) -> None:
         self.handle = FakeHandle(node_infos(NODES), objects={
             "persistentvolumes": [copy.deepcopy(p) for p in pvs],
             "persistentvolumeclaims": [copy.deepcopy(c) for c in pvcs],
             "storageclasses": CLASSES,
+            "csidrivers": list(drivers),
+            "csistoragecapacities": list(capacities),
         }, client=EchoClient())
         self.polls = 0
         self.on_poll: Callable[[int], None] | None = None
         merged = {"bindTimeoutSeconds": timeout, **(args or {})}
-        self.plugin = VolumeBinding(merged, self.handle, poll_interval=0.1, sleep=self._sleep)
+        self.plugin = VolumeBinding(merged, self.handle, poll_interval=0.1, sleep=self._sleep,
+                                    gates=gates)
 
     async def _sleep(self, seconds: float) -> None:
         self.handle.now += seconds
@@ -416,42 +428,200 @@ async def test_pre_bind_rejects_claim_ref_reset() -> None:
     assert status is not None and status.message() == 'binding volumes: ClaimRef got reset for pv "pa"'
 
 
-# --- Score ------------------------------------------------------------------------------------
+# --- Score (StorageCapacityScoring) -----------------------------------------------------------
 
-def test_score_disabled_without_shape() -> None:
-    env = Env(pvs=[pv("pa")], pvcs=[pvc("c")])
-    state, _, _ = env.cycle(_pod("c"))
-    info = PodInfo.from_pod(_pod("c"))
-    assert env.plugin.pre_score(state, info, []) == Status(Code.SKIP)
-    assert env.plugin.score(state, info, env.handle.snapshot().list()[0]) == (0, None)
+def _gates(capacity_scoring: bool) -> features.FeatureGates:
+    gates = features.FeatureGates()
+    gates.set_from_map({"StorageCapacityScoring": capacity_scoring})
+    return gates
 
 
-def test_score_with_shape_prefers_fuller_volumes() -> None:
-    shape = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
-    env = Env(pvs=[pv("pa", zone="a", size="10Gi"), pv("pb", zone="b", size="20Gi")],
-              pvcs=[pvc("c", size="5Gi")], args={"shape": shape})
-    state, _, _ = env.cycle(_pod("c"))
-    info = PodInfo.from_pod(_pod("c"))
-    assert env.plugin.pre_score(state, info, []) is None
-    a, b = env.handle.snapshot().list()
-    assert env.plugin.score(state, info, a) == (50, None)
-    assert env.plugin.score(state, info, b) == (25, None)
+def _csi_driver(name: str = "csi.example.com", *, capacity: bool = True) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
+            "spec": {"storageCapacity": capacity}}
+
+
+def _capacity(name: str, *, zone: str, capacity: str | None, cls: str = "csi",
+              maximum: str | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": "kube-system"}, "storageClassName": cls,
+        "nodeTopology": {"matchLabels": {ZONE: zone}}}
+    if capacity is not None:
+        obj["capacity"] = capacity
+    if maximum is not None:
+        obj["maximumVolumeSize"] = maximum
+    return obj
+
+
+_LEAST_FREE = [FunctionShapePoint(0, 0), FunctionShapePoint(100, 100)]  # upstream's old default
+_MOST_FREE = [FunctionShapePoint(0, 100), FunctionShapePoint(100, 0)]  # the default since 1.33
+_CUSTOM = [FunctionShapePoint(50, 0), FunctionShapePoint(80, 30), FunctionShapePoint(100, 50)]
+
+# Upstream scorer_test.go's table (hdd, ssd as [requested, capacity]), and the same inputs
+# through the default shape of StorageCapacityScoring.
+SCORER_CASES: list[tuple[str, list[FunctionShapePoint], dict[str, list[int]], int]] = [
+    ("least free, empty", _LEAST_FREE, {"hdd": [0, 100]}, 0),
+    ("least free, 30%", _LEAST_FREE, {"hdd": [30, 100]}, 30),
+    ("least free, 50%", _LEAST_FREE, {"hdd": [50, 100]}, 50),
+    ("least free, full", _LEAST_FREE, {"hdd": [100, 100]}, 100),
+    ("least free, two classes 0/0", _LEAST_FREE, {"hdd": [0, 100], "ssd": [0, 100]}, 0),
+    ("least free, two classes 0/30", _LEAST_FREE, {"hdd": [0, 100], "ssd": [30, 100]}, 15),
+    ("least free, two classes 30/30", _LEAST_FREE, {"hdd": [30, 100], "ssd": [30, 100]}, 30),
+    ("least free, two classes 30/60", _LEAST_FREE, {"hdd": [30, 100], "ssd": [60, 100]}, 45),
+    ("least free, two classes 50/50", _LEAST_FREE, {"hdd": [50, 100], "ssd": [50, 100]}, 50),
+    ("least free, two classes 50/100", _LEAST_FREE, {"hdd": [50, 100], "ssd": [100, 100]}, 75),
+    ("least free, two classes full", _LEAST_FREE, {"hdd": [100, 100], "ssd": [100, 100]}, 100),
+    ("custom, 0/0", _CUSTOM, {"hdd": [0, 100], "ssd": [0, 100]}, 0),
+    ("custom, 0/30", _CUSTOM, {"hdd": [0, 100], "ssd": [30, 100]}, 0),
+    ("custom, 30/30", _CUSTOM, {"hdd": [30, 100], "ssd": [30, 100]}, 0),
+    ("custom, 30/60", _CUSTOM, {"hdd": [30, 100], "ssd": [60, 100]}, 5),
+    ("custom, 50/100", _CUSTOM, {"hdd": [50, 100], "ssd": [100, 100]}, 25),
+    ("custom, 90/90", _CUSTOM, {"hdd": [90, 100], "ssd": [90, 100]}, 40),
+    ("custom, full", _CUSTOM, {"hdd": [100, 100], "ssd": [100, 100]}, 50),
+    ("most free, empty", _MOST_FREE, {"hdd": [0, 100]}, 100),
+    ("most free, 30%", _MOST_FREE, {"hdd": [30, 100]}, 70),
+    ("most free, full", _MOST_FREE, {"hdd": [100, 100]}, 0),
+    ("most free, two classes 0/30", _MOST_FREE, {"hdd": [0, 100], "ssd": [30, 100]}, 85),
+    ("most free, two classes 50/100", _MOST_FREE, {"hdd": [50, 100], "ssd": [100, 100]}, 25),
+    ("request over capacity counts as full", _MOST_FREE, {"hdd": [200, 100]}, 0),
+    ("zero capacity counts as full", _MOST_FREE, {"hdd": [0, 0]}, 0),
+    ("no class scores 0", _MOST_FREE, {}, 0),
+]
+
+
+@pytest.mark.parametrize(("shape", "resources", "want"), [c[1:] for c in SCORER_CASES],
+                         ids=[c[0] for c in SCORER_CASES])
+def test_scorer(shape: list[FunctionShapePoint], resources: dict[str, list[int]],
+                want: int) -> None:
+    assert _build_scorer(shape)(resources) == want
+
+
+def _scores(env: Env, pod: dict[str, Any]) -> tuple[Status | None, dict[str, int]]:
+    state, _, filtered = env.cycle(pod)
+    info = PodInfo.from_pod(pod)
+    feasible = [ni for ni in env.handle.snapshot().list() if filtered.get(ni.name) is None]
+    pre = env.plugin.pre_score(state, info, feasible)
+    out = {}
+    for ni in feasible:
+        score, status = env.plugin.score(state, info, ni)
+        assert status is None
+        out[ni.name] = score
+    return pre, out
+
+
+GIB = 1024 ** 3
+CSI_CAPACITIES = [_capacity("cap-a", zone="a", capacity="100Gi"),
+                  _capacity("cap-b", zone="b", capacity="50Gi")]
+
+SCORE_CASES: list[tuple[str, dict[str, Any], Status | None, dict[str, int]]] = [
+    ("static bindings: the PV's utilization through the default shape",
+     {"pvs": [pv("pa", zone="a", size="10Gi"), pv("pb", zone="b", size="20Gi")],
+      "pvcs": [pvc("c", size="5Gi")]},
+     None, {"node-a": 50, "node-b": 75}),
+    ("static bindings through a configured (packing) shape",
+     {"pvs": [pv("pa", zone="a", size="10Gi"), pv("pb", zone="b", size="20Gi")],
+      "pvcs": [pvc("c", size="5Gi")],
+      "args": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}},
+     None, {"node-a": 50, "node-b": 25}),
+    ("dynamic provisioning: the node with the most free capacity scores best",
+     {"pvcs": [pvc("c", cls="csi", size="10Gi")], "capacities": CSI_CAPACITIES,
+      "drivers": [_csi_driver()]},
+     None, {"node-a": 90, "node-b": 80}),
+    ("two claims of one class share the pool's capacity (taken once, not summed)",
+     {"pvcs": [pvc("c", cls="csi", size="10Gi"), pvc("d", cls="csi", size="10Gi")],
+      "capacities": CSI_CAPACITIES, "drivers": [_csi_driver()]},
+     None, {"node-a": 80, "node-b": 60}),
+    ("scored by capacity, not maximumVolumeSize (which only filters)",
+     {"pvcs": [pvc("c", cls="csi", size="10Gi")],
+      "capacities": [_capacity("cap-a", zone="a", capacity="100Gi", maximum="20Gi"),
+                     _capacity("cap-b", zone="b", capacity="20Gi", maximum="20Gi")],
+      "drivers": [_csi_driver()]},
+     None, {"node-a": 90, "node-b": 50}),
+    ("a driver without capacity tracking: nothing to score",
+     {"pvcs": [pvc("c", cls="csi", size="10Gi")], "capacities": CSI_CAPACITIES,
+      "drivers": [_csi_driver(capacity=False)]},
+     Status(Code.SKIP), {"node-a": 0, "node-b": 0}),
+    ("static binding and provisioning: the static bindings are scored",
+     {"pvs": [pv("pa", zone="a", size="10Gi"), pv("pb", zone="b", size="20Gi")],
+      "pvcs": [pvc("c", size="5Gi"), pvc("d", cls="csi", size="10Gi")],
+      "capacities": CSI_CAPACITIES, "drivers": [_csi_driver()]},
+     None, {"node-a": 50, "node-b": 75}),
+    ("no claim: nothing to score",
+     {}, Status(Code.SKIP), {"node-a": 0, "node-b": 0}),
+]
+
+
+@pytest.mark.parametrize(("env_args", "want_pre", "want"), [c[1:] for c in SCORE_CASES],
+                         ids=[c[0] for c in SCORE_CASES])
+def test_score_with_storage_capacity_scoring(env_args: dict[str, Any], want_pre: Status | None,
+                                             want: dict[str, int]) -> None:
+    env = Env(**env_args)
+    claims = [c["metadata"]["name"] for c in env_args.get("pvcs", [])]
+    pre, scores = _scores(env, _pod(*claims))
+    assert pre == want_pre
+    assert scores == want
+
+
+def test_score_with_the_gate_off_has_no_scorer() -> None:
+    env = Env(pvs=[pv("pa", zone="a"), pv("pb", zone="b", size="20Gi")], pvcs=[pvc("c")],
+              gates=_gates(False))
+    pre, scores = _scores(env, _pod("c"))
+    assert pre == Status(Code.SKIP)
+    assert scores == {"node-a": 0, "node-b": 0}
+
+
+def test_filter_keeps_the_capacity_object_found_for_each_provisioned_claim() -> None:
+    env = Env(pvcs=[pvc("c", cls="csi", size="10Gi")], capacities=CSI_CAPACITIES,
+              drivers=[_csi_driver()])
+    state, _, filtered = env.cycle(_pod("c"))
+    assert filtered == {"node-a": None, "node-b": None}
+    data = state.get(names.VOLUME_BINDING)
+    found = {node: [c["metadata"]["name"] if c else None for c in v.provision_capacities]
+             for node, v in data.volumes_by_node.items()}
+    assert found == {"node-a": ["cap-a"], "node-b": ["cap-b"]}
 
 
 # --- args, registry, events -------------------------------------------------------------------
 
-@pytest.mark.parametrize(("args", "match"), [
-    ({"bindTimeoutSeconds": -1}, r"VolumeBinding\.args\.bindTimeoutSeconds"),
-    ({"bindTimeoutSeconds": "10"}, r"bindTimeoutSeconds"),
-    ({"bogus": 1}, r"VolumeBinding\.args\.bogus"),
-    ({"shape": []}, r"shape"),
-    ({"shape": [{"utilization": 50, "score": 1}, {"utilization": 40, "score": 2}]},
+# Upstream's ValidateVolumeBindingArgs table: (gate, args, error or None).
+ARGS_CASES: list[tuple[str, bool, dict[str, Any], str | None]] = [
+    ("negative bindTimeoutSeconds", True, {"bindTimeoutSeconds": -1},
+     r"VolumeBinding\.args\.bindTimeoutSeconds.*should not be a negative value"),
+    ("bindTimeoutSeconds not an integer", True, {"bindTimeoutSeconds": "10"},
+     r"bindTimeoutSeconds"),
+    ("unknown field", True, {"bogus": 1}, r"VolumeBinding\.args\.bogus"),
+    ("[gate off] shape is refused", False,
+     {"shape": [{"utilization": 0, "score": 10}]},
+     r"VolumeBinding\.args\.shape.*turn on the feature gate StorageCapacityScoring"),
+    ("[gate off] no shape is fine", False, {"bindTimeoutSeconds": 10}, None),
+    ("[gate on] an empty shape gets the default", True, {"shape": []}, None),
+    ("[gate on] utilization must increase", True,
+     {"shape": [{"utilization": 50, "score": 1}, {"utilization": 40, "score": 2}]},
+     r"shape\[1\]\.utilization.*sorted in increasing order"),
+    ("[gate on] equal utilizations", True,
+     {"shape": [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]},
      r"shape\[1\]\.utilization"),
-    ({"shape": [{"utilization": 0, "score": 11}]}, r"shape\[0\]\.score"),
-])
-def test_invalid_args(args: dict[str, Any], match: str) -> None:
+    ("[gate on] score out of range", True, {"shape": [{"utilization": 0, "score": 11}]},
+     r"shape\[0\]\.score.*\[0, 10\]"),
+    ("[gate on] utilization out of range", True, {"shape": [{"utilization": 101, "score": 1}]},
+     r"shape\[0\]\.utilization.*\[0, 100\]"),
+    ("[gate on] negative score", True, {"shape": [{"utilization": 0, "score": -1}]},
+     r"shape\[0\]\.score"),
+    ("[gate on] a valid shape", True,
+     {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}, None),
+]
+
+
+@pytest.mark.parametrize(("gate", "args", "match"), [c[1:] for c in ARGS_CASES],
+                         ids=[c[0] for c in ARGS_CASES])
+def test_args_validation(gate: bool, args: dict[str, Any], match: str | None) -> None:
+    if match is None:
+        plugin = VolumeBinding(args, FakeHandle(), gates=_gates(gate))
+        assert plugin.capacity_scoring is gate
+        return
     with pytest.raises(ConfigError, match=match):
-        VolumeBinding(args, FakeHandle())
+        VolumeBinding(args, FakeHandle(), gates=_gates(gate))
 
 
 def test_registry_builds_plugin_with_default_args() -> None:
