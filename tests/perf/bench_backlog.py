@@ -21,6 +21,7 @@ from tests.unit.queue.helpers import make_queue, new_metrics
 
 from scheduler.logging import configure_logging
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.queuesort import PrioritySort
 
 
 def pending_pod(i: int) -> dict[str, Any]:
@@ -37,9 +38,10 @@ def _per_pod_us(seconds: float, count: int) -> float:
     return seconds / max(count, 1) * 1e6
 
 
-async def one_size(count: int) -> dict[str, float]:
+async def one_size(count: int, *, keyed: bool) -> dict[str, float]:
     pods = [pending_pod(i) for i in range(count)]
-    queue = make_queue(metrics=new_metrics())
+    queue = make_queue(metrics=new_metrics(),
+                       sort_key=PrioritySort().sort_key() if keyed else None)
     gc.collect()
     t0 = time.process_time()
     for p in pods:
@@ -67,13 +69,15 @@ async def one_size(count: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--no-key", action="store_true",
+                        help="heaps call less() twice per comparison (no sort key)")
     args = parser.parse_args()
     configure_logging(fmt="console", level="warning")
     print("| pending pods | add µs/pod | pop µs/pod | done+delete µs/pod | "
           "nominate+release µs/pod |")
     print("|---|---|---|---|---|")
     for size in (int(s) for s in args.sizes.split(",")):
-        r = asyncio.run(one_size(size))
+        r = asyncio.run(one_size(size, keyed=not args.no_key))
         print(f"| {size} | {r['add']:.1f} | {r['pop']:.1f} | {r['done+delete']:.1f} | "
               f"{r['nominate+release']:.1f} |")
 
