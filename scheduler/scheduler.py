@@ -151,6 +151,7 @@ class Scheduler:
         )
         self.queue = SchedulingQueue(
             less=first.queue_sort_less,
+            sort_key=first.queue_sort_key,
             pre_enqueue=self._run_pre_enqueue,
             hints={name: fwk.events_to_register() + extender_hints
                    for name, fwk in self.profiles.items()},

@@ -100,6 +100,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress bar (default: a bar when stderr is a terminal)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (default: a table)")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                   help="the event loop the scheduler runs on (default %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,7 +168,14 @@ def run(args: argparse.Namespace) -> int:
 
     # Named first, so a figure copied from the terminal keeps its machine.
     print(f"kube-py-scheduler bench: {Machine.current().line()}", file=sys.stderr)
-    result = asyncio.run(run_point(args, WORKLOADS[args.workload]))
+    factory = None
+    if args.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(run_point(args, WORKLOADS[args.workload]))
+    result["event_loop"] = args.loop
     print(json.dumps(result) if args.json else format_result(result))
     return EXIT_OK if result["bound"] == result["pods"] else EXIT_FAILURE
 

@@ -21,7 +21,7 @@ import asyncio
 import bisect
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,19 +80,26 @@ class CacheDump:
     images: dict[str, tuple[int, int]]
 
 
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+def object_meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """An object's metadata, or {} when it has none (or not a map)."""
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
 
 
-def _describe_pod(pod: dict[str, Any]) -> str:
-    meta = _meta(pod)
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """namespace/name, as the cache, the queue and the comparer name a pod."""
+    meta = object_meta(pod)
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
-def _pod_node(pod: dict[str, Any]) -> str:
+def pod_node(pod: Mapping[str, Any]) -> str:
+    """The node a pod is bound (or assumed) to; "" when none."""
     spec = pod.get("spec")
-    return str((spec or {}).get("nodeName") or "") if isinstance(spec, dict) else ""
+    return str(spec.get("nodeName") or "") if isinstance(spec, dict) else ""
+
+
+# This module's own spellings (the comparer imports the public names above).
+_meta, _describe_pod, _pod_node = object_meta, pod_key, pod_node
 
 
 def _node_name(node: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.cache.cache import Cache
+from scheduler.cache.cache import Cache, object_meta, pod_key, pod_node
 from scheduler.dra.inventory import DeviceID, device_ids_of
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node import validate_node
@@ -114,24 +114,8 @@ class Comparison:
 
 # ``dict`` checks, not ``Mapping``: objects are plain dicts from the wire, and an ABC check
 # per object made a comparison of 30,000 pods spend most of its time in isinstance.
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _pod_key(pod: Mapping[str, Any]) -> str:
-    meta = _meta(pod)
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-
-
-def _node_name(pod: Mapping[str, Any]) -> str:
-    spec = pod.get("spec")
-    name = spec.get("nodeName") if isinstance(spec, dict) else None
-    return name if isinstance(name, str) else ""
-
-
 def _version(obj: Mapping[str, Any]) -> str:
-    return str(_meta(obj).get("resourceVersion") or "")
+    return str(object_meta(obj).get("resourceVersion") or "")
 
 
 def compare(cache: Cache, *, nodes: Iterable[Mapping[str, Any]],
@@ -158,7 +142,7 @@ def _compare_nodes(infos: list[tuple[str, Any]], nodes: Iterable[Mapping[str, An
     cached = {name: info.node for name, info in infos if info.node is not None}
     cluster: dict[str, Mapping[str, Any]] = {}
     for node in nodes:
-        name = str(_meta(node).get("name"))
+        name = str(object_meta(node).get("name"))
         if name not in cached:
             try:
                 validate_node(dict(node))
@@ -186,11 +170,11 @@ def _split_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[dict[str, _Bound], s
     bound: dict[str, _Bound] = {}
     pending: set[str] = set()
     for pod in pods:
-        meta = _meta(pod)
+        meta = object_meta(pod)
         uid = meta.get("uid")
         if not uid:
             continue
-        node = _node_name(pod)
+        node = pod_node(pod)
         if node:
             bound[str(uid)] = (pod, node, str(meta.get("resourceVersion") or ""))
         else:
@@ -231,7 +215,7 @@ def _compare_pods(states: list[tuple[PodInfo, bool]], bound: dict[str, _Bound],
             PodInfo.from_assigned_pod(dict(pod))
         except ObjectError:
             continue  # unidentifiable: left out of the cache on purpose (logged there)
-        found.append(Difference(POD_MISSING, _pod_key(pod),
+        found.append(Difference(POD_MISSING, pod_key(pod),
                                 f"bound to node {node!r} in the cluster, not in the cache"))
     found.sort(key=lambda d: (d.object, d.kind))
     diffs.extend(found)
@@ -303,30 +287,30 @@ def compare_queue(cache: Cache, *, queued: Iterable[Mapping[str, Any]],
     """Compare the pods the scheduling queue holds (every sub-queue and those in flight)
     with the cluster's pending ``pods`` whose schedulerName is one of ``schedulers``; a pod
     assumed in the cache (its binding in flight) needs no queue entry."""
-    held = {str(_meta(p).get("uid") or "") for p in queued}
+    held = {str(object_meta(p).get("uid") or "") for p in queued}
     held.update(info.uid for info, assumed in cache.pod_states() if assumed)
     pending: set[str] = set()
     found: list[Difference] = []
     for pod in pods:
-        uid = str(_meta(pod).get("uid") or "")
-        if not uid or _node_name(pod):
+        uid = str(object_meta(pod).get("uid") or "")
+        if not uid or pod_node(pod):
             continue
         pending.add(uid)
         if uid in held or _scheduler_name(pod) not in schedulers:
             continue
-        if _meta(pod).get("deletionTimestamp"):
+        if object_meta(pod).get("deletionTimestamp"):
             continue  # being deleted: the scheduler drops it when it comes up, as upstream
         try:
             PodInfo.from_pod(dict(pod))
         except ObjectError:
             continue  # malformed: kept out of the queue on purpose (the pod is told why)
-        found.append(Difference(POD_NOT_QUEUED, _pod_key(pod),
+        found.append(Difference(POD_NOT_QUEUED, pod_key(pod),
                                 f"pending for scheduler {_scheduler_name(pod)!r} in the "
                                 "cluster, neither queued, in flight nor assumed"))
     for pod in queued:
-        uid = str(_meta(pod).get("uid") or "")
+        uid = str(object_meta(pod).get("uid") or "")
         if uid and uid not in pending:
-            found.append(Difference(POD_QUEUED_REDUNDANT, _pod_key(pod),
+            found.append(Difference(POD_QUEUED_REDUNDANT, pod_key(pod),
                                     "queued, but the cluster does not show it pending"))
     found.sort(key=lambda d: (d.object, d.kind))
     return found
@@ -343,7 +327,7 @@ def compare_devices(*, held: Collection[DeviceID], claims: Iterable[Mapping[str,
     answers a claim's allocation chosen at Reserve that the cluster does not show yet)."""
     owners: dict[DeviceID, str] = {}
     for claim in claims:
-        key = _pod_key(claim)
+        key = pod_key(claim)
         status = claim.get("status")
         alloc = status.get("allocation") if isinstance(status, Mapping) else None
         if not isinstance(alloc, Mapping):

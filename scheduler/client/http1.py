@@ -22,6 +22,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 # A response head larger than this is not an API server talking.
@@ -182,8 +183,11 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # No isinstance check: uvloop's TCP/SSL transports implement asyncio.Transport's
+        # methods without subclassing it, and an assertion here (raised inside the loop's
+        # callback, so only logged) left the connection without a transport: its first
+        # send() then failed. A stream transport is all create_connection ever hands us.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._buf += data
@@ -205,7 +209,9 @@ class _Connection(asyncio.Protocol):
     # -- one exchange
 
     def send(self, data: bytes, *, head_only: bool) -> asyncio.Future[RawResponse]:
-        assert self.transport is not None and self._waiter is None
+        if self.transport is None or self.transport.is_closing():
+            raise HttpConnectionError("connection is not open")
+        assert self._waiter is None, "one request at a time on a connection"
         waiter: asyncio.Future[RawResponse] = asyncio.get_running_loop().create_future()
         self._waiter = waiter
         self._response = _Response(head_only=head_only)
@@ -289,7 +295,12 @@ class Http1Pool:
         loop = asyncio.get_running_loop()
         async with self._slots:
             conn = await self._acquire()
-            waiter = conn.send(data, head_only=method == "HEAD")
+            try:
+                waiter = conn.send(data, head_only=method == "HEAD")
+            except HttpConnectionError:
+                conn.abort()
+                self._all.discard(conn)
+                raise
             timer = loop.call_later(timeout, _expire, waiter, timeout)
             try:
                 response = await waiter

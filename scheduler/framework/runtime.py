@@ -141,6 +141,8 @@ class Framework(FilterSteps, ScoreSteps, BindingSteps):
         self._bind = cast(list[tuple[str, BindPlugin]], points["bind"])
         self._post_bind = cast(list[tuple[str, PostBindPlugin]], points["postBind"])
         self._queue_sort_less = self._queue_sort[0][1].less
+        # The heaps' key function when the QueueSort plugin has one (PrioritySort does).
+        self.queue_sort_key = self._queue_sort[0][1].sort_key()
         # Per-plugin evaluation counts, flushed to scheduler_plugin_evaluation_total in bulk
         # (incrementing a labelled prometheus counter per node per plugin is too slow).
         self._filter_evals = [0] * len(self._filter)

@@ -3,6 +3,9 @@ entered the queue earlier), so activeQ pops pods in the order kube-scheduler wou
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from scheduler.framework.interfaces import Handle, PluginArgs, QueueSortPlugin
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.plugins import names
@@ -22,3 +25,10 @@ class PrioritySort(QueueSortPlugin):
         p1 = a.pod_info.priority
         p2 = b.pod_info.priority
         return p1 > p2 or (p1 == p2 and a.timestamp < b.timestamp)
+
+    def sort_key(self) -> Callable[[QueuedPodInfo], tuple[Any, ...]]:
+        return _key
+
+
+def _key(qpi: QueuedPodInfo) -> tuple[Any, ...]:
+    return (-qpi.pod_info.priority, qpi.timestamp)

@@ -11,27 +11,36 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 from scheduler.framework.types import QueuedPodInfo
 
-__all__ = ["ActiveQueue", "Less"]
+__all__ = ["ActiveQueue", "Less", "SortKey"]
 
 Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+# The QueueSort plugin's order as a key (QueueSortPlugin.sort_key), computed once per entry.
+SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 
 # Compact the heap once more than this many dead entries outnumber the live ones.
 _COMPACT_AFTER = 64
 
 
 class _Entry:
-    __slots__ = ("alive", "less", "qpi", "seq")
+    __slots__ = ("alive", "less", "order", "qpi", "seq")
 
-    def __init__(self, qpi: QueuedPodInfo, seq: int, less: Less) -> None:
+    def __init__(self, qpi: QueuedPodInfo, seq: int, less: Less, key: SortKey | None) -> None:
         self.qpi = qpi
         self.seq = seq
         self.alive = True
         self.less = less
+        # With a key, a comparison is one tuple comparison (the key, then first in, first
+        # out among equals); without, two less() calls.
+        self.order = None if key is None else (key(qpi), seq)
 
     def __lt__(self, other: _Entry) -> bool:
+        order = self.order
+        if order is not None:
+            return order < other.order  # type: ignore[operator]
         if self.less(self.qpi, other.qpi):
             return True
         if self.less(other.qpi, self.qpi):
@@ -40,8 +49,9 @@ class _Entry:
 
 
 class ActiveQueue:
-    def __init__(self, less: Less) -> None:
+    def __init__(self, less: Less, *, key: SortKey | None = None) -> None:
         self._less = less
+        self._key = key
         self._seq = itertools.count()
         self._heap: list[_Entry] = []
         self._entries: dict[str, _Entry] = {}
@@ -97,7 +107,7 @@ class ActiveQueue:
         old = self._entries.get(qpi.key)
         if old is not None:
             self._kill(old)
-        entry = _Entry(qpi, seq, self._less)
+        entry = _Entry(qpi, seq, self._less, self._key)
         heapq.heappush(self._heap, entry)
         self._entries[qpi.key] = entry
 

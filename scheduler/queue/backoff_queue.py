@@ -21,9 +21,10 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from scheduler.framework.types import QueuedPodInfo
-from scheduler.queue.active_queue import Less
+from scheduler.queue.active_queue import Less, SortKey
 
 __all__ = ["ORDERING_WINDOW_SECONDS", "BackoffQueue"]
 
@@ -37,16 +38,23 @@ def align_to_window(t: float) -> float:
 
 
 class _Entry:
-    __slots__ = ("alive", "expiry", "less", "qpi", "seq")
+    __slots__ = ("alive", "expiry", "less", "order", "qpi", "seq")
 
-    def __init__(self, expiry: float, seq: int, qpi: QueuedPodInfo, less: Less | None) -> None:
+    def __init__(self, expiry: float, seq: int, qpi: QueuedPodInfo, less: Less | None,
+                 key: SortKey | None = None) -> None:
         self.expiry = expiry
         self.seq = seq
         self.qpi = qpi
         self.less = less
         self.alive = True
+        # One tuple comparison when the order has a key (or no QueueSort part at all).
+        self.order: tuple[Any, ...] | None = (
+            (expiry, seq) if less is None else None if key is None else (expiry, key(qpi), seq))
 
     def __lt__(self, other: _Entry) -> bool:
+        order = self.order
+        if order is not None:
+            return order < other.order  # type: ignore[operator]
         if self.expiry != other.expiry:
             return self.expiry < other.expiry
         if self.less is not None:
@@ -58,8 +66,9 @@ class _Entry:
 
 
 class _Heap:
-    def __init__(self, less: Less | None) -> None:
+    def __init__(self, less: Less | None, key: SortKey | None = None) -> None:
         self.less = less
+        self.key = key
         self.items: list[_Entry] = []
 
     def push(self, entry: _Entry) -> None:
@@ -81,6 +90,7 @@ class BackoffQueue:
         maximum: float,
         clock: Callable[[], float],
         less: Less,
+        sort_key: SortKey | None = None,
     ) -> None:
         if initial <= 0 or maximum < initial:
             raise ValueError(
@@ -90,7 +100,7 @@ class BackoffQueue:
         self._max = maximum
         self._clock = clock
         self._seq = itertools.count()
-        self._rejected = _Heap(less)  # rejected by plugins: window, then priority
+        self._rejected = _Heap(less, sort_key)  # rejected by plugins: window, then priority
         self._errored = _Heap(None)  # failed with an error: window only
         self._entries: dict[str, _Entry] = {}
 
@@ -136,7 +146,7 @@ class BackoffQueue:
         self.remove(qpi.key)
         errored = not (qpi.unschedulable_plugins or qpi.pending_plugins)
         heap = self._errored if errored else self._rejected
-        entry = _Entry(self.backoff_expiry(qpi), next(self._seq), qpi, heap.less)
+        entry = _Entry(self.backoff_expiry(qpi), next(self._seq), qpi, heap.less, heap.key)
         heap.push(entry)
         self._entries[qpi.key] = entry
 

@@ -72,7 +72,7 @@ from scheduler.metrics import (
 )
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo, pod_key, pod_priority
-from scheduler.queue.active_queue import ActiveQueue, Less
+from scheduler.queue.active_queue import ActiveQueue, Less, SortKey
 from scheduler.queue.backoff_queue import BackoffQueue
 from scheduler.queue.nominator import Nominator, nominated_node_name
 from scheduler.queue.unschedulable_pods import UnschedulablePods
@@ -143,6 +143,7 @@ class SchedulingQueue:
         self,
         *,
         less: Less,
+        sort_key: SortKey | None = None,
         pre_enqueue: Callable[[PodInfo], Status | None],
         hints: Mapping[str, Sequence[HintEntry]],
         profile_of: Callable[[dict[str, Any]], str],
@@ -175,9 +176,9 @@ class SchedulingQueue:
         self._registered_events = registered
         self._interest: dict[ClusterEvent, bool] = {}
 
-        self._active = ActiveQueue(less)
+        self._active = ActiveQueue(less, key=sort_key)
         self._backoff = BackoffQueue(
-            initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock, less=less
+            initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock, less=less, sort_key=sort_key
         )
         self._pool = UnschedulablePods(profile_of=profile_of, metrics=self._metrics)
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID

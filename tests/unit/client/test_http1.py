@@ -209,3 +209,29 @@ def test_origin_rejects_what_is_not_http() -> None:
         Origin.parse("unix:///run/k8s.sock")
     with pytest.raises(ValueError):
         Http1Pool("https://h", ssl_context=None)
+
+
+@pytest.mark.parametrize("pieces", [
+    pytest.param(ok(b'{"a":1}'), id="content-length"),
+    pytest.param([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  b"7\r\n{\"a\":1}\r\n0\r\n\r\n"], id="chunked"),
+])
+def test_the_pool_works_on_uvloop(pieces: list[bytes]) -> None:
+    """uvloop's transports implement asyncio.Transport without subclassing it: a type
+    assertion in connection_made once left every connection without a transport there."""
+    import uvloop
+
+    async def exchange() -> tuple[bytes, bytes, int]:
+        server = ScriptedServer()
+        await server.start()
+        server.script = [(pieces, False), (ok(b"next"), False)]
+        p = Http1Pool(f"http://127.0.0.1:{server.port}", ssl_context=None)
+        try:
+            first = await p.request("POST", "/x", head=HEAD, body=b"{}", timeout=5)
+            second = await p.request("POST", "/y", head=HEAD, body=b"{}", timeout=5)
+            return first.body, second.body, p.connections_made
+        finally:
+            p.close()
+            await server.close()
+
+    assert uvloop.run(exchange()) == (b'{"a":1}', b"next", 1)
