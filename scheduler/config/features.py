@@ -66,7 +66,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("DRADerivedAttributes", ALPHA, False, False),
     _g("DRADeviceBindingConditions", BETA, True, False),
     _g("DRADeviceCompatibilityGroups", ALPHA, False, False),
-    _g("DRADeviceTaintRules", GA, True, False, lock=False),
+    _g("DRADeviceTaintRules", GA, True, True, lock=False),
     _g("DRADeviceTaints", GA, True, True, lock=False),
     _g("DRAExtendedResource", GA, True, False),
     _g("DRAFractionalCapacityRange", BETA, True, False),

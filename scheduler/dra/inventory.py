@@ -50,9 +50,13 @@ class Device:
     selected: dict[str, bool] = field(default_factory=dict)
 
     id: DeviceID = ("", "", "")
+    # the slice's own taints; ``taints`` adds those of matching DeviceTaintRules
+    # (scheduler/dra/taintrules.py)
+    slice_taints: tuple[DeviceTaint, ...] = ()
 
     def __post_init__(self) -> None:
         self.id = (self.driver, self.pool, self.name)
+        self.slice_taints = self.taints
 
     def attribute(self, qualified: str) -> object:
         """The value of ``domain/id`` (or a bare id in the driver's domain), or None."""

@@ -55,7 +55,7 @@ async def test_discovery_lists_the_four_types(http: Http) -> None:
     s, oa = await http.get("/openapi/v3/apis/resource.k8s.io/v1")
     assert s == 200
     kinds = {op["patch"]["x-kubernetes-group-version-kind"]["kind"] for op in oa["paths"].values()}
-    assert kinds == {"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"}
+    assert kinds == {"DeviceClass", "DeviceTaintRule", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"}
 
 
 async def test_claim_defaults_and_generation(http: Http) -> None:

@@ -36,7 +36,8 @@ from scheduler.config import features
 from scheduler.config.load import parse_duration
 from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
 from scheduler.dra.counters import Counters
-from scheduler.dra.inventory import DeviceID, Inventory, SliceTracker, device_ids_of
+from scheduler.dra.inventory import TAINT_EFFECTS, DeviceID, Inventory, SliceTracker, device_ids_of
+from scheduler.dra.taintrules import TaintRule, TaintRules, parse_rule
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
     ActionType,
@@ -98,6 +99,7 @@ REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is n
 REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
 REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
 RESOURCE_SLICES = "resourceslices"
+DEVICE_TAINT_RULES = "devicetaintrules"
 # Nodes without room after which a cycle counts the held devices per node (a count costs a
 # pass over the held devices: worth it only when most nodes are full)
 HELD_COUNT_AFTER = 16
@@ -147,6 +149,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._partitionable = features.DEFAULT.enabled("DRAPartitionableDevices")
         self._inventory_key: tuple[tuple[str, str], ...] = ()
         self._slices = SliceTracker()
+        # DeviceTaintRules (DRADeviceTaintRules): applied to the devices of each new
+        # inventory, and again whenever a rule changes
+        self._taint_rules_on = features.DEFAULT.enabled("DRADeviceTaintRules")
+        self.taint_rules = TaintRules()
+        self._rules_watched: bool | None = None
+        self._rules_applied: tuple[Inventory | None, int] = (None, -1)
         self._slices_watched: bool | None = None  # subscribed on first use, as the claims
         self._tasks: set[asyncio.Task[None]] = set()
         # Whether the tracker follows the claim informer's events (subscribed on first use:
@@ -175,6 +183,39 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return self.tracker.overlay(claim) if claim is not None else None
 
     def inventory(self) -> Inventory:
+        """The pools of the current ResourceSlices, their devices carrying the taints of the
+        DeviceTaintRules that select them (applied again only when a slice or a rule
+        changed)."""
+        inventory = self._slice_inventory()
+        if not self._taint_rules_on:
+            return inventory
+        rules = self._current_taint_rules()
+        if self._rules_applied != (inventory, rules.version):
+            rules.apply(inventory)
+            self._rules_applied = (inventory, rules.version)
+        return inventory
+
+    def _current_taint_rules(self) -> TaintRules:
+        rules = self.taint_rules
+        if self._rules_watched is None:
+            self._rules_watched = False
+            listers = self._handle.listers
+            if isinstance(listers, ObjectWatcher):
+                try:
+                    listers.watch(DEVICE_TAINT_RULES, on_add=rules.rule_added,
+                                  on_update=rules.rule_updated, on_delete=rules.rule_deleted)
+                    self._rules_watched = True
+                except KeyError:  # no informer (an API without DeviceTaintRules)
+                    pass
+        if not self._rules_watched:
+            rules.replace(self._list(DEVICE_TAINT_RULES))
+        if rules.new_problems:
+            for problem in rules.new_problems:
+                log.warning("malformed DeviceTaintRule ignored", problem=problem)
+            rules.new_problems.clear()
+        return rules
+
+    def _slice_inventory(self) -> Inventory:
         """The pools of the current ResourceSlices: kept from the slice informer's events
         (nothing to walk per pod) when the listers deliver them, else rebuilt when a listed
         slice changed."""
@@ -273,6 +314,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                                               ActionType.ADD | ActionType.UPDATE)),
             ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS,
                                               ActionType.ADD | ActionType.UPDATE)),
+            # A DeviceTaintRule deleted or changed may untaint a device.
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_TAINT_RULE,
+                                              ActionType.ADD | ActionType.UPDATE
+                                              | ActionType.DELETE), _after_taint_rule_change),
             # Node labels decide slice/claim node selectors; a new node may bring devices.
             ClusterEventWithHint(ClusterEvent(EventResource.NODE,
                                               ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
@@ -653,6 +698,27 @@ def _filter_timeout(args: PluginArgs | None) -> float:
 
 class _PreBindError(Exception):
     pass
+
+
+def _after_taint_rule_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """A rule change can only help a pod rejected for devices when the old rule tainted
+    devices (NoSchedule/NoExecute) and the rule is gone or no longer the same: a new rule,
+    or one that now taints where it did not, only takes devices away."""
+    was = _scheduling_rule(old)
+    if was is None:
+        return QueueingHint.SKIP
+    return QueueingHint.SKIP if _scheduling_rule(new) == was else QueueingHint.QUEUE
+
+
+def _scheduling_rule(obj: Any) -> TaintRule | None:
+    """The rule of ``obj`` if it keeps devices from allocation, else None."""
+    if not isinstance(obj, Mapping):
+        return None
+    try:
+        rule = parse_rule(obj)
+    except ObjectError:
+        return None  # a malformed rule is ignored: it taints nothing
+    return rule if rule.selects and rule.taint.effect in TAINT_EFFECTS else None
 
 
 def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
