@@ -64,7 +64,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("DRAAdminAccess", GA, True, True),
     _g("DRAConsumableCapacity", BETA, True, False),
     _g("DRADerivedAttributes", ALPHA, False, False),
-    _g("DRADeviceBindingConditions", BETA, True, False),
+    _g("DRADeviceBindingConditions", BETA, True, True),
     _g("DRADeviceCompatibilityGroups", ALPHA, False, False),
     _g("DRADeviceTaintRules", GA, True, True, lock=False),
     _g("DRADeviceTaints", GA, True, True, lock=False),

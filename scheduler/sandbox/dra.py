@@ -68,6 +68,7 @@ COUNTERS_PER_SET_MAX = 32
 DEVICE_COUNTER_CONSUMPTIONS_MAX = 32
 TOLERATIONS_MAX = 16
 TAINT_RULE_CONDITIONS_MAX = 8  # a DeviceTaintRule's status.conditions
+BINDING_CONDITIONS_MAX = 4  # a device's (and a result's) bindingConditions, bindingFailureConditions
 OPAQUE_PARAMETERS_MAX = 10 * 1024
 
 ALLOCATION_MODES = ("All", "ExactCount")
@@ -728,6 +729,19 @@ def _shared_counters(raw: Any, path: str) -> list[Cause]:
     return out + _counter_entries(sets, path, "name")
 
 
+def _binding_conditions(obj: Obj, path: str) -> list[Cause]:
+    """``bindingConditions`` and ``bindingFailureConditions`` (DRADeviceBindingConditions) of a
+    device or of an allocation result: at most 4 condition types each, unique."""
+    out: list[Cause] = []
+    for fld in ("bindingConditions", "bindingFailureConditions"):
+        items, ic = _sized(obj.get(fld), f"{path}.{fld}", BINDING_CONDITIONS_MAX)
+        out += ic
+        for i, t in enumerate(items):
+            out += qualified_label_key(t, f"{path}.{fld}[{i}]")
+        out += _unique(list(enumerate(items)), f"{path}.{fld}")
+    return out
+
+
 def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
     if not isinstance(d, dict):
         return [invalid_value(path, d, "must be an object")]
@@ -758,6 +772,9 @@ def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
                           DEVICE_COUNTER_CONSUMPTIONS_MAX)
     out += cc
     out += _counter_entries(consumes, f"{path}.consumesCounters", "counterSet")
+    out += _binding_conditions(d, path)
+    if d.get("bindsToNode") is not None and not isinstance(d.get("bindsToNode"), bool):
+        out.append(invalid_value(f"{path}.bindsToNode", d["bindsToNode"], "must be a boolean"))
     taints, tc = _sized(d.get("taints"), f"{path}.taints", TAINTS_MAX)
     out += tc
     for i, t in enumerate(taints):
@@ -861,6 +878,7 @@ def _allocation_causes(alloc: Any, path: str, names: dict[str, set[str] | None])
                                      "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters"))
         for j, t in enumerate(_list(r.get("tolerations"))):
             out += _toleration(t, f"{rp}.tolerations[{j}]")
+        out += _binding_conditions(r, rp)
     cfgs, cc = _sized(devices.get("config"), f"{dp}.config", 2 * CONFIG_MAX)
     out += cc
     for i, c in enumerate(cfgs):
@@ -1041,7 +1059,7 @@ def _condition_causes(c: Any, path: str) -> list[Cause]:
     """metav1.Condition as ValidateConditions checks it."""
     if not isinstance(c, dict):
         return [invalid_value(path, c, "must be an object")]
-    out = qualified_name(c.get("type"), f"{path}.type") if c.get("type") else [required(f"{path}.type")]
+    out = qualified_label_key(c.get("type"), f"{path}.type") if c.get("type") else [required(f"{path}.type")]
     st = c.get("status")
     if not st:
         out.append(required(f"{path}.status"))

@@ -164,6 +164,17 @@ INVALID: list[tuple[str, str, dict[str, Any], list[tuple[str, str]]]] = [
      [("spec.sharedCounters", "FieldValueInvalid")]),
     ("slice: too many devices", SLICES, dra_slice("s10", devices=[dra_device(f"d{i}") for i in range(129)]),
      [("spec.devices", "FieldValueTooMany")]),
+    ("slice: 5 binding conditions", SLICES,
+     dra_slice("s18", devices=[{"name": "d0", "bindingConditions": [f"c{i}" for i in range(5)],
+                                "bindingFailureConditions": ["failed"]}]),
+     [("spec.devices[0].bindingConditions", "FieldValueTooMany")]),
+    ("slice: bad binding failure condition", SLICES,
+     dra_slice("s19", devices=[{"name": "d0", "bindingConditions": ["ready"],
+                                "bindingFailureConditions": ["not ok"]}]),
+     [("spec.devices[0].bindingFailureConditions[0]", "FieldValueInvalid")]),
+    ("slice: bindsToNode not a boolean", SLICES,
+     dra_slice("s20", devices=[{"name": "d0", "bindsToNode": "yes"}]),
+     [("spec.devices[0].bindsToNode", "FieldValueInvalid")]),
 ]
 
 
