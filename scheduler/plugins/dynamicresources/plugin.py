@@ -679,7 +679,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._handle.event_recorder.event(
             pod_info.pod, type="Normal", reason=EVENT_BINDING_PENDING, action="Binding",
             message=EVENT_BINDING_PENDING_MESSAGE.format(node=node_name))
-        deadline = self._clock() + self._binding_timeout
+        started = self._clock()
+        status = await self._wait_for_conditions(claims, pod_info, started + self._binding_timeout)
+        outcome = ("success" if status is None else
+                   "timeout" if "binding timeout" in status.message() else "failure")
+        metrics = self._handle.metrics.ops
+        elapsed = max(0.0, self._clock() - started)
+        for driver in sorted(_binding_drivers(claims, self.tracker)):
+            labels = (self._handle.profile_name, driver, outcome)
+            metrics.dra_bindingconditions_allocations.labels(*labels).inc()
+            metrics.dra_bindingconditions_wait_duration.labels(*labels).observe(elapsed)
+        return status
+
+    async def _wait_for_conditions(self, claims: list[Mapping[str, Any]], pod_info: PodInfo,
+                                   deadline: float) -> Status | None:
         keys = [(str((c.get("metadata") or {}).get("namespace") or ""),
                  str((c.get("metadata") or {}).get("name") or "")) for c in claims]
         while True:
@@ -791,6 +804,18 @@ def _filter_timeout(args: PluginArgs | None) -> float:
             raise args_error(NAME, "filterTimeout", f"Invalid value: {raw!r}: must be "
                              "zero or positive")
     return seconds if features.DEFAULT.enabled("DRASchedulerFilterTimeout") else 0.0
+
+
+def _binding_drivers(claims: list[Mapping[str, Any]], tracker: ClaimTracker) -> set[str]:
+    """The drivers of the claims' devices that have binding conditions."""
+    out: set[str] = set()
+    for claim in claims:
+        alloc = allocation_of(claim) or tracker.in_flight(key_of(claim))
+        devices = alloc.get("devices") if isinstance(alloc, Mapping) else None
+        for r in (devices.get("results") or []) if isinstance(devices, Mapping) else []:
+            if isinstance(r, Mapping) and r.get("bindingConditions"):
+                out.add(str(r.get("driver") or ""))
+    return out
 
 
 def _binding_timeout(args: PluginArgs | None) -> float:

@@ -183,6 +183,12 @@ async def test_pre_bind_waits_for_binding_conditions(then: list[dict[str, Any]] 
     assert [(e["reason"], e["message"]) for e in events] == [
         (EVENT_BINDING_PENDING, "waiting for binding conditions for device on node n1")]
     assert len(p.slept) == polls and set(p.slept) == {BINDING_POLL_SECONDS}  # type: ignore[attr-defined]
+    outcome = "success" if want is None else "failure" if then is not None else "timeout"
+    registry = handle.metrics.registry
+    labels = {"profile": handle.profile_name, "driver": DRIVER, "status": outcome}
+    assert registry.get_sample_value("scheduler_dra_bindingconditions_allocations_total", labels) == 1
+    assert registry.get_sample_value("scheduler_dra_bindingconditions_wait_duration_seconds_sum",
+                                     labels) == now[0] - start
     if want is None:
         assert st is None
     else:
