@@ -429,6 +429,8 @@ MOVE_ONLY_RESOURCES: dict[str, tuple[ClusterEvent, ClusterEvent, ClusterEvent | 
     "resourceclaims": (ev.RESOURCE_CLAIM_ADD, ev.RESOURCE_CLAIM_UPDATE, ev.RESOURCE_CLAIM_DELETE),
     "resourceslices": (ev.RESOURCE_SLICE_ADD, ev.RESOURCE_SLICE_UPDATE, ev.RESOURCE_SLICE_DELETE),
     "deviceclasses": (ev.DEVICE_CLASS_ADD, ev.DEVICE_CLASS_UPDATE, None),
+    "devicetaintrules": (ev.DEVICE_TAINT_RULE_ADD, ev.DEVICE_TAINT_RULE_UPDATE,
+                         ev.DEVICE_TAINT_RULE_DELETE),
     "elasticquotas": (ev.ELASTIC_QUOTA_ADD, ev.ELASTIC_QUOTA_UPDATE, ev.ELASTIC_QUOTA_DELETE),
 }
 

@@ -404,6 +404,22 @@ class OperationsMetrics:
             ["call_type"],
             registry=r,
         )
+        # DRADeviceBindingConditions: DynamicResources' PreBind waits for devices' binding
+        # conditions (scheduler/plugins/dynamicresources/plugin.py)
+        self.dra_bindingconditions_allocations = Counter(
+            "scheduler_dra_bindingconditions_allocations",
+            "Allocations with devices that have BindingConditions, per driver and scheduling "
+            "attempt, by how the wait ended (success, failure, timeout).",
+            ["profile", "driver", "status"],
+            registry=r,
+        )
+        self.dra_bindingconditions_wait_duration = Histogram(
+            "scheduler_dra_bindingconditions_wait_duration_seconds",
+            "Seconds PreBind waited for devices' BindingConditions, by how the wait ended.",
+            ["profile", "driver", "status"],
+            buckets=_exponential(0.1, 2, 14),
+            registry=r,
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds,
         # process_open_fds, process_max_fds, process_virtual_memory_bytes (from /proc).
         ProcessCollector(registry=r)

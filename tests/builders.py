@@ -635,3 +635,17 @@ def with_pod_claims(pod: dict[str, Any], *claims: tuple[str, str, str]) -> dict[
     cs[0] = {**cs[0], "resources": {**(cs[0].get("resources") or {}), "claims": [{"name": n} for n, _, _ in claims]}}
     spec["containers"] = cs
     return pod
+
+
+def dra_taint_rule(name: str = "rule", *, key: str = "example.com/unhealthy", value: str = "",
+                   effect: str = "NoSchedule", driver: str | None = None, pool: str | None = None,
+                   device: str | None = None, selector: bool = True) -> dict[str, Any]:
+    """A DeviceTaintRule (resource.k8s.io/v1) adding one taint to the devices its selector
+    matches (``selector=False``: no ``deviceSelector`` at all)."""
+    spec: dict[str, Any] = {"taint": {"key": key, "effect": effect}}
+    if value:
+        spec["taint"]["value"] = value
+    if selector:
+        spec["deviceSelector"] = {k: v for k, v in
+                                  (("driver", driver), ("pool", pool), ("device", device)) if v is not None}
+    return {"apiVersion": DRA_API, "kind": "DeviceTaintRule", "metadata": {"name": name}, "spec": spec}

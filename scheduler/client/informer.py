@@ -537,6 +537,7 @@ RESOURCES: dict[str, ResourceSpec] = {
     "resourceclaims": ResourceSpec("resource.k8s.io/v1", "resourceclaims", "ResourceClaim", True),
     "resourceslices": ResourceSpec("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
     "deviceclasses": ResourceSpec("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
+    "devicetaintrules": ResourceSpec("resource.k8s.io/v1", "devicetaintrules", "DeviceTaintRule", False),
 }
 
 DEFAULT_RESOURCES: tuple[str, ...] = (
@@ -561,6 +562,7 @@ DEFAULT_RESOURCES: tuple[str, ...] = (
     "resourceclaims",
     "resourceslices",
     "deviceclasses",
+    "devicetaintrules",
 )
 
 

@@ -50,9 +50,18 @@ class Device:
     selected: dict[str, bool] = field(default_factory=dict)
 
     id: DeviceID = ("", "", "")
+    # the slice's own taints; ``taints`` adds those of matching DeviceTaintRules
+    # (scheduler/dra/taintrules.py)
+    slice_taints: tuple[DeviceTaint, ...] = ()
+    # DRADeviceBindingConditions: conditions the claim's status.devices entry must show True
+    # (or one failure condition True) before the pod is bound; bindsToNode pins the claim
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
 
     def __post_init__(self) -> None:
         self.id = (self.driver, self.pool, self.name)
+        self.slice_taints = self.taints
 
     def attribute(self, qualified: str) -> object:
         """The value of ``domain/id`` (or a bare id in the driver's domain), or None."""
@@ -111,6 +120,14 @@ def _parse_taints(sl: Mapping[str, Any], raw: Any, path: str) -> tuple[DeviceTai
             raise _err(sl, f"{path}[{i}]", "must be an object with a key", "ResourceSlice")
         out.append(DeviceTaint(t["key"], str(t.get("value") or ""), str(t.get("effect") or "")))
     return tuple(out)
+
+
+def _strings(sl: Mapping[str, Any], raw: Any, path: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise _err(sl, path, "must be a list of strings", "ResourceSlice")
+    return tuple(raw)
 
 
 def _parse_selector(sl: Mapping[str, Any], raw: Any, path: str) -> NodeSelector:
@@ -172,6 +189,10 @@ def _parse_slice(sl: Mapping[str, Any]) -> tuple[str, str, int, int, list[Device
             slice_name=_meta_name(sl), node_name=d_node, node_selector=d_sel,
             node_selector_raw=d_sel_raw, all_nodes=d_all,
             env=DeviceEnv(driver=driver, attributes=attrs, capacity=caps),
+            binding_conditions=_strings(sl, d.get("bindingConditions"), f"{path}.bindingConditions"),
+            binding_failure_conditions=_strings(sl, d.get("bindingFailureConditions"),
+                                                f"{path}.bindingFailureConditions"),
+            binds_to_node=d.get("bindsToNode") is True,
         ))
     return driver, pool["name"], gen, count, devices
 
@@ -241,6 +262,9 @@ class Inventory:
             d.id: name for name, devs in self._local.items() for d in devs}
         # (node, request selectors) whose every device was evaluated without a CEL error
         self.checked: set[tuple[str, str]] = set()
+        # with DRADeviceBindingConditions off, devices with binding conditions are never
+        # offered (set by the reader before the first devices_for_node)
+        self.skip_binding_conditions = False
 
     def held_by_node(self, in_use: Iterable[DeviceID]) -> dict[str, int]:
         """How many node-local devices of each node ``in_use`` holds (ids of devices this
@@ -270,6 +294,13 @@ class Inventory:
         if hit is None:
             hit = self._local.get(name, []) + [
                 d for d in self._shared if d.available_on(node, name)]
+            if any(d.binding_conditions for d in hit):
+                if self.skip_binding_conditions:  # DRADeviceBindingConditions off
+                    hit = [d for d in hit if not d.binding_conditions]
+                else:
+                    # devices that need binding conditions are tried after the others
+                    # (upstream orders pools without binding conditions first)
+                    hit.sort(key=lambda d: bool(d.binding_conditions))
             if len(self._by_node) > 100_000:
                 self._by_node.clear()
             self._by_node[key] = hit

@@ -69,6 +69,7 @@ class EventResource(str, enum.Enum):
     RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
     RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
     DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+    DEVICE_TAINT_RULE = "resource.k8s.io/DeviceTaintRule"
     ELASTIC_QUOTA = "scheduling.x-k8s.io/ElasticQuota"
     WILDCARD = "*"
 
@@ -167,6 +168,11 @@ RESOURCE_SLICE_DELETE = _event(EventResource.RESOURCE_SLICE, ActionType.DELETE,
                                "ResourceSliceDelete")
 DEVICE_CLASS_ADD = _event(EventResource.DEVICE_CLASS, ActionType.ADD, "DeviceClassAdd")
 DEVICE_CLASS_UPDATE = _event(EventResource.DEVICE_CLASS, ActionType.UPDATE, "DeviceClassUpdate")
+DEVICE_TAINT_RULE_ADD = _event(EventResource.DEVICE_TAINT_RULE, ActionType.ADD, "DeviceTaintRuleAdd")
+DEVICE_TAINT_RULE_UPDATE = _event(EventResource.DEVICE_TAINT_RULE, ActionType.UPDATE,
+                                  "DeviceTaintRuleUpdate")
+DEVICE_TAINT_RULE_DELETE = _event(EventResource.DEVICE_TAINT_RULE, ActionType.DELETE,
+                                  "DeviceTaintRuleDelete")
 ELASTIC_QUOTA_ADD = _event(EventResource.ELASTIC_QUOTA, ActionType.ADD, "ElasticQuotaAdd")
 ELASTIC_QUOTA_UPDATE = _event(EventResource.ELASTIC_QUOTA, ActionType.UPDATE, "ElasticQuotaUpdate")
 ELASTIC_QUOTA_DELETE = _event(EventResource.ELASTIC_QUOTA, ActionType.DELETE, "ElasticQuotaDelete")

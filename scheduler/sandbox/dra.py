@@ -1,7 +1,8 @@
 """resource.k8s.io/v1 (Dynamic Resource Allocation) as kube-apiserver serves it.
 
 Why: DRA is GA since Kubernetes 1.34 and the scheduler's DynamicResources plugin, the
-resourceclaim controller and the simulated driver all talk to these four types. What a real
+resourceclaim controller and the simulated driver all talk to these four types (and the
+scheduler reads DeviceTaintRules, which add a taint to the devices they select). What a real
 API server accepts or refuses decides what they can ever see, so this module reproduces the
 registry strategies (``pkg/registry/resource/*``) and the validation
 (``pkg/apis/resource/validation``) of DeviceClasses, ResourceClaims, ResourceClaimTemplates
@@ -34,7 +35,8 @@ Obj = dict[str, Any]
 Cause = tuple[str, str, str]  # field, reason, message
 
 GROUP = "resource.k8s.io"
-DRA_PLURALS = frozenset({"deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"})
+DRA_PLURALS = frozenset({"deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices",
+                         "devicetaintrules"})
 
 # Limits of the v1 API (pkg/apis/resource/types.go).
 RESERVED_FOR_MAX = 256
@@ -65,6 +67,8 @@ SHARED_COUNTERS_MAX = 32
 COUNTERS_PER_SET_MAX = 32
 DEVICE_COUNTER_CONSUMPTIONS_MAX = 32
 TOLERATIONS_MAX = 16
+TAINT_RULE_CONDITIONS_MAX = 8  # a DeviceTaintRule's status.conditions
+BINDING_CONDITIONS_MAX = 4  # a device's (and a result's) bindingConditions, bindingFailureConditions
 OPAQUE_PARAMETERS_MAX = 10 * 1024
 
 ALLOCATION_MODES = ("All", "ExactCount")
@@ -325,6 +329,14 @@ def default(obj: Obj, plural: str) -> Obj:
         spec = obj.get("spec")
         if isinstance(spec, dict) and "spec" in spec:
             obj = {**obj, "spec": {**spec, "spec": default_claim_spec(spec["spec"])}}
+    elif plural == "devicetaintrules":
+        # the registry strategy stamps a taint without timeAdded (on create and update)
+        spec = obj.get("spec")
+        taint = spec.get("taint") if isinstance(spec, dict) else None
+        if isinstance(spec, dict) and isinstance(taint, dict) and not taint.get("timeAdded"):
+            from .util import now_iso
+
+            obj = {**obj, "spec": {**spec, "taint": {**taint, "timeAdded": now_iso()}}}
     return obj
 
 
@@ -693,20 +705,40 @@ def _counters(raw: Any, path: str) -> list[Cause]:
     return out
 
 
+def _counter_entries(entries: list[Any], path: str, key: str) -> list[Cause]:
+    """A list of named counter maps, each entry named by ``key`` (unique, a DNS label): a
+    slice's ``sharedCounters`` (``name``) or a device's ``consumesCounters`` (``counterSet``)."""
+    out: list[Cause] = []
+    for i, entry in enumerate(entries):
+        ep = f"{path}[{i}]"
+        if not isinstance(entry, dict):
+            out.append(invalid_value(ep, entry, "must be an object"))
+            continue
+        out += dns_label(entry.get(key), f"{ep}.{key}")
+        out += _counters(entry.get("counters"), f"{ep}.counters")
+    out += _unique([(i, _dict(e).get(key)) for i, e in enumerate(entries)], path)
+    return out
+
+
 def _shared_counters(raw: Any, path: str) -> list[Cause]:
     sets, out = _sized(raw, path, -1)
     total = sum(len(_dict(_dict(cs).get("counters"))) for cs in sets)
     if total > SHARED_COUNTERS_MAX:
         out.append(invalid_value(path, total, "the total number of counters must not exceed "
                                  f"{SHARED_COUNTERS_MAX}"))
-    for i, cs in enumerate(sets):
-        sp = f"{path}[{i}]"
-        if not isinstance(cs, dict):
-            out.append(invalid_value(sp, cs, "must be an object"))
-            continue
-        out += dns_label(cs.get("name"), f"{sp}.name")
-        out += _counters(cs.get("counters"), f"{sp}.counters")
-    out += _unique([(i, _dict(cs).get("name")) for i, cs in enumerate(sets)], path)
+    return out + _counter_entries(sets, path, "name")
+
+
+def _binding_conditions(obj: Obj, path: str) -> list[Cause]:
+    """``bindingConditions`` and ``bindingFailureConditions`` (DRADeviceBindingConditions) of a
+    device or of an allocation result: at most 4 condition types each, unique."""
+    out: list[Cause] = []
+    for fld in ("bindingConditions", "bindingFailureConditions"):
+        items, ic = _sized(obj.get(fld), f"{path}.{fld}", BINDING_CONDITIONS_MAX)
+        out += ic
+        for i, t in enumerate(items):
+            out += qualified_label_key(t, f"{path}.{fld}[{i}]")
+        out += _unique(list(enumerate(items)), f"{path}.{fld}")
     return out
 
 
@@ -739,15 +771,10 @@ def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
     consumes, cc = _sized(d.get("consumesCounters"), f"{path}.consumesCounters",
                           DEVICE_COUNTER_CONSUMPTIONS_MAX)
     out += cc
-    for i, c in enumerate(consumes):
-        cp = f"{path}.consumesCounters[{i}]"
-        if not isinstance(c, dict):
-            out.append(invalid_value(cp, c, "must be an object"))
-            continue
-        out += dns_label(c.get("counterSet"), f"{cp}.counterSet")
-        out += _counters(c.get("counters"), f"{cp}.counters")
-    out += _unique([(i, _dict(c).get("counterSet")) for i, c in enumerate(consumes)],
-                   f"{path}.consumesCounters")
+    out += _counter_entries(consumes, f"{path}.consumesCounters", "counterSet")
+    out += _binding_conditions(d, path)
+    if d.get("bindsToNode") is not None and not isinstance(d.get("bindsToNode"), bool):
+        out.append(invalid_value(f"{path}.bindsToNode", d["bindsToNode"], "must be a boolean"))
     taints, tc = _sized(d.get("taints"), f"{path}.taints", TAINTS_MAX)
     out += tc
     for i, t in enumerate(taints):
@@ -851,6 +878,7 @@ def _allocation_causes(alloc: Any, path: str, names: dict[str, set[str] | None])
                                      "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters"))
         for j, t in enumerate(_list(r.get("tolerations"))):
             out += _toleration(t, f"{rp}.tolerations[{j}]")
+        out += _binding_conditions(r, rp)
     cfgs, cc = _sized(devices.get("config"), f"{dp}.config", 2 * CONFIG_MAX)
     out += cc
     for i, c in enumerate(cfgs):
@@ -1003,6 +1031,72 @@ def pod_claim_causes(pod: Obj) -> list[Cause]:
     return out
 
 
+# ------------------------------------------------------------------ device taint rules
+
+_CONDITION_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def taint_rule_spec_causes(spec: Any) -> list[Cause]:
+    """A DeviceTaintRule's spec (DRADeviceTaintRules): an optional selector of devices by
+    driver, pool and device name, and the one taint (key, value, effect) it adds to them."""
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    out: list[Cause] = []
+    sel = spec.get("deviceSelector")
+    if sel is not None:
+        if not isinstance(sel, dict):
+            out.append(invalid_value("spec.deviceSelector", sel, "must be an object"))
+        else:
+            for fld, check in (("driver", driver_name), ("pool", pool_name), ("device", dns_label)):
+                if sel.get(fld) is not None:
+                    out += check(sel[fld], f"spec.deviceSelector.{fld}")
+    taint = spec.get("taint")
+    out += _taint(taint, "spec.taint") if taint is not None else [required("spec.taint")]
+    return out
+
+
+def _condition_causes(c: Any, path: str) -> list[Cause]:
+    """metav1.Condition as ValidateConditions checks it."""
+    if not isinstance(c, dict):
+        return [invalid_value(path, c, "must be an object")]
+    out = qualified_label_key(c.get("type"), f"{path}.type") if c.get("type") else [required(f"{path}.type")]
+    st = c.get("status")
+    if not st:
+        out.append(required(f"{path}.status"))
+    elif st not in ("True", "False", "Unknown"):
+        out.append(not_supported(f"{path}.status", st, ("False", "True", "Unknown")))
+    if not c.get("lastTransitionTime"):
+        out.append(required(f"{path}.lastTransitionTime", "must be set"))
+    reason = c.get("reason")
+    if not reason:
+        out.append(required(f"{path}.reason"))
+    elif not isinstance(reason, str) or not _CONDITION_REASON.match(reason):
+        out.append(invalid_value(f"{path}.reason", reason, "a condition reason must start with alphabetic "
+                                 "character, optionally followed by a string of alphanumeric characters "
+                                 "or '_,:', and must end with an alphanumeric character or '_'"))
+    elif len(reason) > 1024:
+        out.append(too_long(f"{path}.reason", 1024))
+    msg = c.get("message")
+    if isinstance(msg, str) and len(msg) > 32768:
+        out.append(too_long(f"{path}.message", 32768))
+    og = c.get("observedGeneration")
+    if og is not None and (not isinstance(og, int) or og < 0):
+        out.append(invalid_value(f"{path}.observedGeneration", og, "must be greater than or equal to zero"))
+    return out
+
+
+def taint_rule_status_causes(status: Any) -> list[Cause]:
+    if status is None:
+        return []
+    if not isinstance(status, dict):
+        return [invalid_value("status", status, "must be an object")]
+    conds, out = _sized(status.get("conditions"), "status.conditions", TAINT_RULE_CONDITIONS_MAX)
+    for i, c in enumerate(conds):
+        out += _condition_causes(c, f"status.conditions[{i}]")
+    out += _unique([(i, _dict(c).get("type")) for i, c in enumerate(conds)], "status.conditions")
+    return out
+
+
 # ------------------------------------------------------------------ entry points
 
 
@@ -1019,6 +1113,8 @@ def causes(obj: Obj, plural: str) -> list[Cause]:
         return _template_meta(spec.get("metadata"), "spec.metadata") + claim_spec_causes(spec.get("spec"), "spec.spec")
     if plural == "resourceslices":
         return slice_spec_causes(obj.get("spec"))
+    if plural == "devicetaintrules":
+        return taint_rule_spec_causes(obj.get("spec"))
     return []
 
 
@@ -1029,6 +1125,9 @@ def update_causes(new: Obj, old: Obj, plural: str, *, sub: str) -> list[Cause]:
             return claim_status_causes(new, old)
         if new.get("spec") != old.get("spec"):
             return [immutable("spec", new.get("spec"))]
+    elif plural == "devicetaintrules":
+        if sub == "status":
+            return taint_rule_status_causes(new.get("status"))
     elif plural == "resourceclaimtemplates":
         if new.get("spec") != old.get("spec"):
             return [immutable("spec", new.get("spec"))]

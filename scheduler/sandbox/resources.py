@@ -211,6 +211,9 @@ def dra_types() -> list[ResourceType]:
         _rt("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True, **kw),
         _rt("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, tracks_generation=True,
             fields=frozenset({"spec.nodeName", "spec.driver"}), **kw),
+        # DRADeviceTaintRules (GA in 1.37): a taint added to every device the rule selects
+        _rt("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", False,
+            subresources=("status",), has_status_subresource=True, tracks_generation=True, **kw),
     ]
 
 

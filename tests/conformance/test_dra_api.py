@@ -55,7 +55,7 @@ async def test_discovery_lists_the_four_types(http: Http) -> None:
     s, oa = await http.get("/openapi/v3/apis/resource.k8s.io/v1")
     assert s == 200
     kinds = {op["patch"]["x-kubernetes-group-version-kind"]["kind"] for op in oa["paths"].values()}
-    assert kinds == {"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"}
+    assert kinds == {"DeviceClass", "DeviceTaintRule", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"}
 
 
 async def test_claim_defaults_and_generation(http: Http) -> None:
@@ -164,6 +164,17 @@ INVALID: list[tuple[str, str, dict[str, Any], list[tuple[str, str]]]] = [
      [("spec.sharedCounters", "FieldValueInvalid")]),
     ("slice: too many devices", SLICES, dra_slice("s10", devices=[dra_device(f"d{i}") for i in range(129)]),
      [("spec.devices", "FieldValueTooMany")]),
+    ("slice: 5 binding conditions", SLICES,
+     dra_slice("s18", devices=[{"name": "d0", "bindingConditions": [f"c{i}" for i in range(5)],
+                                "bindingFailureConditions": ["failed"]}]),
+     [("spec.devices[0].bindingConditions", "FieldValueTooMany")]),
+    ("slice: bad binding failure condition", SLICES,
+     dra_slice("s19", devices=[{"name": "d0", "bindingConditions": ["ready"],
+                                "bindingFailureConditions": ["not ok"]}]),
+     [("spec.devices[0].bindingFailureConditions[0]", "FieldValueInvalid")]),
+    ("slice: bindsToNode not a boolean", SLICES,
+     dra_slice("s20", devices=[{"name": "d0", "bindsToNode": "yes"}]),
+     [("spec.devices[0].bindsToNode", "FieldValueInvalid")]),
 ]
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +35,18 @@ from scheduler.client.api import resource_path
 from scheduler.config import features
 from scheduler.config.load import parse_duration
 from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
+from scheduler.dra.bindingconditions import (
+    FAILED,
+    READY,
+    allocated_at,
+    binding_state,
+    decorate,
+    has_binding_conditions,
+    timestamp,
+)
 from scheduler.dra.counters import Counters
-from scheduler.dra.inventory import DeviceID, Inventory, SliceTracker, device_ids_of
+from scheduler.dra.inventory import TAINT_EFFECTS, DeviceID, Inventory, SliceTracker, device_ids_of
+from scheduler.dra.taintrules import TaintRule, TaintRules, parse_rule
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
     ActionType,
@@ -98,12 +108,20 @@ REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is n
 REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
 REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
 RESOURCE_SLICES = "resourceslices"
+DEVICE_TAINT_RULES = "devicetaintrules"
 # Nodes without room after which a cycle counts the held devices per node (a count costs a
 # pass over the held devices: worth it only when most nodes are full)
 HELD_COUNT_AFTER = 16
 
 PREBIND_ATTEMPTS = 5
 DEFAULT_FILTER_TIMEOUT_SECONDS = 10.0
+# DRADeviceBindingConditions: DynamicResourcesArgs.bindingTimeout's default and minimum, and
+# how often PreBind looks at the claims again while it waits (upstream's poll interval)
+DEFAULT_BINDING_TIMEOUT_SECONDS = 600.0
+MIN_BINDING_TIMEOUT_SECONDS = 1.0
+BINDING_POLL_SECONDS = 5.0
+EVENT_BINDING_PENDING = "BindingConditionsPending"
+EVENT_BINDING_PENDING_MESSAGE = "waiting for binding conditions for device on node {node}"
 
 
 @dataclass(slots=True)
@@ -121,6 +139,9 @@ class _State:
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
     held: dict[str, int] | None = None  # node -> its devices in in_use (Inventory.held_by_node)
     unfit: int = 0  # nodes this cycle where the claims could not be allocated
+    # an allocated claim whose binding failed or timed out (binding conditions): no node fits
+    # until PostFilter deallocated it
+    unavailable: str = ""
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -134,9 +155,17 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     NAME = NAME
 
     def __init__(self, args: PluginArgs | None = None, handle: Handle | None = None, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._filter_timeout = _filter_timeout(args)
+        self._binding_timeout = _binding_timeout(args)
         self._clock = clock
+        self._wall_clock = wall_clock
+        self._sleep = sleep
+        # DRADeviceBindingConditions (it needs DRAResourceClaimDeviceStatus, as upstream)
+        self._binding_conditions = (features.DEFAULT.enabled("DRADeviceBindingConditions")
+                                    and features.DEFAULT.enabled("DRAResourceClaimDeviceStatus"))
         if handle is None:
             raise ValueError(f"{NAME} needs a framework handle")
         self._handle = handle
@@ -147,6 +176,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._partitionable = features.DEFAULT.enabled("DRAPartitionableDevices")
         self._inventory_key: tuple[tuple[str, str], ...] = ()
         self._slices = SliceTracker()
+        # DeviceTaintRules (DRADeviceTaintRules): applied to the devices of each new
+        # inventory, and again whenever a rule changes
+        self._taint_rules_on = features.DEFAULT.enabled("DRADeviceTaintRules")
+        self.taint_rules = TaintRules()
+        self._rules_watched: bool | None = None
+        self._rules_applied: tuple[Inventory | None, int] = (None, -1)
         self._slices_watched: bool | None = None  # subscribed on first use, as the claims
         self._tasks: set[asyncio.Task[None]] = set()
         # Whether the tracker follows the claim informer's events (subscribed on first use:
@@ -175,6 +210,40 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return self.tracker.overlay(claim) if claim is not None else None
 
     def inventory(self) -> Inventory:
+        """The pools of the current ResourceSlices, their devices carrying the taints of the
+        DeviceTaintRules that select them (applied again only when a slice or a rule
+        changed)."""
+        inventory = self._slice_inventory()
+        inventory.skip_binding_conditions = not self._binding_conditions
+        if not self._taint_rules_on:
+            return inventory
+        rules = self._current_taint_rules()
+        if self._rules_applied != (inventory, rules.version):
+            rules.apply(inventory)
+            self._rules_applied = (inventory, rules.version)
+        return inventory
+
+    def _current_taint_rules(self) -> TaintRules:
+        rules = self.taint_rules
+        if self._rules_watched is None:
+            self._rules_watched = False
+            listers = self._handle.listers
+            if isinstance(listers, ObjectWatcher):
+                try:
+                    listers.watch(DEVICE_TAINT_RULES, on_add=rules.rule_added,
+                                  on_update=rules.rule_updated, on_delete=rules.rule_deleted)
+                    self._rules_watched = True
+                except KeyError:  # no informer (an API without DeviceTaintRules)
+                    pass
+        if not self._rules_watched:
+            rules.replace(self._list(DEVICE_TAINT_RULES))
+        if rules.new_problems:
+            for problem in rules.new_problems:
+                log.warning("malformed DeviceTaintRule ignored", problem=problem)
+            rules.new_problems.clear()
+        return rules
+
+    def _slice_inventory(self) -> Inventory:
         """The pools of the current ResourceSlices: kept from the slice informer's events
         (nothing to walk per pod) when the listers deliver them, else rebuilt when a listed
         slice changed."""
@@ -273,6 +342,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                                               ActionType.ADD | ActionType.UPDATE)),
             ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS,
                                               ActionType.ADD | ActionType.UPDATE)),
+            # A DeviceTaintRule deleted or changed may untaint a device.
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_TAINT_RULE,
+                                              ActionType.ADD | ActionType.UPDATE
+                                              | ActionType.DELETE), _after_taint_rule_change),
             # Node labels decide slice/claim node selectors; a new node may bring devices.
             ClusterEventWithHint(ClusterEvent(EventResource.NODE,
                                               ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
@@ -336,6 +409,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             except ObjectError as e:
                 return None, unresolvable(str(e))
             data.allocated_selectors.append((key_of(claim), sel))
+            if self._binding_conditions and not data.unavailable:
+                data.unavailable = self._binding_problem(claim)
         if data.to_allocate:
             data.inventory = self.inventory()
             data.counters = self._counters
@@ -397,6 +472,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if sel is not None and not sel.match(node):
                 data.details[node_info.name] = [f"claim {_key}: allocated for other nodes"]
                 return unresolvable(REASON_NOT_AVAILABLE)
+        if data.unavailable:
+            data.details[node_info.name] = [data.unavailable]
+            return unresolvable(REASON_NOT_AVAILABLE)
         if not data.to_allocate:
             return None
         assert data.inventory is not None and data.prepared is not None
@@ -437,22 +515,23 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if not isinstance(data, _State):
             return None, Status(Code.UNSCHEDULABLE)
         for claim in data.claims:
-            if allocation_of(claim) is None or reserved_for(claim):
-                continue
+            users = reserved_for(claim)
+            if allocation_of(claim) is None or any(u.get("uid") != pod_info.uid for u in users):
+                continue  # not allocated, or in use by another pod
             if self.tracker.in_flight(key_of(claim)) is not None:
                 continue  # ours, being written
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return None, error("deallocation needs a running event loop")
-            task = loop.create_task(self._deallocate(claim),
+            task = loop.create_task(self._deallocate(claim, pod_info.uid),
                                     name=f"dra-deallocate:{key_of(claim)}")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return None, Status(Code.UNSCHEDULABLE, REASON_DEALLOCATED)
         return None, Status(Code.UNSCHEDULABLE, REASON_NOTHING_TO_DEALLOCATE)
 
-    async def _deallocate(self, claim: Mapping[str, Any]) -> None:
+    async def _deallocate(self, claim: Mapping[str, Any], pod_uid: str) -> None:
         meta = claim.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         client = self._handle.client
@@ -462,8 +541,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if resp.status != 200 or not isinstance(resp.body, dict):
                 return
             latest = resp.body
-            if allocation_of(latest) is None or reserved_for(latest):
-                return  # someone uses it now
+            if allocation_of(latest) is None or any(
+                    u.get("uid") != pod_uid for u in reserved_for(latest)):
+                return  # someone else uses it now
             status = dict(latest.get("status") or {})
             status.pop("allocation", None)
             status.pop("devices", None)  # drivers' reports on the devices go with them
@@ -526,6 +606,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 # Another pod sharing the claim reserved it since PreFilter.
                 self._forget(data, pod_info)
                 return Status(Code.UNSCHEDULABLE, REASON_IN_USE)
+            if self._binding_conditions and data.inventory is not None:
+                alloc = decorate(alloc, data.inventory, node_name)
             self.tracker.assume(key, pod_info.uid, alloc)
         return None
 
@@ -547,7 +629,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return Status(Code.SKIP)
-        if all(is_reserved_for(claim, pod_info.pod) for claim in data.claims):
+        if all(is_reserved_for(claim, pod_info.pod) for claim in data.claims) and not (
+                self._binding_conditions and any(
+                    has_binding_conditions(allocation_of(c)) and binding_state(c).state != READY
+                    for c in data.claims)):
             return Status(Code.SKIP)
         return None
 
@@ -556,15 +641,81 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return None
+        waiting: list[Mapping[str, Any]] = []
         for claim in data.claims:
+            alloc = self.tracker.in_flight(key_of(claim)) if claim in data.to_allocate else None
+            if self._binding_conditions and has_binding_conditions(alloc or allocation_of(claim)):
+                waiting.append(claim)
             if is_reserved_for(claim, pod_info.pod):
                 continue
-            alloc = self.tracker.in_flight(key_of(claim)) if claim in data.to_allocate else None
             try:
                 await self._reserve_in_api(claim, pod_info, alloc)
             except _PreBindError as e:
                 return error(str(e))
+        if waiting:
+            return await self._wait_for_binding(waiting, pod_info, node_name)
         return None
+
+    def _binding_problem(self, claim: Mapping[str, Any]) -> str:
+        """Why an allocated claim cannot be used any more (its binding failed, or timed out
+        since ``allocationTimestamp``), or ""."""
+        if not has_binding_conditions(allocation_of(claim)):
+            return ""
+        st = binding_state(claim)
+        if st.state == FAILED:
+            return f"claim {key_of(claim)}: binding failed: {st.message}"
+        if st.state != READY:
+            at = allocated_at(claim)
+            if at is not None and self._wall_clock() >= at + self._binding_timeout:
+                return f"claim {key_of(claim)}: binding timed out: {st.message}"
+        return ""
+
+    async def _wait_for_binding(self, claims: list[Mapping[str, Any]], pod_info: PodInfo,
+                                node_name: str) -> Status | None:
+        """PreBind's wait for binding conditions: the claims as the informer has them are
+        looked at every ``BINDING_POLL_SECONDS`` until each device shows its binding
+        conditions True (bind), one failure condition True or ``bindingTimeout`` passes
+        (an error: Unreserve, and the next attempt deallocates the claim)."""
+        self._handle.event_recorder.event(
+            pod_info.pod, type="Normal", reason=EVENT_BINDING_PENDING, action="Binding",
+            message=EVENT_BINDING_PENDING_MESSAGE.format(node=node_name))
+        started = self._clock()
+        status = await self._wait_for_conditions(claims, pod_info, started + self._binding_timeout)
+        outcome = ("success" if status is None else
+                   "timeout" if "binding timeout" in status.message() else "failure")
+        metrics = self._handle.metrics.ops
+        elapsed = max(0.0, self._clock() - started)
+        for driver in sorted(_binding_drivers(claims, self.tracker)):
+            labels = (self._handle.profile_name, driver, outcome)
+            metrics.dra_bindingconditions_allocations.labels(*labels).inc()
+            metrics.dra_bindingconditions_wait_duration.labels(*labels).observe(elapsed)
+        return status
+
+    async def _wait_for_conditions(self, claims: list[Mapping[str, Any]], pod_info: PodInfo,
+                                   deadline: float) -> Status | None:
+        keys = [(str((c.get("metadata") or {}).get("namespace") or ""),
+                 str((c.get("metadata") or {}).get("name") or "")) for c in claims]
+        while True:
+            pending = ""
+            for ns, name in keys:
+                claim = self._get_claim(ns, name)
+                if claim is None:
+                    return error(f"resourceclaim {ns}/{name}: gone while waiting for binding "
+                                 "conditions")
+                st = binding_state(claim)
+                if st.state == FAILED:
+                    log.info("binding conditions failed", pod=pod_info.key,
+                             claim=f"{ns}/{name}", reason=st.message)
+                    return error(f"resourceclaim {ns}/{name}: binding failed: {st.message}")
+                if st.state != READY and not pending:
+                    pending = f"resourceclaim {ns}/{name}: {st.message}"
+            if not pending:
+                return None
+            left = deadline - self._clock()
+            if left <= 0:
+                log.info("binding conditions timed out", pod=pod_info.key, pending=pending)
+                return error(f"binding timeout after {self._binding_timeout:g}s: {pending}")
+            await self._sleep(min(BINDING_POLL_SECONDS, left))
 
     async def _reserve_in_api(self, claim: Mapping[str, Any], pod_info: PodInfo,
                               alloc: dict[str, Any] | None) -> None:
@@ -597,6 +748,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     latest = resp.body
             status = dict(latest.get("status") or {})
             if alloc is not None and current is None:
+                if self._binding_conditions and not alloc.get("allocationTimestamp"):
+                    # the start of the binding timeout, shared by every pod of the claim
+                    alloc = {**alloc, "allocationTimestamp": timestamp(self._wall_clock())}
                 status["allocation"] = alloc
             users = list(status.get("reservedFor") or [])
             if any(isinstance(u, Mapping) and u.get("uid") == pod_info.uid for u in users):
@@ -634,7 +788,8 @@ def _filter_timeout(args: PluginArgs | None) -> float:
         args = {}
     if not isinstance(args, Mapping):
         raise args_error(NAME, "", f"must be an object, got {type(args).__name__}")
-    unknown = sorted(str(k) for k in args if k not in ("apiVersion", "kind", "filterTimeout"))
+    unknown = sorted(str(k) for k in args
+                     if k not in ("apiVersion", "kind", "filterTimeout", "bindingTimeout"))
     if unknown:
         raise args_error(NAME, unknown[0], "unknown field")
     raw = args.get("filterTimeout")
@@ -651,8 +806,56 @@ def _filter_timeout(args: PluginArgs | None) -> float:
     return seconds if features.DEFAULT.enabled("DRASchedulerFilterTimeout") else 0.0
 
 
+def _binding_drivers(claims: list[Mapping[str, Any]], tracker: ClaimTracker) -> set[str]:
+    """The drivers of the claims' devices that have binding conditions."""
+    out: set[str] = set()
+    for claim in claims:
+        alloc = allocation_of(claim) or tracker.in_flight(key_of(claim))
+        devices = alloc.get("devices") if isinstance(alloc, Mapping) else None
+        for r in (devices.get("results") or []) if isinstance(devices, Mapping) else []:
+            if isinstance(r, Mapping) and r.get("bindingConditions"):
+                out.add(str(r.get("driver") or ""))
+    return out
+
+
+def _binding_timeout(args: PluginArgs | None) -> float:
+    """DynamicResourcesArgs: ``bindingTimeout`` (a duration, default 600s, at least 1s): how
+    long PreBind waits for devices' binding conditions (DRADeviceBindingConditions)."""
+    raw = args.get("bindingTimeout") if isinstance(args, Mapping) else None
+    if raw is None:
+        return DEFAULT_BINDING_TIMEOUT_SECONDS
+    try:
+        seconds = parse_duration(raw)
+    except ValueError as e:
+        raise args_error(NAME, "bindingTimeout", str(e)) from None
+    if seconds < MIN_BINDING_TIMEOUT_SECONDS:
+        raise args_error(NAME, "bindingTimeout", f"Invalid value: {raw!r}: must be at least 1s")
+    return seconds
+
+
 class _PreBindError(Exception):
     pass
+
+
+def _after_taint_rule_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """A rule change can only help a pod rejected for devices when the old rule tainted
+    devices (NoSchedule/NoExecute) and the rule is gone or no longer the same: a new rule,
+    or one that now taints where it did not, only takes devices away."""
+    was = _scheduling_rule(old)
+    if was is None:
+        return QueueingHint.SKIP
+    return QueueingHint.SKIP if _scheduling_rule(new) == was else QueueingHint.QUEUE
+
+
+def _scheduling_rule(obj: Any) -> TaintRule | None:
+    """The rule of ``obj`` if it keeps devices from allocation, else None."""
+    if not isinstance(obj, Mapping):
+        return None
+    try:
+        rule = parse_rule(obj)
+    except ObjectError:
+        return None  # a malformed rule is ignored: it taints nothing
+    return rule if rule.selects and rule.taint.effect in TAINT_EFFECTS else None
 
 
 def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:

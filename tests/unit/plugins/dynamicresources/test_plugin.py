@@ -273,7 +273,10 @@ def test_in_flight_allocation_of_a_deleted_claim_is_dropped() -> None:
     ({"filterTimeout": "2.5s"}, None),
     ({"filterTimeout": "-1s"}, "DynamicResources.args.filterTimeout"),
     ({"filterTimeout": "soon"}, "DynamicResources.args.filterTimeout"),
-    ({"bindingTimeout": "10m"}, "DynamicResources.args.bindingTimeout"),
+    ({"bindingTimeout": "10m"}, None),
+    ({"bindingTimeout": "500ms"}, "DynamicResources.args.bindingTimeout"),
+    ({"bindingTimeout": "later"}, "DynamicResources.args.bindingTimeout"),
+    ({"bindTimeout": "10m"}, "DynamicResources.args.bindTimeout"),
 ])
 def test_filter_timeout_args(args: dict[str, Any] | None, error: str | None) -> None:
     from scheduler.config.errors import ConfigError
