@@ -145,6 +145,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._counters: Counters | None = None
         self._device_taints = features.DEFAULT.enabled("DRADeviceTaints")
         self._partitionable = features.DEFAULT.enabled("DRAPartitionableDevices")
+        self._consumable = features.DEFAULT.enabled("DRAConsumableCapacity")
+        self._fractional = features.DEFAULT.enabled("DRAFractionalCapacityRange")
         self._inventory_key: tuple[tuple[str, str], ...] = ()
         self._slices = SliceTracker()
         self._slices_watched: bool | None = None  # subscribed on first use, as the claims
@@ -413,6 +415,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
                            partitionable=self._partitionable, held=held,
+                           consumable=self._consumable, fractional=self._fractional,
+                           consumed=self.tracker.consumed(),
                            deadline=(self._clock() + self._filter_timeout
                                      if self._filter_timeout else None),
                            clock=self._clock)
