@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from scheduler.sandbox.dradriver import DeviceKind, parse_device_kinds
 from tests.builders import dra_allocation, dra_claim, dra_exact, dra_slice
 from sbhelpers import Http
 
@@ -143,3 +144,33 @@ async def test_allocation_results_with_shares(http: Http, result: dict[str, Any]
         assert s == 200, st
         assert st["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] == {
             "bw": "15Gi"}
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("nic=2:shared=true", [DeviceKind("nic", 2, model="nic-model", shared=True)]),
+    ("nic=1:memory=100Gi:shared=true:step=10Gi",
+     [DeviceKind("nic", 1, memory="100Gi", model="nic-model", shared=True, step="10Gi")]),
+])
+def test_driver_spec_for_shared_devices(text: str, want: list[DeviceKind]) -> None:
+    assert parse_device_kinds(text) == want
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("nic=1:shared=yes", "is not true or false"),
+    ("nic=1:step=10Gi", "step needs shared=true"),
+    ("nic=1:shared=true:step=0", "not a positive quantity"),
+    ("nic=1:shared=true:partitions=2", "do not go together"),
+])
+def test_driver_spec_for_shared_devices_errors(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        parse_device_kinds(text)
+
+
+@pytest.mark.sandbox(dra_devices="nic=2:memory=100Gi:shared=true:step=10Gi:nodes=1")
+async def test_driver_publishes_shared_devices(http: Http) -> None:
+    _, lst = await http.get(SLICES, params={"fieldSelector": "spec.nodeName=node-0000"})
+    [sl] = lst["items"]
+    for d in sl["spec"]["devices"]:
+        assert d["allowMultipleAllocations"] is True
+        assert d["capacity"]["memory"] == {"value": "100Gi", "requestPolicy": {
+            "default": "10Gi", "validRange": {"min": "10Gi", "max": "100Gi", "step": "10Gi"}}}
