@@ -238,3 +238,44 @@ def test_the_tracker_scan_counts_consumed_capacity() -> None:
 ])
 def test_consumed_quantities_are_canonical(value: Fraction, like: str, want: str) -> None:
     assert cap.format_quantity(value, like) == want
+
+
+def test_preemption_counts_the_shares_victims_free() -> None:
+    from scheduler.framework.cycle_state import CycleState
+    from scheduler.framework.status import Code
+    from scheduler.objects.pod import PodInfo
+    from scheduler.plugins.dynamicresources.plugin import DynamicResources
+    from tests.builders import make_node, make_pod
+    from tests.fakes import FakeHandle, node_infos
+
+    def pod_with(name: str, claim_name: str) -> dict[str, Any]:
+        pod = make_pod(name)
+        pod["metadata"]["uid"] = f"uid-{name}"
+        pod["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimName": claim_name}]
+        return pod
+
+    victim = pod_with("victim", "held")
+    victim["spec"]["nodeName"] = "n1"
+    held = claim("held", asking("r", bw="60Gi"), allocation=share("nic0", "60Gi"),
+                 reserved_for=[{"resource": "pods", "name": "victim", "uid": "uid-victim"}])
+    handle = FakeHandle(node_infos([make_node("n1")]), objects={
+        "resourceclaims": [held, claim("c", asking("r", bw="50Gi"))],
+        "resourceslices": [resource_slice("n1-devs", node="n1",
+                                          devices=[shared_device(bw=BW)])],
+        "deviceclasses": [gpu_class()]})
+    p = DynamicResources(None, handle)  # type: ignore[arg-type]
+    pod = pod_with("p", "c")
+    info, vinfo = PodInfo.from_pod(pod), PodInfo.from_pod(victim)
+    state = CycleState()
+    _, st = p.pre_filter(state, info, handle.snapshot().list())
+    assert st is None, st
+    n1 = handle.snapshot().get("n1")
+    assert n1 is not None
+    refused = p.filter(state, info, n1)  # 60Gi + 50Gi > 100Gi
+    assert refused is not None and refused.code == Code.UNSCHEDULABLE
+    what_if = state.clone()
+    p.remove_pod(what_if, info, vinfo, n1)
+    assert p.filter(what_if, info, n1) is None  # the victim's 60Gi freed
+    assert p.filter(state, info, n1) is not None  # the original state is untouched
+    p.add_pod(what_if, info, vinfo, n1)
+    assert p.filter(what_if, info, n1) is not None
