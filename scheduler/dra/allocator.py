@@ -153,12 +153,14 @@ class _Alternative:
     # every selector (class first) and the key their joint result is cached under on a device
     all_selectors: tuple[tuple[str, Selector], ...] = field(init=False)
     selected_key: str = field(init=False)
+    capacity_key: str = field(init=False)  # capacity requests, as a cache key
 
     def __post_init__(self) -> None:
         self.all_selectors = (*self.class_selectors, *self.selectors)
         # NUL never occurs in an expression: this key cannot be one expression's
         self.selected_key = "\x00" + "\x00".join(sel.expression
                                                  for _w, sel in self.all_selectors)
+        self.capacity_key = repr(sorted(self.capacity.items()))
 
 
 @dataclass(slots=True)
@@ -315,22 +317,21 @@ class _Shares:
         self.consumed = consumed or {}
         self.fractional = fractional
         self.taken: dict[DeviceID, dict[str, Fraction]] = {}
-        self._use: dict[tuple[int, DeviceID], cap.Amounts | str] = {}
-        self._total: dict[DeviceID, cap.Amounts] = {}
 
     def use(self, alt: _Alternative, d: Device) -> cap.Amounts | str:
-        key = (id(alt), d.id)
-        hit = self._use.get(key)
+        # kept on the device: its capacity never changes (a changed slice is a new Device)
+        key = (alt.capacity_key, self.fractional)
+        hit: cap.Amounts | str | None = d.capacity_cache.get(key)
         if hit is None:
-            hit = self._use[key] = cap.consumption(capacity=d.capacity, driver=d.driver,
-                                                   asked=alt.capacity,
-                                                   fractional=self.fractional)
+            hit = d.capacity_cache[key] = cap.consumption(
+                capacity=d.capacity, driver=d.driver, asked=alt.capacity,
+                fractional=self.fractional)
         return hit
 
     def total(self, d: Device) -> cap.Amounts:
-        hit = self._total.get(d.id)
+        hit: cap.Amounts | None = d.capacity_cache.get(None)
         if hit is None:
-            hit = self._total[d.id] = cap.capacity_values(d.capacity)
+            hit = d.capacity_cache[None] = cap.capacity_values(d.capacity)
         return hit
 
     def capable(self, alt: _Alternative, d: Device) -> bool:

@@ -166,8 +166,18 @@ def fits(use: Mapping[str, Fraction], total: Mapping[str, Fraction],
          *held: Mapping[str, Fraction] | None) -> bool:
     """Whether ``use`` fits in ``total`` after every ``held``."""
     for name, v in use.items():
-        used = sum((h.get(name, Fraction(0)) for h in held if h), Fraction(0))
-        if used + v > total.get(name, Fraction(0)):
+        if not v:
+            continue
+        left = total.get(name)
+        if left is None:
+            return False
+        left -= v
+        for h in held:
+            if h:
+                x = h.get(name)
+                if x:
+                    left -= x
+        if left < 0:
             return False
     return True
 

@@ -47,6 +47,9 @@ class Device:
     pool_ref: Pool | None = None
     # allowMultipleAllocations: shared by capacity (DRAConsumableCapacity)
     multi: bool = False
+    # consumable capacity worked out from ``capacity`` (which never changes): what a request's
+    # capacity.requests consume, and the capacities' values (capacity.py's results)
+    capacity_cache: dict[Any, Any] = field(default_factory=dict)
     # expression -> result (a device's attributes never change: a changed slice is a new
     # Device); a CEL error is not kept
     selected: dict[str, bool] = field(default_factory=dict)

@@ -279,3 +279,16 @@ def test_preemption_counts_the_shares_victims_free() -> None:
     assert p.filter(state, info, n1) is not None  # the original state is untouched
     p.add_pod(what_if, info, vinfo, n1)
     assert p.filter(what_if, info, n1) is not None
+
+
+@pytest.mark.parametrize(("expression", "fits"), [
+    # selectors see the device's whole capacity, whatever its shares consume
+    ('device.capacity["gpu.example.com"].bw.compareTo(quantity("100Gi")) == 0', True),
+    ('device.capacity["gpu.example.com"].bw.compareTo(quantity("40Gi")) <= 0', False),
+])
+def test_selectors_see_the_full_capacity(expression: str, fits: bool) -> None:
+    r = asking("r", bw="10Gi")
+    r["exactly"]["selectors"] = [{"cel": {"expression": expression}}]
+    out = allocate([claim("a", r)], node=N1, inventory=inventory(shared_device(bw=BW)),
+                   classes=CLASSES, in_use=set(), consumed={SHARED: {"bw": Fraction(60 * GI)}})
+    assert isinstance(out, Allocated) is fits
