@@ -145,8 +145,10 @@ def consumption(*, capacity: Mapping[str, Any], driver: str, asked: Mapping[str,
         if a is None:
             a = asked.get(f"{driver}/{name}")
         v = _consume_one(entry, total, a, fractional)
-        if v is None:
-            return f"its request policy for {name} does not allow {a}"
+        if v is None or v < 0:  # a negative default or range: malformed, never a credit
+            if a is None:
+                return f"its request policy for {name} has an invalid default"
+            return f"its request policy for {name} does not allow {format_quantity(a)}"
         out[str(name)] = v
     return out
 

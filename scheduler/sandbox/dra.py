@@ -461,6 +461,9 @@ def _request_policy(policy: Any, path: str, value: Any) -> list[Cause]:
     if default is not None:
         out += _quantity(default, f"{path}.default")
     d = _q(default)
+    if d is not None and d < 0:
+        out.append(invalid_value(f"{path}.default", default, "must be greater than or equal "
+                                 "to zero"))
     if d is not None and total is not None and d > total:
         out.append(invalid_value(f"{path}.default", default, "must be less than or equal to "
                                  "the capacity value"))

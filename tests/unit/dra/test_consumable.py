@@ -71,6 +71,8 @@ FRACTION = {"value": "4", "requestPolicy": {
     (FRACTION, "1100m", True, Fraction(5, 4)),
     (FRACTION, "300m", False, 1),
     (FRACTION, "2500m", True, None),
+    # a negative default (malformed) is never a credit
+    ({"value": "10", "requestPolicy": {"default": "-1"}}, None, True, None),
 ])
 def test_what_a_request_consumes(entry: dict[str, Any], asked: str | None, fractional: bool,
                                  want: int | Fraction | None) -> None:

@@ -152,3 +152,36 @@ def test_pod_stream_never_overdraws(devs: list[Dev], stream: list[list[int | Non
             tracker.assume(f"default/pod{pi}", f"uid{pi}", alloc)
             allocations.append(alloc)
     check_never_overdrawn(devs, allocations, {})
+
+
+junk = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(
+        ["", "1", "-1Gi", "10Gi", "250m", "x", "1e3", "0"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["bw", "default", "validRange", "validValues", "min", "max", "step",
+                         "value", "requests"]), inner, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(policy=junk, value=junk, requests=junk, multi=junk)
+def test_malformed_capacity_is_named_never_raised(policy: Any, value: Any, requests: Any,
+                                                  multi: Any) -> None:
+    """Junk in a device's capacity policy or a request's capacity: the allocator answers (an
+    allocation, Unfit, or an AllocationError naming the claim's field), never a traceback."""
+    from scheduler.dra.allocator import AllocationError, Unfit
+
+    d: dict[str, Any] = {"name": "d0", "allowMultipleAllocations": multi,
+                         "capacity": {"bw": {"value": value, "requestPolicy": policy}}}
+    inv = Inventory([resource_slice("s", node="n1", devices=[d])])
+    r = exactly("r")
+    r["exactly"]["capacity"] = requests
+    try:
+        out = allocate([claim("c", r)], node=NODE, inventory=inv, classes=CLASSES,
+                       in_use=set(), consumed={(DRIVER, "n1", "d0"): {"bw": Fraction(1)}})
+    except AllocationError as e:
+        assert "ResourceClaim default/c: spec.devices.requests[0].exactly.capacity" in str(e)
+        return
+    assert isinstance(out, (Allocated, Unfit))
+    if isinstance(out, Allocated):
+        out.allocations  # the result builds
