@@ -332,7 +332,9 @@ def compare_devices(*, held: Collection[DeviceID], claims: Iterable[Mapping[str,
         alloc = status.get("allocation") if isinstance(status, Mapping) else None
         if not isinstance(alloc, Mapping):
             alloc = in_flight(key)
-        for device in device_ids_of(alloc):
+        # a share of a device allocated by capacity does not hold it whole (the tracker
+        # counts shares apart: DRAConsumableCapacity)
+        for device in device_ids_of(alloc, include_shared=False):
             owners.setdefault(device, key)
     held_set = set(held)
     diffs: list[Difference] = []

@@ -23,8 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 import time
+import uuid
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
+
+from scheduler.dra import capacity as cap
 
 from scheduler.dra.cel import CelError, Selector, compile_selector
 from scheduler.dra.counters import Counters, PoolID, fits, take
@@ -145,15 +149,18 @@ class _Alternative:
     tolerations: list[_Toleration]
     raw_tolerations: list[Any]
     class_config: list[Any]
+    capacity: dict[str, Fraction] = field(default_factory=dict)  # capacity.requests
     # every selector (class first) and the key their joint result is cached under on a device
     all_selectors: tuple[tuple[str, Selector], ...] = field(init=False)
     selected_key: str = field(init=False)
+    capacity_key: str = field(init=False)  # capacity requests, as a cache key
 
     def __post_init__(self) -> None:
         self.all_selectors = (*self.class_selectors, *self.selectors)
         # NUL never occurs in an expression: this key cannot be one expression's
         self.selected_key = "\x00" + "\x00".join(sel.expression
                                                  for _w, sel in self.all_selectors)
+        self.capacity_key = repr(sorted(self.capacity.items()))
 
 
 @dataclass(slots=True)
@@ -229,13 +236,17 @@ def _alternative(where: str, result_name: str, raw: Mapping[str, Any],
     if not isinstance(count, int) or isinstance(count, bool) or (mode == MODE_EXACT and count < 1):
         raise AllocationError(f"{where}.count: must be a positive integer")
     tol_raw = raw.get("tolerations")
+    try:
+        asked = cap.requested(raw.get("capacity"), where)
+    except cap.CapacityError as e:
+        raise AllocationError(str(e)) from None
     return _Alternative(
         result_name=result_name, class_name=class_name, class_selectors=csels,
         selectors=_compile_all(f"{where}.selectors", raw.get("selectors")),
         mode=mode, count=count, admin=raw.get("adminAccess") is True,
         tolerations=_parse_tolerations(where, tol_raw),
         raw_tolerations=tol_raw if isinstance(tol_raw, list) else [],
-        class_config=cconfig,
+        class_config=cconfig, capacity=asked,
     )
 
 
@@ -297,13 +308,59 @@ class _Budget(Exception):
     pass
 
 
+class _Shares:
+    """Devices shared by capacity (DRAConsumableCapacity on): what other claims consume of
+    them (``consumed``) and what this search has taken so far."""
+
+    def __init__(self, consumed: Mapping[DeviceID, Mapping[str, Fraction]] | None,
+                 fractional: bool) -> None:
+        self.consumed = consumed or {}
+        self.fractional = fractional
+        self.taken: dict[DeviceID, dict[str, Fraction]] = {}
+
+    def use(self, alt: _Alternative, d: Device) -> cap.Amounts | str:
+        # kept on the device: its capacity never changes (a changed slice is a new Device)
+        key = (alt.capacity_key, self.fractional)
+        hit: cap.Amounts | str | None = d.capacity_cache.get(key)
+        if hit is None:
+            hit = d.capacity_cache[key] = cap.consumption(
+                capacity=d.capacity, driver=d.driver, asked=alt.capacity,
+                fractional=self.fractional)
+        return hit
+
+    def total(self, d: Device) -> cap.Amounts:
+        hit: cap.Amounts | None = d.capacity_cache.get(None)
+        if hit is None:
+            hit = d.capacity_cache[None] = cap.capacity_values(d.capacity)
+        return hit
+
+    def capable(self, alt: _Alternative, d: Device) -> bool:
+        """The device can serve the request at all (its policy, its capacities)."""
+        if d.multi:
+            return not isinstance(self.use(alt, d), str)
+        return not alt.capacity or cap.floor_met(capacity=d.capacity, driver=d.driver,
+                                                  asked=alt.capacity)
+
+    def fits(self, alt: _Alternative, d: Device) -> bool:
+        use = self.use(alt, d)
+        return not isinstance(use, str) and cap.fits(
+            use, self.total(d), self.consumed.get(d.id), self.taken.get(d.id))
+
+    def take(self, alt: _Alternative, d: Device, sign: int = 1) -> None:
+        use = self.use(alt, d)
+        assert not isinstance(use, str)
+        cap.add(self.taken.setdefault(d.id, {}), use, sign)
+
+
 class _Search:
     def __init__(self, requests: list[_Request], constraints: list[list[_Constraint]],
                  candidates: list[list[list[Device] | None]], budget: int,
                  counters: Counters | None = None,
                  left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
                  deadline: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 shares: _Shares | None = None) -> None:
+        self.shares = shares
         self.requests = requests
         self.deadline = deadline
         self.clock = clock
@@ -342,6 +399,12 @@ class _Search:
             seen[v] = seen.get(v, 0) + 1
             applied.append(ci)
         if not alt.admin:  # adminAccess holds nothing
+            if self.shares is not None and d.multi:
+                if not self.shares.fits(alt, d):
+                    self._undo(req, alt, d, applied, held=False)
+                    return None
+                self.shares.take(alt, d)
+                return applied
             if self.left and self.counters is not None:
                 use = self.counters.consumption(d)
                 if use:
@@ -363,7 +426,9 @@ class _Search:
                 vals[ci].pop(v, None)
             else:
                 vals[ci][v] = n
-        if held and not alt.admin:
+        if held and not alt.admin and self.shares is not None and d.multi:
+            self.shares.take(alt, d, -1)
+        elif held and not alt.admin:
             self.picked.discard(d.id)
             if self.left and self.counters is not None:
                 use = self.counters.consumption(d)
@@ -468,7 +533,8 @@ def _simple_alternative(prepared: Prepared) -> tuple[_Request, _Alternative] | N
 def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
                node_name: str, device_taints: bool, counters: Counters | None = None,
                left: dict[tuple[PoolID, str], dict[str, int]] | None = None,
-               partitionable: bool = True) -> Allocated | None:
+               partitionable: bool = True, shares: _Shares | None = None
+               ) -> Allocated | None:
     """The common shape (``_simple_alternative``): the first free devices in order are what
     the search would pick.  None: no such devices, or another shape."""
     simple = _simple_alternative(prepared)
@@ -482,6 +548,10 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
     for d in devices:
         if (alt.admin or d.id not in in_use) and _selected(alt, d, req.claim, req.name) and (
                 not d.taints or not device_taints or _tolerated(alt, d)):
+            if shares is not None and (alt.capacity or d.multi) and not (
+                    shares.fits(alt, d) if d.multi and not alt.admin
+                    else shares.capable(alt, d)):
+                continue
             if counters is not None:
                 use = counters.consumption(d)
                 if use:
@@ -495,19 +565,15 @@ def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSe
             taken.append(d)
             if len(taken) == alt.count:
                 config = prepared.configs[0]
-                return Allocated(lambda: [_allocation(alt, taken, config, node_name,
-                                                      device_taints)], 0)
+                return Allocated(lambda: [_build_allocation(
+                    [(alt, taken)], config, node_name, device_taints, shares)], 0)
     return None
-
-
-def _allocation(alt: _Alternative, devs: Sequence[Device], claim_config: list[Any],
-                node_name: str, device_taints: bool = True) -> dict[str, Any]:
-    return _build_allocation([(alt, devs)], claim_config, node_name, device_taints)
 
 
 def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
                       claim_config: list[Any], node_name: str,
-                      device_taints: bool = True) -> dict[str, Any]:
+                      device_taints: bool = True, shares: _Shares | None = None
+                      ) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     config: list[dict[str, Any]] = []
     all_devs: list[Device] = []
@@ -523,6 +589,13 @@ def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
                 r["adminAccess"] = True
             if alt.raw_tolerations and d.taints and device_taints:
                 r["tolerations"] = list(alt.raw_tolerations)
+            if shares is not None and d.multi and not alt.admin:
+                use = shares.use(alt, d)
+                assert not isinstance(use, str)
+                r["consumedCapacity"] = {
+                    name: cap.format_quantity(v, _capacity_text(d, name))
+                    for name, v in use.items()}
+                r["shareID"] = str(uuid.uuid4())
             results.append(r)
             all_devs.append(d)
     for c in claim_config:
@@ -536,6 +609,11 @@ def _build_allocation(picks: Sequence[tuple[_Alternative, Sequence[Device]]],
     if sel is not None:
         alloc["nodeSelector"] = sel
     return alloc
+
+
+def _capacity_text(d: Device, name: str) -> Any:
+    entry = d.capacity.get(name)
+    return entry.get("value") if isinstance(entry, Mapping) else ""
 
 
 @dataclass(slots=True)
@@ -578,6 +656,9 @@ def allocate(
     held: Mapping[str, int] | None = None,
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    consumable: bool = True,
+    fractional: bool = True,
+    consumed: Mapping[DeviceID, Mapping[str, Fraction]] | None = None,
 ) -> Outcome:
     """Allocate devices of ``node`` to every claim in ``claims`` (none yet allocated), or say
     why not.  Raises AllocationError when a claim or class is malformed (or a selector
@@ -586,10 +667,17 @@ def allocate(
     taints are ignored; with the second off, devices that consume shared counters are never
     allocated (as upstream's allocator does with the feature disabled).  ``deadline`` (on
     ``clock``) bounds the search in time besides the step budget (DRASchedulerFilterTimeout):
-    past it the node is Unfit with upstream's ``timed out trying to allocate devices``."""
+    past it the node is Unfit with upstream's ``timed out trying to allocate devices``.
+    ``consumable`` and ``fractional`` are the DRAConsumableCapacity and
+    DRAFractionalCapacityRange gates: with the first on, a device with
+    ``allowMultipleAllocations`` is shared by capacity (``consumed``: what the claims already
+    allocated consume of each such device; ``in_use`` then holds only whole allocations) and
+    its results carry ``consumedCapacity`` and a ``shareID``; with it off such a device is
+    allocated whole and ``capacity.requests`` are not read."""
     prepared = claims if isinstance(claims, Prepared) else prepare(claims, classes or {})
     node_name = str((node.get("metadata") or {}).get("name") or "")
     devices = inventory.devices_for_node(node)
+    shares = _Shares(consumed, fractional) if consumable else None
     left = counters.left(devices, in_use) if counters and partitionable else {}
     blocked: dict[DeviceID, str] = {}  # counter-consuming devices that cannot be taken now
     if left or (counters and (counters.invalid or not partitionable)):
@@ -608,7 +696,7 @@ def allocate(
                 blocked[d.id] = "shared counters"
         # greedy with counters is not exact: a failure here takes the general search
         fast = _fast_path(prepared, devices, in_use, node_name, device_taints, counters, left,
-                          partitionable)
+                          partitionable, shares)
         if fast is not None:
             return fast
     else:
@@ -621,10 +709,10 @@ def allocate(
             def why_held() -> list[str]:
                 out = _search_all(prepared, node_name, devices, in_use, step_budget,
                                   counters=counters, left=left, blocked=blocked,
-                                  device_taints=device_taints)
+                                  device_taints=device_taints, shares=shares)
                 return out.details if isinstance(out, Unfit) else []
             return Unfit(explain=why_held)
-        fast = _fast_path(prepared, devices, in_use, node_name, device_taints)
+        fast = _fast_path(prepared, devices, in_use, node_name, device_taints, shares=shares)
         if fast is not None:
             return fast
         if simple is not None:
@@ -639,19 +727,20 @@ def allocate(
             def explain() -> list[str]:
                 out = _search_all(prepared, node_name, devices, in_use, step_budget,
                                   counters=counters, left=left, blocked=blocked,
-                                  device_taints=device_taints)
+                                  device_taints=device_taints, shares=shares)
                 return out.details if isinstance(out, Unfit) else []
             return Unfit(explain=explain)
     return _search_all(prepared, node_name, devices, in_use, step_budget, counters=counters,
                        left=left, blocked=blocked, device_taints=device_taints,
-                       deadline=deadline, clock=clock)
+                       deadline=deadline, clock=clock, shares=shares)
 
 
 def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
                 in_use: AbstractSet[DeviceID], step_budget: int, *, counters: Counters | None,
                 left: dict[tuple[PoolID, str], dict[str, int]], blocked: dict[DeviceID, str],
                 device_taints: bool, deadline: float | None = None,
-                clock: Callable[[], float] = time.monotonic) -> Outcome:
+                clock: Callable[[], float] = time.monotonic,
+                shares: _Shares | None = None) -> Outcome:
     """The general path: candidates per request and alternative, then the search."""
     claims = prepared.claims
     requests, constraints, configs = (prepared.requests, prepared.constraints,
@@ -663,10 +752,17 @@ def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
         why: list[str] = []
         for alt in req.alternatives:
             matching = [d for d in devices if _selected(alt, d, req.claim, req.name)]
+            if shares is not None and (alt.capacity or any(d.multi for d in matching)):
+                matching = [d for d in matching if shares.capable(alt, d)]
             usable = [d for d in matching
                       if not d.taints or not device_taints or _tolerated(alt, d)]
             free = usable if alt.admin or not in_use else [
                 d for d in usable if d.id not in in_use]
+            spent = 0  # shared devices without enough capacity left
+            if shares is not None and not alt.admin:
+                before = len(free)
+                free = [d for d in free if not d.multi or shares.fits(alt, d)]
+                spent = before - len(free)
             if blocked:
                 invalid = [why_ for d in matching if (why_ := blocked.get(d.id, "")) not in (
                     "", "shared counters")]
@@ -710,6 +806,8 @@ def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
                                f"{len(matching) - len(usable)} have untolerated taints")
                 else:
                     shared = " or their shared counters used up" if blocked else ""
+                    if spent:
+                        shared += " or their capacity used up"
                     why.append(f"{label}: needs {alt.count}, {len(matching)} match, "
                                f"{len(free)} free (the others are allocated{shared})")
                 per_alt.append(None)
@@ -720,7 +818,7 @@ def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
     if details:
         return Unfit(details)
     search = _Search(requests, constraints, candidates, step_budget, counters, left,
-                     deadline, clock)
+                     deadline, clock, shares)
     try:
         ok = search.run()
     except _Budget:
@@ -737,5 +835,5 @@ def _search_all(prepared: Prepared, node_name: str, devices: Sequence[Device],
         rank += ai
     for ci, picks in enumerate(per_claim):
         allocations.append(_build_allocation([(alt, devs) for _req, alt, devs in picks],
-                                             configs[ci], node_name, device_taints))
+                                             configs[ci], node_name, device_taints, shares))
     return Allocated(allocations, rank)

@@ -45,6 +45,11 @@ class Device:
     all_nodes: bool
     env: DeviceEnv
     pool_ref: Pool | None = None
+    # allowMultipleAllocations: shared by capacity (DRAConsumableCapacity)
+    multi: bool = False
+    # consumable capacity worked out from ``capacity`` (which never changes): what a request's
+    # capacity.requests consume, and the capacities' values (capacity.py's results)
+    capacity_cache: dict[Any, Any] = field(default_factory=dict)
     # expression -> result (a device's attributes never change: a changed slice is a new
     # Device); a CEL error is not kept
     selected: dict[str, bool] = field(default_factory=dict)
@@ -193,6 +198,7 @@ def _parse_slice(sl: Mapping[str, Any]) -> tuple[str, str, int, int, list[Device
             binding_failure_conditions=_strings(sl, d.get("bindingFailureConditions"),
                                                 f"{path}.bindingFailureConditions"),
             binds_to_node=d.get("bindsToNode") is True,
+            multi=d.get("allowMultipleAllocations") is True,
         ))
     return driver, pool["name"], gen, count, devices
 
@@ -370,8 +376,10 @@ class SliceTracker:
 
 
 def device_ids_of(allocation: Mapping[str, Any] | None, *,
-                  include_admin: bool = False) -> list[DeviceID]:
-    """The devices an allocation (``status.allocation``) holds (adminAccess ones left out)."""
+                  include_admin: bool = False, include_shared: bool = True) -> list[DeviceID]:
+    """The devices an allocation (``status.allocation``) holds (adminAccess ones left out;
+    with ``include_shared`` False also the shares of a device allocated by capacity, the
+    results with ``consumedCapacity``)."""
     if not isinstance(allocation, Mapping):
         return []
     devices = allocation.get("devices")
@@ -381,6 +389,8 @@ def device_ids_of(allocation: Mapping[str, Any] | None, *,
         if not isinstance(r, Mapping):
             continue
         if r.get("adminAccess") is True and not include_admin:
+            continue
+        if not include_shared and r.get("consumedCapacity") is not None:
             continue
         ident = (r.get("driver"), r.get("pool"), r.get("device"))
         if all(isinstance(x, str) for x in ident):

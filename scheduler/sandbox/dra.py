@@ -449,6 +449,124 @@ def qualified_label_key(key: Any, path: str) -> list[Cause]:
     return [invalid_value(path, key, err)] if err else []
 
 
+# ------------------------------------------------------------------ consumable capacity
+# (DRAConsumableCapacity, DRAFractionalCapacityRange): a device's requestPolicy, a request's
+# capacity.requests, a result's consumedCapacity.
+
+VALID_VALUES_MAX = 10
+
+
+def _q(value: Any) -> Any:
+    """A parsed quantity, or None when it does not parse (reported by ``_quantity``)."""
+    try:
+        return parse_quantity(value) if value is not None else None
+    except (QuantityError, ValueError, TypeError):
+        return None
+
+
+def _request_policy(policy: Any, path: str, value: Any) -> list[Cause]:
+    if not isinstance(policy, dict):
+        return [invalid_value(path, policy, "must be an object")]
+    out: list[Cause] = []
+    total = _q(value)
+    default = policy.get("default")
+    if default is not None:
+        out += _quantity(default, f"{path}.default")
+    d = _q(default)
+    if d is not None and d < 0:
+        out.append(invalid_value(f"{path}.default", default, "must be greater than or equal "
+                                 "to zero"))
+    if d is not None and total is not None and d > total:
+        out.append(invalid_value(f"{path}.default", default, "must be less than or equal to "
+                                 "the capacity value"))
+    values, rng = policy.get("validValues"), policy.get("validRange")
+    if values is not None and rng is not None:
+        out.append(forbidden(path, "only one of validValues or validRange may be set"))
+        return out
+    if values is not None:
+        vp = f"{path}.validValues"
+        items, vc = _sized(values, vp, VALID_VALUES_MAX)
+        out += vc
+        parsed: list[Any] = []
+        for i, v in enumerate(items):
+            out += _quantity(v, f"{vp}[{i}]")
+            q = _q(v)
+            if q is None:
+                continue
+            if parsed and q <= parsed[-1]:
+                out.append(invalid_value(f"{vp}[{i}]", v, "values must be unique and sorted "
+                                         "in ascending order"))
+            if total is not None and q > total:
+                out.append(invalid_value(f"{vp}[{i}]", v, "must be less than or equal to "
+                                         "the capacity value"))
+            parsed.append(q)
+        if default is None:
+            out.append(required(f"{path}.default", "required when validValues is set"))
+        elif d is not None and parsed and d not in parsed:
+            out.append(invalid_value(f"{path}.default", default, "must be one of validValues"))
+    if rng is not None:
+        rp = f"{path}.validRange"
+        if not isinstance(rng, dict):
+            return out + [invalid_value(rp, rng, "must be an object")]
+        out += _quantity(rng.get("min"), f"{rp}.min")
+        lo = _q(rng.get("min"))
+        hi = _q(rng.get("max")) if rng.get("max") is not None else None
+        if rng.get("max") is not None:
+            out += _quantity(rng["max"], f"{rp}.max")
+        if lo is not None and hi is not None and hi < lo:
+            out.append(invalid_value(f"{rp}.max", rng["max"], "must be greater than or equal "
+                                     "to min"))
+        if hi is not None and total is not None and hi > total:
+            out.append(invalid_value(f"{rp}.max", rng["max"], "must be less than or equal to "
+                                     "the capacity value"))
+        if lo is not None and total is not None and lo > total:
+            out.append(invalid_value(f"{rp}.min", rng["min"], "must be less than or equal to "
+                                     "the capacity value"))
+        if rng.get("step") is not None:
+            out += _quantity(rng["step"], f"{rp}.step")
+            step = _q(rng["step"])
+            if step is not None and step <= 0:
+                out.append(invalid_value(f"{rp}.step", rng["step"], "must be greater than zero"))
+        if default is None:
+            out.append(required(f"{path}.default", "required when validRange is set"))
+        elif d is not None and lo is not None and (d < lo or (hi is not None and d > hi)):
+            out.append(invalid_value(f"{path}.default", default, "must be within validRange"))
+    return out
+
+
+def _capacity_requests(raw: Any, path: str) -> list[Cause]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        return [invalid_value(path, raw, "must be an object")]
+    reqs = raw.get("requests")
+    if reqs is None:
+        return []
+    if not isinstance(reqs, dict):
+        return [invalid_value(f"{path}.requests", reqs, "must be a map")]
+    out: list[Cause] = []
+    for k, v in reqs.items():
+        out += qualified_name(k, f"{path}.requests")
+        out += _quantity(v, f"{path}.requests[{k}]")
+        q = _q(v)
+        if q is not None and q < 0:
+            out.append(invalid_value(f"{path}.requests[{k}]", v, "must be greater than or "
+                                     "equal to zero"))
+    return out
+
+
+def _consumed_capacity(raw: Any, path: str) -> list[Cause]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        return [invalid_value(path, raw, "must be a map")]
+    out: list[Cause] = []
+    for k, v in raw.items():
+        out += qualified_name(k, path)
+        out += _quantity(v, f"{path}[{k}]")
+    return out
+
+
 def _exact(req: Any, path: str) -> list[Cause]:
     if not isinstance(req, dict):
         return [invalid_value(path, req, "must be an object")]
@@ -469,6 +587,7 @@ def _exact(req: Any, path: str) -> list[Cause]:
         out.append(not_supported(f"{path}.allocationMode", mode, ALLOCATION_MODES))
     aa = req.get("adminAccess")
     out += _type_causes(aa, f"{path}.adminAccess", bool, "a boolean")
+    out += _capacity_requests(req.get("capacity"), f"{path}.capacity")
     tols, tc = _sized(req.get("tolerations"), f"{path}.tolerations", TOLERATIONS_MAX)
     out += tc
     for i, t in enumerate(tols):
@@ -768,6 +887,10 @@ def _device(d: Any, path: str, per_device: bool) -> list[Cause]:
         out += _quantity(c.get("value"), f"{cp}.value")
         if c.get("requestPolicy") is not None and not d.get("allowMultipleAllocations"):
             out.append(forbidden(f"{cp}.requestPolicy", "allowMultipleAllocations must be true"))
+        elif c.get("requestPolicy") is not None:
+            out += _request_policy(c["requestPolicy"], f"{cp}.requestPolicy", c.get("value"))
+    out += _type_causes(d.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations",
+                        bool, "a boolean")
     consumes, cc = _sized(d.get("consumesCounters"), f"{path}.consumesCounters",
                           DEVICE_COUNTER_CONSUMPTIONS_MAX)
     out += cc
@@ -879,6 +1002,7 @@ def _allocation_causes(alloc: Any, path: str, names: dict[str, set[str] | None])
         for j, t in enumerate(_list(r.get("tolerations"))):
             out += _toleration(t, f"{rp}.tolerations[{j}]")
         out += _binding_conditions(r, rp)
+        out += _consumed_capacity(r.get("consumedCapacity"), f"{rp}.consumedCapacity")
     cfgs, cc = _sized(devices.get("config"), f"{dp}.config", 2 * CONFIG_MAX)
     out += cc
     for i, c in enumerate(cfgs):

@@ -26,6 +26,11 @@ slice of the same pool the whole device ``<KIND>-<i>`` consuming all of it besid
 partitions ``<KIND>-<i>-part-<j>`` consuming a ``N``-th each (attribute ``partition``: j,
 capacity ``memory``: their share). Allocating the whole device leaves no partition, and the
 other way round.
+
+``shared=true`` publishes each device with ``allowMultipleAllocations: true``
+(DRAConsumableCapacity): several claims share it while the ``memory`` they ask for
+(``capacity.requests``) adds up to at most its capacity; ``step=Q`` adds a request policy
+(``validRange`` from Q to the device's memory in steps of Q, default Q).
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ class DeviceKind:
     attributes: dict[str, int | str] = field(default_factory=dict)
     nodes: int | None = None  # publish on this many nodes only (None: all)
     partitions: int = 0  # publish each device with this many partitions (0: plain devices)
+    shared: bool = False  # allowMultipleAllocations: shared by capacity
+    step: str = ""  # the shared memory's request policy step (validRange)
 
     @property
     def driver(self) -> str:
@@ -90,6 +97,7 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
         if not 0 < count <= MAX_DEVICES:
             raise ValueError(f"{part!r}: the count must be between 1 and {MAX_DEVICES}")
         memory, model, attrs, nodes, partitions = "80Gi", f"{kind}-model", {}, None, 0
+        shared, step = False, ""
         for opt in opts:
             k, eq, v = opt.partition("=")
             if not eq or not k:
@@ -109,6 +117,15 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
                 if not v.isdigit() or int(v) < 2:
                     raise ValueError(f"{part!r}: partitions {v!r} is not an integer of at least 2")
                 partitions = int(v)
+            elif k == "shared":
+                if v not in ("true", "false"):
+                    raise ValueError(f"{part!r}: shared {v!r} is not true or false")
+                shared = v == "true"
+            elif k == "step":
+                q = parse_quantity(v)
+                if q is None or q <= 0:
+                    raise ValueError(f"{part!r}: step {v!r} is not a positive quantity")
+                step = v
             else:
                 attrs[k] = int(v) if v.lstrip("-").isdigit() else v
         if any(k.name == kind for k in out):
@@ -117,8 +134,12 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
             raise ValueError(f"{part!r}: {count} devices of {partitions} partitions make "
                              f"{count * (partitions + 1)} devices, more than a slice holds "
                              f"({MAX_PARTITIONED_DEVICES})")
+        if shared and partitions:
+            raise ValueError(f"{part!r}: shared and partitions do not go together")
+        if step and not shared:
+            raise ValueError(f"{part!r}: step needs shared=true")
         out.append(DeviceKind(kind, count, memory=memory, model=model, attributes=attrs, nodes=nodes,
-                              partitions=partitions))
+                              partitions=partitions, shared=shared, step=step))
     return out
 
 
@@ -164,7 +185,14 @@ def node_slices(kind: DeviceKind, node: Obj) -> list[Obj]:
                                              "counters": {"memory": {"value": share}}}]
                 devices.append(part)
         else:
-            devices.append(_device(kind, name, f"{kind.name}-{i}", i, kind.memory))
+            dev = _device(kind, name, f"{kind.name}-{i}", i, kind.memory)
+            if kind.shared:
+                dev["allowMultipleAllocations"] = True
+                if kind.step:
+                    dev["capacity"]["memory"]["requestPolicy"] = {
+                        "default": kind.step,
+                        "validRange": {"min": kind.step, "max": kind.memory, "step": kind.step}}
+            devices.append(dev)
     count = 2 if counter_sets else 1
 
     def one(spec: Obj) -> Obj:

@@ -18,9 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, KeysView, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
-from scheduler.dra.inventory import DeviceID, device_ids_of
+from scheduler.dra import capacity as cap
+from scheduler.dra.inventory import DeviceID
+from scheduler.dra.inventory import device_ids_of as _all_device_ids
+
+
+def device_ids_of(allocation: Mapping[str, Any] | None) -> list[DeviceID]:
+    """The devices an allocation holds whole (a share of a device allocated by capacity,
+    DRAConsumableCapacity, is counted in ``ClaimTracker.consumed`` instead)."""
+    return _all_device_ids(allocation, include_shared=False)
 
 RESOURCE_CLAIMS = "resourceclaims"
 # Upstream's ResourceClaimReservedForMaxSize.
@@ -124,6 +133,26 @@ class ClaimTracker:
         # holders (informer claims and in-flight allocations) each device has.
         self._held: dict[str, tuple[DeviceID, ...]] = {}
         self._count: dict[DeviceID, int] = {}
+        # Consumable capacity: what the shares of each device (informer claims and in-flight
+        # allocations) consume, per capacity name.
+        self._consumed: dict[DeviceID, dict[str, Fraction]] = {}
+        self._scan_consumed: dict[DeviceID, dict[str, Fraction]] = {}
+        self._scanned = False  # in_use() is the source (a lister without events)
+        self._shared_alloc: dict[str, Mapping[str, Any]] = {}  # informer claims with shares
+
+    def _share(self, allocation: Mapping[str, Any] | None, sign: int,
+               into: dict[DeviceID, dict[str, Fraction]] | None = None) -> None:
+        target = self._consumed if into is None else into
+        for dev, use in cap.consumed_of(allocation):
+            cur = target.setdefault(dev, {})
+            cap.add(cur, use, sign)
+            if not cur:
+                del target[dev]
+
+    def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]:
+        """Per shared device, the capacity its shares consume (as of the events seen, or of
+        the last ``in_use`` scan for listers without events): a live view."""
+        return self._scan_consumed if self._scanned else self._consumed
 
     # --- the per-device count --------------------------------------------------------------------
 
@@ -145,6 +174,7 @@ class ClaimTracker:
         cur = self._in_flight.pop(claim_key, None)
         if cur is not None:
             self._sub(device_ids_of(cur[1]))
+            self._share(cur[1], -1)
 
     # --- in flight -------------------------------------------------------------------------------
 
@@ -152,6 +182,7 @@ class ClaimTracker:
         self._drop_in_flight(claim_key)
         self._in_flight[claim_key] = (pod_uid, allocation)
         self._add(device_ids_of(allocation))
+        self._share(allocation, 1)
 
     def forget(self, claim_key: str, pod_uid: str) -> None:
         cur = self._in_flight.get(claim_key)
@@ -183,9 +214,13 @@ class ClaimTracker:
         old = self._held.pop(key, None)
         if old:
             self._sub(old)
+        self._share(self._shared_alloc.pop(key, None), -1)
         if devices:
             self._held[key] = devices
             self._add(devices)
+        if alloc is not None and cap.consumed_of(alloc):
+            self._shared_alloc[key] = alloc
+            self._share(alloc, 1)
         if alloc is not None:
             self._drop_in_flight(key)  # the API shows it now
 
@@ -199,6 +234,7 @@ class ClaimTracker:
         old = self._held.pop(key, None)
         if old:
             self._sub(old)
+        self._share(self._shared_alloc.pop(key, None), -1)
         # In-flight claims were read from the informer: gone from it means deleted.
         self._drop_in_flight(key)
 
@@ -212,6 +248,7 @@ class ClaimTracker:
         """Every device held by these (the informer's) claims and by those in flight: a scan,
         for listers without events."""
         out: set[DeviceID] = set()
+        shares: dict[DeviceID, dict[str, Fraction]] = {}
         seen = self._seen
         fresh: dict[tuple[str, str], tuple[str, tuple[DeviceID, ...]]] = {}
         # A claim's devices change only with its resourceVersion: unchanged claims are
@@ -229,6 +266,9 @@ class ClaimTracker:
             fresh[version] = hit
             if hit[1]:
                 out.update(hit[1])
+            status = c.get("status")
+            if isinstance(status, Mapping) and status.get("allocation") is not None:
+                self._share(allocation_of(c), 1, shares)
         self._seen = fresh
         if self._in_flight:
             present = {hit[0] for hit in fresh.values()}
@@ -237,4 +277,7 @@ class ClaimTracker:
                 self._drop_in_flight(key)
             for _uid, alloc in self._in_flight.values():
                 out.update(device_ids_of(alloc))
+                self._share(alloc, 1, shares)
+        self._scan_consumed = shares
+        self._scanned = True
         return out

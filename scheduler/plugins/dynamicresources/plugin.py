@@ -27,6 +27,7 @@ import copy
 import time
 from collections.abc import Awaitable, Callable, Mapping, Set
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import structlog
@@ -44,6 +45,8 @@ from scheduler.dra.bindingconditions import (
     has_binding_conditions,
     timestamp,
 )
+from scheduler.dra.capacity import add as add_amounts
+from scheduler.dra.capacity import consumed_of
 from scheduler.dra.counters import Counters
 from scheduler.dra.inventory import TAINT_EFFECTS, DeviceID, Inventory, SliceTracker, device_ids_of
 from scheduler.dra.taintrules import TaintRule, TaintRules, parse_rule
@@ -135,6 +138,9 @@ class _State:
     # devices held by other claims: the tracker's live view (events) or a scan's set
     in_use: Set[DeviceID] = field(default_factory=set)
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
+    # shares of devices allocated by capacity that the removed victims free: claim -> its
+    # allocation (DRAConsumableCapacity)
+    freed_shares: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     by_node: dict[str, Allocated] = field(default_factory=dict)
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
     held: dict[str, int] | None = None  # node -> its devices in in_use (Inventory.held_by_node)
@@ -147,6 +153,7 @@ class _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
         out = copy.copy(self)
         out.freed = set(self.freed)
+        out.freed_shares = dict(self.freed_shares)
         return out
 
 
@@ -174,6 +181,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._counters: Counters | None = None
         self._device_taints = features.DEFAULT.enabled("DRADeviceTaints")
         self._partitionable = features.DEFAULT.enabled("DRAPartitionableDevices")
+        self._consumable = features.DEFAULT.enabled("DRAConsumableCapacity")
+        self._fractional = features.DEFAULT.enabled("DRAFractionalCapacityRange")
         self._inventory_key: tuple[tuple[str, str], ...] = ()
         self._slices = SliceTracker()
         # DeviceTaintRules (DRADeviceTaintRules): applied to the devices of each new
@@ -432,6 +441,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if isinstance(data, _State):
             data.freed -= self._devices_held_only_by(pod_to_add)
+            for key in self._shares_held_only_by(pod_to_add):
+                data.freed_shares.pop(key, None)
         return None
 
     def remove_pod(self, state: CycleState, pod_to_schedule: PodInfo, pod_to_remove: PodInfo,
@@ -439,7 +450,40 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if isinstance(data, _State):
             data.freed |= self._devices_held_only_by(pod_to_remove)
+            data.freed_shares.update(self._shares_held_only_by(pod_to_remove))
         return None
+
+    def _shares_held_only_by(self, pod_info: PodInfo) -> dict[str, Mapping[str, Any]]:
+        """The allocations with shares (consumable capacity) of the claims reserved for this
+        pod alone: what they consume is freed when it goes."""
+        if not has_claims(pod_info.pod):
+            return {}
+        out: dict[str, Mapping[str, Any]] = {}
+        try:
+            names_ = pod_claims(pod_info.pod)
+        except ClaimProblem:
+            return out
+        for pc in names_:
+            claim = self._get_claim(pod_info.namespace, pc.claim_name)
+            alloc = allocation_of(claim) if claim is not None else None
+            if claim is None or alloc is None or not consumed_of(alloc):
+                continue
+            users = reserved_for(claim)
+            if len(users) == 1 and users[0].get("uid") == pod_info.uid:
+                out[key_of(claim)] = alloc
+        return out
+
+    def _consumed(self, data: _State) -> Mapping[DeviceID, Mapping[str, Fraction]]:
+        """What the shares of each device consume, less those preemption's victims free."""
+        consumed = self.tracker.consumed()
+        if not data.freed_shares:
+            return consumed
+        out = {dev: dict(use) for dev, use in consumed.items()}
+        for alloc in data.freed_shares.values():
+            for dev, use in consumed_of(alloc):
+                if dev in out:
+                    add_amounts(out[dev], use, -1)
+        return out
 
     def _devices_held_only_by(self, pod_info: PodInfo) -> set[DeviceID]:
         """Devices of the claims reserved for this pod alone (freed when it goes)."""
@@ -491,6 +535,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
                            partitionable=self._partitionable, held=held,
+                           consumable=self._consumable, fractional=self._fractional,
+                           consumed=self._consumed(data),
                            deadline=(self._clock() + self._filter_timeout
                                      if self._filter_timeout else None),
                            clock=self._clock)

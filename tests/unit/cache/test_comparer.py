@@ -178,6 +178,14 @@ def claim(name: str, *devices: DeviceID) -> dict[str, Any]:
 
 IN_FLIGHT = {"default/pending": dra_allocation("node-1", [("req", *D2)])}
 
+
+def shared_claim(name: str, device: DeviceID) -> dict[str, Any]:
+    """A claim holding a share of ``device`` (consumable capacity), not the device whole."""
+    c = claim(name, device)
+    c["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"memory": "1Gi"}
+    return c
+
+
 DEVICE_CASES = [
     ("clean: allocated and in flight", {D1, D2}, [claim("c1", D1), claim("pending")], set()),
     ("clean: nothing", set(), [claim("pending-unknown")], set()),
@@ -187,6 +195,8 @@ DEVICE_CASES = [
      {(DEVICE_REDUNDANT, "gpu.example.com/node-1/gpu-2")}),
     ("in-flight device of a deleted claim still held", {D1, D2}, [claim("c1", D1)],
      {(DEVICE_REDUNDANT, "gpu.example.com/node-1/gpu-1")}),
+    ("clean: a share does not hold the device", {D1, D2},
+     [claim("c1", D1), claim("pending"), shared_claim("s1", D3)], set()),
 ]
 
 

@@ -59,7 +59,7 @@ def test_run_refuses_a_bad_gate_with_a_usage_error() -> None:
     ("DRAPartitionableDevices=false", None),  # beta, implemented: settable
     ("DRAPrioritizedList=false", "feature is locked to true"),
     ("DRAAdminAccess=false", "feature is locked to true"),
-    ("DRAConsumableCapacity=false", "is not implemented by kube-py-scheduler"),
+    ("DRAConsumableCapacity=false", None),  # beta, implemented: settable
     ("DRADeviceTaintRules=false", None),  # GA in 1.37, settable: rules are then ignored
 ])
 def test_dra_sub_gates(flag: str, message: str | None) -> None:
