@@ -242,6 +242,14 @@ class Inventory:
         # (node, request selectors) whose every device was evaluated without a CEL error
         self.checked: set[tuple[str, str]] = set()
 
+    def has_shared_devices(self) -> bool:
+        """Whether some device is offered by a node selector or to all nodes."""
+        return bool(self._shared)
+
+    def local_devices(self) -> Mapping[str, Sequence[Device]]:
+        """The node-local devices (``spec.nodeName``) of valid pools, by node name."""
+        return self._local
+
     def held_by_node(self, in_use: Iterable[DeviceID]) -> dict[str, int]:
         """How many node-local devices of each node ``in_use`` holds (ids of devices this
         inventory does not have are not counted): once per pod, so that Filter tells a node

@@ -16,7 +16,7 @@ deliver no events.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, KeysView, Mapping
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,22 +124,26 @@ class ClaimTracker:
         # holders (informer claims and in-flight allocations) each device has.
         self._held: dict[str, tuple[DeviceID, ...]] = {}
         self._count: dict[DeviceID, int] = {}
+        # told when a device becomes held (True) or free (False): the free-device index
+        self.on_held: Callable[[DeviceID, bool], None] | None = None
 
     # --- the per-device count --------------------------------------------------------------------
 
     def _add(self, devices: Iterable[DeviceID]) -> None:
-        count = self._count
+        count, tell = self._count, self.on_held
         for d in devices:
-            count[d] = count.get(d, 0) + 1
+            n = count[d] = count.get(d, 0) + 1
+            if n == 1 and tell is not None:
+                tell(d, True)
 
     def _sub(self, devices: Iterable[DeviceID]) -> None:
-        count = self._count
+        count, tell = self._count, self.on_held
         for d in devices:
             n = count.get(d, 0) - 1
             if n > 0:
                 count[d] = n
-            else:
-                count.pop(d, None)
+            elif count.pop(d, None) is not None and tell is not None:
+                tell(d, False)
 
     def _drop_in_flight(self, claim_key: str) -> None:
         cur = self._in_flight.pop(claim_key, None)

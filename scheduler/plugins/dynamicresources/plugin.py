@@ -34,7 +34,16 @@ import structlog
 from scheduler.client.api import resource_path
 from scheduler.config import features
 from scheduler.config.load import parse_duration
-from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
+from scheduler.dra import index as free_index
+from scheduler.dra.allocator import (
+    Allocated,
+    AllocationError,
+    Prepared,
+    Unfit,
+    allocate,
+    prepare,
+    selectors_checked,
+)
 from scheduler.dra.counters import Counters
 from scheduler.dra.inventory import DeviceID, Inventory, SliceTracker, device_ids_of
 from scheduler.framework.cycle_state import CycleState, missing_state
@@ -98,9 +107,6 @@ REASON_NOT_OWNER = "ResourceClaim {name} was not created for pod {pod} (pod is n
 REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
 REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
 RESOURCE_SLICES = "resourceslices"
-# Nodes without room after which a cycle counts the held devices per node (a count costs a
-# pass over the held devices: worth it only when most nodes are full)
-HELD_COUNT_AFTER = 16
 
 PREBIND_ATTEMPTS = 5
 DEFAULT_FILTER_TIMEOUT_SECONDS = 10.0
@@ -119,8 +125,8 @@ class _State:
     freed: set[DeviceID] = field(default_factory=set)  # by preemption's removed victims
     by_node: dict[str, Allocated] = field(default_factory=dict)
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
-    held: dict[str, int] | None = None  # node -> its devices in in_use (Inventory.held_by_node)
-    unfit: int = 0  # nodes this cycle where the claims could not be allocated
+    # the free-device index when these claims need a free device and it applies, else None
+    index: free_index.FreeIndex | None = None
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -152,6 +158,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # Whether the tracker follows the claim informer's events (subscribed on first use:
         # the informers exist by then); otherwise every PreFilter scans the claims.
         self._watching: bool | None = None
+        # free devices per node (scheduler/dra/index.py), kept from the tracker's changes
+        self._index: free_index.FreeIndex | None = None
+        self._index_for: Inventory | None = None
 
     @property
     def follows_claim_events(self) -> bool:
@@ -346,8 +355,19 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 data.prepared = prepare(data.to_allocate, self.classes())
             except AllocationError as e:
                 return None, unresolvable(str(e))
+            if self._watching and free_index.needs_free_device(data.prepared):
+                data.index = self.device_index(data.inventory)
         state.write(STATE_KEY, data)
         return None, None
+
+    def device_index(self, inventory: Inventory) -> free_index.FreeIndex | None:
+        """The free-device index of this inventory (built again when the slices change, then
+        kept by the tracker's held/free changes), or None where it does not apply."""
+        if self._index_for is not inventory:
+            self._index_for = inventory
+            self._index = free_index.build(inventory, self.tracker.held())
+            self.tracker.on_held = self._index.held_changed if self._index else None
+        return self._index
 
     def pre_filter_extensions(self) -> DynamicResources:
         return self
@@ -401,18 +421,24 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return None
         assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
-        held = None
-        if not data.freed and data.unfit >= HELD_COUNT_AFTER:
-            # Many nodes had no room: count the held devices per node once this cycle, so
-            # a node with all of them held is told by one comparison (not with freed
-            # devices: preemption's what-ifs).
-            if data.held is None:
-                data.held = data.inventory.held_by_node(in_use)
-            held = data.held
+        index = data.index
+        if (index is not None and not data.freed and not index.may_fit(node_info.name)
+                and selectors_checked(data.prepared, data.inventory, node)):
+            # Every device of the node is held: the allocator would fail (index.py says
+            # why); why exactly is worked out if explain asks.
+            prepared, inventory, counters = data.prepared, data.inventory, data.counters
+
+            def explain() -> list[str]:
+                out = allocate(prepared, node=node, inventory=inventory, in_use=in_use,
+                               counters=counters, device_taints=self._device_taints,
+                               partitionable=self._partitionable)
+                return out.details if isinstance(out, Unfit) else []
+            data.details[node_info.name] = Unfit(explain=explain)
+            return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
-                           partitionable=self._partitionable, held=held,
+                           partitionable=self._partitionable,
                            deadline=(self._clock() + self._filter_timeout
                                      if self._filter_timeout else None),
                            clock=self._clock)
@@ -420,7 +446,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))
         if isinstance(out, Unfit):
-            data.unfit += 1
             data.details[node_info.name] = out  # why: worked out if explain asks
             if out.timed_out:
                 return unresolvable(out.details[0])
