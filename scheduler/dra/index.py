@@ -39,13 +39,17 @@ def _shares(device: object) -> bool:
 class FreeIndex:
     """Per node, how many of its devices no claim holds (see the module docstring)."""
 
-    __slots__ = ("inventory", "_node_of", "_free", "_always")
+    __slots__ = ("inventory", "_node_of", "_free", "_always", "_freeable", "_open")
 
     def __init__(self, inventory: Inventory, held: Iterable[DeviceID]) -> None:
         self.inventory = inventory
         self._node_of: dict[DeviceID, str] = {}
         self._free: dict[str, int] = {}
         self._always: set[str] = set()
+        # devices held by a claim reserved for one pod alone (preemption may free them)
+        self._freeable: dict[str, int] = {}
+        # nodes where the claims may fit now or after a preemption: free, shared or freeable
+        self._open: set[str] = set()
         for node, devices in inventory.local_devices().items():
             n = 0
             for d in devices:
@@ -55,14 +59,38 @@ class FreeIndex:
                 self._node_of[d.id] = node
                 n += 1
             self._free[node] = n
+            if n:
+                self._open.add(node)
+        self._open |= self._always
         for ident in held:
             self.held_changed(ident, True)
+
+    def _recheck(self, node: str) -> None:
+        if self._free[node] > 0 or self._freeable.get(node, 0) > 0 or node in self._always:
+            self._open.add(node)
+        else:
+            self._open.discard(node)
 
     def held_changed(self, ident: DeviceID, held: bool) -> None:
         """``ident`` became held (by its first holder) or free (its last holder let go)."""
         node = self._node_of.get(ident)
         if node is not None:
             self._free[node] += -1 if held else 1
+            self._recheck(node)
+
+    def reserved_changed(self, devices: Iterable[DeviceID], delta: int) -> None:
+        """A claim reserved for one pod alone came (+1) or went (-1) with these devices."""
+        for ident in devices:
+            node = self._node_of.get(ident)
+            if node is not None:
+                self._freeable[node] = self._freeable.get(node, 0) + delta
+                self._recheck(node)
+
+    def candidates(self) -> set[str]:
+        """The nodes where the claims could be allocated, now (a free device) or once
+        preemption evicted a pod (a device held by a claim reserved for one pod alone):
+        a copy."""
+        return set(self._open)
 
     def may_fit(self, node_name: str) -> bool:
         """False only when every device of the node is held (and none is shared)."""

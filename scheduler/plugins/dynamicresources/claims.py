@@ -126,6 +126,10 @@ class ClaimTracker:
         self._count: dict[DeviceID, int] = {}
         # told when a device becomes held (True) or free (False): the free-device index
         self.on_held: Callable[[DeviceID, bool], None] | None = None
+        # claims reserved for exactly one pod -> their devices (preemption of that pod frees
+        # them); ``on_reserved`` is told of each such claim coming (+1) and going (-1)
+        self._single: dict[str, tuple[DeviceID, ...]] = {}
+        self.on_reserved: Callable[[tuple[DeviceID, ...], int], None] | None = None
 
     # --- the per-device count --------------------------------------------------------------------
 
@@ -190,6 +194,11 @@ class ClaimTracker:
         if devices:
             self._held[key] = devices
             self._add(devices)
+        self._drop_single(key)
+        if devices and len(reserved_for(claim)) == 1:
+            self._single[key] = devices
+            if self.on_reserved is not None:
+                self.on_reserved(devices, 1)
         if alloc is not None:
             self._drop_in_flight(key)  # the API shows it now
 
@@ -203,8 +212,18 @@ class ClaimTracker:
         old = self._held.pop(key, None)
         if old:
             self._sub(old)
+        self._drop_single(key)
         # In-flight claims were read from the informer: gone from it means deleted.
         self._drop_in_flight(key)
+
+    def _drop_single(self, key: str) -> None:
+        single = self._single.pop(key, None)
+        if single is not None and self.on_reserved is not None:
+            self.on_reserved(single, -1)
+
+    def single_reserved(self) -> list[tuple[DeviceID, ...]]:
+        """The devices of each claim reserved for one pod alone."""
+        return list(self._single.values())
 
     def held(self) -> KeysView[DeviceID]:
         """Every device held, as of the events seen so far (a live view: do not keep it)."""

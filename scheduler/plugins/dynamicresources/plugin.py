@@ -109,6 +109,9 @@ REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
 RESOURCE_SLICES = "resourceslices"
 
 PREBIND_ATTEMPTS = 5
+# PreFilter narrows the nodes to those with a free device only when fewer than this (upstream's
+# minFeasibleNodesToFind: below it every node is scanned, so narrowing changes no outcome)
+NARROW_BELOW = 100
 DEFAULT_FILTER_TIMEOUT_SECONDS = 10.0
 
 
@@ -358,6 +361,15 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if self._watching and free_index.needs_free_device(data.prepared):
                 data.index = self.device_index(data.inventory)
         state.write(STATE_KEY, data)
+        if data.index is not None and not data.allocated_selectors:
+            # Filter only the nodes where the claims could fit (a free device) or could after
+            # a preemption; only when they are few (under upstream's minimum of feasible
+            # nodes to find: the nodes found feasible are then exactly those found without
+            # narrowing) and some; if none of them fits, the framework filters the others
+            # too (``shortcut``), so every node gets the status it gets without narrowing.
+            candidates = data.index.candidates()
+            if 0 < len(candidates) < NARROW_BELOW and len(candidates) < len(nodes):
+                return PreFilterResult(candidates, shortcut=True), None
         return None, None
 
     def device_index(self, inventory: Inventory) -> free_index.FreeIndex | None:
@@ -365,8 +377,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         kept by the tracker's held/free changes), or None where it does not apply."""
         if self._index_for is not inventory:
             self._index_for = inventory
-            self._index = free_index.build(inventory, self.tracker.held())
-            self.tracker.on_held = self._index.held_changed if self._index else None
+            self._index = index = free_index.build(inventory, self.tracker.held())
+            self.tracker.on_held = index.held_changed if index else None
+            self.tracker.on_reserved = index.reserved_changed if index else None
+            if index is not None:
+                for devices in self.tracker.single_reserved():
+                    index.reserved_changed(devices, 1)
         return self._index
 
     def pre_filter_extensions(self) -> DynamicResources:
