@@ -191,16 +191,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         (nothing to walk per pod) when the listers deliver them, else rebuilt when a listed
         slice changed."""
         if self._slices_watched is None:
-            self._slices_watched = False
-            listers = self._handle.listers
-            if isinstance(listers, ObjectWatcher):
-                try:
-                    listers.watch(RESOURCE_SLICES, on_add=self._slices.slice_added,
-                                  on_update=self._slices.slice_updated,
-                                  on_delete=self._slices.slice_deleted)
-                    self._slices_watched = True
-                except KeyError:  # no informer (an API without resource.k8s.io)
-                    pass
+            self._slices_watched = self._subscribe(
+                RESOURCE_SLICES, on_add=self._slices.slice_added,
+                on_update=self._slices.slice_updated, on_delete=self._slices.slice_deleted)
         if self._slices_watched:
             if self._slices.new_problems:
                 for problem in self._slices.new_problems:
@@ -226,6 +219,21 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 log.warning("invalid shared counters", problem=problem)
         return self._inventory
 
+    def _subscribe(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
+                   on_update: Callable[[dict[str, Any], dict[str, Any]], None],
+                   on_delete: Callable[[dict[str, Any]], None]) -> bool:
+        """Follow the informer's events of ``resource`` (called once, on first use: the
+        informers exist by then); False when the listers deliver none (then the caller
+        lists), or there is no informer (an API without resource.k8s.io)."""
+        listers = self._handle.listers
+        if not isinstance(listers, ObjectWatcher):
+            return False
+        try:
+            listers.watch(resource, on_add=on_add, on_update=on_update, on_delete=on_delete)
+        except KeyError:
+            return False
+        return True
+
     def counters(self) -> Counters:
         """The shared counters of the current ResourceSlices (partitionable devices)."""
         self.inventory()
@@ -235,16 +243,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     def _in_use(self) -> Set[DeviceID]:
         """The devices held by allocated claims and by allocations in flight."""
         if self._watching is None:
-            listers = self._handle.listers
-            self._watching = False
-            if isinstance(listers, ObjectWatcher):
-                try:
-                    listers.watch(RESOURCE_CLAIMS, on_add=self.tracker.claim_added,
-                                  on_update=self.tracker.claim_updated,
-                                  on_delete=self.tracker.claim_deleted)
-                    self._watching = True
-                except KeyError:  # no informer (an API without resource.k8s.io)
-                    pass
+            self._watching = self._subscribe(
+                RESOURCE_CLAIMS, on_add=self.tracker.claim_added,
+                on_update=self.tracker.claim_updated, on_delete=self.tracker.claim_deleted)
         if self._watching:
             return self.tracker.held()
         return self.tracker.in_use(self._list(RESOURCE_CLAIMS))
