@@ -86,6 +86,10 @@ class FreeIndex:
                 self._freeable[node] = self._freeable.get(node, 0) + delta
                 self._recheck(node)
 
+    def open_count(self) -> int:
+        """How many nodes :meth:`candidates` would give (without copying them)."""
+        return len(self._open)
+
     def candidates(self) -> set[str]:
         """The nodes where the claims could be allocated, now (a free device) or once
         preemption evicted a pod (a device held by a claim reserved for one pod alone):

@@ -368,9 +368,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             # nodes to find: the nodes found feasible are then exactly those found without
             # narrowing) and some; if none of them fits, the framework filters the others
             # too (``shortcut``), so every node gets the status it gets without narrowing.
-            candidates = data.index.candidates()
-            if 0 < len(candidates) < NARROW_BELOW and len(candidates) < len(nodes):
-                return PreFilterResult(candidates, shortcut=True), None
+            count = data.index.open_count()
+            if 0 < count < NARROW_BELOW and count < len(nodes):
+                return PreFilterResult(data.index.candidates(), shortcut=True), None
         return None, None
 
     def device_index(self, inventory: Inventory) -> free_index.FreeIndex | None:
