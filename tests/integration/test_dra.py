@@ -11,24 +11,26 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
-from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
+from tests.unit.dra.builders import (
+    DRIVER,
+    claim,
+    claim_pod,
+    device,
+    exactly,
+    gpu_class,
+    resource_slice,
+)
 
 API = "/apis/resource.k8s.io/v1"
 
 
 def pod(name: str, claim_name: str) -> dict[str, Any]:
-    p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
-                .req(cpu="100m", memory="64Mi").obj())
-    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
-    return p
+    return for_api(claim_pod(name, claim_name))
 
 
 def strip(obj: dict[str, Any]) -> dict[str, Any]:
-    out = dict(obj)
-    out["metadata"] = {k: v for k, v in obj["metadata"].items()
-                       if k not in ("uid", "resourceVersion")}
-    out.pop("status", None)
-    return out
+    """The object without what only the API server sets (the harness's ``for_api``)."""
+    return for_api(obj)
 
 
 async def test_claim_allocated_on_the_device_node_and_second_pod_waits(
