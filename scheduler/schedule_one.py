@@ -458,7 +458,14 @@ class SchedulingCycle:
         if pre_result is not None and pre_result.node_names is not None:
             nodes = self._restrict(all_nodes, pre_result.node_names)
         feasible = self._find_nodes_that_pass_filters(fwk, state, pod_info, nodes, diagnosis)
-        if not feasible and len(nodes) < len(all_nodes):
+        if not feasible and len(nodes) < len(all_nodes) and pre_result is not None \
+                and pre_result.shortcut:
+            # The narrowing was a shortcut for the plugins' own Filter answers: the nodes it
+            # left out are filtered now, each gets its status as without the shortcut.
+            allowed = pre_result.node_names or set()
+            rest = [n for n in all_nodes if n.name not in allowed]
+            feasible = self._find_nodes_that_pass_filters(fwk, state, pod_info, rest, diagnosis)
+        elif not feasible and len(nodes) < len(all_nodes):
             # Nodes a PreFilter result ruled out are counted in the message, as upstream's
             # absent-nodes status does ("N node(s) didn't satisfy plugin(s) [NodeAffinity]").
             excluded = Status(

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from scheduler.bench.creator import CreatorProcess, CreatorReport
+from scheduler.bench.creator import CreatorProcess, CreatorReport, create_bodies
 
 GROUP = "/apis/resource.k8s.io/v1"
 
@@ -78,27 +78,20 @@ async def drive(client: Any, template: dict[str, Any], *, batch: int, duration: 
     created = failed = 0
     error = ""
     serial = 0
-    slots = asyncio.Semaphore(max(1, concurrency))
-
-    async def create_one(body: dict[str, Any]) -> None:
-        nonlocal created, failed, error
-        async with slots:
-            resp = await client.request("POST", pods_path, body=body)
-        if resp.ok:
-            created += 1
-        else:
-            failed += 1
-            error = error or f"POST {pods_path}: HTTP {resp.status} {resp.body}"[:500]
 
     async def create_batch() -> None:
-        nonlocal serial
+        nonlocal serial, created, failed, error
         bodies = []
         for _ in range(batch):
             body = copy.deepcopy(template)
             body["metadata"]["name"] = f"{prefix}-{serial}"
             serial += 1
-            bodies.append(body)
-        await asyncio.gather(*(create_one(b) for b in bodies))
+            bodies.append((pods_path, orjson.dumps(body)))
+        # the creator's POST loop (``create_bodies``): failures counted, the first one kept
+        report = await create_bodies(client, bodies, concurrency)
+        created += report.created
+        failed += report.failed
+        error = error or report.error
 
     watcher = asyncio.create_task(watch(), name="bench-steady-watch")
     started = clock()

@@ -530,6 +530,29 @@ def _simple_alternative(prepared: Prepared) -> tuple[_Request, _Alternative] | N
     return req, alt
 
 
+def selectors_checked(prepared: Prepared, inventory: Inventory,
+                      node: Mapping[str, Any]) -> bool:
+    """Every selector of every request evaluates without a CEL error on every device of the
+    node (as a full search would evaluate them); remembered in ``inventory.checked``.
+    False when one errs: the caller then runs the allocator, which reports it."""
+    node_name = str((node.get("metadata") or {}).get("name") or "")
+    devices: Sequence[Device] | None = None
+    for req in prepared.requests:
+        for alt in req.alternatives:
+            key = (node_name, alt.selected_key)
+            if key in inventory.checked:
+                continue
+            if devices is None:
+                devices = inventory.devices_for_node(node)
+            try:
+                for d in devices:
+                    _selected(alt, d, req.claim, req.name)
+            except AllocationError:
+                return False
+            inventory.checked.add(key)
+    return True
+
+
 def _fast_path(prepared: Prepared, devices: Sequence[Device], in_use: AbstractSet[DeviceID],
                node_name: str, device_taints: bool, counters: Counters | None = None,
                left: dict[tuple[PoolID, str], dict[str, int]] | None = None,

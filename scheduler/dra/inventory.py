@@ -272,6 +272,14 @@ class Inventory:
         # offered (set by the reader before the first devices_for_node)
         self.skip_binding_conditions = False
 
+    def has_shared_devices(self) -> bool:
+        """Whether some device is offered by a node selector or to all nodes."""
+        return bool(self._shared)
+
+    def local_devices(self) -> Mapping[str, Sequence[Device]]:
+        """The node-local devices (``spec.nodeName``) of valid pools, by node name."""
+        return self._local
+
     def held_by_node(self, in_use: Iterable[DeviceID]) -> dict[str, int]:
         """How many node-local devices of each node ``in_use`` holds (ids of devices this
         inventory does not have are not counted): once per pod, so that Filter tells a node

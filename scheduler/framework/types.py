@@ -69,16 +69,22 @@ class PreFilterResult:
     """A PreFilter may narrow the nodes worth filtering (None = all nodes)."""
 
     node_names: set[str] | None = None
+    # the nodes left out are ones the plugin's own Filter would reject (DynamicResources'
+    # free-device index): when none of the others fits, they are filtered too, so that each
+    # gets the status the filters give it (not "node(s) didn't satisfy plugin(s)")
+    shortcut: bool = False
 
     def all_nodes(self) -> bool:
         return self.node_names is None
 
     def merge(self, other: PreFilterResult | None) -> PreFilterResult:
         if other is None or other.all_nodes():
-            return PreFilterResult(None if self.node_names is None else set(self.node_names))
+            return PreFilterResult(None if self.node_names is None else set(self.node_names),
+                                   shortcut=self.shortcut)
         if self.all_nodes():
-            return PreFilterResult(set(other.node_names or ()))
-        return PreFilterResult((self.node_names or set()) & (other.node_names or set()))
+            return PreFilterResult(set(other.node_names or ()), shortcut=other.shortcut)
+        return PreFilterResult((self.node_names or set()) & (other.node_names or set()),
+                               shortcut=self.shortcut and other.shortcut)
 
 
 @dataclass(slots=True)

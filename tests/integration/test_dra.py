@@ -11,24 +11,26 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
-from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
+from tests.unit.dra.builders import (
+    DRIVER,
+    claim,
+    claim_pod,
+    device,
+    exactly,
+    gpu_class,
+    resource_slice,
+)
 
 API = "/apis/resource.k8s.io/v1"
 
 
 def pod(name: str, claim_name: str) -> dict[str, Any]:
-    p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
-                .req(cpu="100m", memory="64Mi").obj())
-    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
-    return p
+    return for_api(claim_pod(name, claim_name))
 
 
 def strip(obj: dict[str, Any]) -> dict[str, Any]:
-    out = dict(obj)
-    out["metadata"] = {k: v for k, v in obj["metadata"].items()
-                       if k not in ("uid", "resourceVersion")}
-    out.pop("status", None)
-    return out
+    """The object without what only the API server sets (the harness's ``for_api``)."""
+    return for_api(obj)
 
 
 async def test_claim_allocated_on_the_device_node_and_second_pod_waits(
@@ -339,3 +341,52 @@ def bound_of(cluster: Any, names: list[str]) -> Any:
     async def bound() -> dict[str, str]:
         return {n: await cluster.node_name(n) for n in names if await cluster.node_name(n)}
     return bound
+
+
+async def test_nodes_left_out_by_the_free_device_shortcut_keep_their_own_status(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # One device a node. The first node's device is taken (by p0 and p0b sharing a claim;
+    # p0 only fits there);
+    # the others have a free device but no memory left: PreFilter narrows to them, none
+    # fits, and the first node is then filtered too: it says "cannot allocate all claims",
+    # not "didn't satisfy plugin(s)", as without the shortcut.
+    sb = await sandbox_factory(nodes=3, node_cpu="4", node_memory="16Gi")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster, running_scheduler(kc):
+        api = cluster.client
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
+        for n in nodes:
+            await api.create(f"{API}/resourceslices", strip(resource_slice(
+                f"gpus-{n}", node=n, devices=[device("gpu-0")])))
+        for i, n in enumerate(nodes[1:]):
+            await cluster.create_pod(for_api(PodBuilder(f"filler{i}", "default").node(n)
+                                             .req(cpu="100m", memory="15Gi").obj()))
+        for name in ("c0", "c1"):
+            await api.create(f"{API}/namespaces/default/resourceclaims",
+                             strip(claim(name, exactly("gpu", "gpu"))))
+        p0 = pod("p0", "c0")
+        p0["spec"]["containers"][0]["resources"]["requests"]["memory"] = "8Gi"
+        await cluster.create_pod(p0)
+        await wait_until(lambda: cluster.node_name("p0"), timeout=20, message="p0 bound")
+        assert await cluster.node_name("p0") == nodes[0]
+        # a second user of c0: a claim reserved for two pods is not freed by evicting one,
+        # so the first node is no candidate (a preemption could not free its device)
+        await cluster.create_pod(pod("p0b", "c0"))
+        await wait_until(lambda: cluster.node_name("p0b"), timeout=20, message="p0b bound")
+
+        big = pod("big", "c1")
+        big["spec"]["containers"][0]["resources"]["requests"]["memory"] = "4Gi"
+        await cluster.create_pod(big)
+
+        async def failed() -> list[dict[str, Any]]:
+            return [e for e in await cluster.events_for("big")
+                    if e["reason"] == "FailedScheduling"]
+
+        await wait_until(failed, timeout=20, message="big FailedScheduling")
+        note = (await failed())[0]["note"]
+        assert note.startswith("0/3 nodes are available:"), note
+        assert "1 cannot allocate all claims" in note, note
+        assert "2 Insufficient memory" in note, note
+        assert "didn't satisfy" not in note, note

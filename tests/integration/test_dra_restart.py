@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.builders import PodBuilder
 from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
-from tests.unit.dra.builders import claim, exactly
+from tests.unit.dra.builders import claim, claim_pod, exactly
 
 API = "/apis/resource.k8s.io/v1"
 CLAIMS = f"{API}/namespaces/default/resourceclaims"
@@ -20,10 +19,7 @@ CLAIM_WRITES = "resourceclaims.resource.k8s.io"
 
 
 def pod(name: str, claim_name: str) -> dict[str, Any]:
-    p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
-                .req(cpu="100m", memory="64Mi").obj())
-    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
-    return p
+    return for_api(claim_pod(name, claim_name))
 
 
 def new_claim(name: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ deliver no events.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, KeysView, Mapping
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -139,6 +139,12 @@ class ClaimTracker:
         self._scan_consumed: dict[DeviceID, dict[str, Fraction]] = {}
         self._scanned = False  # in_use() is the source (a lister without events)
         self._shared_alloc: dict[str, Mapping[str, Any]] = {}  # informer claims with shares
+        # told when a device becomes held (True) or free (False): the free-device index
+        self.on_held: Callable[[DeviceID, bool], None] | None = None
+        # claims reserved for exactly one pod -> their devices (preemption of that pod frees
+        # them); ``on_reserved`` is told of each such claim coming (+1) and going (-1)
+        self._single: dict[str, tuple[DeviceID, ...]] = {}
+        self.on_reserved: Callable[[tuple[DeviceID, ...], int], None] | None = None
 
     def _share(self, allocation: Mapping[str, Any] | None, sign: int,
                into: dict[DeviceID, dict[str, Fraction]] | None = None) -> None:
@@ -157,18 +163,20 @@ class ClaimTracker:
     # --- the per-device count --------------------------------------------------------------------
 
     def _add(self, devices: Iterable[DeviceID]) -> None:
-        count = self._count
+        count, tell = self._count, self.on_held
         for d in devices:
-            count[d] = count.get(d, 0) + 1
+            n = count[d] = count.get(d, 0) + 1
+            if n == 1 and tell is not None:
+                tell(d, True)
 
     def _sub(self, devices: Iterable[DeviceID]) -> None:
-        count = self._count
+        count, tell = self._count, self.on_held
         for d in devices:
             n = count.get(d, 0) - 1
             if n > 0:
                 count[d] = n
-            else:
-                count.pop(d, None)
+            elif count.pop(d, None) is not None and tell is not None:
+                tell(d, False)
 
     def _drop_in_flight(self, claim_key: str) -> None:
         cur = self._in_flight.pop(claim_key, None)
@@ -221,6 +229,11 @@ class ClaimTracker:
         if alloc is not None and cap.consumed_of(alloc):
             self._shared_alloc[key] = alloc
             self._share(alloc, 1)
+        self._drop_single(key)
+        if devices and len(reserved_for(claim)) == 1:
+            self._single[key] = devices
+            if self.on_reserved is not None:
+                self.on_reserved(devices, 1)
         if alloc is not None:
             self._drop_in_flight(key)  # the API shows it now
 
@@ -235,8 +248,18 @@ class ClaimTracker:
         if old:
             self._sub(old)
         self._share(self._shared_alloc.pop(key, None), -1)
+        self._drop_single(key)
         # In-flight claims were read from the informer: gone from it means deleted.
         self._drop_in_flight(key)
+
+    def _drop_single(self, key: str) -> None:
+        single = self._single.pop(key, None)
+        if single is not None and self.on_reserved is not None:
+            self.on_reserved(single, -1)
+
+    def single_reserved(self) -> list[tuple[DeviceID, ...]]:
+        """The devices of each claim reserved for one pod alone."""
+        return list(self._single.values())
 
     def held(self) -> KeysView[DeviceID]:
         """Every device held, as of the events seen so far (a live view: do not keep it)."""

@@ -35,7 +35,16 @@ import structlog
 from scheduler.client.api import resource_path
 from scheduler.config import features
 from scheduler.config.load import parse_duration
-from scheduler.dra.allocator import Allocated, AllocationError, Prepared, Unfit, allocate, prepare
+from scheduler.dra import index as free_index
+from scheduler.dra.allocator import (
+    Allocated,
+    AllocationError,
+    Prepared,
+    Unfit,
+    allocate,
+    prepare,
+    selectors_checked,
+)
 from scheduler.dra.bindingconditions import (
     FAILED,
     READY,
@@ -112,11 +121,11 @@ REASON_DEALLOCATED = "deallocation of ResourceClaim completed"
 REASON_NOTHING_TO_DEALLOCATE = "still not schedulable"
 RESOURCE_SLICES = "resourceslices"
 DEVICE_TAINT_RULES = "devicetaintrules"
-# Nodes without room after which a cycle counts the held devices per node (a count costs a
-# pass over the held devices: worth it only when most nodes are full)
-HELD_COUNT_AFTER = 16
 
 PREBIND_ATTEMPTS = 5
+# PreFilter narrows the nodes to those with a free device only when fewer than this (upstream's
+# minFeasibleNodesToFind: below it every node is scanned, so narrowing changes no outcome)
+NARROW_BELOW = 100
 DEFAULT_FILTER_TIMEOUT_SECONDS = 10.0
 # DRADeviceBindingConditions: DynamicResourcesArgs.bindingTimeout's default and minimum, and
 # how often PreBind looks at the claims again while it waits (upstream's poll interval)
@@ -143,11 +152,11 @@ class _State:
     freed_shares: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     by_node: dict[str, Allocated] = field(default_factory=dict)
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
-    held: dict[str, int] | None = None  # node -> its devices in in_use (Inventory.held_by_node)
-    unfit: int = 0  # nodes this cycle where the claims could not be allocated
     # an allocated claim whose binding failed or timed out (binding conditions): no node fits
     # until PostFilter deallocated it
     unavailable: str = ""
+    # the free-device index when these claims need a free device and it applies, else None
+    index: free_index.FreeIndex | None = None
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -196,6 +205,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # Whether the tracker follows the claim informer's events (subscribed on first use:
         # the informers exist by then); otherwise every PreFilter scans the claims.
         self._watching: bool | None = None
+        # free devices per node (scheduler/dra/index.py), kept from the tracker's changes
+        self._index: free_index.FreeIndex | None = None
+        self._index_for: Inventory | None = None
 
     @property
     def follows_claim_events(self) -> bool:
@@ -257,16 +269,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         (nothing to walk per pod) when the listers deliver them, else rebuilt when a listed
         slice changed."""
         if self._slices_watched is None:
-            self._slices_watched = False
-            listers = self._handle.listers
-            if isinstance(listers, ObjectWatcher):
-                try:
-                    listers.watch(RESOURCE_SLICES, on_add=self._slices.slice_added,
-                                  on_update=self._slices.slice_updated,
-                                  on_delete=self._slices.slice_deleted)
-                    self._slices_watched = True
-                except KeyError:  # no informer (an API without resource.k8s.io)
-                    pass
+            self._slices_watched = self._subscribe(
+                RESOURCE_SLICES, on_add=self._slices.slice_added,
+                on_update=self._slices.slice_updated, on_delete=self._slices.slice_deleted)
         if self._slices_watched:
             if self._slices.new_problems:
                 for problem in self._slices.new_problems:
@@ -292,6 +297,21 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 log.warning("invalid shared counters", problem=problem)
         return self._inventory
 
+    def _subscribe(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
+                   on_update: Callable[[dict[str, Any], dict[str, Any]], None],
+                   on_delete: Callable[[dict[str, Any]], None]) -> bool:
+        """Follow the informer's events of ``resource`` (called once, on first use: the
+        informers exist by then); False when the listers deliver none (then the caller
+        lists), or there is no informer (an API without resource.k8s.io)."""
+        listers = self._handle.listers
+        if not isinstance(listers, ObjectWatcher):
+            return False
+        try:
+            listers.watch(resource, on_add=on_add, on_update=on_update, on_delete=on_delete)
+        except KeyError:
+            return False
+        return True
+
     def counters(self) -> Counters:
         """The shared counters of the current ResourceSlices (partitionable devices)."""
         self.inventory()
@@ -301,16 +321,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     def _in_use(self) -> Set[DeviceID]:
         """The devices held by allocated claims and by allocations in flight."""
         if self._watching is None:
-            listers = self._handle.listers
-            self._watching = False
-            if isinstance(listers, ObjectWatcher):
-                try:
-                    listers.watch(RESOURCE_CLAIMS, on_add=self.tracker.claim_added,
-                                  on_update=self.tracker.claim_updated,
-                                  on_delete=self.tracker.claim_deleted)
-                    self._watching = True
-                except KeyError:  # no informer (an API without resource.k8s.io)
-                    pass
+            self._watching = self._subscribe(
+                RESOURCE_CLAIMS, on_add=self.tracker.claim_added,
+                on_update=self.tracker.claim_updated, on_delete=self.tracker.claim_deleted)
         if self._watching:
             return self.tracker.held()
         return self.tracker.in_use(self._list(RESOURCE_CLAIMS))
@@ -430,8 +443,32 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 data.prepared = prepare(data.to_allocate, self.classes())
             except AllocationError as e:
                 return None, unresolvable(str(e))
+            if self._watching and free_index.needs_free_device(data.prepared):
+                data.index = self.device_index(data.inventory)
         state.write(STATE_KEY, data)
+        if data.index is not None and not data.allocated_selectors:
+            # Filter only the nodes where the claims could fit (a free device) or could after
+            # a preemption; only when they are few (under upstream's minimum of feasible
+            # nodes to find: the nodes found feasible are then exactly those found without
+            # narrowing) and some; if none of them fits, the framework filters the others
+            # too (``shortcut``), so every node gets the status it gets without narrowing.
+            count = data.index.open_count()
+            if 0 < count < NARROW_BELOW and count < len(nodes):
+                return PreFilterResult(data.index.candidates(), shortcut=True), None
         return None, None
+
+    def device_index(self, inventory: Inventory) -> free_index.FreeIndex | None:
+        """The free-device index of this inventory (built again when the slices change, then
+        kept by the tracker's held/free changes), or None where it does not apply."""
+        if self._index_for is not inventory:
+            self._index_for = inventory
+            self._index = index = free_index.build(inventory, self.tracker.held())
+            self.tracker.on_held = index.held_changed if index else None
+            self.tracker.on_reserved = index.reserved_changed if index else None
+            if index is not None:
+                for devices in self.tracker.single_reserved():
+                    index.reserved_changed(devices, 1)
+        return self._index
 
     def pre_filter_extensions(self) -> DynamicResources:
         return self
@@ -523,18 +560,24 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return None
         assert data.inventory is not None and data.prepared is not None
         in_use = data.in_use - data.freed if data.freed else data.in_use
-        held = None
-        if not data.freed and data.unfit >= HELD_COUNT_AFTER:
-            # Many nodes had no room: count the held devices per node once this cycle, so
-            # a node with all of them held is told by one comparison (not with freed
-            # devices: preemption's what-ifs).
-            if data.held is None:
-                data.held = data.inventory.held_by_node(in_use)
-            held = data.held
+        index = data.index
+        if (index is not None and not data.freed and not index.may_fit(node_info.name)
+                and selectors_checked(data.prepared, data.inventory, node)):
+            # Every device of the node is held: the allocator would fail (index.py says
+            # why); why exactly is worked out if explain asks.
+            prepared, inventory, counters = data.prepared, data.inventory, data.counters
+
+            def explain() -> list[str]:
+                out = allocate(prepared, node=node, inventory=inventory, in_use=in_use,
+                               counters=counters, device_taints=self._device_taints,
+                               partitionable=self._partitionable)
+                return out.details if isinstance(out, Unfit) else []
+            data.details[node_info.name] = Unfit(explain=explain)
+            return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
-                           partitionable=self._partitionable, held=held,
+                           partitionable=self._partitionable,
                            consumable=self._consumable, fractional=self._fractional,
                            consumed=self._consumed(data),
                            deadline=(self._clock() + self._filter_timeout
@@ -544,7 +587,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.details[node_info.name] = [str(e)]
             return unresolvable(str(e))
         if isinstance(out, Unfit):
-            data.unfit += 1
             data.details[node_info.name] = out  # why: worked out if explain asks
             if out.timed_out:
                 return unresolvable(out.details[0])

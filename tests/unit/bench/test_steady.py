@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 
 from scheduler.bench.steady import drive, pick_devices
@@ -49,6 +50,7 @@ class _Api:
             self.pods.clear()
             return ApiResponse(self.delete_status, {})
         assert method == "POST" and path == "/api/v1/namespaces/ns/pods"
+        body = orjson.loads(body)  # encoded once, as the creator sends them
         name = body["metadata"]["name"]
         assert name not in self.pods
         pod = {**body, "metadata": {**body["metadata"], "uid": f"uid-{name}"}}

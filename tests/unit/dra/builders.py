@@ -1,11 +1,22 @@
 """Builders of resource.k8s.io/v1 objects (DeviceClass, ResourceSlice, ResourceClaim) as the
-API serves them, for the DRA tests."""
+API serves them, and of pods that use claims, for the DRA tests."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tests.builders import PodBuilder
+
 DRIVER = "gpu.example.com"
+
+
+def claim_pod(name: str, claim_name: str, *, scheduler: str = "py-scheduler"
+              ) -> dict[str, Any]:
+    """A pod of ``scheduler`` (100m CPU, 64Mi) using the claim ``claim_name`` as "gpu"."""
+    p = (PodBuilder(name, "default").scheduler_name(scheduler)
+         .req(cpu="100m", memory="64Mi").obj())
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    return p
 
 
 def device(name: str, *, attrs: dict[str, Any] | None = None,

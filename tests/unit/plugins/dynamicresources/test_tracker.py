@@ -16,7 +16,6 @@ from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.dynamicresources.claims import ClaimTracker, allocation_of, key_of
 from scheduler.plugins.dynamicresources.plugin import (
-    HELD_COUNT_AFTER,
     REASON_CANNOT_ALLOCATE,
     DynamicResources,
 )
@@ -211,10 +210,8 @@ def test_shared_counters_follow_the_watched_slices() -> None:
     assert p.counters() is not first
 
 
-@pytest.mark.parametrize(("nodes", "counted"), [(HELD_COUNT_AFTER, False),
-                                                (HELD_COUNT_AFTER + 4, True)])
-def test_held_devices_are_counted_per_node_once_many_nodes_are_full(
-        nodes: int, counted: bool) -> None:
+@pytest.mark.parametrize("nodes", [1, 5])
+def test_full_nodes_are_told_by_the_free_device_index(nodes: int) -> None:
     from scheduler.plugins.dynamicresources.plugin import STATE_KEY
 
     names = [f"m{i}" for i in range(nodes)]
@@ -231,9 +228,15 @@ def test_held_devices_are_counted_per_node_once_many_nodes_are_full(
                            for n in names],
         "deviceclasses": [gpu_class()]})
     p = DynamicResources(None, handle)  # type: ignore[arg-type]
-    for _ in range(2):  # the second cycle finds every node's selectors checked
+    for _ in range(2):
         state, by_node = filter_all(p, pod_with("p", "mine"), handle)
         assert all(s is not None and s.message() == REASON_CANNOT_ALLOCATE
                    for s in by_node.values())
-        assert (state.read(STATE_KEY).held is not None) is counted
+        index = state.read(STATE_KEY).index
+        assert index is not None and not any(index.may_fit(n) for n in names)
     assert "needs 1, 1 match, 0 free" in p.node_details(state, names[-1])[0]
+    # a holder deleted: its node has a free device again, and the pod fits there
+    handle._listers.delete(holders[0], "resourceclaims")
+    state, by_node = filter_all(p, pod_with("p", "mine"), handle)
+    assert by_node[names[0]] is None
+    assert all(by_node[n] is not None for n in names[1:])

@@ -1,0 +1,120 @@
+"""Property: the free-device index (scheduler/dra/index.py) never rules out a node where the
+plain allocator finds an allocation, and kept incrementally it equals one built afresh."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.dra.allocator import Allocated, AllocationError, allocate, prepare
+from scheduler.dra.index import FreeIndex, build, needs_free_device
+from scheduler.dra.inventory import DeviceID, Inventory
+from tests.unit.dra.builders import (
+    DRIVER,
+    claim,
+    device,
+    device_class,
+    exactly,
+    first_available,
+    node,
+    resource_slice,
+)
+
+NODES = ("n0", "n1", "n2")
+CLASSES = {
+    "any": device_class("any", f'device.driver == "{DRIVER}"'),
+    "a": device_class("a", f'device.attributes["{DRIVER}"].model == "a"'),
+    "b": device_class("b", f'device.attributes["{DRIVER}"].model == "b"'),
+}
+TAINT = {"key": "broken", "value": "yes", "effect": "NoSchedule"}
+
+# per node: devices (model, tainted)
+node_devices_st = st.lists(st.tuples(st.sampled_from("ab"), st.booleans()), max_size=3)
+# a request: ("exact", class, count, admin) | ("all", class) | ("first", class, class)
+request_st = st.one_of(
+    st.tuples(st.just("exact"), st.sampled_from(sorted(CLASSES)), st.integers(1, 2),
+              st.booleans()),
+    st.tuples(st.just("all"), st.sampled_from(sorted(CLASSES))),
+    st.tuples(st.just("first"), st.sampled_from(sorted(CLASSES)),
+              st.sampled_from(sorted(CLASSES))),
+)
+claims_st = st.lists(st.lists(request_st, min_size=1, max_size=2), min_size=1, max_size=2)
+
+
+def _request(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
+    if spec[0] == "exact":
+        return exactly(f"r{i}", spec[1], count=spec[2], admin=spec[3])
+    if spec[0] == "all":
+        return exactly(f"r{i}", spec[1], all_devices=True)
+    return first_available(f"r{i}", ("s0", spec[1], 1), ("s1", spec[2], 1))
+
+
+def _inventory(per_node: list[list[tuple[str, bool]]]) -> tuple[Inventory, list[DeviceID]]:
+    slices, ids = [], []
+    for name, devs in zip(NODES, per_node):
+        slices.append(resource_slice(f"{name}-s", node=name, devices=[
+            device(f"d{i}", attrs={"model": m}, taints=[TAINT] if tainted else None)
+            for i, (m, tainted) in enumerate(devs)]))
+        ids += [(DRIVER, name, f"d{i}") for i in range(len(devs))]
+    return Inventory(slices), ids
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(node_devices_st, min_size=3, max_size=3), claims_st,
+       st.lists(st.booleans(), min_size=9, max_size=9))
+def test_index_never_rules_out_a_node_the_allocator_accepts(
+        per_node: list[list[tuple[str, bool]]], claims_in: list[list[tuple[Any, ...]]],
+        held_mask: list[bool]) -> None:
+    inv, ids = _inventory(per_node)
+    held = {d for d, h in zip(ids, held_mask) if h}
+    index = build(inv, held)
+    assert index is not None  # every device is node-local
+    claims = [claim(f"c{ci}", *[_request(i, r) for i, r in enumerate(reqs)])
+              for ci, reqs in enumerate(claims_in)]
+    prepared = prepare(claims, CLASSES)
+    for name in NODES:
+        try:
+            out = allocate(prepared, node=node(name), inventory=inv, in_use=held)
+        except AllocationError:
+            continue
+        if isinstance(out, Allocated):
+            assert index.may_fit(name) or not needs_free_device(prepared), (name, claims_in)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(node_devices_st, min_size=3, max_size=3),
+       st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=20))
+def test_kept_incrementally_it_equals_a_fresh_build(
+        per_node: list[list[tuple[str, bool]]], steps: list[tuple[int, bool]]) -> None:
+    inv, ids = _inventory(per_node)
+    index = FreeIndex(inv, ())
+    held: set[DeviceID] = set()
+    for i, take in steps:
+        if i >= len(ids) or (ids[i] in held) == take:
+            continue  # the tracker tells transitions only
+        (held.add if take else held.discard)(ids[i])
+        index.held_changed(ids[i], take)
+        fresh = FreeIndex(inv, held)
+        assert [index.free(n) for n in NODES] == [fresh.free(n) for n in NODES]
+        for n in NODES:
+            assert index.free(n) == sum(1 for d in ids if d[1] == n and d not in held)
+
+
+def test_no_index_when_a_pool_serves_nodes_by_selector() -> None:
+    inv = Inventory([resource_slice("shared", all_nodes=True, pool="p", devices=[device("d0")])])
+    assert build(inv, ()) is None
+
+
+def test_requests_that_need_no_free_device_do_not_narrow() -> None:
+    cases = [
+        ([exactly("r", "any")], True),
+        ([exactly("r", "any", count=2)], True),
+        ([exactly("r", "any", all_devices=True)], False),
+        ([exactly("r", "any", admin=True)], False),
+        ([first_available("r", ("s0", "any", 1), ("s1", "a", 2))], True),
+        ([exactly("r", "any", all_devices=True), exactly("q", "a")], True),
+    ]
+    for requests, narrows in cases:
+        assert needs_free_device(prepare([claim("c", *requests)], CLASSES)) is narrows, requests

@@ -1,0 +1,86 @@
+"""PreFilter narrows the nodes to those where the claims may fit (a free device, or one a
+preemption could free) when they are few; Filter rejects a full node without the allocator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.dynamicresources.plugin import NARROW_BELOW, DynamicResources
+from tests.builders import make_node
+from tests.fakes import FakeHandle, node_infos
+from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
+from tests.unit.plugins.dynamicresources.test_plugin import pod_with
+from tests.unit.plugins.dynamicresources.test_tracker import WatchingListers
+
+
+def _holder(i: int, node: str, reserved_for: str | None) -> dict[str, Any]:
+    c = claim(f"h{i}", exactly("r"))
+    c["status"] = {"allocation": {"devices": {"results": [
+        {"request": "r", "driver": DRIVER, "pool": node, "device": "g0"}]}}}
+    if reserved_for is not None:
+        c["status"]["reservedFor"] = [{"resource": "pods", "name": reserved_for,
+                                       "uid": f"uid-{reserved_for}"}]
+    return c
+
+
+def _plugin(nodes: int, free: set[int], reserved: set[int], extra: list[dict[str, Any]]
+            ) -> tuple[DynamicResources, FakeHandle, list[str]]:
+    names = [f"m{i}" for i in range(nodes)]
+    holders = [_holder(i, n, f"p{i}" if i in reserved else None)
+               for i, n in enumerate(names) if i not in free]
+    handle = FakeHandle(node_infos([make_node(n) for n in names]))
+    handle._listers = WatchingListers({
+        "resourceclaims": [*holders, *extra],
+        "resourceslices": [resource_slice(f"{n}-gpus", node=n, devices=[device("g0")])
+                           for n in names],
+        "deviceclasses": [gpu_class()]})
+    return DynamicResources(None, handle), handle, names  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("nodes", "free", "reserved", "requests", "want"), [
+    # two free nodes of ten: only they are filtered
+    (10, {2, 7}, set(), [exactly("r")], {"m2", "m7"}),
+    # a device held by a claim reserved for one pod: preemption may free it, kept
+    (10, {2}, {5}, [exactly("r")], {"m2", "m5"}),
+    # no free node: no narrowing (every node says why itself)
+    (10, set(), set(), [exactly("r")], None),
+    # every node free: nothing to narrow
+    (4, {0, 1, 2, 3}, set(), [exactly("r")], None),
+    # an All request and an adminAccess one need no free device: no narrowing
+    (10, {2}, set(), [exactly("r", all_devices=True)], None),
+    (10, {2}, set(), [exactly("r", admin=True)], None),
+    # as many candidates as upstream's minimum of feasible nodes to find: no narrowing
+    (NARROW_BELOW + 1, set(range(NARROW_BELOW)), set(), [exactly("r")], None),
+])
+def test_prefilter_narrows_to_nodes_where_the_claims_may_fit(
+        nodes: int, free: set[int], reserved: set[int], requests: list[dict[str, Any]],
+        want: set[str] | None) -> None:
+    p, handle, _names = _plugin(nodes, free, reserved, [claim("mine", *requests)])
+    result, status = p.pre_filter(CycleState(), PodInfo.from_pod(pod_with("p", "mine")),
+                                  handle.snapshot().list())
+    assert status is None
+    got = None if result is None or result.all_nodes() else result.node_names
+    assert got == want
+    assert result is None or result.all_nodes() or result.shortcut
+
+
+def test_candidates_follow_claim_events() -> None:
+    p, handle, names = _plugin(6, {1}, set(), [claim("mine", exactly("r"))])
+    listers = handle._listers
+
+    def narrowed() -> set[str] | None:
+        result, _ = p.pre_filter(CycleState(), PodInfo.from_pod(pod_with("p", "mine")),
+                                 handle.snapshot().list())
+        return None if result is None else result.node_names
+
+    assert narrowed() == {"m1"}
+    listers.delete(_holder(3, "m3", None), "resourceclaims")  # m3's device freed
+    assert narrowed() == {"m1", "m3"}
+    listers.put(_holder(1, "m1", "q"))  # m1 taken by a claim reserved for one pod
+    assert narrowed() == {"m1", "m3"}
+    listers.put(_holder(1, "m1", None))  # ... then reserved for nobody: not freeable
+    assert narrowed() == {"m3"}
