@@ -1,6 +1,13 @@
 """Issue 21 in CI: the documented soak command (docs/soak.md, "Running a soak"), shortened to
-two minutes with its seed, must end with zero invariant violations, having seen every
+100 seconds with its seed, must end with zero invariant violations, having seen every
 ingredient of the mix.
+
+Why 100 s: the shortest run whose timeline (``Timeline.for_duration``) still holds every
+ingredient as the two-minute one did: two leader changes (at a third and two thirds), a
+quiet point mid-way more than 30 s before the end and the final one, faults every 15 s or
+so (four kinds in turn), and the paused leader (16 s) resumed by its own timer before the
+mid-way quiet point (at 75 s the quiet point resumed it early, another path, where a
+replica once logged an asyncgen-close traceback from kopf's watch: left to the soak owners).
 
 Only counts and invariants are asserted, never speed: the soak's bounds carry their margins
 (pending bound 60 s, attempts within backoff over 60 s windows, idle CPU a quarter of a
@@ -22,7 +29,7 @@ from tests.docs.readme import section_blocks
 
 PAGE = "docs/soak.md"
 SECTION = "Running a soak"
-CI_DURATION = "2m"
+CI_DURATION = "100s"
 
 
 def _documented_command() -> list[str]:
@@ -34,8 +41,8 @@ def _documented_command() -> list[str]:
 
 
 @pytest.mark.slow
-def test_documented_soak_two_minutes_ends_without_violations(tmp_path: Path) -> None:
-    # argparse keeps the last value of a repeated flag: the documented command, two minutes.
+def test_documented_soak_shortened_ends_without_violations(tmp_path: Path) -> None:
+    # argparse keeps the last value of a repeated flag: the documented command, 100 seconds.
     report, plot = tmp_path / "soak.json", tmp_path / "soak.png"
     argv = [*_documented_command(), "--duration", CI_DURATION, "--report", str(report),
             "--plot", str(plot)]

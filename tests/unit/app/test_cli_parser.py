@@ -7,6 +7,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -83,12 +84,22 @@ def test_bench_help_gives_every_flag_a_help_text_and_its_default() -> None:
     assert "(default 1000)" in text and "(default SchedulingBasic)" in text
 
 
-def _script(shell: str, tmp_path: Path) -> Path:
-    out = subprocess.run([sys.executable, "-m", "scheduler", "completion", shell],
-                         capture_output=True, text=True, check=True)
-    path = tmp_path / f"completion.{shell}"
-    path.write_text(out.stdout)
-    return path
+@pytest.fixture(scope="module")
+def completion_scripts(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``kube-py-scheduler completion <shell>`` run once per shell for the module: the script
+    only depends on the parser, and each run is a process start (seconds)."""
+    folder = tmp_path_factory.mktemp("completion")
+    scripts: dict[str, Path] = {}
+
+    def script(shell: str) -> Path:
+        if shell not in scripts:
+            out = subprocess.run([sys.executable, "-m", "scheduler", "completion", shell],
+                                 capture_output=True, text=True, check=True)
+            scripts[shell] = folder / f"completion.{shell}"
+            scripts[shell].write_text(out.stdout)
+        return scripts[shell]
+
+    return script
 
 
 def _bash_complete(script: Path, words: list[str]) -> list[str]:
@@ -114,17 +125,18 @@ def _bash_complete(script: Path, words: list[str]) -> list[str]:
     ],
 )
 def test_bash_completion_completes_commands_flags_and_choices(
-    tmp_path: Path, words: list[str], expected: list[str]
+    completion_scripts: Callable[[str], Path], words: list[str], expected: list[str]
 ) -> None:
-    out = _bash_complete(_script("bash", tmp_path), words)
+    out = _bash_complete(completion_scripts("bash"), words)
     # The last words are `complete -F _kube_py_scheduler kube-py-scheduler`.
     assert out[-4:] == ["complete", "-F", "_kube_py_scheduler", "kube-py-scheduler"]
     assert out[:-4] == expected
 
 
-def test_bash_completion_offers_files_for_path_flags(tmp_path: Path) -> None:
+def test_bash_completion_offers_files_for_path_flags(
+        tmp_path: Path, completion_scripts: Callable[[str], Path]) -> None:
     (tmp_path / "sched.yaml").write_text("")
-    script = _script("bash", tmp_path)
+    script = completion_scripts("bash")
     code = (f"cd {tmp_path}; source {script}; "
             "COMP_WORDS=(kube-py-scheduler run --config sch); COMP_CWORD=3; "
             '_kube_py_scheduler; printf "%s\\n" "${COMPREPLY[@]}"')
@@ -133,8 +145,9 @@ def test_bash_completion_offers_files_for_path_flags(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
-def test_zsh_completion_registers_and_completes(tmp_path: Path) -> None:
-    script = _script("zsh", tmp_path)
+def test_zsh_completion_registers_and_completes(
+        completion_scripts: Callable[[str], Path]) -> None:
+    script = completion_scripts("zsh")
     # What zsh's bashcompinit does on <TAB>: call the function through its compgen.
     code = (
         "autoload -U compinit && compinit -u -D; "
