@@ -490,23 +490,31 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.freed_shares.update(self._shares_held_only_by(pod_to_remove))
         return None
 
-    def _shares_held_only_by(self, pod_info: PodInfo) -> dict[str, Mapping[str, Any]]:
-        """The allocations with shares (consumable capacity) of the claims reserved for this
-        pod alone: what they consume is freed when it goes."""
+    def _claims_reserved_only_for(self, pod_info: PodInfo) -> list[Mapping[str, Any]]:
+        """The pod's claims reserved for it alone (what they hold is freed when it goes)."""
         if not has_claims(pod_info.pod):
-            return {}
-        out: dict[str, Mapping[str, Any]] = {}
+            return []
         try:
             names_ = pod_claims(pod_info.pod)
         except ClaimProblem:
-            return out
+            return []
+        out: list[Mapping[str, Any]] = []
         for pc in names_:
             claim = self._get_claim(pod_info.namespace, pc.claim_name)
-            alloc = allocation_of(claim) if claim is not None else None
-            if claim is None or alloc is None or not consumed_of(alloc):
+            if claim is None:
                 continue
             users = reserved_for(claim)
             if len(users) == 1 and users[0].get("uid") == pod_info.uid:
+                out.append(claim)
+        return out
+
+    def _shares_held_only_by(self, pod_info: PodInfo) -> dict[str, Mapping[str, Any]]:
+        """The allocations with shares (consumable capacity) of the claims reserved for this
+        pod alone: what they consume is freed when it goes."""
+        out: dict[str, Mapping[str, Any]] = {}
+        for claim in self._claims_reserved_only_for(pod_info):
+            alloc = allocation_of(claim)
+            if alloc is not None and consumed_of(alloc):
                 out[key_of(claim)] = alloc
         return out
 
@@ -524,20 +532,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def _devices_held_only_by(self, pod_info: PodInfo) -> set[DeviceID]:
         """Devices of the claims reserved for this pod alone (freed when it goes)."""
-        if not has_claims(pod_info.pod):
-            return set()
         out: set[DeviceID] = set()
-        try:
-            names_ = pod_claims(pod_info.pod)
-        except ClaimProblem:
-            return out
-        for pc in names_:
-            claim = self._get_claim(pod_info.namespace, pc.claim_name)
-            if claim is None:
-                continue
-            users = reserved_for(claim)
-            if len(users) == 1 and users[0].get("uid") == pod_info.uid:
-                out.update(device_ids_of(allocation_of(claim)))
+        for claim in self._claims_reserved_only_for(pod_info):
+            out.update(device_ids_of(allocation_of(claim)))
         return out
 
     # --- Filter --------------------------------------------------------------------------------
