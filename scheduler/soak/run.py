@@ -163,6 +163,10 @@ class Soak:
         self.evidence: dict[str, Any] = {}
         self.resume_at: dict[str, float] = {}
         self.resumed_at: dict[str, float] = {}
+        # --memory-every: each replica's /debug/memory, written to workdir/memory/.
+        self.memory_every: float | None = getattr(args, "memory_every", None)
+        self.memory_dir: Path | None = None
+        self.memory_reports = 0
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -186,8 +190,12 @@ class Soak:
         config.write_text(config_text())
         client = ApiClient(load_connection(kubeconfig=str(sandbox.kubeconfig_path)), qps=0)
         self.replicas = [Replica(identity=f"soak-replica-{i}", kubeconfig=sandbox.kubeconfig_path,
-                                 config=config, logdir=workdir)
+                                 config=config, logdir=workdir,
+                                 tracemalloc=getattr(self.args, "tracemalloc", 0))
                          for i in range(self.args.replicas)]
+        if self.memory_every:
+            self.memory_dir = workdir / "memory"
+            self.memory_dir.mkdir()
         instance_of = {r.identity: f"{SCHEDULER_NAME}-{r.identity}" for r in self.replicas}
         checker = Checker(client, limits=self.limits, lease_namespace=LEASE_NAMESPACE,
                           lease_name=LEASE_NAME, instance_of=instance_of)
@@ -240,6 +248,7 @@ class Soak:
         next_quiet = tl.quiet_every
         next_progress = 10.0
         next_scrape = 0.0
+        next_memory = self.memory_every or float("inf")
         # Every ingredient at least once, even in a short soak: a preemptor, the partly
         # fitting gang and (later) the node that lets it fit, a gang, a volume pod.
         first_pass = [(tl.duration * 0.08, mix.preempt), (tl.duration * 0.12, mix.partial_gang),
@@ -256,6 +265,9 @@ class Soak:
             if now >= next_scrape:
                 await asyncio.to_thread(self._scrape)
                 next_scrape = now + 5
+            if now >= next_memory:
+                await asyncio.to_thread(self.write_memory_reports, checker, now)
+                next_memory = now + (self.memory_every or float("inf"))
             if checker.violations:
                 self.stop_reason = "violation"
                 return
@@ -339,6 +351,23 @@ class Soak:
         checker.record(inv.rss_growth([(now, rss)], baseline=self.rss_baseline[key],
                                       tolerance=self.limits.rss_tolerance,
                                       replica=r.identity, at=now))
+
+    def write_memory_reports(self, checker: Checker, now: float) -> None:
+        """``--memory-every``: each live replica's /debug/memory as
+        ``memory/<t>s-<replica>-<incarnation>-<role>.json`` (its growth since it started)."""
+        if self.memory_dir is None:
+            return
+        leader = checker.leader()
+        for r in self.replicas:
+            report = r.memory_report()
+            if report is None:
+                continue
+            role = "leader" if r.identity == leader else "standby"
+            report.update(soakSeconds=round(now, 1), replica=r.identity,
+                          incarnation=r.incarnation, role=role)
+            path = self.memory_dir / f"{now:05.0f}s-{r.identity}-{r.incarnation}-{role}.json"
+            path.write_text(json.dumps(report, indent=1))
+            self.memory_reports += 1
 
     def _scrape(self) -> None:
         for r in self.replicas:
