@@ -83,6 +83,7 @@ class Sample:
     pending: int
     binds: int
     attempts: int
+    leader: str = ""  # "<replica>#<incarnation>" of the lease holder then ("" if none)
 
 
 @dataclass
@@ -327,8 +328,11 @@ class Soak:
                 rss[r.identity] = usage[0]
                 self._check_rss(checker, r, usage[0], now)
         checker.periodic()
+        incarnation = {r.identity: r.incarnation for r in self.replicas}
         self.samples.append(Sample(now, rss, checker.pending_total(),
-                                   len(checker.observed.binds), checker.attempts_total))
+                                   len(checker.observed.binds), checker.attempts_total,
+                                   f"{leader}#{incarnation[leader]}" if leader in incarnation
+                                   else ""))
 
     def faults_clock(self) -> float:
         return time.monotonic()
@@ -348,6 +352,8 @@ class Soak:
             return
         if r.identity == checker.leader():
             self.rss_last["leader"] = rss
+        if r.tracemalloc:
+            return  # tracing's own memory grows with what it traces: not the daemon's RSS
         checker.record(inv.rss_growth([(now, rss)], baseline=self.rss_baseline[key],
                                       tolerance=self.limits.rss_tolerance,
                                       replica=r.identity, at=now))
@@ -561,10 +567,49 @@ class Soak:
             "violations": [v.as_dict() for v in checker.violations],
             "evidence": self.evidence,
             "workdir": str(workdir),
+            "rss_by_term": leader_terms(self.samples, warmup=self.limits.warmup),
+            "memory_reports": self.memory_reports,
             "timeline": [{"t": round(s.t, 1), "rss": s.rss, "pending": s.pending,
-                          "binds": s.binds, "attempts": s.attempts} for s in self.samples],
+                          "binds": s.binds, "attempts": s.attempts, "leader": s.leader}
+                         for s in self.samples],
             "actions": self.log[-2000:],
         }
+
+
+def leader_terms(samples: list[Sample], *, warmup: float) -> list[dict[str, Any]]:
+    """The leader's RSS per term (a run of samples with one lease holder, ``replica#n`` for
+    its n-th process): at the term's start, once warm (``warmup`` into the term, as the
+    RSS invariant's baseline) and at its end, in MiB; a term shorter than the warm-up has
+    no warm figure."""
+    terms: list[dict[str, Any]] = []
+    current: list[Sample] = []
+
+    def close() -> None:
+        if not current:
+            return
+        holder = current[0].leader
+        replica = holder.rpartition("#")[0]
+        rss = [(s.t, s.rss[replica]) for s in current if replica in s.rss]
+        if not rss:
+            return
+        warm = next((r for t, r in rss if t - current[0].t >= warmup), None)
+        terms.append({"leader": holder, "from_s": round(current[0].t, 1),
+                      "to_s": round(current[-1].t, 1),
+                      "rss_start_mib": round(rss[0][1] / 2**20, 1),
+                      "rss_warm_mib": None if warm is None else round(warm / 2**20, 1),
+                      "rss_end_mib": round(rss[-1][1] / 2**20, 1)})
+
+    for sample in samples:
+        if current and sample.leader != current[0].leader:
+            close()
+            current = []
+        if sample.leader:
+            current.append(sample)
+        elif current:
+            close()
+            current = []
+    close()
+    return terms
 
 
 def percentile(values: list[float], q: float) -> float:
