@@ -10,8 +10,9 @@ request, again on ``?reset=true``, and when ``?tracemalloc=N`` starts
 tracing with N frames per allocation (``?tracemalloc=0`` stops it).  Tracing from the
 start (``PYTHONTRACEMALLOC=N``) works too, but makes the imports alone take many times
 longer: starting it on a warm daemon traces only what it allocates from then on, which is
-what a leak is.  ``?top=N`` bounds each list.  The report also gives glibc malloc's figures
-(``mallinfo2``: memory its heaps hold, use and keep free), and ``?trim=true`` returns the
+what a leak is.  ``?top=N`` bounds each list.  The report also gives pymalloc's arenas (live and free
+bytes in them) and glibc malloc's figures (``mallinfo2``: memory its heaps hold, use and
+keep free), and ``?trim=true`` returns the
 free part to the system (``malloc_trim(0)``) and reports RSS after it: RSS that a trim
 gives back was the allocator's, not a live object's.
 
@@ -30,6 +31,9 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import re
+import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -92,6 +96,46 @@ def malloc_trim() -> bool:
         return False
     fn(0)
     return True
+
+
+_PYMALLOC_FIGURES = {
+    "# arenas allocated current": "arenas",
+    "# arenas highwater mark": "arenasHighWater",
+    "# bytes in allocated blocks": "allocatedBytes",
+    "# bytes in available blocks": "availableBytes",
+}
+
+
+def pymalloc_stats() -> dict[str, int] | None:
+    """CPython's small-object allocator (objects of up to 512 bytes, in 1 MiB arenas):
+    arenas held now and at most, bytes in live blocks and free inside held pools (held
+    arenas with few live blocks are fragmentation: an arena is returned only when empty).
+    From ``sys._debugmallocstats()``, which writes to the C stderr; None if unavailable."""
+    stats = getattr(sys, "_debugmallocstats", None)
+    if stats is None:
+        return None
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            stats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        label, _, value = line.partition("=")
+        key = _PYMALLOC_FIGURES.get(label.strip())
+        if key is not None and re.fullmatch(r"[\d,]+", value.strip()):
+            found[key] = int(value.strip().replace(",", ""))
+    if "unused pools" in text:
+        pools = re.search(r"^(\d+) unused pools \* (\d+) bytes", text, re.MULTILINE)
+        if pools:
+            found["unusedPoolBytes"] = int(pools.group(1)) * int(pools.group(2))
+    return found or None
 
 
 class DebugRouteServer(Protocol):
@@ -181,6 +225,7 @@ class MemoryIntrospection:
             # view: they are not in the counts above.
             "frozenObjects": gc.get_freeze_count(),
             "malloc": malloc_info(),
+            "pymalloc": pymalloc_stats(),
         }
         snapshot: tracemalloc.Snapshot | None = None
         if tracemalloc.is_tracing():

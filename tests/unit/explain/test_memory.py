@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from scheduler.explain.memory import MEMORY_ROUTE, MemoryIntrospection, malloc_info
+from scheduler.explain.memory import (MEMORY_ROUTE, MemoryIntrospection, malloc_info,
+                                     pymalloc_stats)
 
 
 class Leaked:
@@ -123,6 +124,17 @@ async def test_trim_reports_rss_after_giving_free_memory_back() -> None:
     assert 0 < body["afterTrim"]["rssBytes"]
     assert set(body["afterTrim"]["malloc"]) == {"heapBytes", "inUseBytes", "freeBytes",
                                                 "mmappedBytes"}
+
+
+def test_pymalloc_counts_the_small_objects_kept() -> None:
+    before = pymalloc_stats()
+    if before is None:  # not CPython's allocator
+        return
+    _kept.extend(Leaked() for _ in range(50_000))  # ~50 bytes each, all in pymalloc
+    after = pymalloc_stats()
+    assert after is not None
+    assert after["allocatedBytes"] - before["allocatedBytes"] >= 50_000 * 40
+    assert after["arenas"] >= before["arenas"] and after["arenasHighWater"] >= after["arenas"]
 
 
 def test_registers_its_route() -> None:
