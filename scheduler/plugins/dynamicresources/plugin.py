@@ -809,11 +809,18 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         client = self._handle.client
         path = resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns, name)
         entry = {"resource": "pods", "name": pod_info.name, "uid": pod_info.uid}
+        # As upstream's bindClaim: the first attempt writes over the informer's copy (no
+        # read); only a conflict makes the next attempt read the claim from the API.
+        cached = self._informer_claim(ns, name)
         for _ in range(PREBIND_ATTEMPTS):
-            resp = await client.request("GET", path)
-            if resp.status != 200 or not isinstance(resp.body, dict):
-                raise _PreBindError(f"resourceclaim {ns}/{name}: get: HTTP {resp.status}")
-            latest: dict[str, Any] = resp.body
+            if cached is not None:
+                latest: dict[str, Any] = cached
+                cached = None
+            else:
+                resp = await client.request("GET", path)
+                if resp.status != 200 or not isinstance(resp.body, dict):
+                    raise _PreBindError(f"resourceclaim {ns}/{name}: get: HTTP {resp.status}")
+                latest = resp.body
             if (latest.get("metadata") or {}).get("uid") != meta.get("uid"):
                 raise _PreBindError(f"resourceclaim {ns}/{name} was replaced")
             current = allocation_of(latest)
@@ -853,6 +860,22 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return
         raise _PreBindError(f"resourceclaim {ns}/{name}: still conflicting after "
                             f"{PREBIND_ATTEMPTS} attempts")
+
+    def _informer_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A copy of the informer's claim (without in-flight overlays) that PreBind may
+        change and write, or None when the informer has none with a resourceVersion."""
+        try:
+            claim = self._handle.listers.get(RESOURCE_CLAIMS, namespace, name)
+        except KeyError:
+            return None
+        if not isinstance(claim, Mapping):
+            return None
+        meta = claim.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("resourceVersion"):
+            return None
+        out = dict(claim)
+        out["metadata"] = dict(meta)
+        return out
 
     # --- explain -------------------------------------------------------------------------------
 
