@@ -571,6 +571,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return out.details if isinstance(out, Unfit) else []
             data.details[node_info.name] = Unfit(explain=explain)
             return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
+        if index is not None and not data.freed and not data.counters:
+            # the common shape: the index's masks give first-fit's answer (index.py)
+            picked = index.pick(data.prepared, node, device_taints=self._device_taints,
+                                taints_version=self._rules_applied[1])
+            if picked is not None:
+                data.by_node[node_info.name] = picked
+                return None
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
