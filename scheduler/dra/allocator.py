@@ -163,6 +163,9 @@ class _Alternative:
         self.capacity_key = repr(sorted(self.capacity.items()))
 
 
+Alternative = _Alternative  # one (sub)request's choice, as Filter's shortcuts name it
+
+
 @dataclass(slots=True)
 class _Request:
     claim_index: int
@@ -568,12 +571,12 @@ def candidate_mask(prepared: Prepared, devices: Sequence[Device], *, device_tain
 
 
 def allocated_at(prepared: Prepared, picks: Sequence[Device], node_name: str, *,
-                 device_taints: bool) -> Allocated:
-    """What ``_fast_path`` returns when it takes ``picks`` (the shape of
-    :func:`candidate_mask`): the allocation, built on first use."""
-    simple = _simple_alternative(prepared)
-    assert simple is not None
-    alt = simple[1]
+                 device_taints: bool, shape: _Alternative | None = None) -> Allocated:
+    """What ``_fast_path`` returns when it takes ``picks`` for claims of
+    :func:`first_fit_shape` (``shape``, worked out when not given): the allocation, built
+    on first use."""
+    alt = shape if shape is not None else first_fit_shape(prepared)
+    assert alt is not None
     config = prepared.configs[0]
     return Allocated(lambda: [_build_allocation(
         [(alt, picks)], config, node_name, device_taints, None)], 0)

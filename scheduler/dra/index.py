@@ -35,6 +35,7 @@ from typing import Any
 
 from scheduler.dra.allocator import (
     MODE_EXACT,
+    Alternative as _Alternative,
     Allocated,
     Prepared,
     allocated_at,
@@ -54,7 +55,7 @@ class FreeIndex:
     """Per node, how many of its devices no claim holds (see the module docstring)."""
 
     __slots__ = ("inventory", "_node_of", "_free", "_always", "_freeable", "_open", "_bit",
-                 "_held_mask", "_masks", "_aligned")
+                 "_held_mask", "_masks")
 
     def __init__(self, inventory: Inventory, held: Iterable[DeviceID]) -> None:
         self.inventory = inventory
@@ -68,10 +69,9 @@ class FreeIndex:
         # each node-local device's bit in its node's masks (its position in the node's list)
         self._bit: dict[DeviceID, int] = {}
         self._held_mask: dict[str, int] = {}
-        # (node, selected_key, device_taints, taints version) -> candidate mask, or None
-        self._masks: dict[tuple[str, str, bool, int], int | None] = {}
-        # node -> its devices when Filter sees them in the order of local_devices, else None
-        self._aligned: dict[str, Sequence[Device] | None] = {}
+        # (node, selected_key, device_taints, taints version) -> (the node's devices, the
+        # candidate mask), or None (pick cannot answer there)
+        self._masks: dict[tuple[str, str, bool, int], tuple[Sequence[Device], int] | None] = {}
         for node, devices in inventory.local_devices().items():
             n = 0
             self._held_mask[node] = 0
@@ -132,51 +132,62 @@ class FreeIndex:
         return self._free.get(node_name, 0)
 
     def pick(self, prepared: Prepared, node: Mapping[str, Any], *, device_taints: bool,
-             taints_version: int = 0) -> Allocated | None:
+             taints_version: int = 0, shape: _Alternative | None = None,
+             node_name: str | None = None) -> Allocated | None:
         """The allocation the allocator's first-fit makes on ``node`` for the common shape
-        (:func:`allocator.first_fit_shape`), from the held and candidate masks; None when
-        this cannot answer (another shape, a selector error, a device shared by capacity,
-        devices offered in another order) or the node has too few free selected devices:
-        the caller then runs the allocator, which says why.  Exact only for ``in_use`` =
-        the tracker's held devices (no preemption what-if) and no shared counters.
-        ``taints_version`` changes whenever the devices' taints may have (DeviceTaintRules
-        applied again): the candidate masks are per version."""
-        alt = first_fit_shape(prepared)
+        (``shape``: :func:`allocator.first_fit_shape` of ``prepared``, worked out here when
+        not given), from the held and candidate masks; None when this cannot answer
+        (another shape, a selector error, a device shared by capacity, devices offered in
+        another order) or the node has too few free selected devices: the caller then runs
+        the allocator, which says why.  Exact only for ``in_use`` = the tracker's held
+        devices (no preemption what-if) and no shared counters.  ``taints_version`` changes
+        whenever the devices' taints may have (DeviceTaintRules applied again): the
+        candidate masks are per version."""
+        alt = shape if shape is not None else first_fit_shape(prepared)
         if alt is None:
             return None
-        name = str((node.get("metadata") or {}).get("name") or "")
-        if name in self._always:
-            return None
-        if name in self._aligned:
-            devices = self._aligned[name]
-        else:
-            local = self.inventory.local_devices().get(name, ())
-            offered = self.inventory.devices_for_node(node)
-            devices = self._aligned[name] = local if (
-                len(offered) == len(local)
-                and all(a is b for a, b in zip(offered, local))) else None
-        if devices is None:
-            return None
+        name = node_name if node_name is not None else \
+            str((node.get("metadata") or {}).get("name") or "")
         key = (name, alt.selected_key, device_taints, taints_version)
-        if key in self._masks:
-            mask = self._masks[key]
-        else:
-            mask = self._masks[key] = candidate_mask(prepared, devices,
-                                                     device_taints=device_taints)
-            if mask is not None:  # every selector ran on every device without an error
-                self.inventory.checked.add((name, alt.selected_key))
-        if mask is None:
-            return None
+        hit = self._masks.get(key)
+        if hit is None:
+            if key in self._masks:
+                return None
+            hit = self._masks[key] = self._candidates(prepared, node, name,
+                                                      device_taints=device_taints)
+            if hit is None:
+                return None
+            self.inventory.checked.add((name, alt.selected_key))
+        devices, mask = hit
         free = mask & ~self._held_mask.get(name, 0)
         count = alt.count
-        picks: list[Device] = []
-        while free and len(picks) < count:
-            low = free & -free
-            picks.append(devices[low.bit_length() - 1])
-            free ^= low
-        if len(picks) < count:
+        if count == 1:
+            if not free:
+                return None
+            picks = [devices[(free & -free).bit_length() - 1]]
+        else:
+            picks = []
+            while free and len(picks) < count:
+                low = free & -free
+                picks.append(devices[low.bit_length() - 1])
+                free ^= low
+            if len(picks) < count:
+                return None
+        return allocated_at(prepared, picks, name, device_taints=device_taints, shape=alt)
+
+    def _candidates(self, prepared: Prepared, node: Mapping[str, Any], name: str, *,
+                    device_taints: bool) -> tuple[Sequence[Device], int] | None:
+        """(the node's devices, the candidate mask), or None where pick cannot answer: a
+        device shared by capacity, devices offered in another order than the index's, a
+        selector error."""
+        if name in self._always:
             return None
-        return allocated_at(prepared, picks, name, device_taints=device_taints)
+        local = self.inventory.local_devices().get(name, ())
+        offered = self.inventory.devices_for_node(node)
+        if len(offered) != len(local) or any(a is not b for a, b in zip(offered, local)):
+            return None
+        mask = candidate_mask(prepared, local, device_taints=device_taints)
+        return (local, mask) if mask is not None else None
 
 
 def build(inventory: Inventory, held: Iterable[DeviceID]) -> FreeIndex | None:

@@ -39,9 +39,11 @@ from scheduler.dra import index as free_index
 from scheduler.dra.allocator import (
     Allocated,
     AllocationError,
+    Alternative,
     Prepared,
     Unfit,
     allocate,
+    first_fit_shape,
     prepare,
     selectors_checked,
 )
@@ -157,6 +159,8 @@ class _State:
     unavailable: str = ""
     # the free-device index when these claims need a free device and it applies, else None
     index: free_index.FreeIndex | None = None
+    # the claims' one request when Filter may take the index's first-fit (index.pick)
+    first_fit: Alternative | None = None
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -445,6 +449,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return None, unresolvable(str(e))
             if self._watching and free_index.needs_free_device(data.prepared):
                 data.index = self.device_index(data.inventory)
+                data.first_fit = first_fit_shape(data.prepared)
         state.write(STATE_KEY, data)
         if data.index is not None and not data.allocated_selectors:
             # Filter only the nodes where the claims could fit (a free device) or could after
@@ -574,7 +579,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if index is not None and not data.freed and not data.counters:
             # the common shape: the index's masks give first-fit's answer (index.py)
             picked = index.pick(data.prepared, node, device_taints=self._device_taints,
-                                taints_version=self._rules_applied[1])
+                                taints_version=self._rules_applied[1],
+                                shape=data.first_fit, node_name=node_info.name)
             if picked is not None:
                 data.by_node[node_info.name] = picked
                 return None
