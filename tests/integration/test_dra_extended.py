@@ -108,3 +108,51 @@ async def test_pod_asking_for_an_extended_resource_gets_a_device_through_dra(
         assert second is not None
         other = second["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
         assert other != claim_name and other.startswith("second-extended-resources-")
+
+
+async def test_a_claim_left_by_a_scheduler_that_stopped_is_read_back_not_allocated_twice(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    # A scheduler created the pod's claim (allocated, reserved) and stopped before binding:
+    # the next one reads the claim back from the API, deletes it and allocates anew, so the
+    # device never has two claims
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
+                               dra_devices=f"gpu=1:nodes=1:extendedResourceName={GPU}")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        api = cluster.client
+        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
+        await cluster.create_pod(gpu_pod("p"))
+        pod = await cluster.get_pod("p")
+        assert pod is not None
+        uid = pod["metadata"]["uid"]
+        left = await api.create(f"{API}/namespaces/default/resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"generateName": "p-extended-resources-", "namespace": "default",
+                         "annotations": {ANNOTATION: "true"},
+                         "finalizers": ["resource.kubernetes.io/delete-protection"],
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                              "uid": uid, "controller": True}]},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+                "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount",
+                "count": 1}}]}}})
+        left["status"] = {"allocation": {"devices": {"results": [
+            {"request": "container-0-request-1", "driver": "gpu.example.com",
+             "pool": gpu_node, "device": "gpu-0"}]}, "nodeSelector": {"nodeSelectorTerms": [
+                 {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                   "values": [gpu_node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": uid}]}
+        name = left["metadata"]["name"]
+        await api.update(f"{API}/namespaces/default/resourceclaims/{name}/status", left)
+
+        async with running_scheduler(kc):
+            await wait_until(lambda: cluster.node_name("p"), timeout=30, message="p bound")
+        assert await cluster.node_name("p") == gpu_node
+        items = (await api.get(f"{API}/namespaces/default/resourceclaims"))["items"]
+        assert [c["metadata"]["name"] for c in items if c["metadata"]["name"] == name] == []
+        allocated = [c for c in items if (c.get("status") or {}).get("allocation")]
+        assert len(allocated) == 1
+        p = await cluster.get_pod("p")
+        assert p is not None
+        assert p["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == \
+            allocated[0]["metadata"]["name"]

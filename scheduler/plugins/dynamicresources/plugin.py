@@ -526,16 +526,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return None
 
     def _claims_reserved_only_for(self, pod_info: PodInfo) -> list[Mapping[str, Any]]:
-        """The pod's claims reserved for it alone (what they hold is freed when it goes)."""
-        if not has_claims(pod_info.pod):
+        """The pod's claims reserved for it alone (what they hold is freed when it goes),
+        with the claim made for its extended resources (DRAExtendedResource)."""
+        extended = _extended_claim_name(pod_info.pod)
+        if not has_claims(pod_info.pod) and not extended:
             return []
         try:
-            names_ = pod_claims(pod_info.pod)
+            names_ = [pc.claim_name for pc in pod_claims(pod_info.pod)]
         except ClaimProblem:
-            return []
+            names_ = []
+        if extended:
+            names_.append(extended)
         out: list[Mapping[str, Any]] = []
-        for pc in names_:
-            claim = self._get_claim(pod_info.namespace, pc.claim_name)
+        for claim_name in names_:
+            claim = self._get_claim(pod_info.namespace, claim_name)
             if claim is None:
                 continue
             users = reserved_for(claim)
@@ -1194,6 +1198,14 @@ def _scheduling_rule(obj: Any) -> TaintRule | None:
     except ObjectError:
         return None  # a malformed rule is ignored: it taints nothing
     return rule if rule.selects and rule.taint.effect in TAINT_EFFECTS else None
+
+
+def _extended_claim_name(pod: Mapping[str, Any]) -> str:
+    """``status.extendedResourceClaimStatus.resourceClaimName`` (DRAExtendedResource), or ""."""
+    st = pod.get("status")
+    ers = st.get("extendedResourceClaimStatus") if isinstance(st, Mapping) else None
+    name = ers.get("resourceClaimName") if isinstance(ers, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:

@@ -265,3 +265,29 @@ def test_a_claim_left_by_a_prior_attempt_is_deleted_not_reused() -> None:
 def test_fit_requeues_when_a_class_starts_backing_the_resource(
         old: dict[str, Any] | None, new: dict[str, Any], want: QueueingHint) -> None:
     assert is_schedulable_after_class_change(gpu_pod(), old, new) == want
+
+
+def test_preemption_counts_the_devices_a_victims_extended_claim_frees() -> None:
+    victim = gpu_pod("v", count=2)
+    victim["spec"]["nodeName"] = "n1"
+    victim["status"] = {"extendedResourceClaimStatus": {
+        "resourceClaimName": "v-extended-resources-1",
+        "requestMappings": [{"containerName": "main", "resourceName": GPU,
+                             "requestName": "container-0-request-1"}]}}
+    alloc = {"devices": {"results": [
+        {"request": "container-0-request-1", "driver": "gpu.example.com", "pool": "n1",
+         "device": d} for d in ("g0", "g1")]}}
+    held = claim("v-extended-resources-1", exactly("container-0-request-1", "gpu", count=2),
+                 allocation=alloc,
+                 reserved_for=[{"resource": "pods", "name": "v", "uid": "uid-v"}])
+    held["metadata"]["annotations"] = {ANNOTATION: "true"}
+    p, _, handle = setup(claims=[held])
+    pod = gpu_pod("p")
+    state, by_node = run_filters(p, None, pod, handle)
+    assert msg(by_node["n1"][0]) == REASON_CANNOT_ALLOCATE
+    n1 = next(n for n in handle.snapshot().list() if n.name == "n1")
+    info, victim_info = PodInfo.from_pod(pod), PodInfo.from_pod(victim)
+    assert p.remove_pod(state, info, victim_info, n1) is None
+    assert p.filter(state, info, n1) is None  # with the victim gone its devices are free
+    assert p.add_pod(state, info, victim_info, n1) is None
+    assert msg(p.filter(state, info, n1)) == REASON_CANNOT_ALLOCATE
