@@ -46,10 +46,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scheduler.objects.resources import is_extended_resource_name
+
 from .dra import dns_label
 from .errors import ApiError
 from .store import ADDED, DELETED, InternalWatcher
-from .validation import is_extended_resource_name, parse_quantity
+from .validation import parse_quantity
 
 if TYPE_CHECKING:
     from .registry import Registry
