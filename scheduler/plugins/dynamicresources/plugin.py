@@ -40,9 +40,11 @@ from scheduler.dra import index as free_index
 from scheduler.dra.allocator import (
     Allocated,
     AllocationError,
+    Alternative,
     Prepared,
     Unfit,
     allocate,
+    first_fit_shape,
     prepare,
     selectors_checked,
 )
@@ -181,6 +183,8 @@ class _State:
     unavailable: str = ""
     # the free-device index when these claims need a free device and it applies, else None
     index: free_index.FreeIndex | None = None
+    # the claims' one request when Filter may take the index's first-fit (index.pick)
+    first_fit: Alternative | None = None
     # DRAExtendedResource: the pod's special claim (extended.py), else None
     ext: _Extended | None = None
 
@@ -476,6 +480,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return None, unresolvable(str(e))
             if self._watching and free_index.needs_free_device(data.prepared):
                 data.index = self.device_index(data.inventory)
+                data.first_fit = first_fit_shape(data.prepared)
         if ext is not None and data.inventory is None:
             data.inventory = self.inventory()
             data.counters = self._counters
@@ -614,6 +619,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return out.details if isinstance(out, Unfit) else []
             data.details[node_info.name] = Unfit(explain=explain)
             return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
+        if index is not None and not data.freed and not data.counters:
+            # the common shape: the index's masks give first-fit's answer (index.py)
+            picked = index.pick(data.prepared, node, device_taints=self._device_taints,
+                                taints_version=self._rules_applied[1],
+                                shape=data.first_fit, node_name=node_info.name)
+            if picked is not None:
+                data.by_node[node_info.name] = picked
+                return None
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
@@ -865,11 +878,18 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         client = self._handle.client
         path = resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns, name)
         entry = {"resource": "pods", "name": pod_info.name, "uid": pod_info.uid}
+        # As upstream's bindClaim: the first attempt writes over the informer's copy (no
+        # read); only a conflict makes the next attempt read the claim from the API.
+        cached = self._informer_claim(ns, name)
         for _ in range(PREBIND_ATTEMPTS):
-            resp = await client.request("GET", path)
-            if resp.status != 200 or not isinstance(resp.body, dict):
-                raise _PreBindError(f"resourceclaim {ns}/{name}: get: HTTP {resp.status}")
-            latest: dict[str, Any] = resp.body
+            if cached is not None:
+                latest: dict[str, Any] = cached
+                cached = None
+            else:
+                resp = await client.request("GET", path)
+                if resp.status != 200 or not isinstance(resp.body, dict):
+                    raise _PreBindError(f"resourceclaim {ns}/{name}: get: HTTP {resp.status}")
+                latest = resp.body
             if (latest.get("metadata") or {}).get("uid") != meta.get("uid"):
                 raise _PreBindError(f"resourceclaim {ns}/{name} was replaced")
             current = allocation_of(latest)
@@ -909,6 +929,22 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return
         raise _PreBindError(f"resourceclaim {ns}/{name}: still conflicting after "
                             f"{PREBIND_ATTEMPTS} attempts")
+
+    def _informer_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A copy of the informer's claim (without in-flight overlays) that PreBind may
+        change and write, or None when the informer has none with a resourceVersion."""
+        try:
+            claim = self._handle.listers.get(RESOURCE_CLAIMS, namespace, name)
+        except KeyError:
+            return None
+        if not isinstance(claim, Mapping):
+            return None
+        meta = claim.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("resourceVersion"):
+            return None
+        out = dict(claim)
+        out["metadata"] = dict(meta)
+        return out
 
     # --- DRAExtendedResource ------------------------------------------------------------------
     # Extended resources a DeviceClass backs (scheduler/dra/extended.py): the pod's special

@@ -15,19 +15,15 @@ from tests.unit.dra.builders import (
     DRIVER,
     claim,
     device,
-    device_class,
     exactly,
     first_available,
+    model_classes,
     node,
     resource_slice,
 )
 
 NODES = ("n0", "n1", "n2")
-CLASSES = {
-    "any": device_class("any", f'device.driver == "{DRIVER}"'),
-    "a": device_class("a", f'device.attributes["{DRIVER}"].model == "a"'),
-    "b": device_class("b", f'device.attributes["{DRIVER}"].model == "b"'),
-}
+CLASSES = model_classes()
 TAINT = {"key": "broken", "value": "yes", "effect": "NoSchedule"}
 
 # per node: devices (model, tainted)
@@ -118,3 +114,54 @@ def test_requests_that_need_no_free_device_do_not_narrow() -> None:
     ]
     for requests, narrows in cases:
         assert needs_free_device(prepare([claim("c", *requests)], CLASSES)) is narrows, requests
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(node_devices_st, min_size=3, max_size=3),
+       st.sampled_from(sorted(CLASSES)), st.integers(1, 3), st.booleans(), st.booleans(),
+       st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=20))
+def test_pick_is_the_allocators_answer(
+        per_node: list[list[tuple[str, bool]]], class_name: str, count: int, admin: bool,
+        device_taints: bool, steps: list[tuple[int, bool]]) -> None:
+    """Filter's shortcut (FreeIndex.pick, held mask kept incrementally) gives the allocation
+    the allocator gives, on every node where it answers; it answers wherever the allocator
+    finds one for its shape, and never where the allocator finds none."""
+    inv, ids = _inventory(per_node)
+    index = FreeIndex(inv, ())
+    held: set[DeviceID] = set()
+    for i, take in steps:
+        if i >= len(ids) or (ids[i] in held) == take:
+            continue  # the tracker tells transitions only
+        (held.add if take else held.discard)(ids[i])
+        index.held_changed(ids[i], take)
+    prepared = prepare([claim("c", exactly("r", class_name, count=count, admin=admin))],
+                       CLASSES)
+    for name in NODES:
+        picked = index.pick(prepared, node(name), device_taints=device_taints)
+        out = allocate(prepared, node=node(name), inventory=inv, in_use=held,
+                       device_taints=device_taints)
+        if admin:
+            assert picked is None  # not the shape it answers for
+        elif isinstance(out, Allocated):
+            assert picked is not None, (name, per_node, held)
+            assert picked.allocations == out.allocations
+        else:
+            assert picked is None, (name, per_node, held)
+
+
+def test_pick_follows_taint_changes_by_version() -> None:
+    inv, _ids = _inventory([[("a", False)], [], []])
+    index = FreeIndex(inv, ())
+    prepared = prepare([claim("c", exactly("r", "a"))], CLASSES)
+    assert index.pick(prepared, node("n0"), device_taints=True, taints_version=1) is not None
+    for pool in inv.pools.values():  # a DeviceTaintRule now taints the device
+        for d in pool.devices:
+            d.taints = (*d.taints, *inv_taint(d))
+    assert index.pick(prepared, node("n0"), device_taints=True, taints_version=2) is None
+    assert index.pick(prepared, node("n0"), device_taints=False, taints_version=2) is not None
+
+
+def inv_taint(d: Any) -> tuple[Any, ...]:
+    # the taint of a device tainted from the start: the inventory's own parsed form
+    tainted, _ = _inventory([[("a", True)], [], []])
+    return tuple(dv.taints for pool in tainted.pools.values() for dv in pool.devices)[0]
