@@ -160,6 +160,7 @@ class _Extended:
     stale: Mapping[str, Any] | None = None  # a prior attempt's claim, found in the API
     variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
     by_node: dict[str, frozenset[str]] = field(default_factory=dict)
+    created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
 
 
 @dataclass(slots=True)
@@ -238,10 +239,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # free devices per node (scheduler/dra/index.py), kept from the tracker's changes
         self._index: free_index.FreeIndex | None = None
         self._index_for: Inventory | None = None
-        # DRAExtendedResource: the special claims PreBind created, by in-memory key, until
-        # the pod's status names them (Unreserve deletes them)
         self._extended = features.DEFAULT.enabled("DRAExtendedResource")
-        self._created: dict[str, dict[str, Any]] = {}
 
     @property
     def follows_claim_events(self) -> bool:
@@ -1059,7 +1057,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def _unreserve_extended(self, ext: _Extended, pod_info: PodInfo) -> None:
         self.tracker.forget(ext.key, pod_info.uid)
-        created = self._created.pop(ext.key, None)
+        created, ext.created = ext.created, None
         if created is not None:
             # PreBind created it: it must not outlive this attempt
             self._spawn(self._delete_claim(created), f"dra-delete:{key_of(created)}")
@@ -1123,7 +1121,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             raise _PreBindError(f"create claim for extended resources of {pod_info.key}: "
                                 f"HTTP {resp.status}")
         created: dict[str, Any] = resp.body
-        self._created[ext.key] = created
+        ext.created = created
         await self._reserve_in_api(created, pod_info, alloc)
         # the tracker holds the devices (in flight) until the informer shows the claim
         # allocated
@@ -1141,7 +1139,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if resp.status >= 300:
             raise _PreBindError(f"update pod {pod_info.key} ExtendedResourceClaimStatus: "
                                 f"HTTP {resp.status}")
-        self._created.pop(ext.key, None)
 
     # --- explain -------------------------------------------------------------------------------
 
