@@ -15,19 +15,15 @@ from tests.unit.dra.builders import (
     DRIVER,
     claim,
     device,
-    device_class,
     exactly,
     first_available,
+    model_classes,
     node,
     resource_slice,
 )
 
 NODES = ("n0", "n1", "n2")
-CLASSES = {
-    "any": device_class("any", f'device.driver == "{DRIVER}"'),
-    "a": device_class("a", f'device.attributes["{DRIVER}"].model == "a"'),
-    "b": device_class("b", f'device.attributes["{DRIVER}"].model == "b"'),
-}
+CLASSES = model_classes()
 TAINT = {"key": "broken", "value": "yes", "effect": "NoSchedule"}
 
 # per node: devices (model, tainted)
