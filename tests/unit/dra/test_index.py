@@ -15,6 +15,7 @@ from tests.unit.dra.builders import (
     DRIVER,
     claim,
     device,
+    device_class,
     exactly,
     first_available,
     model_classes,
