@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable, Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -401,6 +401,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         except ClaimProblem as e:
             return unresolvable(str(e))
         return None
+
+    # --- Opportunistic batching ---------------------------------------------------------------
+
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """A pod without claims is skipped by PreFilter and scores 0 on every node, whatever
+        the node: one signature for all of them.  A pod with claims reads the claims and
+        the devices of other nodes' slices, so it cannot sign (it runs every cycle)."""
+        return None if has_claims(pod_info.pod) else ()
 
     # --- PreFilter -----------------------------------------------------------------------------
 
