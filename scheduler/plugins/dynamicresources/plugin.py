@@ -434,14 +434,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return unresolvable(str(e))
         return None
 
-    # --- Opportunistic batching ---------------------------------------------------------------
-
-    def sign(self, pod_info: PodInfo) -> Hashable | None:
-        """A pod without claims is skipped by PreFilter and scores 0 on every node, whatever
-        the node: one signature for all of them.  A pod with claims reads the claims and
-        the devices of other nodes' slices, so it cannot sign (it runs every cycle)."""
-        return None if has_claims(pod_info.pod) else ()
-
     # --- PreFilter -----------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]

@@ -107,6 +107,8 @@ def test_pods_without_claims_skip() -> None:
 @pytest.mark.parametrize("pod, signs", [
     (make_pod("x"), True),  # no claims: skipped by PreFilter, 0 on every node
     (pod_with("p", "c"), False),  # claims: reads the claims and other nodes' devices
+    # an extended resource a DeviceClass could back: the special claim reads devices
+    (make_pod("e", **{"example.com/gpu": 1}), False),
 ])
 def test_only_pods_without_claims_sign(pod: dict[str, Any], signs: bool) -> None:
     """Opportunistic batching keeps a window's scores only when every Score plugin signs."""
