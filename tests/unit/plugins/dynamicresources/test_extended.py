@@ -316,3 +316,30 @@ def test_in_flight_devices_go_when_the_informer_shows_the_created_claim() -> Non
     assert tracker.in_flight("default/<extended-resources>uid-p") is None
     tracker.claim_deleted(seen)
     assert set(tracker.held()) == set()
+
+
+@pytest.mark.parametrize(("strategy", "allocated", "want"), [
+    # n1: two devices of the class; the pod asks for one. n2: no device (not scored: 0).
+    # n3 advertises 4 through a device plugin: scored from its allocatable as before.
+    ("LeastAllocated", [], {"n1": 50, "n2": 0, "n3": 75}),
+    ("LeastAllocated", ["g0"], {"n1": 0, "n2": 0, "n3": 75}),
+    ("MostAllocated", ["g0"], {"n1": 100, "n2": 0, "n3": 25}),
+])
+def test_fit_scores_a_backed_resource_by_the_class_devices(
+        strategy: str, allocated: list[str], want: dict[str, int]) -> None:
+    alloc = {"devices": {"results": [{"request": "r", "driver": "gpu.example.com",
+                                      "pool": "n1", "device": d} for d in allocated]}}
+    claims = [claim("held", exactly("r", "gpu"), allocation=alloc)] if allocated else []
+    handle = FakeHandle(node_infos(NODES), objects={
+        "resourceclaims": claims, "resourceslices": SLICES, "deviceclasses": [gpu_class()]})
+    fit = Fit({"scoringStrategy": {"type": strategy,
+                                   "resources": [{"name": GPU, "weight": 1}]}},
+              handle)  # type: ignore[arg-type]
+    state = CycleState()
+    info = PodInfo.from_pod(gpu_pod())
+    nodes = handle.snapshot().list()
+    assert fit.pre_score(state, info, nodes) is None
+    got = {ni.name: fit.score(state, info, ni)[0] for ni in nodes}
+    assert got == want
+    scores, st = fit.score_nodes(state, info, nodes)
+    assert st is None and dict(zip(got, scores)) == want
