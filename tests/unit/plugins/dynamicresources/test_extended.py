@@ -343,3 +343,23 @@ def test_fit_scores_a_backed_resource_by_the_class_devices(
     assert got == want
     scores, st = fit.score_nodes(state, info, nodes)
     assert st is None and dict(zip(got, scores)) == want
+
+
+def test_balanced_allocation_scores_a_backed_resource_by_the_class_devices() -> None:
+    from scheduler.plugins.noderesources.balanced_allocation import BalancedAllocation
+
+    _, _, handle = setup()
+    ba = BalancedAllocation({"resources": [{"name": "cpu", "weight": 1},
+                                           {"name": GPU, "weight": 1}]},
+                            handle)  # type: ignore[arg-type]
+    state = CycleState()
+    pod = gpu_pod()
+    info = PodInfo.from_pod(pod)
+    nodes = handle.snapshot().list()
+    assert ba.sign(info) is None  # scores read slices and claims: never reused by batching
+    assert ba.pre_score(state, info, nodes) is None
+    got = {ni.name: ba.score(state, info, ni)[0] for ni in nodes}
+    # cpu 100m of 4 (0.025) beside the GPU share: n1 1 of its 2 devices (0.5), n3 1 of the 4
+    # it advertises (0.25); n2 has no device: cpu alone
+    assert got == {"n1": int((1 - (0.5 - 0.025) / 2) * 100), "n2": 100,
+                   "n3": int((1 - (0.25 - 0.025) / 2) * 100)}
