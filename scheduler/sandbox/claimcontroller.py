@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ApiError
 from .store import DELETED, InternalWatcher
 from .util import now_iso
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -242,18 +243,14 @@ class ClaimControllerSim:
 
     # ------------------------------------------------------------ loop
 
-    async def run(self) -> None:
+    async def run(self, *, iterations: int | None = None) -> None:
+        def rewatch() -> None:
+            if self._watch():
+                self.resync_all()
+
         try:
-            while True:
-                if self._watch():
-                    self.resync_all()
-                await self._wake.wait()
-                await asyncio.sleep(self.delay)
-                self._wake.clear()
-                try:
-                    self.sync()
-                except Exception:  # a bug must not stop the simulation
-                    log.exception("resourceclaim controller simulation failed")
+            await wake_loop(self._wake, self.sync, delay=self.delay, before=rewatch,
+                            what="resourceclaim controller simulation", iterations=iterations)
         finally:
             for w in self._watchers.values():
                 self.registry.ts(w.rt).watchers.discard(w)

@@ -52,6 +52,7 @@ from .dra import dns_label
 from .errors import ApiError
 from .store import ADDED, DELETED, InternalWatcher
 from .validation import parse_quantity
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -294,24 +295,25 @@ class DraDriverSim:
                     if err.code != 404:
                         raise
 
-    async def run(self) -> None:
+    async def run(self, *, iterations: int | None = None) -> None:
         w = self._watcher = InternalWatcher(self.nodes_rt, None, None)
         w.wake = self._wake
         ts = self.registry.ts(self.nodes_rt)
         ts.watchers.add(w)
+
+        def drain() -> None:
+            buf, w.buf = w.buf, []
+            for typ, ev in buf:
+                try:
+                    if typ == ADDED:
+                        self.node_added(ev.obj)
+                    elif typ == DELETED:
+                        self.node_removed(ev.obj)
+                except Exception:  # one node's failure must not drop the others' events
+                    log.exception("dra driver simulation failed")
+
         try:
-            while True:
-                await self._wake.wait()
-                await asyncio.sleep(self.delay)
-                self._wake.clear()
-                buf, w.buf = w.buf, []
-                for typ, ev in buf:
-                    try:
-                        if typ == ADDED:
-                            self.node_added(ev.obj)
-                        elif typ == DELETED:
-                            self.node_removed(ev.obj)
-                    except Exception:  # a bug must not stop the simulation
-                        log.exception("dra driver simulation failed")
+            await wake_loop(self._wake, drain, delay=self.delay, what="dra driver simulation",
+                            iterations=iterations)
         finally:
             ts.watchers.discard(w)

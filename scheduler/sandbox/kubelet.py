@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .util import iso_at, now_iso, set_condition
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -251,20 +252,19 @@ class KubeletSim:
 
     # ------------------------------------------------------------ the loop
 
-    async def run(self) -> None:
-        while True:
-            timeout = None
-            if self._timers:
-                timeout = max(0.0, self._timers[0][0] - self.clock())
-            if not self._start:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
-            self._wake.clear()
-            # let a burst of bindings accumulate so status writes are batched
-            await asyncio.sleep(self.tick)
-            self.step()
+    async def run(self, *, iterations: int | None = None) -> None:
+        # a tick lets a burst of bindings accumulate, so status writes are batched
+        await wake_loop(self._wake, self.step, delay=self.tick, what="kubelet simulation",
+                        timeout=self._until_due, iterations=iterations)
+
+    def _until_due(self) -> float | None:
+        """How long the loop may wait for a wake: not at all while pods wait to start, until
+        the next timer is due, or for ever."""
+        if self._start:
+            return 0.0
+        if self._timers:
+            return max(0.0, self._timers[0][0] - self.clock())
+        return None
 
     def step(self) -> None:
         """Apply everything due now: pending starts, completions, removals."""

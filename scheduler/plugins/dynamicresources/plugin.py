@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable, Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -731,6 +731,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if not isinstance(state.get(STATE_KEY), _State):
             return [0] * len(nodes), None
         return super().score_nodes(state, pod_info, nodes)
+
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """Opportunistic batching's signature: a pod with no claims and no extended
+        resources (which a DeviceClass could back) is skipped at PreFilter and scores 0 on
+        every node, whatever the node; any other pod is not signed (its answer depends on
+        claims and devices beyond the node's NodeInfo).  Without it every plain pod's Score
+        was partially batched, and no window was kept for any pod (batching.py)."""
+        if has_claims(pod_info.pod) or pod_info.requests.scalar_resources:
+            return None
+        return ()
 
     # --- Reserve -------------------------------------------------------------------------------
 
