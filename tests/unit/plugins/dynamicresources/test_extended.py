@@ -190,6 +190,7 @@ def test_prebind_creates_the_claim_and_writes_the_pod_status() -> None:
         {"name": "container-0-request-1", "exactly": {
             "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]
     assert FINALIZER in calls[("PUT", path)]["metadata"]["finalizers"]
+    assert ("GET", path) not in calls  # written over the create's answer, as upstream
     status = calls[("PUT", path + "/status")]["status"]
     assert sorted(r["device"] for r in status["allocation"]["devices"]["results"]) == \
         ["g0", "g1"]
@@ -201,6 +202,9 @@ def test_prebind_creates_the_claim_and_writes_the_pod_status() -> None:
             "requestMappings": [{"containerName": "main", "resourceName": GPU,
                                  "requestName": "container-0-request-1"}],
             "resourceClaimName": "p-extended-resources-abcde"}}}
+    creates = handle.metrics.ops.resourceclaim_creates
+    assert creates.labels("success")._value.get() == 1
+    assert creates.labels("failure")._value.get() == 0
     # the devices stay held under the claim's real name until the informer shows it
     _, by_node = run_filters(p, None, gpu_pod("q"), handle)
     assert msg(by_node["n1"][0]) == REASON_CANNOT_ALLOCATE
