@@ -160,6 +160,7 @@ class _Extended:
     stale: Mapping[str, Any] | None = None  # a prior attempt's claim, found in the API
     variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
     by_node: dict[str, frozenset[str]] = field(default_factory=dict)
+    all_backed: frozenset[str] = frozenset()
     created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
 
 
@@ -972,7 +973,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         backed = ext_res.backed_resources(scalars, self.class_cache())
         if not backed:
             return None
-        out = _Extended(backed=backed,
+        out = _Extended(backed=backed, all_backed=frozenset(backed),
                         key=f"{pod_info.namespace}/{ext_res.SPECIAL_NAME}{pod_info.uid}")
         out.stale = ext_res.find_claim(pod_info.pod, self._claims_in(pod_info.namespace))
         return out
@@ -999,9 +1000,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.details[name] = [f"claim {key_of(ext.stale)}: {REASON_EXTENDED_STALE}"]
             return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_STALE)
         advertised = node_info.allocatable.scalar_resources
-        need = frozenset(r for r in ext.backed if not advertised.get(r))
-        if not need:
-            return _NOT_EXTENDED
+        if advertised and any(advertised.get(r) for r in ext.backed):
+            need = frozenset(r for r in ext.backed if not advertised.get(r))
+            if not need:
+                return _NOT_EXTENDED
+        else:
+            need = ext.all_backed  # the usual case: no device plugin for them here
         variant = ext.variants.get(need)
         if variant is None:
             variant = ext.variants[need] = self._variant(data, pod_info, need)
