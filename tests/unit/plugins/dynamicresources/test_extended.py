@@ -367,3 +367,20 @@ def test_balanced_allocation_scores_a_backed_resource_by_the_class_devices() -> 
     # it advertises (0.25); n2 has no device: cpu alone
     assert got == {"n1": int((1 - (0.5 - 0.025) / 2) * 100), "n2": 100,
                    "n3": int((1 - (0.25 - 0.025) / 2) * 100)}
+
+
+def test_cache_comparer_counts_the_special_claims_in_flight() -> None:
+    from scheduler.cache.comparer import compare_devices
+
+    p, _, handle = setup()
+    pod = gpu_pod()
+    state, _ = run_filters(p, None, pod, handle)
+    assert p.reserve(state, PodInfo.from_pod(pod), "n1") is None
+    held = p.tracker.held()
+    assert len(held) == 1
+    # without the in-flight special claim the held device looks allocated by nobody
+    assert [d.kind for d in compare_devices(held=held, claims=[],
+                                            in_flight=p.tracker.in_flight)] == \
+        ["DeviceRedundant"]
+    assert compare_devices(held=held, claims=p.tracker.unnamed_in_flight(),
+                           in_flight=p.tracker.in_flight) == []
