@@ -160,6 +160,7 @@ class _Extended:
     stale: Mapping[str, Any] | None = None  # a prior attempt's claim, found in the API
     variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
     by_node: dict[str, frozenset[str]] = field(default_factory=dict)
+    all_backed: frozenset[str] = frozenset()
     created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
 
 
@@ -880,7 +881,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             await self._sleep(min(BINDING_POLL_SECONDS, left))
 
     async def _reserve_in_api(self, claim: Mapping[str, Any], pod_info: PodInfo,
-                              alloc: dict[str, Any] | None) -> None:
+                              alloc: dict[str, Any] | None, *,
+                              fresh: dict[str, Any] | None = None) -> None:
         meta = claim.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         client = self._handle.client
@@ -888,7 +890,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         entry = {"resource": "pods", "name": pod_info.name, "uid": pod_info.uid}
         # As upstream's bindClaim: the first attempt writes over the informer's copy (no
         # read); only a conflict makes the next attempt read the claim from the API.
-        cached = self._informer_claim(ns, name)
+        cached = fresh if fresh is not None else self._informer_claim(ns, name)
         for _ in range(PREBIND_ATTEMPTS):
             if cached is not None:
                 latest: dict[str, Any] = cached
@@ -971,7 +973,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         backed = ext_res.backed_resources(scalars, self.class_cache())
         if not backed:
             return None
-        out = _Extended(backed=backed,
+        out = _Extended(backed=backed, all_backed=frozenset(backed),
                         key=f"{pod_info.namespace}/{ext_res.SPECIAL_NAME}{pod_info.uid}")
         out.stale = ext_res.find_claim(pod_info.pod, self._claims_in(pod_info.namespace))
         return out
@@ -998,9 +1000,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.details[name] = [f"claim {key_of(ext.stale)}: {REASON_EXTENDED_STALE}"]
             return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_STALE)
         advertised = node_info.allocatable.scalar_resources
-        need = frozenset(r for r in ext.backed if not advertised.get(r))
-        if not need:
-            return _NOT_EXTENDED
+        if advertised and any(advertised.get(r) for r in ext.backed):
+            need = frozenset(r for r in ext.backed if not advertised.get(r))
+            if not need:
+                return _NOT_EXTENDED
+        else:
+            need = ext.all_backed  # the usual case: no device plugin for them here
         variant = ext.variants.get(need)
         if variant is None:
             variant = ext.variants[need] = self._variant(data, pod_info, need)
@@ -1127,12 +1132,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         ns = pod_info.namespace
         resp = await client.request("POST", resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns),
                                     body=body)
+        creates = self._handle.metrics.ops.resourceclaim_creates
         if resp.status >= 300 or not isinstance(resp.body, dict):
+            creates.labels("failure").inc()
             raise _PreBindError(f"create claim for extended resources of {pod_info.key}: "
                                 f"HTTP {resp.status}")
+        creates.labels("success").inc()
         created: dict[str, Any] = resp.body
         ext.created = created
-        await self._reserve_in_api(created, pod_info, alloc)
+        # the create's answer is the claim as it is: written over, no read
+        await self._reserve_in_api(created, pod_info, alloc, fresh=copy.deepcopy(created))
         # the tracker holds the devices (in flight) until the informer shows the claim
         # allocated
         seen = self._get_claim(ns, str(created["metadata"].get("name") or ""))

@@ -190,6 +190,7 @@ def test_prebind_creates_the_claim_and_writes_the_pod_status() -> None:
         {"name": "container-0-request-1", "exactly": {
             "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]
     assert FINALIZER in calls[("PUT", path)]["metadata"]["finalizers"]
+    assert ("GET", path) not in calls  # written over the create's answer, as upstream
     status = calls[("PUT", path + "/status")]["status"]
     assert sorted(r["device"] for r in status["allocation"]["devices"]["results"]) == \
         ["g0", "g1"]
@@ -201,6 +202,9 @@ def test_prebind_creates_the_claim_and_writes_the_pod_status() -> None:
             "requestMappings": [{"containerName": "main", "resourceName": GPU,
                                  "requestName": "container-0-request-1"}],
             "resourceClaimName": "p-extended-resources-abcde"}}}
+    creates = handle.metrics.ops.resourceclaim_creates
+    assert creates.labels("success")._value.get() == 1
+    assert creates.labels("failure")._value.get() == 0
     # the devices stay held under the claim's real name until the informer shows it
     _, by_node = run_filters(p, None, gpu_pod("q"), handle)
     assert msg(by_node["n1"][0]) == REASON_CANNOT_ALLOCATE
@@ -343,3 +347,40 @@ def test_fit_scores_a_backed_resource_by_the_class_devices(
     assert got == want
     scores, st = fit.score_nodes(state, info, nodes)
     assert st is None and dict(zip(got, scores)) == want
+
+
+def test_balanced_allocation_scores_a_backed_resource_by_the_class_devices() -> None:
+    from scheduler.plugins.noderesources.balanced_allocation import BalancedAllocation
+
+    _, _, handle = setup()
+    ba = BalancedAllocation({"resources": [{"name": "cpu", "weight": 1},
+                                           {"name": GPU, "weight": 1}]},
+                            handle)  # type: ignore[arg-type]
+    state = CycleState()
+    pod = gpu_pod()
+    info = PodInfo.from_pod(pod)
+    nodes = handle.snapshot().list()
+    assert ba.sign(info) is None  # scores read slices and claims: never reused by batching
+    assert ba.pre_score(state, info, nodes) is None
+    got = {ni.name: ba.score(state, info, ni)[0] for ni in nodes}
+    # cpu 100m of 4 (0.025) beside the GPU share: n1 1 of its 2 devices (0.5), n3 1 of the 4
+    # it advertises (0.25); n2 has no device: cpu alone
+    assert got == {"n1": int((1 - (0.5 - 0.025) / 2) * 100), "n2": 100,
+                   "n3": int((1 - (0.25 - 0.025) / 2) * 100)}
+
+
+def test_cache_comparer_counts_the_special_claims_in_flight() -> None:
+    from scheduler.cache.comparer import compare_devices
+
+    p, _, handle = setup()
+    pod = gpu_pod()
+    state, _ = run_filters(p, None, pod, handle)
+    assert p.reserve(state, PodInfo.from_pod(pod), "n1") is None
+    held = p.tracker.held()
+    assert len(held) == 1
+    # without the in-flight special claim the held device looks allocated by nobody
+    assert [d.kind for d in compare_devices(held=held, claims=[],
+                                            in_flight=p.tracker.in_flight)] == \
+        ["DeviceRedundant"]
+    assert compare_devices(held=held, claims=p.tracker.unnamed_in_flight(),
+                           in_flight=p.tracker.in_flight) == []
