@@ -24,7 +24,12 @@ It watches pods, ResourceClaims and ResourceClaimTemplates in the store like any
 * deletes a generated claim nobody uses once its pod is done or replaced (the garbage
   collector in ``controllers.py`` deletes it when the pod is removed).
 
-Not emulated: the admin-access namespace check, metrics, extended-resource claims. A pod
+The claim the scheduler makes for a pod's extended resources (DRAExtendedResource: owned by
+the pod, named in its ``status.extendedResourceClaimStatus``) is treated as a generated one:
+released when its pod goes, deleted once it is done (the garbage collector deletes it with
+the pod).
+
+Not emulated: the admin-access namespace check, metrics. A pod
 that is done gets no claim re-created for it (the claim of a finished pod is deleted above and
 would otherwise come back).
 """

@@ -31,6 +31,7 @@ def run(fill: str) -> str:
     in_use = set(ids[:held])
     prepared = prepare([claim("c", exactly("r"))], {"gpu": gpu_class()})
     index = FreeIndex(inv, in_use)
+    # (Filter's order: the index's count, then its first-fit masks, then the allocator)
     for n in nodes:  # warm: CEL results cached on the devices, node device lists built
         allocate(prepared, node=n, inventory=inv, in_use=in_use)
     rounds = 20
@@ -42,6 +43,9 @@ def run(fill: str) -> str:
             for n in nodes:  # as the plugin's Filter: the free-device index first
                 name = n["metadata"]["name"]
                 if not index.may_fit(name) and selectors_checked(prepared, inv, n):
+                    continue
+                if index.pick(prepared, n, device_taints=True) is not None:
+                    fits += 1
                     continue
                 out = allocate(prepared, node=n, inventory=inv, in_use=in_use)
                 fits += isinstance(out, Allocated)
