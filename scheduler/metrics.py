@@ -132,6 +132,16 @@ def _exponential(start: float, factor: float, count: int) -> list[float]:
     return [start * factor**i for i in range(count)]
 
 
+def _counter_and_histogram(
+    r: CollectorRegistry, labels: list[str], *, buckets: Sequence[float],
+    counter: tuple[str, str], histogram: tuple[str, str],
+) -> tuple[Counter, Histogram]:
+    """A Counter and a Histogram over the same labels (``(name, help)`` each): how many
+    calls or attempts ended how, and how long they took."""
+    return (Counter(*counter, labels, registry=r),
+            Histogram(*histogram, labels, buckets=buckets, registry=r))
+
+
 class SchedulerMetrics:
     """kube-scheduler's metrics. The histograms observed several times per pod (extension
     points, attempts, the SLI) are ``BulkHistogram``s: the same exposition as
@@ -251,19 +261,13 @@ class SchedulerMetrics:
             ["result"],
             registry=r,
         )
-        self.extender_requests = Counter(
-            "scheduler_py_extender_requests",
-            "HTTP extender calls, by verb (filter, prioritize, preempt, bind) and result "
-            "(success, error).",
-            ["verb", "result"],
-            registry=r,
-        )
-        self.extender_request_duration = Histogram(
-            "scheduler_py_extender_request_duration_seconds",
-            "Latency of HTTP extender calls, by verb and result.",
-            ["verb", "result"],
-            buckets=_exponential(0.0005, 2, 16),
-            registry=r,
+        self.extender_requests, self.extender_request_duration = _counter_and_histogram(
+            r, ["verb", "result"], buckets=_exponential(0.0005, 2, 16),
+            counter=("scheduler_py_extender_requests",
+                     "HTTP extender calls, by verb (filter, prioritize, preempt, bind) and result "
+                     "(success, error)."),
+            histogram=("scheduler_py_extender_request_duration_seconds",
+                       "Latency of HTTP extender calls, by verb and result."),
         )
         self.events_dropped = Counter(
             "scheduler_py_events_dropped",
@@ -272,20 +276,15 @@ class SchedulerMetrics:
             registry=r,
         )
         # Pod groups (upstream's GenericWorkload metrics, ALPHA): one attempt per gang pass.
-        self.podgroup_schedule_attempts = Counter(
-            "scheduler_podgroup_schedule_attempts",
-            "Number of attempts to schedule pod group, by the result. 'unschedulable' means a "
-            "pod group could not be scheduled, while 'error' means an internal scheduler "
-            "problem.",
-            ["result", "profile"],
-            registry=r,
-        )
-        self.podgroup_scheduling_attempt_duration = Histogram(
-            "scheduler_podgroup_scheduling_attempt_duration_seconds",
-            "Pod group scheduling attempt latency in seconds",
-            ["result", "profile"],
-            buckets=_exponential(0.001, 2, 15),
-            registry=r,
+        (self.podgroup_schedule_attempts,
+         self.podgroup_scheduling_attempt_duration) = _counter_and_histogram(
+            r, ["result", "profile"], buckets=_exponential(0.001, 2, 15),
+            counter=("scheduler_podgroup_schedule_attempts",
+                     "Number of attempts to schedule pod group, by the result. 'unschedulable' "
+                     "means a pod group could not be scheduled, while 'error' means an internal "
+                     "scheduler problem."),
+            histogram=("scheduler_podgroup_scheduling_attempt_duration_seconds",
+                       "Pod group scheduling attempt latency in seconds"),
         )
         # --- issue 26: series added upstream since 1.34 (engineer "parity") -----------------
         self.queued_entities = Gauge(
@@ -385,18 +384,13 @@ class OperationsMetrics:
             registry=r,
         )
         # SchedulerAsyncAPICalls: the API dispatcher (scheduler/client/api_dispatcher.py).
-        self.async_api_call_execution = Counter(
-            "scheduler_async_api_call_execution",
-            "Total number of API calls executed by the async dispatcher.",
-            ["call_type", "result"],
-            registry=r,
-        )
-        self.async_api_call_execution_duration = Histogram(
-            "scheduler_async_api_call_execution_duration_seconds",
-            "Duration in seconds for executing API call in the async dispatcher.",
-            ["call_type", "result"],
-            buckets=_exponential(0.001, 2, 15),
-            registry=r,
+        (self.async_api_call_execution,
+         self.async_api_call_execution_duration) = _counter_and_histogram(
+            r, ["call_type", "result"], buckets=_exponential(0.001, 2, 15),
+            counter=("scheduler_async_api_call_execution",
+                     "Total number of API calls executed by the async dispatcher."),
+            histogram=("scheduler_async_api_call_execution_duration_seconds",
+                       "Duration in seconds for executing API call in the async dispatcher."),
         )
         self.pending_async_api_calls = Gauge(
             "scheduler_pending_async_api_calls",
@@ -406,18 +400,22 @@ class OperationsMetrics:
         )
         # DRADeviceBindingConditions: DynamicResources' PreBind waits for devices' binding
         # conditions (scheduler/plugins/dynamicresources/plugin.py)
-        self.dra_bindingconditions_allocations = Counter(
-            "scheduler_dra_bindingconditions_allocations",
-            "Allocations with devices that have BindingConditions, per driver and scheduling "
-            "attempt, by how the wait ended (success, failure, timeout).",
-            ["profile", "driver", "status"],
-            registry=r,
+        (self.dra_bindingconditions_allocations,
+         self.dra_bindingconditions_wait_duration) = _counter_and_histogram(
+            r, ["profile", "driver", "status"], buckets=_exponential(0.1, 2, 14),
+            counter=("scheduler_dra_bindingconditions_allocations",
+                     "Allocations with devices that have BindingConditions, per driver and "
+                     "scheduling attempt, by how the wait ended (success, failure, timeout)."),
+            histogram=("scheduler_dra_bindingconditions_wait_duration_seconds",
+                       "Seconds PreBind waited for devices' BindingConditions, by how the wait "
+                       "ended."),
         )
-        self.dra_bindingconditions_wait_duration = Histogram(
-            "scheduler_dra_bindingconditions_wait_duration_seconds",
-            "Seconds PreBind waited for devices' BindingConditions, by how the wait ended.",
-            ["profile", "driver", "status"],
-            buckets=_exponential(0.1, 2, 14),
+        # DRAExtendedResource: the claims DynamicResources' PreBind creates for pods' extended
+        # resources (scheduler/plugins/dynamicresources/plugin.py)
+        self.resourceclaim_creates = Counter(
+            "scheduler_resourceclaim_creates",
+            "Number of ResourceClaims creation requests within scheduler",
+            ["status"],
             registry=r,
         )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds,

@@ -68,7 +68,7 @@ GATES: tuple[FeatureGate, ...] = (
     _g("DRADeviceCompatibilityGroups", ALPHA, False, False),
     _g("DRADeviceTaintRules", GA, True, True, lock=False),
     _g("DRADeviceTaints", GA, True, True, lock=False),
-    _g("DRAExtendedResource", GA, True, False),
+    _g("DRAExtendedResource", GA, True, True),
     _g("DRAFractionalCapacityRange", BETA, True, True),
     _g("DRAListTypeAttributes", ALPHA, False, False),
     _g("DRANodeAllocatableResources", ALPHA, False, False),

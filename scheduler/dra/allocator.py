@@ -163,6 +163,9 @@ class _Alternative:
         self.capacity_key = repr(sorted(self.capacity.items()))
 
 
+Alternative = _Alternative  # one (sub)request's choice, as Filter's shortcuts name it
+
+
 @dataclass(slots=True)
 class _Request:
     claim_index: int
@@ -528,6 +531,42 @@ def _simple_alternative(prepared: Prepared) -> tuple[_Request, _Alternative] | N
     if alt.mode != MODE_EXACT:
         return None
     return req, alt
+
+
+def first_fit_shape(prepared: Prepared) -> _Alternative | None:
+    """The alternative when the claims are the common shape (``_simple_alternative``) with
+    no adminAccess, no tolerations and no capacity requests: ``_fast_path`` then takes the
+    first ``count`` devices its selectors select that no claim holds."""
+    simple = _simple_alternative(prepared)
+    if simple is None:
+        return None
+    alt = simple[1]
+    if alt.admin or alt.raw_tolerations or alt.capacity:
+        return None
+    return alt
+
+
+def first_fit_accepts(prepared: Prepared, d: Device, *, device_taints: bool) -> bool:
+    """For claims of :func:`first_fit_shape`: whether ``_fast_path`` would take ``d`` were
+    it free (its selectors select it, its taints are allowed).  Raises AllocationError when
+    a selector fails on it, as the allocator does."""
+    simple = _simple_alternative(prepared)
+    assert simple is not None
+    req, alt = simple
+    return _selected(alt, d, req.claim, req.name) and (
+        not d.taints or not device_taints or _tolerated(alt, d))
+
+
+def allocated_at(prepared: Prepared, picks: Sequence[Device], node_name: str, *,
+                 device_taints: bool, shape: _Alternative | None = None) -> Allocated:
+    """What ``_fast_path`` returns when it takes ``picks`` for claims of
+    :func:`first_fit_shape` (``shape``, worked out when not given): the allocation, built
+    on first use."""
+    alt = shape if shape is not None else first_fit_shape(prepared)
+    assert alt is not None
+    config = prepared.configs[0]
+    return Allocated(lambda: [_build_allocation(
+        [(alt, picks)], config, node_name, device_taints, None)], 0)
 
 
 def selectors_checked(prepared: Prepared, inventory: Inventory,

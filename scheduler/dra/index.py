@@ -20,14 +20,31 @@ The count is *conservative* (a node it rules out is one where the allocator fail
 
 Held devices come from :class:`ClaimTracker` (informer claims and allocations in flight):
 the tracker calls :meth:`FreeIndex.held_changed` when a device becomes held or free.
+
+For the common request shape (one device of a class, :func:`allocator.first_fit_shape`)
+the index also answers Filter itself (:meth:`FreeIndex.pick`): per node a bit mask of its
+held devices (kept with the counts) and, per selector set, a cached mask of the devices
+they select (filled lazily, in first-fit order, as the allocator evaluates them); the first
+free selected devices are then the lowest bits of one AND, exactly the devices the
+allocator's first-fit would take.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from scheduler.dra.allocator import MODE_EXACT, Prepared
-from scheduler.dra.inventory import DeviceID, Inventory
+from scheduler.dra.allocator import (
+    AllocationError,
+    MODE_EXACT,
+    Alternative as _Alternative,
+    Allocated,
+    Prepared,
+    allocated_at,
+    first_fit_accepts,
+    first_fit_shape,
+)
+from scheduler.dra.inventory import Device, DeviceID, Inventory
 
 
 def _shares(device: object) -> bool:
@@ -39,7 +56,8 @@ def _shares(device: object) -> bool:
 class FreeIndex:
     """Per node, how many of its devices no claim holds (see the module docstring)."""
 
-    __slots__ = ("inventory", "_node_of", "_free", "_always", "_freeable", "_open")
+    __slots__ = ("inventory", "_node_of", "_free", "_always", "_freeable", "_open", "_bit",
+                 "_held_mask", "_masks")
 
     def __init__(self, inventory: Inventory, held: Iterable[DeviceID]) -> None:
         self.inventory = inventory
@@ -50,13 +68,22 @@ class FreeIndex:
         self._freeable: dict[str, int] = {}
         # nodes where the claims may fit now or after a preemption: free, shared or freeable
         self._open: set[str] = set()
+        # each node-local device's bit in its node's masks (its position in the node's list)
+        self._bit: dict[DeviceID, int] = {}
+        self._held_mask: dict[str, int] = {}
+        # (node, selected_key, device_taints, taints version) -> [the node's devices, the
+        # mask of those first-fit accepts, the mask of those looked at], or None (pick
+        # cannot answer there); devices are looked at lazily, in first-fit order
+        self._masks: dict[tuple[str, str, bool, int], list[Any] | None] = {}
         for node, devices in inventory.local_devices().items():
             n = 0
-            for d in devices:
+            self._held_mask[node] = 0
+            for i, d in enumerate(devices):
                 if _shares(d):
                     self._always.add(node)
                     continue
                 self._node_of[d.id] = node
+                self._bit[d.id] = 1 << i
                 n += 1
             self._free[node] = n
             if n:
@@ -76,6 +103,10 @@ class FreeIndex:
         node = self._node_of.get(ident)
         if node is not None:
             self._free[node] += -1 if held else 1
+            if held:
+                self._held_mask[node] |= self._bit[ident]
+            else:
+                self._held_mask[node] &= ~self._bit[ident]
             self._recheck(node)
 
     def reserved_changed(self, devices: Iterable[DeviceID], delta: int) -> None:
@@ -102,6 +133,86 @@ class FreeIndex:
 
     def free(self, node_name: str) -> int:
         return self._free.get(node_name, 0)
+
+    def pick(self, prepared: Prepared, node: Mapping[str, Any], *, device_taints: bool,
+             taints_version: int = 0, shape: _Alternative | None = None,
+             node_name: str | None = None) -> Allocated | None:
+        """The allocation the allocator's first-fit makes on ``node`` for the common shape
+        (``shape``: :func:`allocator.first_fit_shape` of ``prepared``, worked out here when
+        not given), from the held and candidate masks; None when this cannot answer
+        (another shape, a selector error, a device shared by capacity, devices offered in
+        another order) or the node has too few free selected devices: the caller then runs
+        the allocator, which says why.  Exact only for ``in_use`` = the tracker's held
+        devices (no preemption what-if) and no shared counters.  ``taints_version`` changes
+        whenever the devices' taints may have (DeviceTaintRules applied again): the
+        candidate masks are per version."""
+        alt = shape if shape is not None else first_fit_shape(prepared)
+        if alt is None:
+            return None
+        name = node_name if node_name is not None else \
+            str((node.get("metadata") or {}).get("name") or "")
+        key = (name, alt.selected_key, device_taints, taints_version)
+        entry = self._masks.get(key)
+        if entry is None:
+            if key in self._masks:
+                return None
+            entry = self._masks[key] = self._candidates(node, name)
+            if entry is None:
+                return None
+        devices, cand, known = entry
+        avail = ~self._held_mask.get(name, 0) & ((1 << len(devices)) - 1)
+        count = alt.count
+        picks: list[Device] = []
+        unknown = avail & ~known
+        if count == 1:
+            # first-fit's device: the lowest free accepted one, if no free device below it
+            # is still to be looked at
+            low = cand & avail
+            low &= -low
+            if low and (not unknown or (unknown & -unknown) > low):
+                return allocated_at(prepared, [devices[low.bit_length() - 1]], name,
+                                    device_taints=device_taints, shape=alt)
+        if unknown:
+            # Some free device was never looked at: in first-fit order, evaluate the
+            # selectors on the free devices not seen yet, as far as first-fit goes.
+            try:
+                while avail and len(picks) < count:
+                    low = avail & -avail
+                    avail ^= low
+                    if not known & low:
+                        if first_fit_accepts(prepared, devices[low.bit_length() - 1],
+                                             device_taints=device_taints):
+                            cand |= low
+                        known |= low  # only once it evaluated without an error
+                    if cand & low:
+                        picks.append(devices[low.bit_length() - 1])
+            except AllocationError:
+                return None  # the allocator reports it
+            finally:
+                entry[1], entry[2] = cand, known
+        else:
+            free = cand & avail
+            while free and len(picks) < count:
+                low = free & -free
+                picks.append(devices[low.bit_length() - 1])
+                free ^= low
+        if len(picks) < count:
+            return None
+        return allocated_at(prepared, picks, name, device_taints=device_taints, shape=alt)
+
+    def _candidates(self, node: Mapping[str, Any], name: str) -> list[Any] | None:
+        """[the node's devices, the candidate mask, the mask of devices looked at] (no
+        device looked at yet), or None where pick cannot answer: a device shared by
+        capacity, devices offered in another order than the index's."""
+        if name in self._always:
+            return None
+        local = self.inventory.local_devices().get(name, ())
+        offered = self.inventory.devices_for_node(node)
+        if len(offered) != len(local) or any(a is not b for a, b in zip(offered, local)):
+            return None
+        if any(d.multi for d in local):
+            return None
+        return [local, 0, 0]
 
 
 def build(inventory: Inventory, held: Iterable[DeviceID]) -> FreeIndex | None:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import abc
 import functools
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from scheduler.config.errors import ConfigError
+from scheduler.dra.extended import ClassCache
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import PreFilterExtensions
+from scheduler.framework.interfaces import ObjectLister, ObjectWatcher, PreFilterExtensions
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
@@ -28,6 +30,7 @@ __all__ = [
     "FunctionShapePoint",
     "args_error",
     "build_broken_linear_function",
+    "device_class_cache",
     "default_normalize_score",
     "go_div",
     "normalize_to_max_node_score",
@@ -286,3 +289,39 @@ class RequiredGangTopology:
 
     def clone(self) -> RequiredGangTopology:
         return self  # immutable
+
+
+# DRAExtendedResource: one class-by-resource cache per set of listers, shared by the plugins
+# that read it (NodeResourcesFit's skip, DynamicResources' special claim)
+_CLASS_CACHES: weakref.WeakKeyDictionary[Any, tuple[ClassCache, bool]] = (
+    weakref.WeakKeyDictionary())
+
+
+def device_class_cache(listers: ObjectLister) -> ClassCache:
+    """The extended resources DeviceClasses back, kept from the DeviceClass informer's events
+    (subscribed on first use) or, for listers without events, from a listing."""
+    try:
+        entry = _CLASS_CACHES.get(listers)
+    except TypeError:  # listers that cannot be weakly referenced: no sharing
+        entry = None
+    if entry is None:
+        cache, watching = ClassCache(), False
+        if isinstance(listers, ObjectWatcher):
+            try:
+                listers.watch("deviceclasses", on_add=cache.class_added,
+                              on_update=cache.class_updated, on_delete=cache.class_deleted)
+                watching = True
+            except KeyError:  # no informer (an API without resource.k8s.io)
+                pass
+        entry = (cache, watching)
+        try:
+            _CLASS_CACHES[listers] = entry
+        except TypeError:
+            pass
+    cache, watching = entry
+    if not watching:
+        try:
+            cache.replace(listers.list("deviceclasses"))
+        except KeyError:
+            cache.replace([])
+    return cache

@@ -172,7 +172,7 @@ async def test_dra_devices_held_match_the_claims_and_a_leak_is_reported(
     from scheduler.plugins.dynamicresources.plugin import DynamicResources
     from scheduler.plugins.names import DYNAMIC_RESOURCES
     from tests.builders import PodBuilder
-    from tests.integration.test_dra import API, strip
+    from tests.integration.dra import API, strip
     from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
 
     sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi")

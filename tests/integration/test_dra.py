@@ -10,49 +10,33 @@ from typing import Any
 import pytest
 
 from tests.builders import PodBuilder
-from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
+from tests.integration.dra import CLAIMS, dra_cluster, pod, strip
+from tests.integration.harness import for_api, wait_until
 from tests.unit.dra.builders import (
     DRIVER,
     claim,
-    claim_pod,
     device,
     exactly,
-    gpu_class,
     resource_slice,
+    template,
+    template_pod,
 )
-
-API = "/apis/resource.k8s.io/v1"
-
-
-def pod(name: str, claim_name: str) -> dict[str, Any]:
-    return for_api(claim_pod(name, claim_name))
-
-
-def strip(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object without what only the API server sets (the harness's ``for_api``)."""
-    return for_api(obj)
 
 
 async def test_claim_allocated_on_the_device_node_and_second_pod_waits(
     sandbox_factory: Any, tmp_path: Path
 ) -> None:
-    sb = await sandbox_factory(nodes=3, node_cpu="4", node_memory="16Gi")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster, running_scheduler(kc):
-        api = cluster.client
-        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
-        gpu_node = nodes[1]
-        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
-        await api.create(f"{API}/resourceslices", strip(resource_slice(
-            "gpus", node=gpu_node, devices=[device("gpu-0")])))
-        for name in ("first", "second"):
-            await api.create(f"{API}/namespaces/default/resourceclaims",
-                             strip(claim(name, exactly("gpu", "gpu"))))
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=3) as env:
+        cluster, api = env.cluster, env.api
+        gpu_node = env.nodes[1]
+        await env.publish(resource_slice("gpus", node=gpu_node, devices=[device("gpu-0")]))
+        await env.create("resourceclaims", *(claim(name, exactly("gpu", "gpu"))
+                                             for name in ("first", "second")))
         await cluster.create_pod(pod("p1", "first"))
         await wait_until(lambda: cluster.node_name("p1"), timeout=20, message="p1 bound")
         assert await cluster.node_name("p1") == gpu_node
 
-        got = await api.get(f"{API}/namespaces/default/resourceclaims/first")
+        got = await api.get(f"{CLAIMS}/first")
         assert got["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
         assert got["status"]["allocation"]["devices"]["results"] == [
             {"request": "gpu", "driver": DRIVER, "pool": gpu_node, "device": "gpu-0"}]
@@ -66,15 +50,10 @@ async def test_claim_allocated_on_the_device_node_and_second_pod_waits(
 
         # the only device is taken: the second pod waits with upstream's words
         await cluster.create_pod(pod("p2", "second"))
-
-        async def failed() -> list[dict[str, Any]]:
-            return [e for e in await cluster.events_for("p2")
-                    if e["reason"] == "FailedScheduling"]
-
-        await wait_until(failed, timeout=20, message="p2 FailedScheduling")
-        [event, *_] = await failed()
-        assert "cannot allocate all claims" in event["note"], event["note"]
-        assert event["note"].startswith("0/3 nodes are available:"), event["note"]
+        await wait_until(lambda: env.failed("p2"), timeout=20, message="p2 FailedScheduling")
+        [note, *_] = await env.failed("p2")
+        assert "cannot allocate all claims" in note, note
+        assert note.startswith("0/3 nodes are available:"), note
         p2 = await cluster.get_pod("p2")
         assert p2 is not None and not p2["spec"].get("nodeName")
 
@@ -92,52 +71,34 @@ async def test_template_pods_get_distinct_devices_and_deleting_one_frees_its_dev
 ) -> None:
     # 4 nodes, 2 GPUs on the first node only (the simulated driver), the resourceclaim
     # controller making one claim per pod from the template
-    sb = await sandbox_factory(nodes=4, node_cpu="4", node_memory="16Gi",
-                               dra_devices="gpu=2:nodes=1")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster, running_scheduler(kc):
-        api = cluster.client
-        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
-        await api.create(f"{API}/namespaces/default/resourceclaimtemplates", {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu", "namespace": "default"},
-            "spec": {"spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}})
+    names = ["t1", "t2", "t3"]
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=4,
+                           dra_devices="gpu=2:nodes=1") as env:
+        cluster = env.cluster
+        gpu_node = env.nodes[0]
+        await env.create("resourceclaimtemplates",
+                         template("one-gpu", exactly("gpu", "gpu.example.com")))
+        for name in names:
+            await cluster.create_pod(for_api(template_pod(name, "one-gpu")))
 
-        def templated(name: str) -> dict[str, Any]:
-            p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
-                        .req(cpu="100m", memory="64Mi").obj())
-            p["spec"]["resourceClaims"] = [{"name": "gpu",
-                                            "resourceClaimTemplateName": "one-gpu"}]
-            return p
+        async def two_bound() -> bool:
+            return len(await env.bound(names)) >= 2
 
-        for name in ("t1", "t2", "t3"):
-            await cluster.create_pod(templated(name))
-
-        async def bound() -> dict[str, str]:
-            return {n: await cluster.node_name(n) for n in ("t1", "t2", "t3")
-                    if await cluster.node_name(n)}
-
-        await wait_until(lambda: _count(bound, 2), timeout=30, message="two pods bound")
-        placed = await bound()
+        await wait_until(two_bound, timeout=30, message="two pods bound")
+        placed = await env.bound(names)
         assert set(placed.values()) == {gpu_node}
 
-        claims = (await api.get(f"{API}/namespaces/default/resourceclaims"))["items"]
-        allocated = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        allocated = [c for c in await env.claims() if (c.get("status") or {}).get("allocation")]
         devices = [r["device"] for c in allocated
                    for r in c["status"]["allocation"]["devices"]["results"]]
         assert sorted(devices) == ["gpu-0", "gpu-1"]
         for c in allocated:
             [user] = c["status"]["reservedFor"]
             assert user["name"] in placed
-        [waiting] = {"t1", "t2", "t3"} - set(placed)
-
-        async def failed() -> list[dict[str, Any]]:
-            return [e for e in await cluster.events_for(waiting)
-                    if e["reason"] == "FailedScheduling"]
-
-        await wait_until(failed, timeout=20, message="the third pod's FailedScheduling")
-        assert "cannot allocate all claims" in (await failed())[0]["note"]
+        [waiting] = set(names) - set(placed)
+        await wait_until(lambda: env.failed(waiting), timeout=20,
+                         message="the third pod's FailedScheduling")
+        assert "cannot allocate all claims" in (await env.failed(waiting))[0]
 
         # deleting a pod frees its device (the controller deallocates its claim): the
         # waiting pod gets it
@@ -145,10 +106,6 @@ async def test_template_pods_get_distinct_devices_and_deleting_one_frees_its_dev
         await wait_until(lambda: cluster.node_name(waiting), timeout=30,
                          message="the waiting pod bound once a device is free")
         assert await cluster.node_name(waiting) == gpu_node
-
-
-async def _count(fn: Any, n: int) -> bool:
-    return len(await fn()) >= n
 
 
 async def test_explain_says_per_node_which_request_cannot_be_satisfied(
@@ -159,20 +116,13 @@ async def test_explain_says_per_node_which_request_cannot_be_satisfied(
 
     from scheduler.explain.cli import amain
 
-    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
-                               simulate_kubelet=False)
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster:
-        api = cluster.client
-        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
-        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
-        await api.create(f"{API}/resourceslices", strip(resource_slice(
-            "gpus", node=nodes[0], devices=[device("gpu-0")])))
-        await api.create(f"{API}/namespaces/default/resourceclaims",
-                         strip(claim("two", exactly("gpu", "gpu", count=2))))
-        await cluster.create_pod(pod("needs-two", "two"))
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=2, schedule=False,
+                           simulate_kubelet=False) as env:
+        await env.publish(resource_slice("gpus", node=env.nodes[0], devices=[device("gpu-0")]))
+        await env.create("resourceclaims", claim("two", exactly("gpu", "gpu", count=2)))
+        await env.cluster.create_pod(pod("needs-two", "two"))
     out, err = io.StringIO(), io.StringIO()
-    code = await amain(["needs-two", "--kubeconfig", str(kc), "-o", "json"],
+    code = await amain(["needs-two", "--kubeconfig", str(env.kubeconfig), "-o", "json"],
                        stdout=out, stderr=err)
     assert code == 0, err.getvalue()
     text = json.dumps(json.loads(out.getvalue()))
@@ -226,26 +176,20 @@ async def test_explain_names_why_per_node(sandbox_factory: Any, tmp_path: Path, 
 
     from scheduler.explain.cli import amain
 
-    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
-                               simulate_kubelet=False)
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster:
-        api = cluster.client
-        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
-        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
-        for sl in slices(nodes[0]):
-            await api.create(f"{API}/resourceslices", strip(sl))
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=2, schedule=False,
+                           simulate_kubelet=False) as env:
+        api, first = env.api, env.nodes[0]
+        await env.publish(*slices(first))
         if held is not None:
-            holder = await api.create(f"{API}/namespaces/default/resourceclaims",
-                                      strip(claim("holder", exactly("gpu", "gpu"))))
+            holder = await api.create(CLAIMS, strip(claim("holder", exactly("gpu", "gpu"))))
             holder["status"] = {"allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": DRIVER, "pool": nodes[0], "device": held}]}}}
-            await api.update(f"{API}/namespaces/default/resourceclaims/holder/status", holder)
-        await api.create(f"{API}/namespaces/default/resourceclaims",
-                         strip(claim("want", request_)))
-        await cluster.create_pod(pod("p", "want"))
+                {"request": "gpu", "driver": DRIVER, "pool": first, "device": held}]}}}
+            await api.update(f"{CLAIMS}/holder/status", holder)
+        await env.create("resourceclaims", claim("want", request_))
+        await env.cluster.create_pod(pod("p", "want"))
     out, err = io.StringIO(), io.StringIO()
-    code = await amain(["p", "--kubeconfig", str(kc), "-o", "json"], stdout=out, stderr=err)
+    code = await amain(["p", "--kubeconfig", str(env.kubeconfig), "-o", "json"],
+                       stdout=out, stderr=err)
     assert code == 0, err.getvalue()
     text = json.dumps(json.loads(out.getvalue()))
     assert want in text, (name, text)
@@ -257,40 +201,30 @@ async def test_partitions_of_one_gpu_share_its_counters_end_to_end(
 ) -> None:
     # one 40Gi GPU published as the whole GPU and two halves (DRAPartitionableDevices): a
     # pod holding a half keeps the whole GPU from another pod until it goes
-    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster, running_scheduler(kc):
-        api = cluster.client
-        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
-        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
-        for sl in _gpu_counters_slices(nodes[0]):
-            await api.create(f"{API}/resourceslices", strip(sl))
-        for name, size in (("a-half", "half"), ("the-whole", "whole")):
-            await api.create(f"{API}/namespaces/default/resourceclaims", strip(claim(
-                name, exactly("gpu", "gpu", selectors=(
-                    f'device.attributes["{DRIVER}"].size == "{size}"',)))))
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=2) as env:
+        cluster, api = env.cluster, env.api
+        await env.publish(*_gpu_counters_slices(env.nodes[0]))
+        await env.create("resourceclaims", *(claim(name, exactly("gpu", "gpu", selectors=(
+            f'device.attributes["{DRIVER}"].size == "{size}"',)))
+            for name, size in (("a-half", "half"), ("the-whole", "whole"))))
         await cluster.create_pod(pod("half-user", "a-half"))
         await wait_until(lambda: cluster.node_name("half-user"), timeout=20,
                          message="half-user bound")
-        got = await api.get(f"{API}/namespaces/default/resourceclaims/a-half")
+        got = await api.get(f"{CLAIMS}/a-half")
         assert got["status"]["allocation"]["devices"]["results"] == [
-            {"request": "gpu", "driver": DRIVER, "pool": nodes[0], "device": "half-0"}]
+            {"request": "gpu", "driver": DRIVER, "pool": env.nodes[0], "device": "half-0"}]
 
         # the whole GPU's 40Gi are not all there: the second pod waits
         await cluster.create_pod(pod("whole-user", "the-whole"))
-
-        async def failed() -> list[str]:
-            return [str(e["note"]) for e in await cluster.events_for("whole-user")
-                    if e["reason"] == "FailedScheduling"]
-
-        await wait_until(failed, timeout=20, message="whole-user FailedScheduling")
-        assert "cannot allocate all claims" in (await failed())[0]
+        await wait_until(lambda: env.failed("whole-user"), timeout=20,
+                         message="whole-user FailedScheduling")
+        assert "cannot allocate all claims" in (await env.failed("whole-user"))[0]
 
         # the half goes: its counters come back, the whole GPU is allocated
         await cluster.delete_pod("half-user")
         await wait_until(lambda: cluster.node_name("whole-user"), timeout=30,
                          message="whole-user bound once the half is free")
-        got = await api.get(f"{API}/namespaces/default/resourceclaims/the-whole")
+        got = await api.get(f"{CLAIMS}/the-whole")
         assert got["status"]["allocation"]["devices"]["results"][0]["device"] == "whole"
 
 
@@ -298,49 +232,24 @@ async def test_simulated_driver_partitions_are_scheduled_until_their_gpu_is_full
     sandbox_factory: Any, tmp_path: Path
 ) -> None:
     # `--dra-devices gpu=1:memory=40Gi:partitions=2:nodes=1`: one GPU as a whole and two halves
-    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
-                               dra_devices="gpu=1:memory=40Gi:partitions=2:nodes=1")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster, running_scheduler(kc):
-        api = cluster.client
-        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
-        await api.create(f"{API}/namespaces/default/resourceclaimtemplates", {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "half-gpu", "namespace": "default"},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                "deviceClassName": "gpu.example.com", "selectors": [{"cel": {"expression":
-                    'has(device.attributes["gpu.example.com"].partition)'}}]}}]}}}})
-
-        def templated(name: str) -> dict[str, Any]:
-            p = for_api(PodBuilder(name, "default").scheduler_name("py-scheduler")
-                        .req(cpu="100m", memory="64Mi").obj())
-            p["spec"]["resourceClaims"] = [{"name": "gpu",
-                                            "resourceClaimTemplateName": "half-gpu"}]
-            return p
-
-        for name in ("h1", "h2", "h3"):
-            await cluster.create_pod(templated(name))
-        await wait_until(lambda: _count(bound_of(cluster, ["h1", "h2", "h3"]), 2), timeout=30,
-                         message="two halves bound")
+    names = ["h1", "h2", "h3"]
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=2,
+                           dra_devices="gpu=1:memory=40Gi:partitions=2:nodes=1") as env:
+        gpu_node = env.nodes[0]
+        await env.create("resourceclaimtemplates", template("half-gpu", exactly(
+            "gpu", "gpu.example.com",
+            selectors=('has(device.attributes["gpu.example.com"].partition)',))))
+        for name in names:
+            await env.cluster.create_pod(for_api(template_pod(name, "half-gpu")))
 
         async def third_refused() -> bool:
-            pending = [n for n in ("h1", "h2", "h3") if not await cluster.node_name(n)]
-            return len(pending) == 1 and any(
-                e["reason"] == "FailedScheduling" for e in await cluster.events_for(pending[0]))
+            pending = [n for n in names if n not in await env.bound(names)]
+            return len(pending) == 1 and bool(await env.failed(pending[0]))
 
-        await wait_until(third_refused, timeout=30, message="the third pod refused")
-        assert set((await bound_of(cluster, ["h1", "h2", "h3"])()).values()) == {gpu_node}
-        devices = sorted(r["device"] for c in (await api.get(
-            f"{API}/namespaces/default/resourceclaims"))["items"]
-            for r in ((c.get("status") or {}).get("allocation") or {"devices": {"results": []}})
-            ["devices"]["results"])
-        assert devices == ["gpu-0-part-0", "gpu-0-part-1"]
-
-
-def bound_of(cluster: Any, names: list[str]) -> Any:
-    async def bound() -> dict[str, str]:
-        return {n: await cluster.node_name(n) for n in names if await cluster.node_name(n)}
-    return bound
+        await wait_until(third_refused, timeout=30, message="two halves bound, the third refused")
+        assert set((await env.bound(names)).values()) == {gpu_node}
+        assert sorted(r["device"] for r in await env.results()) == ["gpu-0-part-0",
+                                                                     "gpu-0-part-1"]
 
 
 async def test_nodes_left_out_by_the_free_device_shortcut_keep_their_own_status(
@@ -351,21 +260,15 @@ async def test_nodes_left_out_by_the_free_device_shortcut_keep_their_own_status(
     # the others have a free device but no memory left: PreFilter narrows to them, none
     # fits, and the first node is then filtered too: it says "cannot allocate all claims",
     # not "didn't satisfy plugin(s)", as without the shortcut.
-    sb = await sandbox_factory(nodes=3, node_cpu="4", node_memory="16Gi")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster, running_scheduler(kc):
-        api = cluster.client
-        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
-        await api.create(f"{API}/deviceclasses", strip(gpu_class()))
-        for n in nodes:
-            await api.create(f"{API}/resourceslices", strip(resource_slice(
-                f"gpus-{n}", node=n, devices=[device("gpu-0")])))
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=3) as env:
+        cluster, nodes = env.cluster, env.nodes
+        await env.publish(*(resource_slice(f"gpus-{n}", node=n, devices=[device("gpu-0")])
+                            for n in nodes))
         for i, n in enumerate(nodes[1:]):
             await cluster.create_pod(for_api(PodBuilder(f"filler{i}", "default").node(n)
                                              .req(cpu="100m", memory="15Gi").obj()))
-        for name in ("c0", "c1"):
-            await api.create(f"{API}/namespaces/default/resourceclaims",
-                             strip(claim(name, exactly("gpu", "gpu"))))
+        await env.create("resourceclaims", *(claim(name, exactly("gpu", "gpu"))
+                                             for name in ("c0", "c1")))
         p0 = pod("p0", "c0")
         p0["spec"]["containers"][0]["resources"]["requests"]["memory"] = "8Gi"
         await cluster.create_pod(p0)
@@ -379,13 +282,8 @@ async def test_nodes_left_out_by_the_free_device_shortcut_keep_their_own_status(
         big = pod("big", "c1")
         big["spec"]["containers"][0]["resources"]["requests"]["memory"] = "4Gi"
         await cluster.create_pod(big)
-
-        async def failed() -> list[dict[str, Any]]:
-            return [e for e in await cluster.events_for("big")
-                    if e["reason"] == "FailedScheduling"]
-
-        await wait_until(failed, timeout=20, message="big FailedScheduling")
-        note = (await failed())[0]["note"]
+        await wait_until(lambda: env.failed("big"), timeout=20, message="big FailedScheduling")
+        note = (await env.failed("big"))[0]
         assert note.startswith("0/3 nodes are available:"), note
         assert "1 cannot allocate all claims" in note, note
         assert "2 Insufficient memory" in note, note

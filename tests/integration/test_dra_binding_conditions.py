@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.builders import dra_taint_rule
 from tests.integration.harness import running_scheduler, user_client, wait_until
-from tests.integration.test_dra import API, pod, strip
+from tests.integration.dra import API, pod, strip
 from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
 
 CLAIMS = f"{API}/namespaces/default/resourceclaims"

@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.integration.harness import running_scheduler, user_client, wait_until
+from tests.builders import with_pod_claims
+from tests.integration.dra import dra_cluster
+from tests.integration.harness import wait_until
 from tests.integration.procs import (
     coscheduling_config,
     create_pod_group,
@@ -16,50 +18,34 @@ from tests.integration.procs import (
     install_crd,
     pod_group,
 )
-from tests.unit.dra.builders import device, resource_slice
+from tests.unit.dra.builders import device, exactly, resource_slice, template
 
-API = "/apis/resource.k8s.io/v1"
 NAMES = ["trio-0", "trio-1", "trio-2"]
 
 
 def member(name: str) -> dict[str, Any]:
-    p = gang_pod(name, "trio")
-    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-    p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    return p
+    return with_pod_claims(gang_pod(name, "trio"), ("gpu", "template", "one-gpu"))
 
 
 async def test_gang_with_claims_binds_only_when_every_member_gets_a_device(
     sandbox_factory: Any, tmp_path: Path
 ) -> None:
     # 3 nodes, one GPU on each of the first two (the simulated driver)
-    sb = await sandbox_factory(nodes=3, node_cpu="4", node_memory="16Gi",
-                               dra_devices="gpu=1:nodes=2")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster:
-        await install_crd(cluster.client)
-    async with user_client(kc) as cluster, running_scheduler(kc, config=coscheduling_config()):
-        api = cluster.client
-        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
-        await api.create(f"{API}/namespaces/default/resourceclaimtemplates", {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu", "namespace": "default"},
-            "spec": {"spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}})
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=3, dra_devices="gpu=1:nodes=2",
+                           config=coscheduling_config(),
+                           before_scheduler=lambda cluster: install_crd(cluster.client)) as env:
+        cluster, nodes, sb, claims = env.cluster, env.nodes, env.sandbox, env.claims
+        await env.create("resourceclaimtemplates",
+                         template("one-gpu", exactly("gpu", "gpu.example.com")))
         await create_pod_group(cluster.client, pod_group("trio", 3))
         await cluster.create_pods([member(n) for n in NAMES])
-
-        async def claims() -> list[dict[str, Any]]:
-            return list((await api.get(
-                f"{API}/namespaces/default/resourceclaims"))["items"])
 
         async def refused() -> bool:
             # every member's claim exists and every member was refused at least once
             if len(await claims()) != 3:
                 return False
             for n in NAMES:
-                if not [e for e in await cluster.events_for(n)
-                        if e["reason"] == "FailedScheduling"]:
+                if not await env.failed(n):
                     return False
             return True
 
@@ -76,8 +62,7 @@ async def test_gang_with_claims_binds_only_when_every_member_gets_a_device(
         third = nodes[2]
         sl = resource_slice(f"{third}-gpu", node=third, driver="gpu.example.com",
                             devices=[device("gpu-0", attrs={"index": 0})])
-        sl["metadata"] = {"name": sl["metadata"]["name"]}
-        await api.create(f"{API}/resourceslices", sl)
+        await env.create("resourceslices", sl)
 
         async def all_bound() -> bool:
             pods = {p["metadata"]["name"]: p for p in await cluster.list_pods("default")}

@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from scheduler.dra import capacity as cap
+from scheduler.dra.extended import SPECIAL_NAME
 from scheduler.dra.inventory import DeviceID
 from scheduler.dra.inventory import device_ids_of as _all_device_ids
 
@@ -145,6 +146,9 @@ class ClaimTracker:
         # them); ``on_reserved`` is told of each such claim coming (+1) and going (-1)
         self._single: dict[str, tuple[DeviceID, ...]] = {}
         self.on_reserved: Callable[[tuple[DeviceID, ...], int], None] | None = None
+        # DRAExtendedResource: a created claim's key -> the in-memory key its allocation is
+        # held under until the informer shows the claim allocated (or gone)
+        self._aliases: dict[str, str] = {}
 
     def _share(self, allocation: Mapping[str, Any] | None, sign: int,
                into: dict[DeviceID, dict[str, Fraction]] | None = None) -> None:
@@ -179,6 +183,9 @@ class ClaimTracker:
                 tell(d, False)
 
     def _drop_in_flight(self, claim_key: str) -> None:
+        alias = self._aliases.pop(claim_key, None) if self._aliases else None
+        if alias is not None:
+            self._drop_in_flight(alias)
         cur = self._in_flight.pop(claim_key, None)
         if cur is not None:
             self._sub(device_ids_of(cur[1]))
@@ -195,7 +202,27 @@ class ClaimTracker:
     def forget(self, claim_key: str, pod_uid: str) -> None:
         cur = self._in_flight.get(claim_key)
         if cur is not None and cur[0] == pod_uid:
+            if self._aliases:  # a created claim no longer stands for it
+                for k in [k for k, v in self._aliases.items() if v == claim_key]:
+                    del self._aliases[k]
             self._drop_in_flight(claim_key)
+
+    def unnamed_in_flight(self) -> list[dict[str, Any]]:
+        """The allocations in flight for claims that exist in no informer yet (pods' special
+        claims, DRAExtendedResource), as claims named by their in-memory keys: what the cache
+        comparer counts beside the cluster's claims."""
+        out: list[dict[str, Any]] = []
+        for key, (_uid, alloc) in self._in_flight.items():
+            if SPECIAL_NAME in key:
+                ns, _, name = key.partition("/")
+                out.append({"metadata": {"namespace": ns, "name": name},
+                            "status": {"allocation": alloc}})
+        return out
+
+    def alias(self, claim_key: str, held_as: str) -> None:
+        """The claim ``claim_key`` (just created) holds what is in flight as ``held_as``: that
+        goes when the informer shows the claim allocated, or gone."""
+        self._aliases[claim_key] = held_as
 
     def in_flight(self, claim_key: str) -> dict[str, Any] | None:
         cur = self._in_flight.get(claim_key)
@@ -295,7 +322,9 @@ class ClaimTracker:
         self._seen = fresh
         if self._in_flight:
             present = {hit[0] for hit in fresh.values()}
-            for key in [k for k in self._in_flight if k not in present]:
+            for key in [k for k in self._in_flight
+                        if k not in present and SPECIAL_NAME not in k]:
+                # (a pod's in-memory extended-resource claim is in no informer)
                 # In-flight claims were read from the informer: gone from it means deleted.
                 self._drop_in_flight(key)
             for _uid, alloc in self._in_flight.values():

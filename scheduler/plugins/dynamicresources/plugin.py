@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable, Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -35,13 +35,16 @@ import structlog
 from scheduler.client.api import resource_path
 from scheduler.config import features
 from scheduler.config.load import parse_duration
+from scheduler.dra import extended as ext_res
 from scheduler.dra import index as free_index
 from scheduler.dra.allocator import (
     Allocated,
     AllocationError,
+    Alternative,
     Prepared,
     Unfit,
     allocate,
+    first_fit_shape,
     prepare,
     selectors_checked,
 )
@@ -102,7 +105,7 @@ from scheduler.plugins.dynamicresources.claims import (
     pod_claims,
     reserved_for,
 )
-from scheduler.plugins.helper import args_error
+from scheduler.plugins.helper import args_error, device_class_cache
 
 log = structlog.get_logger(__name__)
 
@@ -134,6 +137,31 @@ MIN_BINDING_TIMEOUT_SECONDS = 1.0
 BINDING_POLL_SECONDS = 5.0
 EVENT_BINDING_PENDING = "BindingConditionsPending"
 EVENT_BINDING_PENDING_MESSAGE = "waiting for binding conditions for device on node {node}"
+# DRAExtendedResource: a claim a prior attempt created for the pod's extended resources
+REASON_EXTENDED_STALE = "cannot schedule extended resource claim"
+REASON_EXTENDED_DELETED = "deletion of extended resource ResourceClaim completed"
+
+
+@dataclass(slots=True)
+class _Variant:
+    """The special claim for one set of resources a node provides through DRA."""
+    claim: dict[str, Any]
+    mappings: list[dict[str, str]]
+    prepared: Prepared | None  # the pod's claims to allocate and this one, or None:
+    problem: str = ""  # why it cannot be prepared
+
+
+@dataclass(slots=True)
+class _Extended:
+    """DRAExtendedResource's part of a cycle: the pod's extended resources a DeviceClass
+    backs, and the claim that allocates them on each node that does not advertise them."""
+    backed: dict[str, int]
+    key: str  # the in-memory claim's key in the tracker (one per pod)
+    stale: Mapping[str, Any] | None = None  # a prior attempt's claim, found in the API
+    variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
+    by_node: dict[str, frozenset[str]] = field(default_factory=dict)
+    all_backed: frozenset[str] = frozenset()
+    created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
 
 
 @dataclass(slots=True)
@@ -157,6 +185,10 @@ class _State:
     unavailable: str = ""
     # the free-device index when these claims need a free device and it applies, else None
     index: free_index.FreeIndex | None = None
+    # the claims' one request when Filter may take the index's first-fit (index.pick)
+    first_fit: Alternative | None = None
+    # DRAExtendedResource: the pod's special claim (extended.py), else None
+    ext: _Extended | None = None
 
     def clone(self) -> _State:
         # preemption's what-ifs change ``freed`` on a copy; the rest is shared
@@ -208,6 +240,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # free devices per node (scheduler/dra/index.py), kept from the tracker's changes
         self._index: free_index.FreeIndex | None = None
         self._index_for: Inventory | None = None
+        self._extended = features.DEFAULT.enabled("DRAExtendedResource")
 
     @property
     def follows_claim_events(self) -> bool:
@@ -406,15 +439,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def pre_filter(self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
                    ) -> tuple[PreFilterResult | None, Status | None]:
-        if not has_claims(pod_info.pod):
+        ext = self._pre_filter_extended(pod_info)
+        if not has_claims(pod_info.pod) and ext is None:
             return None, Status(Code.SKIP)
         try:
             claims = self.claims_of(pod_info)
         except ClaimProblem as e:
             return None, unresolvable(str(e))
-        if not claims:
+        if not claims and ext is None:
             return None, Status(Code.SKIP)
-        data = _State(claims=claims)
+        data = _State(claims=claims, ext=ext)
         for claim in claims:
             alloc = allocation_of(claim)
             if alloc is None:
@@ -445,8 +479,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return None, unresolvable(str(e))
             if self._watching and free_index.needs_free_device(data.prepared):
                 data.index = self.device_index(data.inventory)
+                data.first_fit = first_fit_shape(data.prepared)
+        if ext is not None and data.inventory is None:
+            data.inventory = self.inventory()
+            data.counters = self._counters
+            data.in_use = self._in_use()
         state.write(STATE_KEY, data)
-        if data.index is not None and not data.allocated_selectors:
+        if data.index is not None and not data.allocated_selectors and ext is None:
             # Filter only the nodes where the claims could fit (a free device) or could after
             # a preemption; only when they are few (under upstream's minimum of feasible
             # nodes to find: the nodes found feasible are then exactly those found without
@@ -491,16 +530,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return None
 
     def _claims_reserved_only_for(self, pod_info: PodInfo) -> list[Mapping[str, Any]]:
-        """The pod's claims reserved for it alone (what they hold is freed when it goes)."""
-        if not has_claims(pod_info.pod):
+        """The pod's claims reserved for it alone (what they hold is freed when it goes),
+        with the claim made for its extended resources (DRAExtendedResource)."""
+        extended = _extended_claim_name(pod_info.pod)
+        if not has_claims(pod_info.pod) and not extended:
             return []
         try:
-            names_ = pod_claims(pod_info.pod)
+            names_ = [pc.claim_name for pc in pod_claims(pod_info.pod)]
         except ClaimProblem:
-            return []
+            names_ = []
+        if extended:
+            names_.append(extended)
         out: list[Mapping[str, Any]] = []
-        for pc in names_:
-            claim = self._get_claim(pod_info.namespace, pc.claim_name)
+        for claim_name in names_:
+            claim = self._get_claim(pod_info.namespace, claim_name)
             if claim is None:
                 continue
             users = reserved_for(claim)
@@ -553,6 +596,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if data.unavailable:
             data.details[node_info.name] = [data.unavailable]
             return unresolvable(REASON_NOT_AVAILABLE)
+        if data.ext is not None:
+            ext_status = self._filter_extended(data, pod_info, node_info)
+            if ext_status is not _NOT_EXTENDED:
+                return ext_status
         if not data.to_allocate:
             return None
         assert data.inventory is not None and data.prepared is not None
@@ -571,6 +618,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return out.details if isinstance(out, Unfit) else []
             data.details[node_info.name] = Unfit(explain=explain)
             return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
+        if index is not None and not data.freed and not data.counters:
+            # the common shape: the index's masks give first-fit's answer (index.py)
+            picked = index.pick(data.prepared, node, device_taints=self._device_taints,
+                                taints_version=self._rules_applied[1],
+                                shape=data.first_fit, node_name=node_info.name)
+            if picked is not None:
+                data.by_node[node_info.name] = picked
+                return None
         try:
             out = allocate(data.prepared, node=node, inventory=data.inventory, in_use=in_use,
                            counters=data.counters, device_taints=self._device_taints,
@@ -599,6 +654,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return None, Status(Code.UNSCHEDULABLE)
+        if data.ext is not None and data.ext.stale is not None:
+            return None, self._delete_stale_extended(data.ext.stale)
         for claim in data.claims:
             users = reserved_for(claim)
             if allocation_of(claim) is None or any(u.get("uid") != pod_info.uid for u in users):
@@ -676,10 +733,22 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return [0] * len(nodes), None
         return super().score_nodes(state, pod_info, nodes)
 
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """Opportunistic batching's signature: a pod with no claims and no extended
+        resources (which a DeviceClass could back) is skipped at PreFilter and scores 0 on
+        every node, whatever the node; any other pod is not signed (its answer depends on
+        claims and devices beyond the node's NodeInfo).  Without it every plain pod's Score
+        was partially batched, and no window was kept for any pod (batching.py)."""
+        if has_claims(pod_info.pod) or pod_info.requests.scalar_resources:
+            return None
+        return ()
+
     # --- Reserve -------------------------------------------------------------------------------
 
     def reserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
+        if isinstance(data, _State) and data.ext is not None:
+            return self._reserve_extended(data, pod_info, node_name)
         if not isinstance(data, _State) or not data.to_allocate:
             return None
         out = data.by_node.get(node_name)
@@ -700,6 +769,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if isinstance(data, _State):
             self._forget(data, pod_info)
+            if data.ext is not None:
+                self._unreserve_extended(data.ext, pod_info)
 
     def _forget(self, data: _State, pod_info: PodInfo) -> None:
         for claim in data.to_allocate:
@@ -714,6 +785,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return Status(Code.SKIP)
+        if data.ext is not None and node_name in data.ext.by_node:
+            return None  # the special claim is to be created
         if all(is_reserved_for(claim, pod_info.pod) for claim in data.claims) and not (
                 self._binding_conditions and any(
                     has_binding_conditions(allocation_of(c)) and binding_state(c).state != READY
@@ -735,6 +808,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 continue
             try:
                 await self._reserve_in_api(claim, pod_info, alloc)
+            except _PreBindError as e:
+                return error(str(e))
+        if data.ext is not None and node_name in data.ext.by_node:
+            try:
+                await self._bind_extended(data.ext, pod_info, node_name)
             except _PreBindError as e:
                 return error(str(e))
         if waiting:
@@ -803,17 +881,25 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             await self._sleep(min(BINDING_POLL_SECONDS, left))
 
     async def _reserve_in_api(self, claim: Mapping[str, Any], pod_info: PodInfo,
-                              alloc: dict[str, Any] | None) -> None:
+                              alloc: dict[str, Any] | None, *,
+                              fresh: dict[str, Any] | None = None) -> None:
         meta = claim.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         client = self._handle.client
         path = resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns, name)
         entry = {"resource": "pods", "name": pod_info.name, "uid": pod_info.uid}
+        # As upstream's bindClaim: the first attempt writes over the informer's copy (no
+        # read); only a conflict makes the next attempt read the claim from the API.
+        cached = fresh if fresh is not None else self._informer_claim(ns, name)
         for _ in range(PREBIND_ATTEMPTS):
-            resp = await client.request("GET", path)
-            if resp.status != 200 or not isinstance(resp.body, dict):
-                raise _PreBindError(f"resourceclaim {ns}/{name}: get: HTTP {resp.status}")
-            latest: dict[str, Any] = resp.body
+            if cached is not None:
+                latest: dict[str, Any] = cached
+                cached = None
+            else:
+                resp = await client.request("GET", path)
+                if resp.status != 200 or not isinstance(resp.body, dict):
+                    raise _PreBindError(f"resourceclaim {ns}/{name}: get: HTTP {resp.status}")
+                latest = resp.body
             if (latest.get("metadata") or {}).get("uid") != meta.get("uid"):
                 raise _PreBindError(f"resourceclaim {ns}/{name} was replaced")
             current = allocation_of(latest)
@@ -853,6 +939,225 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return
         raise _PreBindError(f"resourceclaim {ns}/{name}: still conflicting after "
                             f"{PREBIND_ATTEMPTS} attempts")
+
+    def _informer_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A copy of the informer's claim (without in-flight overlays) that PreBind may
+        change and write, or None when the informer has none with a resourceVersion."""
+        try:
+            claim = self._handle.listers.get(RESOURCE_CLAIMS, namespace, name)
+        except KeyError:
+            return None
+        if not isinstance(claim, Mapping):
+            return None
+        meta = claim.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("resourceVersion"):
+            return None
+        out = dict(claim)
+        out["metadata"] = dict(meta)
+        return out
+
+    # --- DRAExtendedResource ------------------------------------------------------------------
+    # Extended resources a DeviceClass backs (scheduler/dra/extended.py): the pod's special
+    # claim is built at PreFilter, allocated per node with the pod's claims at Filter, held in
+    # the tracker at Reserve, and created in the API (with pod.status.extendedResourceClaimStatus)
+    # at PreBind.
+
+    def _pre_filter_extended(self, pod_info: PodInfo) -> _Extended | None:
+        """The pod's extended resources a DeviceClass backs, and a claim a prior attempt left
+        in the API (stale: it is deleted at PostFilter and the pod tried again), or None."""
+        if not self._extended:
+            return None
+        scalars = pod_info.requests.scalar_resources
+        if not scalars:
+            return None
+        backed = ext_res.backed_resources(scalars, self.class_cache())
+        if not backed:
+            return None
+        out = _Extended(backed=backed, all_backed=frozenset(backed),
+                        key=f"{pod_info.namespace}/{ext_res.SPECIAL_NAME}{pod_info.uid}")
+        out.stale = ext_res.find_claim(pod_info.pod, self._claims_in(pod_info.namespace))
+        return out
+
+    def class_cache(self) -> ext_res.ClassCache:
+        """Extended resource name -> the DeviceClass that backs it."""
+        return device_class_cache(self._handle.listers)
+
+    def _claims_in(self, namespace: str) -> list[dict[str, Any]]:
+        try:
+            return self._handle.listers.list(RESOURCE_CLAIMS, namespace)
+        except KeyError:
+            return []
+
+    def _filter_extended(self, data: _State, pod_info: PodInfo, node_info: NodeInfo
+                         ) -> Status | None:
+        """The special claim on this node: the backed resources the node does not advertise
+        are allocated with the pod's claims (all or none); ``_NOT_EXTENDED`` when the node
+        advertises them all (Fit's job: the pod's claims alone, if any, are allocated)."""
+        ext = data.ext
+        assert ext is not None
+        name = node_info.name
+        if ext.stale is not None:
+            data.details[name] = [f"claim {key_of(ext.stale)}: {REASON_EXTENDED_STALE}"]
+            return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_STALE)
+        advertised = node_info.allocatable.scalar_resources
+        if advertised and any(advertised.get(r) for r in ext.backed):
+            need = frozenset(r for r in ext.backed if not advertised.get(r))
+            if not need:
+                return _NOT_EXTENDED
+        else:
+            need = ext.all_backed  # the usual case: no device plugin for them here
+        variant = ext.variants.get(need)
+        if variant is None:
+            variant = ext.variants[need] = self._variant(data, pod_info, need)
+        if variant.prepared is None:
+            data.details[name] = [variant.problem]
+            return unresolvable(variant.problem)
+        assert data.inventory is not None
+        in_use = data.in_use - data.freed if data.freed else data.in_use
+        try:
+            out = allocate(variant.prepared, node=node_info.node or {}, inventory=data.inventory,
+                           in_use=in_use, counters=data.counters,
+                           device_taints=self._device_taints, partitionable=self._partitionable,
+                           consumable=self._consumable, fractional=self._fractional,
+                           consumed=self._consumed(data),
+                           deadline=(self._clock() + self._filter_timeout
+                                     if self._filter_timeout else None),
+                           clock=self._clock)
+        except AllocationError as e:
+            data.details[name] = [str(e)]
+            return unresolvable(str(e))
+        if isinstance(out, Unfit):
+            data.details[name] = out
+            if out.timed_out:
+                return unresolvable(out.details[0])
+            return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
+        data.by_node[name] = out
+        ext.by_node[name] = need
+        return None
+
+    def _variant(self, data: _State, pod_info: PodInfo, need: frozenset[str]) -> _Variant:
+        ext = data.ext
+        assert ext is not None
+        requests, mappings = ext_res.requests_and_mappings(pod_info.pod, need,
+                                                           self.class_cache())
+        claim = ext_res.special_claim(pod_info.pod, requests)
+        try:
+            prepared = prepare([*data.to_allocate, claim], self.classes())
+        except AllocationError as e:
+            return _Variant(claim, mappings, None, str(e))
+        return _Variant(claim, mappings, prepared)
+
+    def _reserve_extended(self, data: _State, pod_info: PodInfo, node_name: str
+                          ) -> Status | None:
+        """Hold the devices of the pod's claims and of its special claim on this node."""
+        ext = data.ext
+        assert ext is not None
+        if node_name not in ext.by_node and not data.to_allocate:
+            return None  # the node advertises the resources: Fit's job
+        out = data.by_node.get(node_name)
+        if out is None:
+            return error(f"no allocation computed for node {node_name}")
+        allocations = out.allocations
+        for claim, alloc in zip(data.to_allocate, allocations):
+            key = key_of(claim)
+            if self.tracker.in_flight(key) is not None:
+                self._forget(data, pod_info)
+                return Status(Code.UNSCHEDULABLE, REASON_IN_USE)
+            if self._binding_conditions and data.inventory is not None:
+                alloc = decorate(alloc, data.inventory, node_name)
+            self.tracker.assume(key, pod_info.uid, alloc)
+        if node_name in ext.by_node:
+            self.tracker.assume(ext.key, pod_info.uid, allocations[len(data.to_allocate)])
+        return None
+
+    def _unreserve_extended(self, ext: _Extended, pod_info: PodInfo) -> None:
+        self.tracker.forget(ext.key, pod_info.uid)
+        created, ext.created = ext.created, None
+        if created is not None:
+            # PreBind created it: it must not outlive this attempt
+            self._spawn(self._delete_claim(created), f"dra-delete:{key_of(created)}")
+
+    def _delete_stale_extended(self, claim: Mapping[str, Any]) -> Status:
+        """PostFilter: a claim a prior attempt created goes, then the pod is tried anew
+        (its deletion is a claim event that requeues it)."""
+        self._spawn(self._delete_claim(claim), f"dra-delete:{key_of(claim)}")
+        return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_DELETED)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            log.warning("no running event loop: task not started", task=name)
+            return
+        task = loop.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _delete_claim(self, claim: Mapping[str, Any]) -> None:
+        """Drop the finalizer, then delete (upstream's deleteClaim)."""
+        meta = claim.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        client = self._handle.client
+        path = resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns, name)
+        for _ in range(PREBIND_ATTEMPTS):
+            resp = await client.request("GET", path)
+            if resp.status == 404:
+                return
+            if resp.status != 200 or not isinstance(resp.body, dict):
+                break
+            latest: dict[str, Any] = resp.body
+            fins = list((latest.get("metadata") or {}).get("finalizers") or [])
+            if FINALIZER not in fins:
+                break
+            latest["metadata"]["finalizers"] = [f for f in fins if f != FINALIZER]
+            resp = await client.request("PUT", path, body=latest)
+            if resp.status != 409:
+                break
+        resp = await client.request("DELETE", path)
+        if resp.status >= 300 and resp.status != 404:
+            log.warning("cannot delete extended-resource ResourceClaim", claim=f"{ns}/{name}",
+                        status=resp.status)
+
+    async def _bind_extended(self, ext: _Extended, pod_info: PodInfo, node_name: str) -> None:
+        """Create the special claim (generated name, the pod as owner, the annotation), write
+        its allocation and reservation, then the pod's extendedResourceClaimStatus."""
+        variant = ext.variants[ext.by_node[node_name]]
+        alloc = self.tracker.in_flight(ext.key)
+        if alloc is None:
+            raise _PreBindError("extended resource claim: no allocation in flight")
+        body = copy.deepcopy(variant.claim)
+        del body["metadata"]["name"]
+        client = self._handle.client
+        ns = pod_info.namespace
+        resp = await client.request("POST", resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns),
+                                    body=body)
+        creates = self._handle.metrics.ops.resourceclaim_creates
+        if resp.status >= 300 or not isinstance(resp.body, dict):
+            creates.labels("failure").inc()
+            raise _PreBindError(f"create claim for extended resources of {pod_info.key}: "
+                                f"HTTP {resp.status}")
+        creates.labels("success").inc()
+        created: dict[str, Any] = resp.body
+        ext.created = created
+        # the create's answer is the claim as it is: written over, no read
+        await self._reserve_in_api(created, pod_info, alloc, fresh=copy.deepcopy(created))
+        # the tracker holds the devices (in flight) until the informer shows the claim
+        # allocated
+        seen = self._get_claim(ns, str(created["metadata"].get("name") or ""))
+        if seen is not None and allocation_of(seen) is not None:
+            self.tracker.forget(ext.key, pod_info.uid)
+        else:
+            self.tracker.alias(key_of(created), ext.key)
+        patch = {"status": {"extendedResourceClaimStatus": {
+            "requestMappings": variant.mappings,
+            "resourceClaimName": created["metadata"].get("name")}}}
+        resp = await client.request(
+            "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod_info.name}/status", body=patch,
+            content_type="application/merge-patch+json")
+        if resp.status >= 300:
+            raise _PreBindError(f"update pod {pod_info.key} ExtendedResourceClaimStatus: "
+                                f"HTTP {resp.status}")
 
     # --- explain -------------------------------------------------------------------------------
 
@@ -922,6 +1227,10 @@ class _PreBindError(Exception):
     pass
 
 
+# Filter's answer when a node advertises every backed resource: the normal path follows
+_NOT_EXTENDED = Status(Code.SUCCESS, "not extended")
+
+
 def _after_taint_rule_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     """A rule change can only help a pod rejected for devices when the old rule tainted
     devices (NoSchedule/NoExecute) and the rule is gone or no longer the same: a new rule,
@@ -941,6 +1250,14 @@ def _scheduling_rule(obj: Any) -> TaintRule | None:
     except ObjectError:
         return None  # a malformed rule is ignored: it taints nothing
     return rule if rule.selects and rule.taint.effect in TAINT_EFFECTS else None
+
+
+def _extended_claim_name(pod: Mapping[str, Any]) -> str:
+    """``status.extendedResourceClaimStatus.resourceClaimName`` (DRAExtendedResource), or ""."""
+    st = pod.get("status")
+    ers = st.get("extendedResourceClaimStatus") if isinstance(st, Mapping) else None
+    name = ers.get("resourceClaimName") if isinstance(ers, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:

@@ -13,6 +13,8 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from scheduler.config import features
+from scheduler.dra.extended import CLASS_PREFIX, backed_resources
 from scheduler.framework.batching import sign_requests
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -46,10 +48,12 @@ from scheduler.objects.resources import (
     is_extended_resource_name,
 )
 from scheduler.plugins import names
-from scheduler.plugins.helper import args_error
+from scheduler.plugins.helper import args_error, device_class_cache
 from scheduler.plugins.noderesources import least_allocated, most_allocated
 from scheduler.plugins.noderesources import requested_to_capacity_ratio as rtcr
 from scheduler.plugins.noderesources.resource_allocation import (
+    DRAScoring,
+    DRATotals,
     ResourceAllocationScorer,
     ResourceSpec,
     parse_resource_specs,
@@ -92,20 +96,23 @@ class InsufficientResource(NamedTuple):
 
 
 class _PreFilterState:
-    __slots__ = ("requests",)
+    __slots__ = ("requests", "dra_backed")
 
-    def __init__(self, requests: Resource) -> None:
+    def __init__(self, requests: Resource, dra_backed: frozenset[str] = frozenset()) -> None:
         self.requests = requests
+        # DRAExtendedResource: the pod's extended resources a DeviceClass backs
+        self.dra_backed = dra_backed
 
     def clone(self) -> _PreFilterState:
         return self  # read-only
 
 
 class _PreScoreState:
-    __slots__ = ("pod_requests",)
+    __slots__ = ("pod_requests", "dra")
 
-    def __init__(self, pod_requests: list[int]) -> None:
+    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
         self.pod_requests = pod_requests
+        self.dra = dra  # DRAExtendedResource: devices behind the scored extended resources
 
     def clone(self) -> _PreScoreState:
         return self
@@ -116,8 +123,11 @@ def fits_request(
     node_info: NodeInfo,
     ignored_resources: frozenset[str] = frozenset(),
     ignored_groups: frozenset[str] = frozenset(),
+    dra_backed: frozenset[str] = frozenset(),
 ) -> list[InsufficientResource]:
-    """Every resource the node lacks for ``request`` (upstream ``fitsRequest``)."""
+    """Every resource the node lacks for ``request`` (upstream ``fitsRequest``).  An extended
+    resource a DeviceClass backs (``dra_backed``) that the node does not advertise is left to
+    DynamicResources (DRAExtendedResource)."""
     out: list[InsufficientResource] = []
     allocatable = node_info.allocatable
     used = node_info.requested
@@ -163,6 +173,8 @@ def fits_request(
             if name in ignored_resources or name.split("/", 1)[0] in ignored_groups:
                 continue
         have = allocatable.scalar_resources.get(name, 0)
+        if not have and name in dra_backed:
+            continue
         taken = used.scalar_resources.get(name, 0)
         if quantity > have - taken:
             out.append(
@@ -220,6 +232,9 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         self.ignored_resource_groups = frozenset(groups)
         self.scorer = self._build_scorer(args.get("scoringStrategy"))
         self._handle = handle
+        self._classes = (handle.listers if handle is not None
+                         and features.DEFAULT.enabled("DRAExtendedResource") else None)
+        self._dra_scoring = DRAScoring(self._classes) if self._classes is not None else None
 
     @staticmethod
     def _build_scorer(raw: Any) -> ResourceAllocationScorer:
@@ -274,11 +289,23 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(pod_info.requests))
+        state.write(PRE_FILTER_STATE_KEY,
+                    _PreFilterState(pod_info.requests, self._dra_backed(pod_info)))
         return None, None
 
-    def sign(self, pod_info: PodInfo) -> Hashable:
-        """The fields Filter and Score read of the pod (opportunistic batching)."""
+    def _dra_backed(self, pod_info: PodInfo) -> frozenset[str]:
+        """The pod's extended resources a DeviceClass backs (DRAExtendedResource): on a node
+        that does not advertise one, DynamicResources allocates it, not Fit."""
+        scalars = pod_info.requests.scalar_resources
+        if not scalars or self._classes is None:
+            return frozenset()
+        return frozenset(backed_resources(scalars, device_class_cache(self._classes)))
+
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """The fields Filter and Score read of the pod (opportunistic batching); None (not
+        signed) when a DeviceClass backs one of its resources."""
+        if self._dra_backed(pod_info):
+            return None  # Filter and Score read DeviceClasses, slices and claims: not signed
         return sign_requests(pod_info)
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
@@ -292,6 +319,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
             return [missing_state(PRE_FILTER_STATE_KEY) for _ in nodes]
         request: Resource = s.requests
         ignored, groups = self.ignored_resources, self.ignored_resource_groups
+        backed: frozenset[str] = s.dra_backed
         cpu, memory = request.milli_cpu, request.memory
         # Pods asking for cpu and memory only (nearly all) are checked inline; a node that
         # fails, and any other pod, goes through fits_request for the exact reasons.
@@ -308,7 +336,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
                 ):
                     out.append(None)
                     continue
-            insufficient = fits_request(request, node_info, ignored, groups)
+            insufficient = fits_request(request, node_info, ignored, groups, backed)
             out.append(
                 Status(Code.UNSCHEDULABLE, *(r.reason for r in insufficient))
                 if insufficient else None
@@ -320,22 +348,25 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     def pre_score(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> Status | None:
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(self.scorer.pod_requests(pod_info)))
+        requests = self.scorer.pod_requests(pod_info)
+        dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, dra))
         return None
+
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> tuple[int, Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
-        return self.scorer.score(node_info, requests)
+        return self.scorer.score(node_info, requests, s.dra if s is not None else None)
 
     def score_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[int], Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
-        return self.scorer.score_many(nodes, requests)
+        return self.scorer.score_many(nodes, requests, s.dra if s is not None else None)
 
     # --- requeueing --------------------------------------------------------------------------
 
@@ -358,7 +389,14 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
                 ),
                 self.is_schedulable_after_node_change,
             ),
-        ]
+        ] + ([
+            # DRAExtendedResource: a class now backing a resource the pod asks for takes it
+            # off Fit's hands on nodes that do not advertise it.
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                is_schedulable_after_class_change,
+            ),
+        ] if self._classes is not None else [])
 
     def is_schedulable_after_pod_event(
         self, pod: dict[str, Any], old: Any, new: Any
@@ -432,6 +470,30 @@ def _any_requested_resource_increased(request: Resource, before: Resource, after
         quantity and after.scalar_resources.get(name, 0) > before.scalar_resources.get(name, 0)
         for name, quantity in request.scalar_resources.items()
     )
+
+
+def is_schedulable_after_class_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Queue when the class (now) backs, explicitly or implicitly, a resource the pod asks
+    for and did not back it before."""
+    if not isinstance(new, Mapping):
+        return QueueingHint.SKIP
+    try:
+        wanted = pod_requests(pod).scalar_resources
+    except ObjectError:
+        return QueueingHint.QUEUE
+
+    def backs(cls: Any) -> set[str]:
+        if not isinstance(cls, Mapping):
+            return set()
+        name = str((cls.get("metadata") or {}).get("name") or "")
+        out = {CLASS_PREFIX + name}
+        ern = (cls.get("spec") or {}).get("extendedResourceName")
+        if isinstance(ern, str):
+            out.add(ern)
+        return out
+
+    now = {n for n in backs(new) - backs(old) if wanted.get(n)}
+    return QueueingHint.QUEUE if now else QueueingHint.SKIP
 
 
 def requests_of(specs: Sequence[ResourceSpec], pod_info: PodInfo) -> list[int]:

@@ -19,6 +19,16 @@ def claim_pod(name: str, claim_name: str, *, scheduler: str = "py-scheduler"
     return p
 
 
+def template_pod(name: str, template_name: str, *, claim: str = "gpu",
+                 scheduler: str = "py-scheduler") -> dict[str, Any]:
+    """A pod of ``scheduler`` (100m CPU, 64Mi) whose claim ``claim`` the resourceclaim
+    controller makes from the template ``template_name``."""
+    p = (PodBuilder(name, "default").scheduler_name(scheduler)
+         .req(cpu="100m", memory="64Mi").obj())
+    p["spec"]["resourceClaims"] = [{"name": claim, "resourceClaimTemplateName": template_name}]
+    return p
+
+
 def device(name: str, *, attrs: dict[str, Any] | None = None,
            capacity: dict[str, str] | None = None,
            taints: list[dict[str, Any]] | None = None,
@@ -97,7 +107,10 @@ def device_class(name: str, *expressions: str, config: list[dict[str, Any]] | No
 
 def exactly(name: str, device_class_name: str = "gpu", *, count: int | None = None,
             all_devices: bool = False, selectors: tuple[str, ...] = (), admin: bool = False,
-            tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            tolerations: list[dict[str, Any]] | None = None,
+            capacity: dict[str, str] | None = None) -> dict[str, Any]:
+    """A request for ``count`` devices (or all) of a class; ``capacity``: the share of a
+    device's consumable capacity it asks for (DRAConsumableCapacity)."""
     ex: dict[str, Any] = {"deviceClassName": device_class_name}
     if all_devices:
         ex["allocationMode"] = "All"
@@ -110,6 +123,8 @@ def exactly(name: str, device_class_name: str = "gpu", *, count: int | None = No
         ex["adminAccess"] = True
     if tolerations:
         ex["tolerations"] = tolerations
+    if capacity:
+        ex["capacity"] = {"requests": dict(capacity)}
     return {"name": name, "exactly": ex}
 
 
@@ -160,3 +175,11 @@ def node(name: str, **labels: str) -> dict[str, Any]:
 
 def gpu_class() -> dict[str, Any]:
     return device_class("gpu", f'device.driver == "{DRIVER}"')
+
+
+def model_classes() -> dict[str, dict[str, Any]]:
+    """The property tests' classes by name: "any" (every device of the driver) and "a"/"b"
+    (devices whose ``model`` attribute is that letter)."""
+    return {"any": device_class("any", f'device.driver == "{DRIVER}"'),
+            **{m: device_class(m, f'device.attributes["{DRIVER}"].model == "{m}"')
+               for m in ("a", "b")}}

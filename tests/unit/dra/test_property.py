@@ -17,19 +17,15 @@ from tests.unit.dra.builders import (
     claim,
     counter_slice,
     device,
-    device_class,
     exactly,
+    model_classes,
     node,
     resource_slice,
 )
 
 NODE = node("n1")
 MODELS = ("a", "b")
-CLASSES = {
-    "any": device_class("any", f'device.driver == "{DRIVER}"'),
-    "a": device_class("a", f'device.attributes["{DRIVER}"].model == "a"'),
-    "b": device_class("b", f'device.attributes["{DRIVER}"].model == "b"'),
-}
+CLASSES = model_classes()
 
 devices_st = st.lists(st.tuples(st.sampled_from(MODELS), st.integers(0, 1)), min_size=0,
                       max_size=5)
@@ -51,30 +47,9 @@ def build(devs: list[tuple[str, int]], claims_in: list[tuple[list[tuple[str, int
 
 def brute_force(devs: list[tuple[str, int]], claims_in: list[tuple[list[tuple[str, int]], bool]],
                 held: set[int]) -> bool:
-    slots = [(ci, cls, n) for ci, (reqs, _) in enumerate(claims_in) for cls, n in reqs]
-    free = [i for i in range(len(devs)) if i not in held]
-
-    def fits(i: int, cls: str) -> bool:
-        return cls == "any" or devs[i][0] == cls
-
-    def search(k: int, used: frozenset[int], numa: dict[int, int]) -> bool:
-        if k == len(slots):
-            return True
-        ci, cls, n = slots[k]
-        for combo in itertools.combinations([i for i in free if i not in used and fits(i, cls)],
-                                            n):
-            want = numa.get(ci)
-            zs = {devs[i][1] for i in combo}
-            if claims_in[ci][1] and (len(zs) > 1 or (want is not None and want not in zs)):
-                continue
-            nz = dict(numa)
-            if claims_in[ci][1]:
-                nz[ci] = next(iter(zs))
-            if search(k + 1, used | set(combo), nz):
-                return True
-        return False
-
-    return search(0, frozenset(), {})
+    """Whether some assignment of free devices satisfies every claim (the partitioned search
+    with devices that consume no counter)."""
+    return brute_force_partitioned([(m, z, 0) for m, z in devs], 0, claims_in, held)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -104,6 +104,18 @@ def test_pods_without_claims_skip() -> None:
     assert st is not None and st.is_skip()
 
 
+@pytest.mark.parametrize("pod, signs", [
+    (make_pod("x"), True),  # no claims: skipped by PreFilter, 0 on every node
+    (pod_with("p", "c"), False),  # claims: reads the claims and other nodes' devices
+    # an extended resource a DeviceClass could back: the special claim reads devices
+    (make_pod("e", **{"example.com/gpu": 1}), False),
+])
+def test_only_pods_without_claims_sign(pod: dict[str, Any], signs: bool) -> None:
+    """Opportunistic batching keeps a window's scores only when every Score plugin signs."""
+    p, _ = plugin_with([claim("c", exactly("r"))])
+    assert (p.sign(PodInfo.from_pod(pod)) is not None) is signs
+
+
 def test_unknown_class_is_unresolvable_with_the_claims_words() -> None:
     p, handle = plugin_with([claim("c", exactly("r", "nope"))])
     _, st = p.pre_filter(CycleState(), PodInfo.from_pod(pod_with("p", "c")), [])
@@ -163,11 +175,23 @@ def test_in_flight_allocation_gives_way_to_the_api_copy() -> None:
     assert p.tracker.in_flight("default/a") is None
 
 
-async def test_pre_bind_writes_finalizer_allocation_and_reservation() -> None:
+@pytest.mark.parametrize("informer_rv, expected", [
+    # upstream's bindClaim: the informer's copy is written first, read again on a conflict
+    ("1", [("PUT", "c"), ("PUT", "status"), ("GET", "c"), ("PUT", "status")]),
+    # no resourceVersion in the informer's copy: nothing to write over, the API is read first
+    ("", [("GET", "c"), ("PUT", "c"), ("PUT", "status"), ("GET", "c"), ("PUT", "status")]),
+])
+async def test_pre_bind_writes_finalizer_allocation_and_reservation(
+        informer_rv: str, expected: list[tuple[str, str]]) -> None:
     c = claim("c", exactly("r"))
+    c["metadata"]["resourceVersion"] = informer_rv
+    in_api = copy.deepcopy(c)
+    in_api["metadata"]["resourceVersion"] = "1"
     client = FakeApiClient()
-    client.responses[("GET", CLAIM_PATH + "c")] = [FakeResponse(200, copy.deepcopy(c))]
-    with_fin = copy.deepcopy(c)
+    # read first only when the informer's copy cannot be written
+    client.responses[("GET", CLAIM_PATH + "c")] = [] if informer_rv else [
+        FakeResponse(200, copy.deepcopy(in_api))]
+    with_fin = copy.deepcopy(in_api)
     with_fin["metadata"]["finalizers"] = [FINALIZER]
     client.responses[("PUT", CLAIM_PATH + "c")] = [FakeResponse(200, with_fin)]
     # the first status write conflicts: the claim is read again and written again
@@ -181,13 +205,17 @@ async def test_pre_bind_writes_finalizer_allocation_and_reservation() -> None:
     assert p.reserve(state, info, "n1") is None
     assert await p.pre_bind(state, info, "n1") is None
     methods = [(m, path.rsplit("/", 1)[-1]) for m, path, _ in client.requests]
-    assert methods == [("GET", "c"), ("PUT", "c"), ("PUT", "status"), ("GET", "c"),
-                       ("PUT", "status")]
+    assert methods == expected
     status = client.requests[-1][2]["status"]
     assert status["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
     assert status["allocation"]["devices"]["results"] == [
         {"request": "r", "driver": DRIVER, "pool": "n1", "device": "g0"}]
-    assert client.requests[1][2]["metadata"]["finalizers"] == [FINALIZER]
+    put = next(body for m, path, body in client.requests if (m, path) == ("PUT", CLAIM_PATH + "c"))
+    assert put["metadata"]["finalizers"] == [FINALIZER]
+    assert put["metadata"]["resourceVersion"] == "1"
+    # the informer's copy is never changed in place
+    assert "finalizers" not in handle.listers.objects["resourceclaims"][0]["metadata"]
+    assert handle.listers.objects["resourceclaims"][0].get("status", {}) == {}
 
 
 def test_pre_bind_pre_flight_skips_unless_a_claim_is_left_to_reserve() -> None:
