@@ -139,7 +139,7 @@ EVENT_BINDING_PENDING = "BindingConditionsPending"
 EVENT_BINDING_PENDING_MESSAGE = "waiting for binding conditions for device on node {node}"
 # DRAExtendedResource: a claim a prior attempt created for the pod's extended resources
 REASON_EXTENDED_STALE = "cannot schedule extended resource claim"
-REASON_EXTENDED_DELETED = "deletion of extended resource ResourceClaim completed"
+REASON_EXTENDED_DELETED = "deletion of ResourceClaim completed"
 
 
 @dataclass(slots=True)
@@ -654,8 +654,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return None, Status(Code.UNSCHEDULABLE)
-        if data.ext is not None and data.ext.stale is not None:
-            return None, self._delete_stale_extended(data.ext.stale)
         for claim in data.claims:
             users = reserved_for(claim)
             if allocation_of(claim) is None or any(u.get("uid") != pod_info.uid for u in users):
@@ -671,6 +669,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return None, Status(Code.UNSCHEDULABLE, REASON_DEALLOCATED)
+        if data.ext is not None and data.ext.stale is not None:
+            # a claim a prior attempt created for the pod's extended resources goes
+            return None, self._delete_stale_extended(data.ext.stale)
         return None, Status(Code.UNSCHEDULABLE, REASON_NOTHING_TO_DEALLOCATE)
 
     async def _deallocate(self, claim: Mapping[str, Any], pod_uid: str) -> None:
@@ -998,7 +999,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         name = node_info.name
         if ext.stale is not None:
             data.details[name] = [f"claim {key_of(ext.stale)}: {REASON_EXTENDED_STALE}"]
-            return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_STALE)
+            return unresolvable(REASON_EXTENDED_STALE)
         advertised = node_info.allocatable.scalar_resources
         if advertised and any(advertised.get(r) for r in ext.backed):
             need = frozenset(r for r in ext.backed if not advertised.get(r))

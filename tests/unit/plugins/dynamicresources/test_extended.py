@@ -220,6 +220,8 @@ def test_a_claim_left_by_a_prior_attempt_is_deleted_not_reused() -> None:
     p, _, handle = setup(claims=[stale], client=client)
     state, by_node = run_filters(p, None, pod, handle)
     assert {msg(st) for st, _ in by_node.values()} == {REASON_EXTENDED_STALE}
+    assert {st.code for st, _ in by_node.values() if st is not None} == {
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
 
     async def post_filter() -> Status | None:
         _, st = p.post_filter(state, PodInfo.from_pod(pod), {})
