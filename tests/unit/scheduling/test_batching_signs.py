@@ -70,3 +70,38 @@ def test_a_plain_pod_leaves_no_score_plugin_unsigned_after_pre_score() -> None:
     signed, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info)
     assert unsigned == frozenset()
     assert DRA in dict(signed)
+
+
+def _spread_stream_run(batched: bool, seed: int, spread: str,
+                       stats: dict[str, int] | None = None) -> tuple[list[str], int]:
+    from tests.unit.scheduling.test_batching_equivalence import _node, _run
+    shapes = [{"cpu": "4", "memory": "4Gi", "pods": "110", "zone": zone, "taints": [],
+               "cordoned": False, "images": []} for zone in ("a", "b", "c")]
+    nodes = [_node(i, shapes[i % 3]) for i in range(90)]
+    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
+                 "prefer_zone": None, "image": "x", "host_port": None, "spread": spread}
+    # a zone filled first (nodeSelector pods of the same app), then spread pods: the
+    # skew closes and reopens zones as they go
+    filler = dict(pod_shape, zone="a", spread=None)
+    stream: list[Any] = [("pod", 1)] * 4 + [("pod", 0)] * 40
+    return _run(nodes, [pod_shape, filler, pod_shape, pod_shape], stream, batched=batched,
+                seed=seed, percentage=0, stats=stats)
+
+
+@pytest.mark.parametrize("spread", ["zone", "hostname"])
+def test_spread_pods_reuse_filter_statuses_and_place_like_unbatched(spread: str) -> None:
+    """PodTopologySpread signs its Filter by the domains over the skew: zone spreading
+    (three domains) reuses the statuses of unchanged nodes, hostname spreading (90 domains,
+    past MAX_SIGNED_DOMAINS) is not signed; both place every pod as the unbatched cycle."""
+    for seed in range(3):
+        plain, _ = _spread_stream_run(False, seed, spread)
+        stats: dict[str, int] = {}
+        batched, _ = _spread_stream_run(True, seed, spread, stats)
+        assert batched == plain
+        assert sum(1 for p in plain if not p.startswith("rejected")) == 44
+        # A whole window is kept only when every Filter plugin signs the pod (unsigned
+        # PodTopologySpread: partial batching, no window).
+        if spread == "zone":
+            assert stats["windows_reused"] >= 5
+        else:
+            assert stats["windows_reused"] == 0
