@@ -18,6 +18,10 @@ and the kubelet never starts it.
 - Score: prefer nodes where ``firstAvailable`` got an earlier subrequest.
 - Reserve/Unreserve: the chosen allocation is held in memory; PreBind writes the finalizer,
   then ``status.allocation`` and ``status.reservedFor`` (retried on conflict).
+- DRAExtendedResource (the section of that name below; scheduler/dra/extended.py): extended
+  resources a DeviceClass backs get the pod's special claim, allocated per node with its
+  claims, created at PreBind with ``pod.status.extendedResourceClaimStatus``; a claim a prior
+  attempt left is deleted at PostFilter.
 """
 
 from __future__ import annotations
