@@ -39,7 +39,10 @@ class NodeTree:
     __slots__ = ("_num_nodes", "_tree", "_zones")
 
     def __init__(self, nodes: Iterable[Mapping[str, Any]] = ()) -> None:
-        self._tree: dict[str, list[str]] = {}
+        # Names per zone in insertion order; a dict, not a list, so that checking and
+        # removing a name is O(1) (adding 5000 nodes to a list checked by ``in`` was
+        # quadratic: a fifth of the informer sync at 5000 nodes).
+        self._tree: dict[str, dict[str, None]] = {}
         # Zones in the order they first appeared; the listing walks them in this order.
         self._zones: list[str] = []
         self._num_nodes = 0
@@ -58,12 +61,12 @@ class NodeTree:
         zone, name = zone_key(node), _name(node)
         names = self._tree.get(zone)
         if names is None:
-            self._tree[zone] = [name]
+            self._tree[zone] = {name: None}
             self._zones.append(zone)
         elif name in names:
             return False
         else:
-            names.append(name)
+            names[name] = None
         self._num_nodes += 1
         return True
 
@@ -73,7 +76,7 @@ class NodeTree:
         names = self._tree.get(zone)
         if names is None or name not in names:
             return False
-        names.remove(name)
+        del names[name]
         if not names:
             del self._tree[zone]
             self._zones.remove(zone)
@@ -99,7 +102,7 @@ class NodeTree:
         if len(self._zones) == 1:
             return list(self._tree[self._zones[0]])
         out: list[str] = []
-        lists = [self._tree[z] for z in self._zones]
+        lists = [list(self._tree[z]) for z in self._zones]
         index = 0
         while len(out) < self._num_nodes:
             for names in lists:

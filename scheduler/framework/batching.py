@@ -19,7 +19,9 @@ is still its first rejecting plugin's in the Filter order, and the unsigned plug
 scores join the kept ones before NormalizeScore.  Upstream reuses one previous cycle's
 result only when nothing but the last assignment changed, and not at all for inter-pod
 affinity or spreading; keeping results per node and per plugin is what lets this go
-further safely.
+further safely.  A Filter plugin whose statuses depend on what its PreFilter computed
+for the pod signs the Filter through ``sign_filter(state, pod_info)`` instead
+(PodTopologySpread: the domains over the skew), read after PreFilter.
 
 When every plugin signs, a cycle whose walk found every node of its window feasible also
 keeps the window whole (``_Window``: the round robin's start index, the nodes, the raw,
@@ -98,17 +100,34 @@ def freeze(value: Any) -> Hashable:
     return value  # type: ignore[no-any-return]  # str/int/float/bool/None are hashable
 
 
+@runtime_checkable
+class FilterSignPlugin(Protocol):
+    """A Filter plugin whose per-node Filter status for a pod, in this cycle, depends only
+    on ``sign_filter``'s value and the node's NodeInfo: it may read what its PreFilter
+    computed for the pod (the cycle state), e.g. PodTopologySpread's domains over their
+    skew.  Used for the Filter signature only (a Score signature always comes from
+    ``sign``); ``None``: not signed (normal path)."""
+
+    def sign_filter(self, state: CycleState, pod_info: PodInfo) -> Hashable | None: ...
+
+
 def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
-                pod_info: PodInfo) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
+                pod_info: PodInfo, state: CycleState | None = None,
+                ) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
     """The signatures of the (not skipped) plugins that sign the pod, and the names of
-    those that do not (they run every cycle)."""
+    those that do not (they run every cycle).  ``state``: the Filter signature, after
+    PreFilter (a plugin's ``sign_filter`` is asked first)."""
     parts: list[tuple[str, Hashable]] = []
     unsigned: list[str] = []
     for name, plugin in plugins:
         if name in skip:
             continue
-        sign = getattr(plugin, "sign", None)
-        value = sign(pod_info) if sign is not None else None
+        sign_filter = getattr(plugin, "sign_filter", None) if state is not None else None
+        if sign_filter is not None:
+            value = sign_filter(state, pod_info)
+        else:
+            sign = getattr(plugin, "sign", None)
+            value = sign(pod_info) if sign is not None else None
         if value is None:
             unsigned.append(name)
         else:
@@ -454,6 +473,7 @@ class Batch:
             changed = snapshot.changed_positions_since(window.score_serial)
         if changed is None:
             return self._score_window_fully(state, pod_info, window, key, nodes)
+        self._cache.score_windows_reused += 1
         fwk = self._fwk
         started = time.perf_counter()
         offsets = window_offsets(changed, start=start, size=window.size,
@@ -595,6 +615,8 @@ class BatchCache:
         self.reused = 0
         # Cycles that took a whole kept window (checked through the change log only).
         self.windows_reused = 0
+        # Cycles that scored a kept window from its kept scores (the change log's nodes only).
+        self.score_windows_reused = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -604,7 +626,7 @@ class BatchCache:
         """The batch for this cycle (after PreFilter), or None (no Filter plugin signs the
         pod): take the normal path."""
         skip = state.skip_filter_plugins
-        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info)
+        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state)
         if not filter_sig:
             return None
         key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)

@@ -18,6 +18,10 @@ and the kubelet never starts it.
 - Score: prefer nodes where ``firstAvailable`` got an earlier subrequest.
 - Reserve/Unreserve: the chosen allocation is held in memory; PreBind writes the finalizer,
   then ``status.allocation`` and ``status.reservedFor`` (retried on conflict).
+- DRAExtendedResource (the section of that name below; scheduler/dra/extended.py): extended
+  resources a DeviceClass backs get the pod's special claim, allocated per node with its
+  claims, created at PreBind with ``pod.status.extendedResourceClaimStatus``; a claim a prior
+  attempt left is deleted at PostFilter.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable, Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -139,7 +143,7 @@ EVENT_BINDING_PENDING = "BindingConditionsPending"
 EVENT_BINDING_PENDING_MESSAGE = "waiting for binding conditions for device on node {node}"
 # DRAExtendedResource: a claim a prior attempt created for the pod's extended resources
 REASON_EXTENDED_STALE = "cannot schedule extended resource claim"
-REASON_EXTENDED_DELETED = "deletion of extended resource ResourceClaim completed"
+REASON_EXTENDED_DELETED = "deletion of ResourceClaim completed"
 
 
 @dataclass(slots=True)
@@ -160,6 +164,8 @@ class _Extended:
     stale: Mapping[str, Any] | None = None  # a prior attempt's claim, found in the API
     variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
     by_node: dict[str, frozenset[str]] = field(default_factory=dict)
+    all_backed: frozenset[str] = frozenset()
+    created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
 
 
 @dataclass(slots=True)
@@ -238,10 +244,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # free devices per node (scheduler/dra/index.py), kept from the tracker's changes
         self._index: free_index.FreeIndex | None = None
         self._index_for: Inventory | None = None
-        # DRAExtendedResource: the special claims PreBind created, by in-memory key, until
-        # the pod's status names them (Unreserve deletes them)
         self._extended = features.DEFAULT.enabled("DRAExtendedResource")
-        self._created: dict[str, dict[str, Any]] = {}
 
     @property
     def follows_claim_events(self) -> bool:
@@ -531,16 +534,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return None
 
     def _claims_reserved_only_for(self, pod_info: PodInfo) -> list[Mapping[str, Any]]:
-        """The pod's claims reserved for it alone (what they hold is freed when it goes)."""
-        if not has_claims(pod_info.pod):
+        """The pod's claims reserved for it alone (what they hold is freed when it goes),
+        with the claim made for its extended resources (DRAExtendedResource)."""
+        extended = _extended_claim_name(pod_info.pod)
+        if not has_claims(pod_info.pod) and not extended:
             return []
         try:
-            names_ = pod_claims(pod_info.pod)
+            names_ = [pc.claim_name for pc in pod_claims(pod_info.pod)]
         except ClaimProblem:
-            return []
+            names_ = []
+        if extended:
+            names_.append(extended)
         out: list[Mapping[str, Any]] = []
-        for pc in names_:
-            claim = self._get_claim(pod_info.namespace, pc.claim_name)
+        for claim_name in names_:
+            claim = self._get_claim(pod_info.namespace, claim_name)
             if claim is None:
                 continue
             users = reserved_for(claim)
@@ -651,8 +658,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return None, Status(Code.UNSCHEDULABLE)
-        if data.ext is not None and data.ext.stale is not None:
-            return None, self._delete_stale_extended(data.ext.stale)
         for claim in data.claims:
             users = reserved_for(claim)
             if allocation_of(claim) is None or any(u.get("uid") != pod_info.uid for u in users):
@@ -668,6 +673,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return None, Status(Code.UNSCHEDULABLE, REASON_DEALLOCATED)
+        if data.ext is not None and data.ext.stale is not None:
+            # a claim a prior attempt created for the pod's extended resources goes
+            return None, self._delete_stale_extended(data.ext.stale)
         return None, Status(Code.UNSCHEDULABLE, REASON_NOTHING_TO_DEALLOCATE)
 
     async def _deallocate(self, claim: Mapping[str, Any], pod_uid: str) -> None:
@@ -734,6 +742,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             # so every node scores the maximum (what ``score`` answers node by node)
             return [MAX_NODE_SCORE] * len(nodes), None
         return super().score_nodes(state, pod_info, nodes)
+
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """Opportunistic batching's signature: a pod with no claims and no extended
+        resources (which a DeviceClass could back) is skipped at PreFilter and scores 0 on
+        every node, whatever the node; any other pod is not signed (its answer depends on
+        claims and devices beyond the node's NodeInfo).  Without it every plain pod's Score
+        was partially batched, and no window was kept for any pod (batching.py)."""
+        if has_claims(pod_info.pod) or pod_info.requests.scalar_resources:
+            return None
+        return ()
 
     # --- Reserve -------------------------------------------------------------------------------
 
@@ -873,7 +891,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             await self._sleep(min(BINDING_POLL_SECONDS, left))
 
     async def _reserve_in_api(self, claim: Mapping[str, Any], pod_info: PodInfo,
-                              alloc: dict[str, Any] | None) -> None:
+                              alloc: dict[str, Any] | None, *,
+                              fresh: dict[str, Any] | None = None) -> None:
         meta = claim.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         client = self._handle.client
@@ -881,7 +900,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         entry = {"resource": "pods", "name": pod_info.name, "uid": pod_info.uid}
         # As upstream's bindClaim: the first attempt writes over the informer's copy (no
         # read); only a conflict makes the next attempt read the claim from the API.
-        cached = self._informer_claim(ns, name)
+        cached = fresh if fresh is not None else self._informer_claim(ns, name)
         for _ in range(PREBIND_ATTEMPTS):
             if cached is not None:
                 latest: dict[str, Any] = cached
@@ -964,7 +983,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         backed = ext_res.backed_resources(scalars, self.class_cache())
         if not backed:
             return None
-        out = _Extended(backed=backed,
+        out = _Extended(backed=backed, all_backed=frozenset(backed),
                         key=f"{pod_info.namespace}/{ext_res.SPECIAL_NAME}{pod_info.uid}")
         out.stale = ext_res.find_claim(pod_info.pod, self._claims_in(pod_info.namespace))
         return out
@@ -989,11 +1008,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         name = node_info.name
         if ext.stale is not None:
             data.details[name] = [f"claim {key_of(ext.stale)}: {REASON_EXTENDED_STALE}"]
-            return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_STALE)
+            return unresolvable(REASON_EXTENDED_STALE)
         advertised = node_info.allocatable.scalar_resources
-        need = frozenset(r for r in ext.backed if not advertised.get(r))
-        if not need:
-            return _NOT_EXTENDED
+        if advertised and any(advertised.get(r) for r in ext.backed):
+            need = frozenset(r for r in ext.backed if not advertised.get(r))
+            if not need:
+                return _NOT_EXTENDED
+        else:
+            need = ext.all_backed  # the usual case: no device plugin for them here
         variant = ext.variants.get(need)
         if variant is None:
             variant = ext.variants[need] = self._variant(data, pod_info, need)
@@ -1060,7 +1082,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def _unreserve_extended(self, ext: _Extended, pod_info: PodInfo) -> None:
         self.tracker.forget(ext.key, pod_info.uid)
-        created = self._created.pop(ext.key, None)
+        created, ext.created = ext.created, None
         if created is not None:
             # PreBind created it: it must not outlive this attempt
             self._spawn(self._delete_claim(created), f"dra-delete:{key_of(created)}")
@@ -1120,12 +1142,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         ns = pod_info.namespace
         resp = await client.request("POST", resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns),
                                     body=body)
+        creates = self._handle.metrics.ops.resourceclaim_creates
         if resp.status >= 300 or not isinstance(resp.body, dict):
+            creates.labels("failure").inc()
             raise _PreBindError(f"create claim for extended resources of {pod_info.key}: "
                                 f"HTTP {resp.status}")
+        creates.labels("success").inc()
         created: dict[str, Any] = resp.body
-        self._created[ext.key] = created
-        await self._reserve_in_api(created, pod_info, alloc)
+        ext.created = created
+        # the create's answer is the claim as it is: written over, no read
+        await self._reserve_in_api(created, pod_info, alloc, fresh=copy.deepcopy(created))
         # the tracker holds the devices (in flight) until the informer shows the claim
         # allocated
         seen = self._get_claim(ns, str(created["metadata"].get("name") or ""))
@@ -1142,7 +1168,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if resp.status >= 300:
             raise _PreBindError(f"update pod {pod_info.key} ExtendedResourceClaimStatus: "
                                 f"HTTP {resp.status}")
-        self._created.pop(ext.key, None)
 
     # --- explain -------------------------------------------------------------------------------
 
@@ -1235,6 +1260,14 @@ def _scheduling_rule(obj: Any) -> TaintRule | None:
     except ObjectError:
         return None  # a malformed rule is ignored: it taints nothing
     return rule if rule.selects and rule.taint.effect in TAINT_EFFECTS else None
+
+
+def _extended_claim_name(pod: Mapping[str, Any]) -> str:
+    """``status.extendedResourceClaimStatus.resourceClaimName`` (DRAExtendedResource), or ""."""
+    st = pod.get("status")
+    ers = st.get("extendedResourceClaimStatus") if isinstance(st, Mapping) else None
+    name = ers.get("resourceClaimName") if isinstance(ers, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:

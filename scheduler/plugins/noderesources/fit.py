@@ -52,6 +52,8 @@ from scheduler.plugins.helper import args_error, device_class_cache
 from scheduler.plugins.noderesources import least_allocated, most_allocated
 from scheduler.plugins.noderesources import requested_to_capacity_ratio as rtcr
 from scheduler.plugins.noderesources.resource_allocation import (
+    DRAScoring,
+    DRATotals,
     ResourceAllocationScorer,
     ResourceSpec,
     parse_resource_specs,
@@ -106,10 +108,11 @@ class _PreFilterState:
 
 
 class _PreScoreState:
-    __slots__ = ("pod_requests",)
+    __slots__ = ("pod_requests", "dra")
 
-    def __init__(self, pod_requests: list[int]) -> None:
+    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
         self.pod_requests = pod_requests
+        self.dra = dra  # DRAExtendedResource: devices behind the scored extended resources
 
     def clone(self) -> _PreScoreState:
         return self
@@ -231,6 +234,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         self._handle = handle
         self._classes = (handle.listers if handle is not None
                          and features.DEFAULT.enabled("DRAExtendedResource") else None)
+        self._dra_scoring = DRAScoring(self._classes) if self._classes is not None else None
 
     @staticmethod
     def _build_scorer(raw: Any) -> ResourceAllocationScorer:
@@ -297,14 +301,12 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
             return frozenset()
         return frozenset(backed_resources(scalars, device_class_cache(self._classes)))
 
-    def sign(self, pod_info: PodInfo) -> Hashable:
-        """The fields Filter and Score read of the pod (opportunistic batching); with the
-        class mapping's version when a class backs one of its resources."""
-        signed = sign_requests(pod_info)
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """The fields Filter and Score read of the pod (opportunistic batching); None (not
+        signed) when a DeviceClass backs one of its resources."""
         if self._dra_backed(pod_info):
-            assert self._classes is not None
-            return (signed, device_class_cache(self._classes).version)
-        return signed
+            return None  # Filter and Score read DeviceClasses, slices and claims: not signed
+        return sign_requests(pod_info)
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         return self.filter_nodes(state, pod_info, [node_info])[0]
@@ -346,22 +348,25 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     def pre_score(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> Status | None:
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(self.scorer.pod_requests(pod_info)))
+        requests = self.scorer.pod_requests(pod_info)
+        dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, dra))
         return None
+
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> tuple[int, Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
-        return self.scorer.score(node_info, requests)
+        return self.scorer.score(node_info, requests, s.dra if s is not None else None)
 
     def score_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[int], Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
-        return self.scorer.score_many(nodes, requests)
+        return self.scorer.score_many(nodes, requests, s.dra if s is not None else None)
 
     # --- requeueing --------------------------------------------------------------------------
 

@@ -13,11 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.dra.extended import class_devices, is_dra_extended_resource_name
+from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
+from scheduler.framework.interfaces import ObjectLister
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name
-from scheduler.plugins.helper import args_error
+from scheduler.plugins.helper import args_error, device_class_cache
 
 ERR_RESOURCES_NOT_FOUND = "resources not found"
 
@@ -148,6 +151,10 @@ def weighted_resource_scorer(
     return PairedScorer(scorer, pair, column(w0, w1, pair) if column is not None else None)
 
 
+# DRAExtendedResource: (node, resource) -> (devices of the backing class, allocated ones)
+DRATotals = Callable[[NodeInfo, str], tuple[int, int]]
+
+
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 
@@ -180,9 +187,12 @@ class ResourceAllocationScorer:
         return not any(pod_requests)
 
     def allocatable_and_requested(
-        self, node_info: NodeInfo, resource: str, pod_request: int
+        self, node_info: NodeInfo, resource: str, pod_request: int,
+        dra: DRATotals | None = None,
     ) -> tuple[int, int]:
-        """(allocatable, requested including the pod); (0, 0) means "do not score this"."""
+        """(allocatable, requested including the pod); (0, 0) means "do not score this".
+        ``dra`` answers, for a resource the node does not advertise, the devices of the class
+        that backs it and how many are allocated (DRAExtendedResource)."""
         if pod_request == 0 and is_scalar_resource_name(resource):
             return 0, 0
         requested = node_info.requested if self.use_requested else node_info.non_zero_requested
@@ -196,6 +206,10 @@ class ResourceAllocationScorer:
                 allocatable.ephemeral_storage,
                 node_info.requested.ephemeral_storage + pod_request,
             )
+        if dra is not None and not allocatable.scalar_resources.get(resource):
+            total, used = dra(node_info, resource)
+            if total > 0:
+                return total, used + pod_request
         if resource in allocatable.scalar_resources:
             return (
                 allocatable.scalar_resources[resource],
@@ -204,7 +218,8 @@ class ResourceAllocationScorer:
         return 0, 0
 
     def score_many(
-        self, nodes: Sequence[NodeInfo], pod_requests: Sequence[int]
+        self, nodes: Sequence[NodeInfo], pod_requests: Sequence[int],
+        dra: DRATotals | None = None,
     ) -> tuple[list[int], Status | None]:
         """``score`` for every node; two native resources (the default) take a fast path."""
         if not self.resources:
@@ -212,7 +227,7 @@ class ResourceAllocationScorer:
         native = all(spec.name in (CPU, MEMORY) for spec in self.resources)
         column = self.column_scorer
         if not native or len(self.resources) != 2 or column is None:
-            return [self.score(node_info, pod_requests)[0] for node_info in nodes], None
+            return [self.score(node_info, pod_requests, dra)[0] for node_info in nodes], None
         cpu_first = self.resources[0].name == CPU
         cpu_request, mem_request = (
             (pod_requests[0], pod_requests[1]) if cpu_first else (pod_requests[1], pod_requests[0])
@@ -231,16 +246,78 @@ class ResourceAllocationScorer:
             return column(r_cpu, a_cpu, r_mem, a_mem), None
         return column(r_mem, a_mem, r_cpu, a_cpu), None
 
-    def score(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status | None]:
+    def score(self, node_info: NodeInfo, pod_requests: Sequence[int],
+              dra: DRATotals | None = None) -> tuple[int, Status | None]:
         if not self.resources:
             return 0, Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)
         count = len(self.resources)
         requested = [0] * count
         allocatable = [0] * count
         for i, spec in enumerate(self.resources):
-            alloc, req = self.allocatable_and_requested(node_info, spec.name, pod_requests[i])
+            alloc, req = self.allocatable_and_requested(node_info, spec.name, pod_requests[i],
+                                                        dra)
             if alloc == 0:
                 continue
             allocatable[i] = alloc
             requested[i] = req
         return self._scorer(requested, allocatable), None
+
+class DRAScoring:
+    """DRAExtendedResource's part of scoring: an extended resource a DeviceClass backs, on a
+    node that does not advertise it, is scored from the class's devices on the node
+    (allocatable) and the allocated ones (requested), as upstream's scorer does."""
+
+    def __init__(self, listers: ObjectLister) -> None:
+        self._listers = listers
+        self._inventory: tuple[tuple[tuple[int, str], ...], Inventory] | None = None
+
+    def backed(self, resources: Sequence[ResourceSpec], pod_requests: Sequence[int]
+               ) -> dict[str, Mapping[str, Any]]:
+        """The scored resources the pod asks for that a DeviceClass backs -> the class."""
+        if not any(pod_requests[i] and is_dra_extended_resource_name(spec.name)
+                   for i, spec in enumerate(resources)):
+            return {}
+        cache = device_class_cache(self._listers)
+        out: dict[str, Mapping[str, Any]] = {}
+        for spec, request in zip(resources, pod_requests):
+            cls = cache.get(spec.name) if request else None
+            if cls is not None:
+                out[spec.name] = cls
+        return out
+
+    def totals(self, resources: Sequence[ResourceSpec], pod_requests: Sequence[int]
+               ) -> DRATotals | None:
+        """For the scored resources the pod asks for that a DeviceClass backs: per node, the
+        class's devices and how many are allocated (upstream scores a node that does not
+        advertise such a resource with these), else None."""
+        backed = self.backed(resources, pod_requests)
+        if not backed:
+            return None
+        try:
+            slices = self._listers.list("resourceslices")
+            claims = self._listers.list("resourceclaims")
+        except KeyError:
+            return None
+        key = tuple((id(sl), str((sl.get("metadata") or {}).get("resourceVersion")))
+                    for sl in slices)
+        if self._inventory is None or key != self._inventory[0]:
+            self._inventory = (key, Inventory(slices))
+        inventory = self._inventory[1]
+        allocated: set[DeviceID] = set()
+        for c in claims:
+            st = c.get("status")
+            alloc = st.get("allocation") if isinstance(st, Mapping) else None
+            if isinstance(alloc, Mapping):
+                allocated.update(device_ids_of(alloc, include_shared=False))
+        memo: dict[tuple[str, str], tuple[int, int]] = {}
+
+        def totals(node_info: NodeInfo, resource: str) -> tuple[int, int]:
+            cls = backed.get(resource)
+            if cls is None or node_info.node is None:
+                return 0, 0
+            hit = memo.get((node_info.name, resource))
+            if hit is None:
+                hit = memo[(node_info.name, resource)] = class_devices(
+                    cls, inventory.devices_for_node(node_info.node), allocated)
+            return hit
+        return totals

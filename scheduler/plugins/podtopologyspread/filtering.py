@@ -6,6 +6,7 @@ updates the counts in place.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
 from scheduler.framework.interfaces import (
@@ -37,6 +38,9 @@ ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread con
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
 
 _MAX_INT32 = 2**31 - 1
+
+# Domains per constraint up to which Filter signs pods for opportunistic batching.
+MAX_SIGNED_DOMAINS = 64
 
 
 class CriticalPaths:
@@ -242,6 +246,33 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             s.counts[i][value] = num
             s.critical_paths[i].update(value, num)
         return None
+
+    # --- opportunistic batching ---------------------------------------------------------------
+
+    def sign_filter(self, state: CycleState, pod_info: PodInfo) -> Hashable | None:
+        """The Filter signature (framework/batching.py): a node's status is a function of its
+        labels and, per constraint, of which domains are over the skew for this pod, so
+        the signature is those domains (and whether a domain with no matching pod is).
+        Pods whose spread leaves the same domains open reuse each other's statuses on
+        every unchanged node.  Not signed past ``MAX_SIGNED_DOMAINS`` domains (hostname
+        spreading: the set changes with nearly every pod and costs a walk of them all)."""
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState) or not s.constraints:
+            return None
+        if any(len(counts) > MAX_SIGNED_DOMAINS for counts in s.counts):
+            return None
+        self_match = s.self_match
+        if self_match is None:
+            pod_labels = pod_info.labels
+            self_match = s.self_match = [
+                1 if c.selector.matches(pod_labels) else 0 for c in s.constraints]
+        parts: list[Hashable] = []
+        for i, c in enumerate(s.constraints):
+            offset = self_match[i] - s.min_match_num(i)
+            limit = c.max_skew - offset  # a domain is over the skew above this count
+            over = frozenset(value for value, num in s.counts[i].items() if num > limit)
+            parts.append((c.topology_key, over, 0 > limit))
+        return tuple(parts)
 
     # --- Filter -------------------------------------------------------------------------------
 

@@ -1,0 +1,56 @@
+"""A pod's own spread constraints are compiled once per distinct constraints (and pod
+labels, when matchLabelKeys reads them), and a malformed one raises every time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.objects.labels import LabelSelectorError
+from scheduler.plugins.podtopologyspread import common
+from scheduler.plugins.podtopologyspread.common import (
+    DO_NOT_SCHEDULE,
+    compile_own_constraints,
+    filter_constraints,
+)
+
+
+def constraint(**extra: Any) -> dict[str, Any]:
+    return {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": DO_NOT_SCHEDULE,
+            "labelSelector": {"matchLabels": {"app": "x"}}, **extra}
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        pytest.param((constraint(), {"app": "x"}), (constraint(), {"app": "x", "v": "2"}),
+                     True, id="labels-ignored-without-matchLabelKeys"),
+        pytest.param((constraint(matchLabelKeys=["v"]), {"v": "1"}),
+                     (constraint(matchLabelKeys=["v"]), {"v": "2"}),
+                     False, id="matchLabelKeys-reads-labels"),
+        pytest.param((constraint(), {}), (constraint(maxSkew=2), {}), False,
+                     id="different-constraints"),
+    ],
+)
+def test_compiled_like_filter_constraints_and_shared_when_equal(
+    first: tuple[dict[str, Any], dict[str, str]], second: tuple[dict[str, Any], dict[str, str]],
+    same: bool,
+) -> None:
+    common._COMPILED.clear()
+    a = compile_own_constraints([first[0]], first[1], DO_NOT_SCHEDULE)
+    b = compile_own_constraints([second[0]], second[1], DO_NOT_SCHEDULE)
+    assert a == filter_constraints([first[0]], first[1], DO_NOT_SCHEDULE)
+    assert b == filter_constraints([second[0]], second[1], DO_NOT_SCHEDULE)
+    assert (a[0] is b[0]) is same
+    a.clear()  # callers get their own list
+    assert compile_own_constraints([first[0]], first[1], DO_NOT_SCHEDULE)
+
+
+def test_a_malformed_constraint_raises_every_time_and_is_not_kept() -> None:
+    common._COMPILED.clear()
+    bad = [constraint(maxSkew="one")]
+    for _ in range(2):
+        with pytest.raises(LabelSelectorError, match="maxSkew"):
+            compile_own_constraints(bad, {}, DO_NOT_SCHEDULE)
+    assert not common._COMPILED
