@@ -546,28 +546,15 @@ def first_fit_shape(prepared: Prepared) -> _Alternative | None:
     return alt
 
 
-def candidate_mask(prepared: Prepared, devices: Sequence[Device], *, device_taints: bool
-                   ) -> int | None:
-    """For claims of :func:`first_fit_shape`: the bit mask (bit i: ``devices[i]``) of the
-    devices its selectors select and its (no) tolerations allow, so that with a mask of the
-    held devices first-fit is a few bit operations.  None when some device is shared by
-    capacity or a selector fails on a device (the allocator then reports it as it does)."""
+def first_fit_accepts(prepared: Prepared, d: Device, *, device_taints: bool) -> bool:
+    """For claims of :func:`first_fit_shape`: whether ``_fast_path`` would take ``d`` were
+    it free (its selectors select it, its taints are allowed).  Raises AllocationError when
+    a selector fails on it, as the allocator does."""
     simple = _simple_alternative(prepared)
     assert simple is not None
     req, alt = simple
-    mask = 0
-    bit = 1
-    try:
-        for d in devices:
-            if d.multi:
-                return None
-            if _selected(alt, d, req.claim, req.name) and (
-                    not d.taints or not device_taints or _tolerated(alt, d)):
-                mask |= bit
-            bit <<= 1
-    except AllocationError:
-        return None
-    return mask
+    return _selected(alt, d, req.claim, req.name) and (
+        not d.taints or not device_taints or _tolerated(alt, d))
 
 
 def allocated_at(prepared: Prepared, picks: Sequence[Device], node_name: str, *,

@@ -19,15 +19,21 @@ the structured allocator with the pod's other claims and written at PreBind.
   largest of their own requests, as upstream).
 - ``special_claim`` / ``find_claim``: the in-memory claim, and the claim a prior attempt
   created (the annotation and the pod as controlling owner).
+- ``class_devices``: how many devices of a node a class selects and how many of those are
+  allocated: NodeResourcesFit scores a backed resource a node does not advertise with these
+  as its allocatable and requested, as upstream's resourceAllocationScorer does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from scheduler.dra.cel import CelError, Selector, compile_selector
+from scheduler.dra.inventory import Device, DeviceID, class_selectors
 from scheduler.objects.quantity import QuantityError, parse_quantity
 from scheduler.objects.resources import is_extended_resource_name
 
@@ -37,6 +43,7 @@ __all__ = [
     "SPECIAL_NAME",
     "ClassCache",
     "backed_resources",
+    "class_devices",
     "find_claim",
     "is_dra_extended_resource_name",
     "requests_and_mappings",
@@ -312,3 +319,32 @@ def find_claim(pod: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]
                     ref.get("uid") == uid and ref.get("controller") is True:
                 return c
     return None
+
+
+def class_devices(cls: Mapping[str, Any], devices: Sequence[Device],
+                  allocated: AbstractSet[DeviceID]) -> tuple[int, int]:
+    """(devices the class's selectors select, how many of them are allocated).  A selector
+    that does not compile selects nothing; one that fails on a device does not select it."""
+    selectors: list[Selector] = []
+    for raw in class_selectors(cls):
+        cel = raw.get("cel") if isinstance(raw, Mapping) else None
+        try:
+            selectors.append(compile_selector(cel.get("expression")
+                                              if isinstance(cel, Mapping) else None))
+        except CelError:
+            return 0, 0
+    total = used = 0
+    for d in devices:
+        for sel in selectors:
+            hit = d.selected.get(sel.expression)
+            if hit is None:
+                try:
+                    hit = d.selected[sel.expression] = sel.matches(d.env)
+                except CelError:
+                    hit = False
+            if not hit:
+                break
+        else:
+            total += 1
+            used += d.id in allocated
+    return total, used

@@ -21,11 +21,12 @@ The count is *conservative* (a node it rules out is one where the allocator fail
 Held devices come from :class:`ClaimTracker` (informer claims and allocations in flight):
 the tracker calls :meth:`FreeIndex.held_changed` when a device becomes held or free.
 
-For the common request shape (one device of a class, :func:`allocator.candidate_mask`) the
-index also answers Filter itself (:meth:`FreeIndex.pick`): per node a bit mask of its held
-devices (kept with the counts) and, per selector set, a cached mask of the devices they
-select; the first free selected devices are then the lowest bits of one AND, exactly the
-devices the allocator's first-fit would take.
+For the common request shape (one device of a class, :func:`allocator.first_fit_shape`)
+the index also answers Filter itself (:meth:`FreeIndex.pick`): per node a bit mask of its
+held devices (kept with the counts) and, per selector set, a cached mask of the devices
+they select (filled lazily, in first-fit order, as the allocator evaluates them); the first
+free selected devices are then the lowest bits of one AND, exactly the devices the
+allocator's first-fit would take.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.dra.allocator import (
+    AllocationError,
     MODE_EXACT,
     Alternative as _Alternative,
     Allocated,
     Prepared,
     allocated_at,
-    candidate_mask,
+    first_fit_accepts,
     first_fit_shape,
 )
 from scheduler.dra.inventory import Device, DeviceID, Inventory
@@ -69,9 +71,10 @@ class FreeIndex:
         # each node-local device's bit in its node's masks (its position in the node's list)
         self._bit: dict[DeviceID, int] = {}
         self._held_mask: dict[str, int] = {}
-        # (node, selected_key, device_taints, taints version) -> (the node's devices, the
-        # candidate mask), or None (pick cannot answer there)
-        self._masks: dict[tuple[str, str, bool, int], tuple[Sequence[Device], int] | None] = {}
+        # (node, selected_key, device_taints, taints version) -> [the node's devices, the
+        # mask of those first-fit accepts, the mask of those looked at], or None (pick
+        # cannot answer there); devices are looked at lazily, in first-fit order
+        self._masks: dict[tuple[str, str, bool, int], list[Any] | None] = {}
         for node, devices in inventory.local_devices().items():
             n = 0
             self._held_mask[node] = 0
@@ -149,45 +152,58 @@ class FreeIndex:
         name = node_name if node_name is not None else \
             str((node.get("metadata") or {}).get("name") or "")
         key = (name, alt.selected_key, device_taints, taints_version)
-        hit = self._masks.get(key)
-        if hit is None:
+        entry = self._masks.get(key)
+        if entry is None:
             if key in self._masks:
                 return None
-            hit = self._masks[key] = self._candidates(prepared, node, name,
-                                                      device_taints=device_taints)
-            if hit is None:
+            entry = self._masks[key] = self._candidates(node, name)
+            if entry is None:
                 return None
-            self.inventory.checked.add((name, alt.selected_key))
-        devices, mask = hit
-        free = mask & ~self._held_mask.get(name, 0)
+        devices, cand, known = entry
+        avail = ~self._held_mask.get(name, 0) & ((1 << len(devices)) - 1)
         count = alt.count
-        if count == 1:
-            if not free:
-                return None
-            picks = [devices[(free & -free).bit_length() - 1]]
+        picks: list[Device] = []
+        if avail & ~known:
+            # Some free device was never looked at: in first-fit order, evaluate the
+            # selectors on the free devices not seen yet, as far as first-fit goes.
+            try:
+                while avail and len(picks) < count:
+                    low = avail & -avail
+                    avail ^= low
+                    if not known & low:
+                        if first_fit_accepts(prepared, devices[low.bit_length() - 1],
+                                             device_taints=device_taints):
+                            cand |= low
+                        known |= low  # only once it evaluated without an error
+                    if cand & low:
+                        picks.append(devices[low.bit_length() - 1])
+            except AllocationError:
+                return None  # the allocator reports it
+            finally:
+                entry[1], entry[2] = cand, known
         else:
-            picks = []
+            free = cand & avail
             while free and len(picks) < count:
                 low = free & -free
                 picks.append(devices[low.bit_length() - 1])
                 free ^= low
-            if len(picks) < count:
-                return None
+        if len(picks) < count:
+            return None
         return allocated_at(prepared, picks, name, device_taints=device_taints, shape=alt)
 
-    def _candidates(self, prepared: Prepared, node: Mapping[str, Any], name: str, *,
-                    device_taints: bool) -> tuple[Sequence[Device], int] | None:
-        """(the node's devices, the candidate mask), or None where pick cannot answer: a
-        device shared by capacity, devices offered in another order than the index's, a
-        selector error."""
+    def _candidates(self, node: Mapping[str, Any], name: str) -> list[Any] | None:
+        """[the node's devices, the candidate mask, the mask of devices looked at] (no
+        device looked at yet), or None where pick cannot answer: a device shared by
+        capacity, devices offered in another order than the index's."""
         if name in self._always:
             return None
         local = self.inventory.local_devices().get(name, ())
         offered = self.inventory.devices_for_node(node)
         if len(offered) != len(local) or any(a is not b for a, b in zip(offered, local)):
             return None
-        mask = candidate_mask(prepared, local, device_taints=device_taints)
-        return (local, mask) if mask is not None else None
+        if any(d.multi for d in local):
+            return None
+        return [local, 0, 0]
 
 
 def build(inventory: Inventory, held: Iterable[DeviceID]) -> FreeIndex | None:

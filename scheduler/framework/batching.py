@@ -473,6 +473,7 @@ class Batch:
             changed = snapshot.changed_positions_since(window.score_serial)
         if changed is None:
             return self._score_window_fully(state, pod_info, window, key, nodes)
+        self._cache.score_windows_reused += 1
         fwk = self._fwk
         started = time.perf_counter()
         offsets = window_offsets(changed, start=start, size=window.size,
@@ -614,6 +615,8 @@ class BatchCache:
         self.reused = 0
         # Cycles that took a whole kept window (checked through the change log only).
         self.windows_reused = 0
+        # Cycles that scored a kept window from its kept scores (the change log's nodes only).
+        self.score_windows_reused = 0
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -24,7 +24,12 @@ It watches pods, ResourceClaims and ResourceClaimTemplates in the store like any
 * deletes a generated claim nobody uses once its pod is done or replaced (the garbage
   collector in ``controllers.py`` deletes it when the pod is removed).
 
-Not emulated: the admin-access namespace check, metrics, extended-resource claims. A pod
+The claim the scheduler makes for a pod's extended resources (DRAExtendedResource: owned by
+the pod, named in its ``status.extendedResourceClaimStatus``) is treated as a generated one:
+released when its pod goes, deleted once it is done (the garbage collector deletes it with
+the pod).
+
+Not emulated: the admin-access namespace check, metrics. A pod
 that is done gets no claim re-created for it (the claim of a finished pod is deleted above and
 would otherwise come back).
 """
@@ -38,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ApiError
 from .store import DELETED, InternalWatcher
 from .util import now_iso
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -237,18 +243,14 @@ class ClaimControllerSim:
 
     # ------------------------------------------------------------ loop
 
-    async def run(self) -> None:
+    async def run(self, *, iterations: int | None = None) -> None:
+        def rewatch() -> None:
+            if self._watch():
+                self.resync_all()
+
         try:
-            while True:
-                if self._watch():
-                    self.resync_all()
-                await self._wake.wait()
-                await asyncio.sleep(self.delay)
-                self._wake.clear()
-                try:
-                    self.sync()
-                except Exception:  # a bug must not stop the simulation
-                    log.exception("resourceclaim controller simulation failed")
+            await wake_loop(self._wake, self.sync, delay=self.delay, before=rewatch,
+                            what="resourceclaim controller simulation", iterations=iterations)
         finally:
             for w in self._watchers.values():
                 self.registry.ts(w.rt).watchers.discard(w)

@@ -44,6 +44,7 @@ from .errors import ApiError
 from .resources import ResourceType
 from .selectors import selector_dict_matches
 from .util import now_iso, set_condition
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -150,15 +151,9 @@ class ControllerSim:
 
     # ------------------------------------------------------------ loop
 
-    async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            await asyncio.sleep(self.delay)
-            self._wake.clear()
-            try:
-                self.sync()
-            except Exception:  # a bug must not stop the simulation
-                log.exception("controller simulation failed")
+    async def run(self, *, iterations: int | None = None) -> None:
+        await wake_loop(self._wake, self.sync, delay=self.delay, what="controller simulation",
+                        iterations=iterations)
 
     def sync(self, max_passes: int = 10) -> None:
         for _ in range(max_passes):

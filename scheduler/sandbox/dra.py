@@ -30,6 +30,7 @@ import re
 from typing import Any
 
 from scheduler.objects.quantity import QuantityError, parse_quantity
+from scheduler.objects.resources import is_extended_resource_name
 
 Obj = dict[str, Any]
 Cause = tuple[str, str, str]  # field, reason, message
@@ -707,8 +708,9 @@ def class_spec_causes(spec: Any) -> list[Cause]:
     for i, c in enumerate(cfgs):
         out += _opaque(c, f"spec.config[{i}]")
     ern = spec.get("extendedResourceName")
-    if ern is not None and (not isinstance(ern, str) or "/" not in ern
-                            or ern.startswith("kubernetes.io/") or ern.startswith("requests.")):
+    # v1helper.IsExtendedResourceName: a qualified name outside kubernetes.io (so never a
+    # class's implicit deviceclass.resource.kubernetes.io/<class>), not under "requests."
+    if ern is not None and (not isinstance(ern, str) or not is_extended_resource_name(ern)):
         out.append(invalid_value("spec.extendedResourceName", ern, "must be a valid extended resource name"))
     return out
 

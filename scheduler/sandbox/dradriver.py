@@ -31,6 +31,11 @@ other way round.
 (DRAConsumableCapacity): several claims share it while the ``memory`` they ask for
 (``capacity.requests``) adds up to at most its capacity; ``step=Q`` adds a request policy
 (``validRange`` from Q to the device's memory in steps of Q, default Q).
+
+``extendedResourceName=NAME`` (DRAExtendedResource) publishes the DeviceClass with
+``spec.extendedResourceName: NAME``: pods asking for ``NAME`` in their containers' resources
+get the driver's devices through a claim the scheduler makes (every class also backs its
+implicit ``deviceclass.resource.kubernetes.io/<class>``).
 """
 
 from __future__ import annotations
@@ -41,10 +46,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scheduler.objects.resources import is_extended_resource_name
+
 from .dra import dns_label
 from .errors import ApiError
 from .store import ADDED, DELETED, InternalWatcher
 from .validation import parse_quantity
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -71,6 +79,7 @@ class DeviceKind:
     partitions: int = 0  # publish each device with this many partitions (0: plain devices)
     shared: bool = False  # allowMultipleAllocations: shared by capacity
     step: str = ""  # the shared memory's request policy step (validRange)
+    extended_resource: str = ""  # the DeviceClass's spec.extendedResourceName ("" none)
 
     @property
     def driver(self) -> str:
@@ -97,7 +106,7 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
         if not 0 < count <= MAX_DEVICES:
             raise ValueError(f"{part!r}: the count must be between 1 and {MAX_DEVICES}")
         memory, model, attrs, nodes, partitions = "80Gi", f"{kind}-model", {}, None, 0
-        shared, step = False, ""
+        shared, step, extended = False, "", ""
         for opt in opts:
             k, eq, v = opt.partition("=")
             if not eq or not k:
@@ -121,6 +130,11 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
                 if v not in ("true", "false"):
                     raise ValueError(f"{part!r}: shared {v!r} is not true or false")
                 shared = v == "true"
+            elif k == "extendedResourceName":
+                if not is_extended_resource_name(v):
+                    raise ValueError(f"{part!r}: extendedResourceName {v!r} is not a valid "
+                                     "extended resource name")
+                extended = v
             elif k == "step":
                 q = parse_quantity(v)
                 if q is None or q <= 0:
@@ -139,13 +153,17 @@ def parse_device_kinds(text: str) -> list[DeviceKind]:
         if step and not shared:
             raise ValueError(f"{part!r}: step needs shared=true")
         out.append(DeviceKind(kind, count, memory=memory, model=model, attributes=attrs, nodes=nodes,
-                              partitions=partitions, shared=shared, step=step))
+                              partitions=partitions, shared=shared, step=step,
+                              extended_resource=extended))
     return out
 
 
 def device_class(kind: DeviceKind) -> Obj:
+    spec: Obj = {"selectors": [{"cel": {"expression": f'device.driver == "{kind.driver}"'}}]}
+    if kind.extended_resource:
+        spec["extendedResourceName"] = kind.extended_resource
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": kind.driver},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{kind.driver}"'}}]}}
+            "spec": spec}
 
 
 def _attr(v: int | str) -> Obj:
@@ -277,24 +295,25 @@ class DraDriverSim:
                     if err.code != 404:
                         raise
 
-    async def run(self) -> None:
+    async def run(self, *, iterations: int | None = None) -> None:
         w = self._watcher = InternalWatcher(self.nodes_rt, None, None)
         w.wake = self._wake
         ts = self.registry.ts(self.nodes_rt)
         ts.watchers.add(w)
+
+        def drain() -> None:
+            buf, w.buf = w.buf, []
+            for typ, ev in buf:
+                try:
+                    if typ == ADDED:
+                        self.node_added(ev.obj)
+                    elif typ == DELETED:
+                        self.node_removed(ev.obj)
+                except Exception:  # one node's failure must not drop the others' events
+                    log.exception("dra driver simulation failed")
+
         try:
-            while True:
-                await self._wake.wait()
-                await asyncio.sleep(self.delay)
-                self._wake.clear()
-                buf, w.buf = w.buf, []
-                for typ, ev in buf:
-                    try:
-                        if typ == ADDED:
-                            self.node_added(ev.obj)
-                        elif typ == DELETED:
-                            self.node_removed(ev.obj)
-                    except Exception:  # a bug must not stop the simulation
-                        log.exception("dra driver simulation failed")
+            await wake_loop(self._wake, drain, delay=self.delay, what="dra driver simulation",
+                            iterations=iterations)
         finally:
             ts.watchers.discard(w)

@@ -13,7 +13,9 @@ nodes created by clients are simulated by default, so tests can add nodes freely
 A pod with ``spec.resourceClaims`` starts only once each of its claims exists (a generated one
 owned by the pod), is allocated for the pod's node (``status.allocation.nodeSelector``) and
 reserved for the pod, as the kubelet's DRA manager requires before it prepares the devices;
-until then it stays Pending and is looked at again whenever one of its claims changes.
+until then it stays Pending and is looked at again whenever one of its claims changes. The
+claim the scheduler made for a pod's extended resources (DRAExtendedResource, named in
+``status.extendedResourceClaimStatus``) is waited for the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .util import iso_at, now_iso, set_condition
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -205,14 +208,19 @@ class KubeletSim:
         claims_rt = self.registry.catalog.builtin("resource.k8s.io", "resourceclaims")
         blocked: list[str] = []
         ready = True
+        names: list[tuple[str | None, bool]] = []
         for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
             if not isinstance(pc, dict):
                 continue
             try:
-                cname, check_owner = claim_name(pod, pc)
+                names.append(claim_name(pod, pc))
             except ClaimNotFound:
                 ready = False
-                continue
+        # DRAExtendedResource: the claim the scheduler made for the pod's extended resources
+        extended = extended_claim_name(pod)
+        if extended:
+            names.append((extended, True))
+        for cname, check_owner in names:
             if cname is None:
                 continue
             e = self.registry.ts(claims_rt).get(ns, cname)
@@ -244,20 +252,19 @@ class KubeletSim:
 
     # ------------------------------------------------------------ the loop
 
-    async def run(self) -> None:
-        while True:
-            timeout = None
-            if self._timers:
-                timeout = max(0.0, self._timers[0][0] - self.clock())
-            if not self._start:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
-            self._wake.clear()
-            # let a burst of bindings accumulate so status writes are batched
-            await asyncio.sleep(self.tick)
-            self.step()
+    async def run(self, *, iterations: int | None = None) -> None:
+        # a tick lets a burst of bindings accumulate, so status writes are batched
+        await wake_loop(self._wake, self.step, delay=self.tick, what="kubelet simulation",
+                        timeout=self._until_due, iterations=iterations)
+
+    def _until_due(self) -> float | None:
+        """How long the loop may wait for a wake: not at all while pods wait to start, until
+        the next timer is due, or for ever."""
+        if self._start:
+            return 0.0
+        if self._timers:
+            return max(0.0, self._timers[0][0] - self.clock())
+        return None
 
     def step(self) -> None:
         """Apply everything due now: pending starts, completions, removals."""
@@ -298,7 +305,7 @@ class KubeletSim:
         if not self.is_simulated(node):
             return
         assert node is not None
-        if spec.get("resourceClaims"):
+        if spec.get("resourceClaims") or extended_claim_name(pod):
             try:
                 ready, blocked = self.claims_ready(pod, node)
             except (AttributeError, KeyError, TypeError, ValueError):
@@ -395,3 +402,10 @@ class KubeletSim:
 
 def deletion_time(grace: float, clock: Callable[[], float] = time.time) -> str:
     return iso_at(clock() + grace)
+
+
+def extended_claim_name(pod: Obj) -> str:
+    """``status.extendedResourceClaimStatus.resourceClaimName``, or ""."""
+    st = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+    name = st.get("resourceClaimName") if isinstance(st, dict) else None
+    return name if isinstance(name, str) else ""

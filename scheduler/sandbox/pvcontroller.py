@@ -35,6 +35,7 @@ from .errors import ApiError
 from .selectors import selector_dict_matches
 from .util import new_uid
 from .validation import parse_quantity
+from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -96,15 +97,9 @@ class PVControllerSim:
         if not self._syncing:
             self._wake.set()
 
-    async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            await asyncio.sleep(self.delay)
-            self._wake.clear()
-            try:
-                self.sync()
-            except Exception:  # a bug must not stop the simulation
-                log.exception("pv controller simulation failed")
+    async def run(self, *, iterations: int | None = None) -> None:
+        await wake_loop(self._wake, self.sync, delay=self.delay,
+                        what="pv controller simulation", iterations=iterations)
 
     # ------------------------------------------------------------ one pass
 

@@ -4,6 +4,8 @@ gang no rack can hold stays pending with a message naming the key."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,16 @@ RACK = "example.com/rack"
 REQUIRED = "kube-py-scheduler.io/required-topology"
 
 
-def _gang(name: str, size: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def _submit(cluster: Any, name: str, size: int, *, cpu: str = "4",
+                  priority: int | None = None) -> list[str]:
+    """A PodGroup of ``size`` that requires one rack, and its members (``cpu`` each): their
+    names."""
     pg = pod_group(name, size)
     pg["metadata"]["annotations"] = {REQUIRED: RACK}
-    return pg, [gang_pod(f"{name}-{i}", name, cpu="4") for i in range(size)]
+    await create_pod_group(cluster.client, pg)
+    names = [f"{name}-{i}" for i in range(size)]
+    await cluster.create_pods([gang_pod(n, name, cpu=cpu, priority=priority) for n in names])
+    return names
 
 
 async def test_required_topology_places_each_gang_in_one_rack(
@@ -49,31 +57,17 @@ async def test_required_topology_places_each_gang_in_one_rack(
                 return None if not all(nodes) else {rack_of[str(n)] for n in nodes}
 
             # Four members of 4 CPU: rack a (16 CPU) fits them exactly; b (24) is looser.
-            pg, small = _gang("small", 4)
-            await create_pod_group(cluster.client, pg)
-            await cluster.create_pods(small)
-            names = [p["metadata"]["name"] for p in small]
-
-            async def small_placed() -> bool:
-                return await racks(names) is not None
-            await wait_until(small_placed, timeout=15, message="gang small bound")
-            assert await racks(names) == {"a"}
-
             # Four more: a is full, b holds them.
-            pg, more = _gang("more", 4)
-            await create_pod_group(cluster.client, pg)
-            await cluster.create_pods(more)
-            more_names = [p["metadata"]["name"] for p in more]
+            for gang, rack in (("small", "a"), ("more", "b")):
+                names = await _submit(cluster, gang, 4)
 
-            async def more_placed() -> bool:
-                return await racks(more_names) is not None
-            await wait_until(more_placed, timeout=15, message="gang more bound")
-            assert await racks(more_names) == {"b"}
+                async def placed(names: list[str] = names) -> bool:
+                    return await racks(names) is not None
+                await wait_until(placed, timeout=15, message=f"gang {gang} bound")
+                assert await racks(names) == {rack}
 
             # Four again: b has room for two, a for none: pending, the key named.
-            pg, late = _gang("late", 4)
-            await create_pod_group(cluster.client, pg)
-            await cluster.create_pods(late)
+            late = await _submit(cluster, "late", 4)
 
             async def refused() -> bool:
                 notes = [str(e.get("note") or "") for e in await cluster.events_for("late-0")
@@ -83,7 +77,7 @@ async def test_required_topology_places_each_gang_in_one_rack(
             notes = [str(e.get("note") or "") for e in await cluster.events_for("late-0")]
             assert any(f"{RACK}=a: 0 of 4 fit" in n and f"{RACK}=b: 2 of 4 fit" in n
                        for n in notes), notes
-            assert await racks([p["metadata"]["name"] for p in late]) is None
+            assert await racks(late) is None
 
 
 # --- preemption within one domain ----------------------------------------------------------
@@ -91,10 +85,13 @@ async def test_required_topology_places_each_gang_in_one_rack(
 FILLERS = {"a-0": 0, "a-1": 1000, "b-0": 50, "b-1": 50, "c-0": 1000, "c-1": 0}
 
 
-async def _racks_with_fillers(sandbox_factory: Any, tmp_path: Path,
-                              fillers: dict[str, int]) -> tuple[Path, Any]:
+@contextlib.asynccontextmanager
+async def _vip_over_fillers(sandbox_factory: Any, tmp_path: Path, fillers: dict[str, int]
+                            ) -> AsyncIterator[tuple[Any, list[str]]]:
     """One 4-CPU node per key of ``fillers`` (rack: its first letter), each holding a
-    bound 3-CPU filler of the given priority."""
+    bound 3-CPU filler of the given priority; then, the scheduler running, the gang "vip"
+    of two 3-CPU members of priority 100 that requires one rack: the user's client and the
+    members' names."""
     sb: Sandbox = await sandbox_factory(nodes=0)
     kc = sb.write_kubeconfig(tmp_path / "kc")
     async with user_client(kc) as cluster:
@@ -106,7 +103,8 @@ async def _racks_with_fillers(sandbox_factory: Any, tmp_path: Path,
             pod = gang_pod(f"filler-{name}", None, cpu="3", priority=priority)
             pod["spec"]["nodeName"] = name
             await cluster.create_pod(pod)
-    return kc, sb
+        async with running_scheduler(kc, config=coscheduling_config()):
+            yield cluster, await _submit(cluster, "vip", 2, cpu="3", priority=100)
 
 
 async def _live(cluster: Any) -> set[str]:
@@ -119,13 +117,7 @@ async def test_a_gang_with_a_required_rack_preempts_within_one_rack(
 ) -> None:
     # Cluster-wide the cheapest victims are filler-a-0 and filler-c-1 (priority 0), in two
     # racks; only rack b can hold both members after preemption (its fillers: 50 < 100).
-    kc, _ = await _racks_with_fillers(sandbox_factory, tmp_path, FILLERS)
-    async with user_client(kc) as cluster, running_scheduler(kc, config=coscheduling_config()):
-        pg = pod_group("vip", 2)
-        pg["metadata"]["annotations"] = {REQUIRED: RACK}
-        await create_pod_group(cluster.client, pg)
-        members = ["vip-0", "vip-1"]
-        await cluster.create_pods([gang_pod(n, "vip", cpu="3", priority=100) for n in members])
+    async with _vip_over_fillers(sandbox_factory, tmp_path, FILLERS) as (cluster, members):
 
         async def bound() -> bool:
             return all([await cluster.node_name(n) for n in members])
@@ -141,13 +133,7 @@ async def test_a_gang_no_rack_can_hold_even_after_preemption_evicts_nothing(
 ) -> None:
     # Rack b gone: each rack has room for one member after preemption, the cluster for two.
     fillers = {k: v for k, v in FILLERS.items() if not k.startswith("b")}
-    kc, _ = await _racks_with_fillers(sandbox_factory, tmp_path, fillers)
-    async with user_client(kc) as cluster, running_scheduler(kc, config=coscheduling_config()):
-        pg = pod_group("vip", 2)
-        pg["metadata"]["annotations"] = {REQUIRED: RACK}
-        await create_pod_group(cluster.client, pg)
-        members = ["vip-0", "vip-1"]
-        await cluster.create_pods([gang_pod(n, "vip", cpu="3", priority=100) for n in members])
+    async with _vip_over_fillers(sandbox_factory, tmp_path, fillers) as (cluster, members):
 
         async def refusals() -> list[str]:
             return [str(e.get("note") or "") for n in members

@@ -160,6 +160,7 @@ class _Extended:
     stale: Mapping[str, Any] | None = None  # a prior attempt's claim, found in the API
     variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
     by_node: dict[str, frozenset[str]] = field(default_factory=dict)
+    created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
 
 
 @dataclass(slots=True)
@@ -238,10 +239,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # free devices per node (scheduler/dra/index.py), kept from the tracker's changes
         self._index: free_index.FreeIndex | None = None
         self._index_for: Inventory | None = None
-        # DRAExtendedResource: the special claims PreBind created, by in-memory key, until
-        # the pod's status names them (Unreserve deletes them)
         self._extended = features.DEFAULT.enabled("DRAExtendedResource")
-        self._created: dict[str, dict[str, Any]] = {}
 
     @property
     def follows_claim_events(self) -> bool:
@@ -531,16 +529,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return None
 
     def _claims_reserved_only_for(self, pod_info: PodInfo) -> list[Mapping[str, Any]]:
-        """The pod's claims reserved for it alone (what they hold is freed when it goes)."""
-        if not has_claims(pod_info.pod):
+        """The pod's claims reserved for it alone (what they hold is freed when it goes),
+        with the claim made for its extended resources (DRAExtendedResource)."""
+        extended = _extended_claim_name(pod_info.pod)
+        if not has_claims(pod_info.pod) and not extended:
             return []
         try:
-            names_ = pod_claims(pod_info.pod)
+            names_ = [pc.claim_name for pc in pod_claims(pod_info.pod)]
         except ClaimProblem:
-            return []
+            names_ = []
+        if extended:
+            names_.append(extended)
         out: list[Mapping[str, Any]] = []
-        for pc in names_:
-            claim = self._get_claim(pod_info.namespace, pc.claim_name)
+        for claim_name in names_:
+            claim = self._get_claim(pod_info.namespace, claim_name)
             if claim is None:
                 continue
             users = reserved_for(claim)
@@ -1065,7 +1067,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def _unreserve_extended(self, ext: _Extended, pod_info: PodInfo) -> None:
         self.tracker.forget(ext.key, pod_info.uid)
-        created = self._created.pop(ext.key, None)
+        created, ext.created = ext.created, None
         if created is not None:
             # PreBind created it: it must not outlive this attempt
             self._spawn(self._delete_claim(created), f"dra-delete:{key_of(created)}")
@@ -1129,7 +1131,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             raise _PreBindError(f"create claim for extended resources of {pod_info.key}: "
                                 f"HTTP {resp.status}")
         created: dict[str, Any] = resp.body
-        self._created[ext.key] = created
+        ext.created = created
         await self._reserve_in_api(created, pod_info, alloc)
         # the tracker holds the devices (in flight) until the informer shows the claim
         # allocated
@@ -1147,7 +1149,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if resp.status >= 300:
             raise _PreBindError(f"update pod {pod_info.key} ExtendedResourceClaimStatus: "
                                 f"HTTP {resp.status}")
-        self._created.pop(ext.key, None)
 
     # --- explain -------------------------------------------------------------------------------
 
@@ -1240,6 +1241,14 @@ def _scheduling_rule(obj: Any) -> TaintRule | None:
     except ObjectError:
         return None  # a malformed rule is ignored: it taints nothing
     return rule if rule.selects and rule.taint.effect in TAINT_EFFECTS else None
+
+
+def _extended_claim_name(pod: Mapping[str, Any]) -> str:
+    """``status.extendedResourceClaimStatus.resourceClaimName`` (DRAExtendedResource), or ""."""
+    st = pod.get("status")
+    ers = st.get("extendedResourceClaimStatus") if isinstance(st, Mapping) else None
+    name = ers.get("resourceClaimName") if isinstance(ers, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:

@@ -14,7 +14,13 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from scheduler.config import features
-from scheduler.dra.extended import CLASS_PREFIX, backed_resources
+from scheduler.dra.extended import (
+    CLASS_PREFIX,
+    backed_resources,
+    class_devices,
+    is_dra_extended_resource_name,
+)
+from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
 from scheduler.framework.batching import sign_requests
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -52,6 +58,7 @@ from scheduler.plugins.helper import args_error, device_class_cache
 from scheduler.plugins.noderesources import least_allocated, most_allocated
 from scheduler.plugins.noderesources import requested_to_capacity_ratio as rtcr
 from scheduler.plugins.noderesources.resource_allocation import (
+    DRATotals,
     ResourceAllocationScorer,
     ResourceSpec,
     parse_resource_specs,
@@ -106,10 +113,11 @@ class _PreFilterState:
 
 
 class _PreScoreState:
-    __slots__ = ("pod_requests",)
+    __slots__ = ("pod_requests", "dra")
 
-    def __init__(self, pod_requests: list[int]) -> None:
+    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
         self.pod_requests = pod_requests
+        self.dra = dra  # DRAExtendedResource: devices behind the scored extended resources
 
     def clone(self) -> _PreScoreState:
         return self
@@ -231,6 +239,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         self._handle = handle
         self._classes = (handle.listers if handle is not None
                          and features.DEFAULT.enabled("DRAExtendedResource") else None)
+        self._inventory: tuple[tuple[tuple[int, str], ...], Inventory] | None = None
 
     @staticmethod
     def _build_scorer(raw: Any) -> ResourceAllocationScorer:
@@ -346,22 +355,67 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     def pre_score(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> Status | None:
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(self.scorer.pod_requests(pod_info)))
+        requests = self.scorer.pod_requests(pod_info)
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, self._dra_totals(requests)))
         return None
+
+    def _dra_totals(self, pod_requests: list[int]) -> DRATotals | None:
+        """For the scored resources the pod asks for that a DeviceClass backs: per node, the
+        class's devices and how many are allocated (upstream scores a node that does not
+        advertise such a resource with these), else None."""
+        if self._classes is None:
+            return None
+        cache = device_class_cache(self._classes)
+        backed: dict[str, Mapping[str, Any]] = {}
+        for spec, request in zip(self.resources, pod_requests):
+            cls = cache.get(spec.name) if request and is_dra_extended_resource_name(
+                spec.name) else None
+            if cls is not None:
+                backed[spec.name] = cls
+        if not backed:
+            return None
+        try:
+            slices = self._classes.list("resourceslices")
+            claims = self._classes.list("resourceclaims")
+        except KeyError:
+            return None
+        key = tuple((id(sl), str((sl.get("metadata") or {}).get("resourceVersion")))
+                    for sl in slices)
+        if self._inventory is None or key != self._inventory[0]:
+            self._inventory = (key, Inventory(slices))
+        inventory = self._inventory[1]
+        allocated: set[DeviceID] = set()
+        for c in claims:
+            st = c.get("status")
+            alloc = st.get("allocation") if isinstance(st, Mapping) else None
+            if isinstance(alloc, Mapping):
+                allocated.update(device_ids_of(alloc, include_shared=False))
+        memo: dict[tuple[str, str], tuple[int, int]] = {}
+
+        def totals(node_info: NodeInfo, resource: str) -> tuple[int, int]:
+            cls = backed.get(resource)
+            if cls is None or node_info.node is None:
+                return 0, 0
+            hit = memo.get((node_info.name, resource))
+            if hit is None:
+                hit = memo[(node_info.name, resource)] = class_devices(
+                    cls, inventory.devices_for_node(node_info.node), allocated)
+            return hit
+        return totals
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> tuple[int, Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
-        return self.scorer.score(node_info, requests)
+        return self.scorer.score(node_info, requests, s.dra if s is not None else None)
 
     def score_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[int], Status | None]:
         s = state.get(PRE_SCORE_STATE_KEY)
         requests = s.pod_requests if s is not None else self.scorer.pod_requests(pod_info)
-        return self.scorer.score_many(nodes, requests)
+        return self.scorer.score_many(nodes, requests, s.dra if s is not None else None)
 
     # --- requeueing --------------------------------------------------------------------------
 

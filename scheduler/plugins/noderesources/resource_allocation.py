@@ -148,6 +148,10 @@ def weighted_resource_scorer(
     return PairedScorer(scorer, pair, column(w0, w1, pair) if column is not None else None)
 
 
+# DRAExtendedResource: (node, resource) -> (devices of the backing class, allocated ones)
+DRATotals = Callable[[NodeInfo, str], tuple[int, int]]
+
+
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 
@@ -180,9 +184,12 @@ class ResourceAllocationScorer:
         return not any(pod_requests)
 
     def allocatable_and_requested(
-        self, node_info: NodeInfo, resource: str, pod_request: int
+        self, node_info: NodeInfo, resource: str, pod_request: int,
+        dra: DRATotals | None = None,
     ) -> tuple[int, int]:
-        """(allocatable, requested including the pod); (0, 0) means "do not score this"."""
+        """(allocatable, requested including the pod); (0, 0) means "do not score this".
+        ``dra`` answers, for a resource the node does not advertise, the devices of the class
+        that backs it and how many are allocated (DRAExtendedResource)."""
         if pod_request == 0 and is_scalar_resource_name(resource):
             return 0, 0
         requested = node_info.requested if self.use_requested else node_info.non_zero_requested
@@ -196,6 +203,10 @@ class ResourceAllocationScorer:
                 allocatable.ephemeral_storage,
                 node_info.requested.ephemeral_storage + pod_request,
             )
+        if dra is not None and not allocatable.scalar_resources.get(resource):
+            total, used = dra(node_info, resource)
+            if total > 0:
+                return total, used + pod_request
         if resource in allocatable.scalar_resources:
             return (
                 allocatable.scalar_resources[resource],
@@ -204,7 +215,8 @@ class ResourceAllocationScorer:
         return 0, 0
 
     def score_many(
-        self, nodes: Sequence[NodeInfo], pod_requests: Sequence[int]
+        self, nodes: Sequence[NodeInfo], pod_requests: Sequence[int],
+        dra: DRATotals | None = None,
     ) -> tuple[list[int], Status | None]:
         """``score`` for every node; two native resources (the default) take a fast path."""
         if not self.resources:
@@ -212,7 +224,7 @@ class ResourceAllocationScorer:
         native = all(spec.name in (CPU, MEMORY) for spec in self.resources)
         column = self.column_scorer
         if not native or len(self.resources) != 2 or column is None:
-            return [self.score(node_info, pod_requests)[0] for node_info in nodes], None
+            return [self.score(node_info, pod_requests, dra)[0] for node_info in nodes], None
         cpu_first = self.resources[0].name == CPU
         cpu_request, mem_request = (
             (pod_requests[0], pod_requests[1]) if cpu_first else (pod_requests[1], pod_requests[0])
@@ -231,14 +243,16 @@ class ResourceAllocationScorer:
             return column(r_cpu, a_cpu, r_mem, a_mem), None
         return column(r_mem, a_mem, r_cpu, a_cpu), None
 
-    def score(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status | None]:
+    def score(self, node_info: NodeInfo, pod_requests: Sequence[int],
+              dra: DRATotals | None = None) -> tuple[int, Status | None]:
         if not self.resources:
             return 0, Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)
         count = len(self.resources)
         requested = [0] * count
         allocatable = [0] * count
         for i, spec in enumerate(self.resources):
-            alloc, req = self.allocatable_and_requested(node_info, spec.name, pod_requests[i])
+            alloc, req = self.allocatable_and_requested(node_info, spec.name, pod_requests[i],
+                                                        dra)
             if alloc == 0:
                 continue
             allocatable[i] = alloc

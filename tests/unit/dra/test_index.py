@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.dra.allocator import Allocated, AllocationError, allocate, prepare
@@ -15,6 +15,7 @@ from tests.unit.dra.builders import (
     DRIVER,
     claim,
     device,
+    device_class,
     exactly,
     first_available,
     model_classes,
@@ -116,37 +117,51 @@ def test_requests_that_need_no_free_device_do_not_narrow() -> None:
         assert needs_free_device(prepare([claim("c", *requests)], CLASSES)) is narrows, requests
 
 
+# a class whose selector fails (no such attribute) on the devices of model "b"
+ERRING = {"erring": device_class(
+    "erring", f'device.attributes["{DRIVER}"].model == "a" || '
+              f'device.attributes["{DRIVER}"].nothing == 1')}
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(node_devices_st, min_size=3, max_size=3),
-       st.sampled_from(sorted(CLASSES)), st.integers(1, 3), st.booleans(), st.booleans(),
-       st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=20))
+       st.sampled_from(sorted(CLASSES) + ["erring"]), st.integers(1, 3), st.booleans(),
+       st.booleans(), st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=20))
+# a selector failing on the first device, the second selected: an answer on no call
+@example([[("b", False), ("a", False)], [], []], "erring", 1, False, True, [])
 def test_pick_is_the_allocators_answer(
         per_node: list[list[tuple[str, bool]]], class_name: str, count: int, admin: bool,
         device_taints: bool, steps: list[tuple[int, bool]]) -> None:
-    """Filter's shortcut (FreeIndex.pick, held mask kept incrementally) gives the allocation
-    the allocator gives, on every node where it answers; it answers wherever the allocator
-    finds one for its shape, and never where the allocator finds none."""
+    """Filter's shortcut (FreeIndex.pick: held mask kept incrementally, selectors looked at
+    lazily across calls) gives the allocation the allocator gives after every change, on
+    every node; it answers wherever the allocator finds one for its shape, and never where
+    the allocator finds none or a selector fails."""
     inv, ids = _inventory(per_node)
     index = FreeIndex(inv, ())
     held: set[DeviceID] = set()
-    for i, take in steps:
-        if i >= len(ids) or (ids[i] in held) == take:
-            continue  # the tracker tells transitions only
-        (held.add if take else held.discard)(ids[i])
-        index.held_changed(ids[i], take)
     prepared = prepare([claim("c", exactly("r", class_name, count=count, admin=admin))],
-                       CLASSES)
-    for name in NODES:
-        picked = index.pick(prepared, node(name), device_taints=device_taints)
-        out = allocate(prepared, node=node(name), inventory=inv, in_use=held,
-                       device_taints=device_taints)
-        if admin:
-            assert picked is None  # not the shape it answers for
-        elif isinstance(out, Allocated):
-            assert picked is not None, (name, per_node, held)
-            assert picked.allocations == out.allocations
-        else:
-            assert picked is None, (name, per_node, held)
+                       {**CLASSES, **ERRING})
+    for i, take in [(0, False), *steps]:
+        if i < len(ids) and (ids[i] in held) != take:  # the tracker tells transitions only
+            (held.add if take else held.discard)(ids[i])
+            index.held_changed(ids[i], take)
+        for name in NODES:
+            # twice: what the first call looked at must not change the second's answer
+            index.pick(prepared, node(name), device_taints=device_taints)
+            picked = index.pick(prepared, node(name), device_taints=device_taints)
+            try:
+                out = allocate(prepared, node=node(name), inventory=inv, in_use=held,
+                               device_taints=device_taints)
+            except AllocationError:
+                assert picked is None
+                continue
+            if admin:
+                assert picked is None  # not the shape it answers for
+            elif isinstance(out, Allocated):
+                assert picked is not None, (name, per_node, held)
+                assert picked.allocations == out.allocations
+            else:
+                assert picked is None, (name, per_node, held)
 
 
 def test_pick_follows_taint_changes_by_version() -> None:

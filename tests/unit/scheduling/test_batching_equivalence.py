@@ -192,6 +192,7 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
         reused = cycle.batches.reused
         if stats is not None:
             stats["windows_reused"] = cycle.batches.windows_reused
+            stats["score_windows_reused"] = cycle.batches.score_windows_reused
     return outcomes, reused
 
 
@@ -235,6 +236,9 @@ def test_a_stream_of_alike_pods_reuses_results() -> None:
     # 120 nodes, 100 examined per cycle: the walk comes back to each of 6 start indexes,
     # and from the second visit on takes the kept window through the change log.
     assert stats["windows_reused"] >= 20
+    # ... and scores it from the kept scores: every Score plugin signs such a pod
+    # (DynamicResources included: a pod without claims scores 0 everywhere).
+    assert stats["score_windows_reused"] >= 20
 
 
 def test_kept_windows_follow_node_changes_that_move_a_normalized_column() -> None:

@@ -206,34 +206,6 @@ def test_prebind_creates_the_claim_and_writes_the_pod_status() -> None:
     assert msg(by_node["n1"][0]) == REASON_CANNOT_ALLOCATE
 
 
-def test_unreserve_after_create_deletes_the_claim() -> None:
-    client = FakeApiClient()
-    p, _, handle = setup(client=client)
-    pod = gpu_pod()
-    created = {"metadata": {"name": "p-extended-resources-x", "namespace": NS, "uid": "u"}}
-    path = f"{CLAIMS}/p-extended-resources-x"
-    client.responses[("POST", CLAIMS)] = [FakeResponse(201, copy.deepcopy(created))]
-    client.responses[("GET", path)] = [FakeResponse(200, copy.deepcopy(created))]
-    client.responses[("PATCH", f"/api/v1/namespaces/{NS}/pods/p/status")] = [
-        FakeResponse(500, {})]
-    state, _ = run_filters(p, None, pod, handle)
-    info = PodInfo.from_pod(pod)
-    assert p.reserve(state, info, "n1") is None
-
-    async def bind_then_unreserve() -> Status | None:
-        st = await p.pre_bind(state, info, "n1")
-        p.unreserve(state, info, "n1")
-        await asyncio.gather(*p._tasks)  # the deletion runs as a named task
-        return st
-    st = asyncio.run(bind_then_unreserve())
-    assert st is not None and st.code == Code.ERROR
-    assert "ExtendedResourceClaimStatus" in st.message()
-    assert ("DELETE", path) in [(m, pth) for m, pth, _ in client.requests]
-    # and the devices are free again
-    _, by_node = run_filters(p, None, gpu_pod("q", count=2), handle)
-    assert by_node["n1"][0] is None
-
-
 def test_a_claim_left_by_a_prior_attempt_is_deleted_not_reused() -> None:
     pod = gpu_pod()
     stale = claim("p-extended-resources-old", exactly("container-0-request-1", "gpu"))
@@ -265,3 +237,109 @@ def test_a_claim_left_by_a_prior_attempt_is_deleted_not_reused() -> None:
 def test_fit_requeues_when_a_class_starts_backing_the_resource(
         old: dict[str, Any] | None, new: dict[str, Any], want: QueueingHint) -> None:
     assert is_schedulable_after_class_change(gpu_pod(), old, new) == want
+
+
+def test_preemption_counts_the_devices_a_victims_extended_claim_frees() -> None:
+    victim = gpu_pod("v", count=2)
+    victim["spec"]["nodeName"] = "n1"
+    victim["status"] = {"extendedResourceClaimStatus": {
+        "resourceClaimName": "v-extended-resources-1",
+        "requestMappings": [{"containerName": "main", "resourceName": GPU,
+                             "requestName": "container-0-request-1"}]}}
+    alloc = {"devices": {"results": [
+        {"request": "container-0-request-1", "driver": "gpu.example.com", "pool": "n1",
+         "device": d} for d in ("g0", "g1")]}}
+    held = claim("v-extended-resources-1", exactly("container-0-request-1", "gpu", count=2),
+                 allocation=alloc,
+                 reserved_for=[{"resource": "pods", "name": "v", "uid": "uid-v"}])
+    held["metadata"]["annotations"] = {ANNOTATION: "true"}
+    p, _, handle = setup(claims=[held])
+    pod = gpu_pod("p")
+    state, by_node = run_filters(p, None, pod, handle)
+    assert msg(by_node["n1"][0]) == REASON_CANNOT_ALLOCATE
+    n1 = next(n for n in handle.snapshot().list() if n.name == "n1")
+    info, victim_info = PodInfo.from_pod(pod), PodInfo.from_pod(victim)
+    assert p.remove_pod(state, info, victim_info, n1) is None
+    assert p.filter(state, info, n1) is None  # with the victim gone its devices are free
+    assert p.add_pod(state, info, victim_info, n1) is None
+    assert msg(p.filter(state, info, n1)) == REASON_CANNOT_ALLOCATE
+
+
+@pytest.mark.parametrize("patch_status", [500, 200])
+def test_unreserve_deletes_the_created_claim_whichever_step_failed(patch_status: int) -> None:
+    # PreBind failed writing the pod's status (500), or PreBind succeeded and Bind failed
+    # later (200): either way Unreserve deletes the claim PreBind created
+    client = FakeApiClient()
+    p, _, handle = setup(client=client)
+    pod = gpu_pod()
+    created = {"metadata": {"name": "p-extended-resources-x", "namespace": NS, "uid": "u"}}
+    path = f"{CLAIMS}/p-extended-resources-x"
+    client.responses[("POST", CLAIMS)] = [FakeResponse(201, copy.deepcopy(created))]
+    client.responses[("GET", path)] = [FakeResponse(200, copy.deepcopy(created))]
+    client.responses[("PATCH", f"/api/v1/namespaces/{NS}/pods/p/status")] = [
+        FakeResponse(patch_status, {})]
+    state, _ = run_filters(p, None, pod, handle)
+    info = PodInfo.from_pod(pod)
+    assert p.reserve(state, info, "n1") is None
+
+    async def bind_then_unreserve() -> Status | None:
+        st = await p.pre_bind(state, info, "n1")
+        p.unreserve(state, info, "n1")
+        await asyncio.gather(*p._tasks)  # the deletion runs as a named task
+        return st
+    st = asyncio.run(bind_then_unreserve())
+    if patch_status == 500:
+        assert st is not None and st.code == Code.ERROR
+        assert "ExtendedResourceClaimStatus" in st.message()
+    else:
+        assert st is None
+    assert ("DELETE", path) in [(m, pth) for m, pth, _ in client.requests]
+    # and the devices are free again
+    _, by_node = run_filters(p, None, gpu_pod("q", count=2), handle)
+    assert by_node["n1"][0] is None
+
+
+def test_in_flight_devices_go_when_the_informer_shows_the_created_claim() -> None:
+    from scheduler.plugins.dynamicresources.claims import ClaimTracker
+
+    tracker = ClaimTracker()
+    alloc = {"devices": {"results": [{"request": "r", "driver": "d", "pool": "n1",
+                                      "device": "g0"}]}}
+    tracker.assume("default/<extended-resources>uid-p", "uid-p", alloc)
+    tracker.alias("default/p-extended-resources-x", "default/<extended-resources>uid-p")
+    assert set(tracker.held()) == {("d", "n1", "g0")}
+    seen = {"metadata": {"name": "p-extended-resources-x", "namespace": "default"}}
+    tracker.claim_added(seen)  # created, not allocated yet: still in flight
+    assert set(tracker.held()) == {("d", "n1", "g0")}
+    tracker.claim_updated(seen, {**seen, "status": {"allocation": alloc}})
+    assert set(tracker.held()) == {("d", "n1", "g0")}  # held once, by the informer's copy
+    assert tracker.in_flight("default/<extended-resources>uid-p") is None
+    tracker.claim_deleted(seen)
+    assert set(tracker.held()) == set()
+
+
+@pytest.mark.parametrize(("strategy", "allocated", "want"), [
+    # n1: two devices of the class; the pod asks for one. n2: no device (not scored: 0).
+    # n3 advertises 4 through a device plugin: scored from its allocatable as before.
+    ("LeastAllocated", [], {"n1": 50, "n2": 0, "n3": 75}),
+    ("LeastAllocated", ["g0"], {"n1": 0, "n2": 0, "n3": 75}),
+    ("MostAllocated", ["g0"], {"n1": 100, "n2": 0, "n3": 25}),
+])
+def test_fit_scores_a_backed_resource_by_the_class_devices(
+        strategy: str, allocated: list[str], want: dict[str, int]) -> None:
+    alloc = {"devices": {"results": [{"request": "r", "driver": "gpu.example.com",
+                                      "pool": "n1", "device": d} for d in allocated]}}
+    claims = [claim("held", exactly("r", "gpu"), allocation=alloc)] if allocated else []
+    handle = FakeHandle(node_infos(NODES), objects={
+        "resourceclaims": claims, "resourceslices": SLICES, "deviceclasses": [gpu_class()]})
+    fit = Fit({"scoringStrategy": {"type": strategy,
+                                   "resources": [{"name": GPU, "weight": 1}]}},
+              handle)  # type: ignore[arg-type]
+    state = CycleState()
+    info = PodInfo.from_pod(gpu_pod())
+    nodes = handle.snapshot().list()
+    assert fit.pre_score(state, info, nodes) is None
+    got = {ni.name: fit.score(state, info, ni)[0] for ni in nodes}
+    assert got == want
+    scores, st = fit.score_nodes(state, info, nodes)
+    assert st is None and dict(zip(got, scores)) == want

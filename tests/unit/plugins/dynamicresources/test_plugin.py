@@ -104,6 +104,18 @@ def test_pods_without_claims_skip() -> None:
     assert st is not None and st.is_skip()
 
 
+@pytest.mark.parametrize("pod, signs", [
+    (make_pod("x"), True),  # no claims: skipped by PreFilter, 0 on every node
+    (pod_with("p", "c"), False),  # claims: reads the claims and other nodes' devices
+    # an extended resource a DeviceClass could back: the special claim reads devices
+    (make_pod("e", **{"example.com/gpu": 1}), False),
+])
+def test_only_pods_without_claims_sign(pod: dict[str, Any], signs: bool) -> None:
+    """Opportunistic batching keeps a window's scores only when every Score plugin signs."""
+    p, _ = plugin_with([claim("c", exactly("r"))])
+    assert (p.sign(PodInfo.from_pod(pod)) is not None) is signs
+
+
 def test_unknown_class_is_unresolvable_with_the_claims_words() -> None:
     p, handle = plugin_with([claim("c", exactly("r", "nope"))])
     _, st = p.pre_filter(CycleState(), PodInfo.from_pod(pod_with("p", "c")), [])
