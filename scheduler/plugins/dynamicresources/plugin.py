@@ -18,6 +18,10 @@ and the kubelet never starts it.
 - Score: prefer nodes where ``firstAvailable`` got an earlier subrequest.
 - Reserve/Unreserve: the chosen allocation is held in memory; PreBind writes the finalizer,
   then ``status.allocation`` and ``status.reservedFor`` (retried on conflict).
+- DRAExtendedResource (the section of that name below; scheduler/dra/extended.py): extended
+  resources a DeviceClass backs get the pod's special claim, allocated per node with its
+  claims, created at PreBind with ``pod.status.extendedResourceClaimStatus``; a claim a prior
+  attempt left is deleted at PostFilter.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ EVENT_BINDING_PENDING = "BindingConditionsPending"
 EVENT_BINDING_PENDING_MESSAGE = "waiting for binding conditions for device on node {node}"
 # DRAExtendedResource: a claim a prior attempt created for the pod's extended resources
 REASON_EXTENDED_STALE = "cannot schedule extended resource claim"
-REASON_EXTENDED_DELETED = "deletion of extended resource ResourceClaim completed"
+REASON_EXTENDED_DELETED = "deletion of ResourceClaim completed"
 
 
 @dataclass(slots=True)
@@ -654,8 +658,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return None, Status(Code.UNSCHEDULABLE)
-        if data.ext is not None and data.ext.stale is not None:
-            return None, self._delete_stale_extended(data.ext.stale)
         for claim in data.claims:
             users = reserved_for(claim)
             if allocation_of(claim) is None or any(u.get("uid") != pod_info.uid for u in users):
@@ -671,6 +673,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return None, Status(Code.UNSCHEDULABLE, REASON_DEALLOCATED)
+        if data.ext is not None and data.ext.stale is not None:
+            # a claim a prior attempt created for the pod's extended resources goes
+            return None, self._delete_stale_extended(data.ext.stale)
         return None, Status(Code.UNSCHEDULABLE, REASON_NOTHING_TO_DEALLOCATE)
 
     async def _deallocate(self, claim: Mapping[str, Any], pod_uid: str) -> None:
@@ -729,8 +734,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     ) -> tuple[list[int], Status | None]:
         # A pod without claims scores 0 everywhere: one answer, not one call per node (at
         # 5000 nodes the per-node calls were ~1 ms of every such pod's cycle).
-        if not isinstance(state.get(STATE_KEY), _State):
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
             return [0] * len(nodes), None
+        if data.first_fit is not None and data.ext is None:
+            # one request without firstAvailable: every allocation is its first choice,
+            # so every node scores the maximum (what ``score`` answers node by node)
+            return [MAX_NODE_SCORE] * len(nodes), None
         return super().score_nodes(state, pod_info, nodes)
 
     def sign(self, pod_info: PodInfo) -> Hashable | None:
@@ -998,7 +1008,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         name = node_info.name
         if ext.stale is not None:
             data.details[name] = [f"claim {key_of(ext.stale)}: {REASON_EXTENDED_STALE}"]
-            return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_STALE)
+            return unresolvable(REASON_EXTENDED_STALE)
         advertised = node_info.allocatable.scalar_resources
         if advertised and any(advertised.get(r) for r in ext.backed):
             need = frozenset(r for r in ext.backed if not advertised.get(r))

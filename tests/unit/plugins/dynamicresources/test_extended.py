@@ -220,6 +220,8 @@ def test_a_claim_left_by_a_prior_attempt_is_deleted_not_reused() -> None:
     p, _, handle = setup(claims=[stale], client=client)
     state, by_node = run_filters(p, None, pod, handle)
     assert {msg(st) for st, _ in by_node.values()} == {REASON_EXTENDED_STALE}
+    assert {st.code for st, _ in by_node.values() if st is not None} == {
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
 
     async def post_filter() -> Status | None:
         _, st = p.post_filter(state, PodInfo.from_pod(pod), {})
@@ -384,3 +386,41 @@ def test_cache_comparer_counts_the_special_claims_in_flight() -> None:
         ["DeviceRedundant"]
     assert compare_devices(held=held, claims=p.tracker.unnamed_in_flight(),
                            in_flight=p.tracker.in_flight) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_pod_streams_never_put_a_device_in_two_allocations(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    slices = [resource_slice(f"{n}-gpus", node=n, devices=[device(f"g{i}") for i in range(3)])
+              for n in ("n1", "n2")]
+    handle = FakeHandle(node_infos(NODES), objects={
+        "resourceclaims": [], "resourceslices": slices, "deviceclasses": [gpu_class()]})
+    p = DynamicResources(None, handle)  # type: ignore[arg-type]
+    reserved: dict[str, tuple[CycleState, dict[str, Any], str, set[Any]]] = {}
+    for step in range(40):
+        if reserved and rng.random() < 0.3:  # a reserved pod fails later: its devices free
+            name = rng.choice(sorted(reserved))
+            state, pod, node, _ = reserved.pop(name)
+            p.unreserve(state, PodInfo.from_pod(pod), node)
+            continue
+        pod = gpu_pod(f"p{step}", count=rng.randint(1, 3))
+        state, by_node = run_filters(p, None, pod, handle)
+        feasible = sorted(n for n, (st, _) in by_node.items() if st is None and n != "n3")
+        taken = set().union(*(devs for *_, devs in reserved.values()))
+        free = {n: 3 - sum(1 for d in taken if d[1] == n) for n in ("n1", "n2")}
+        want = pod["spec"]["containers"][0]["resources"]["requests"][GPU]
+        # a node is feasible exactly when it has that many free devices
+        assert feasible == sorted(n for n in ("n1", "n2") if free[n] >= int(want))
+        if not feasible:
+            continue
+        node = rng.choice(feasible)
+        info = PodInfo.from_pod(pod)
+        assert p.reserve(state, info, node) is None
+        data = state.get(STATE_KEY)
+        alloc = data.by_node[node].allocations[-1]
+        devs = {(r["driver"], r["pool"], r["device"])
+                for r in alloc["devices"]["results"]}
+        assert not devs & taken  # never a device already in flight for another pod
+        reserved[pod["metadata"]["name"]] = (state, pod, node, devs)
