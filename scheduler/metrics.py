@@ -410,6 +410,14 @@ class OperationsMetrics:
                        "Seconds PreBind waited for devices' BindingConditions, by how the wait "
                        "ended."),
         )
+        # DRAExtendedResource: the claims DynamicResources' PreBind creates for pods' extended
+        # resources (scheduler/plugins/dynamicresources/plugin.py)
+        self.resourceclaim_creates = Counter(
+            "scheduler_resourceclaim_creates",
+            "Number of ResourceClaims creation requests within scheduler",
+            ["status"],
+            registry=r,
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds,
         # process_open_fds, process_max_fds, process_virtual_memory_bytes (from /proc).
         ProcessCollector(registry=r)

@@ -235,6 +235,9 @@ class ApiDispatcher:
         self._parallelism = parallelism
         self._relevances = dict(relevances)
         self._metrics = metrics
+        # The metrics' children by label values, looked up once (several per binding).
+        self._pending_children: dict[str, Any] = {}
+        self._observe_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._calls: dict[str, _Queued] = {}  # uid -> the queued or executing call
         self._queue: deque[str] = deque()  # uids whose call waits to run, oldest first
         self._in_flight: set[str] = set()
@@ -489,11 +492,22 @@ class ApiDispatcher:
         return {uid: q.call.call_type for uid, q in self._calls.items()}
 
     def _pending(self, call_type: str, delta: int) -> None:
-        if self._metrics is not None:
-            self._metrics.ops.pending_async_api_calls.labels(call_type).inc(delta)
+        if self._metrics is None:
+            return
+        child = self._pending_children.get(call_type)
+        if child is None:
+            child = self._metrics.ops.pending_async_api_calls.labels(call_type)
+            self._pending_children[call_type] = child
+        child.inc(delta)
 
     def _observe(self, call_type: str, result: str, seconds: float) -> None:
-        if self._metrics is not None:
-            self._metrics.ops.async_api_call_execution.labels(call_type, result).inc()
-            self._metrics.ops.async_api_call_execution_duration.labels(
-                call_type, result).observe(seconds)
+        if self._metrics is None:
+            return
+        children = self._observe_children.get((call_type, result))
+        if children is None:
+            ops = self._metrics.ops
+            children = (ops.async_api_call_execution.labels(call_type, result),
+                        ops.async_api_call_execution_duration.labels(call_type, result))
+            self._observe_children[call_type, result] = children
+        children[0].inc()
+        children[1].observe(seconds)

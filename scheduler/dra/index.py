@@ -163,7 +163,16 @@ class FreeIndex:
         avail = ~self._held_mask.get(name, 0) & ((1 << len(devices)) - 1)
         count = alt.count
         picks: list[Device] = []
-        if avail & ~known:
+        unknown = avail & ~known
+        if count == 1:
+            # first-fit's device: the lowest free accepted one, if no free device below it
+            # is still to be looked at
+            low = cand & avail
+            low &= -low
+            if low and (not unknown or (unknown & -unknown) > low):
+                return allocated_at(prepared, [devices[low.bit_length() - 1]], name,
+                                    device_taints=device_taints, shape=alt)
+        if unknown:
             # Some free device was never looked at: in first-fit order, evaluate the
             # selectors on the free devices not seen yet, as far as first-fit goes.
             try:

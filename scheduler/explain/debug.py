@@ -169,7 +169,8 @@ class SchedulerIntrospection:
                                                 schedulers=sched.profiles.keys()))
         for tracker in self._claim_trackers():
             result.differences.extend(compare_devices(
-                held=tracker.held(), claims=claims or [], in_flight=tracker.in_flight))
+                held=tracker.held(), claims=[*(claims or []), *tracker.unnamed_in_flight()],
+                in_flight=tracker.in_flight))
         return result
 
     def _claim_trackers(self) -> list[ClaimTracker]:

@@ -122,6 +122,10 @@ class Framework(FilterSteps, ScoreSteps, BindingSteps):
         )
         built = ProfileBuilder(profile, registry, self.handle).build()
         self.plugins: dict[str, Plugin] = built.plugins
+        # Asked once per scheduled pod: the ABC isinstance walk is done here, once.
+        self._pod_group_plugins: list[tuple[str, PodGroupPlugin]] = [
+            (name, plugin) for name, plugin in self.plugins.items()
+            if isinstance(plugin, PodGroupPlugin)]
         self.score_weights: dict[str, int] = built.score_weights
         self._points = points = built.points
         self.handle.attach(self)
@@ -191,11 +195,10 @@ class Framework(FilterSteps, ScoreSteps, BindingSteps):
     def pod_group_members(self, pod_info: PodInfo) -> tuple[str, list[dict[str, Any]]] | None:
         """(plugin, the other pending members to try in the same pass) if a PodGroupPlugin
         schedules the pod as part of a group, else None."""
-        for name, plugin in self.plugins.items():
-            if isinstance(plugin, PodGroupPlugin):
-                members = plugin.pod_group_members(pod_info)
-                if members is not None:
-                    return name, members
+        for name, plugin in self._pod_group_plugins:
+            members = plugin.pod_group_members(pod_info)
+            if members is not None:
+                return name, members
         return None
 
     def pod_group_pass_done(self, plugin: str, pod_info: PodInfo) -> bool:

@@ -53,11 +53,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: no plot)")
     p.add_argument("--report", metavar="PATH", default=None,
                    help="write the summary, timeline and violations as JSON (default: none)")
+    p.add_argument("--memory-every", metavar="DURATION", type=parse_duration, default=None,
+                   help="every DURATION, write each replica's /debug/memory (objects per "
+                        "type and their growth; allocation sites with --tracemalloc) to "
+                        "memory/ in the logs directory (default: never)")
+    p.add_argument("--tracemalloc", metavar="FRAMES", type=int, default=0,
+                   help="with --memory-every: the first report of each replica starts "
+                        "tracemalloc with FRAMES frames per allocation, so that the next "
+                        "ones list the allocation sites that grew since (the replica runs "
+                        "slower and larger; default 0: off)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the soak with parsed flags (logging is the caller's): exit 0 with no violation,
     1 with one (its evidence printed and in the report), 2 for bad flags."""
+    if getattr(args, "tracemalloc", 0) < 0:
+        print("kube-py-scheduler soak: --tracemalloc must be 0 (off) or more frames",
+              file=sys.stderr)
+        return EXIT_USAGE
     if args.nodes < 2 or not 1 <= args.replicas <= 3:
         print("kube-py-scheduler soak: --nodes must be at least 2 and --replicas 1 to 3",
               file=sys.stderr)

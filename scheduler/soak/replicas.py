@@ -53,6 +53,9 @@ class Replica:
     start_offset: int = 0
     lines_read: int = 0
     exits: list[int] = field(default_factory=list)
+    # Frames per allocation /debug/memory traces with (``soak --tracemalloc``; 0: none):
+    # tracing starts at the first memory report of each incarnation.
+    tracemalloc: int = 0
     _log: Any = None
 
     @property
@@ -145,6 +148,20 @@ class Replica:
             return int(e.code), e.read().decode(errors="replace")
         except (urllib.error.URLError, OSError) as e:
             return 0, str(e)
+
+    def memory_report(self, *, top: int = 40, reset: bool = False) -> dict[str, Any] | None:
+        """This incarnation's ``/debug/memory`` (None if it does not answer)."""
+        query = f"?top={top}" + ("&reset=true" if reset else "")
+        if self.tracemalloc:
+            query += f"&tracemalloc={self.tracemalloc}"  # starts it once, then a no-op
+        status, body = self.get(f"/debug/memory{query}", timeout=60.0)
+        if status != 200:
+            return None
+        try:
+            report: dict[str, Any] = json.loads(body)
+        except ValueError:
+            return None
+        return report
 
     def usage(self) -> tuple[int, float] | None:
         return proc_usage(self.pid) if self.alive() else None

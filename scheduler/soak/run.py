@@ -83,6 +83,8 @@ class Sample:
     pending: int
     binds: int
     attempts: int
+    leader: str = ""  # "<replica>#<incarnation>" of the lease holder then ("" if none)
+    pods: int = 0  # in the cluster (the scheduler's working set grows with them)
 
 
 @dataclass
@@ -163,6 +165,10 @@ class Soak:
         self.evidence: dict[str, Any] = {}
         self.resume_at: dict[str, float] = {}
         self.resumed_at: dict[str, float] = {}
+        # --memory-every: each replica's /debug/memory, written to workdir/memory/.
+        self.memory_every: float | None = getattr(args, "memory_every", None)
+        self.memory_dir: Path | None = None
+        self.memory_reports = 0
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -186,8 +192,12 @@ class Soak:
         config.write_text(config_text())
         client = ApiClient(load_connection(kubeconfig=str(sandbox.kubeconfig_path)), qps=0)
         self.replicas = [Replica(identity=f"soak-replica-{i}", kubeconfig=sandbox.kubeconfig_path,
-                                 config=config, logdir=workdir)
+                                 config=config, logdir=workdir,
+                                 tracemalloc=getattr(self.args, "tracemalloc", 0))
                          for i in range(self.args.replicas)]
+        if self.memory_every:
+            self.memory_dir = workdir / "memory"
+            self.memory_dir.mkdir()
         instance_of = {r.identity: f"{SCHEDULER_NAME}-{r.identity}" for r in self.replicas}
         checker = Checker(client, limits=self.limits, lease_namespace=LEASE_NAMESPACE,
                           lease_name=LEASE_NAME, instance_of=instance_of)
@@ -240,6 +250,7 @@ class Soak:
         next_quiet = tl.quiet_every
         next_progress = 10.0
         next_scrape = 0.0
+        next_memory = self.memory_every or float("inf")
         # Every ingredient at least once, even in a short soak: a preemptor, the partly
         # fitting gang and (later) the node that lets it fit, a gang, a volume pod.
         first_pass = [(tl.duration * 0.08, mix.preempt), (tl.duration * 0.12, mix.partial_gang),
@@ -256,6 +267,9 @@ class Soak:
             if now >= next_scrape:
                 await asyncio.to_thread(self._scrape)
                 next_scrape = now + 5
+            if now >= next_memory:
+                await asyncio.to_thread(self.write_memory_reports, checker, now)
+                next_memory = now + (self.memory_every or float("inf"))
             if checker.violations:
                 self.stop_reason = "violation"
                 return
@@ -315,8 +329,11 @@ class Soak:
                 rss[r.identity] = usage[0]
                 self._check_rss(checker, r, usage[0], now)
         checker.periodic()
+        incarnation = {r.identity: r.incarnation for r in self.replicas}
         self.samples.append(Sample(now, rss, checker.pending_total(),
-                                   len(checker.observed.binds), checker.attempts_total))
+                                   len(checker.observed.binds), checker.attempts_total,
+                                   f"{leader}#{incarnation[leader]}" if leader in incarnation
+                                   else "", checker.pods_total()))
 
     def faults_clock(self) -> float:
         return time.monotonic()
@@ -336,9 +353,28 @@ class Soak:
             return
         if r.identity == checker.leader():
             self.rss_last["leader"] = rss
+        if r.tracemalloc:
+            return  # tracing's own memory grows with what it traces: not the daemon's RSS
         checker.record(inv.rss_growth([(now, rss)], baseline=self.rss_baseline[key],
                                       tolerance=self.limits.rss_tolerance,
                                       replica=r.identity, at=now))
+
+    def write_memory_reports(self, checker: Checker, now: float) -> None:
+        """``--memory-every``: each live replica's /debug/memory as
+        ``memory/<t>s-<replica>-<incarnation>-<role>.json`` (its growth since it started)."""
+        if self.memory_dir is None:
+            return
+        leader = checker.leader()
+        for r in self.replicas:
+            report = r.memory_report()
+            if report is None:
+                continue
+            role = "leader" if r.identity == leader else "standby"
+            report.update(soakSeconds=round(now, 1), replica=r.identity,
+                          incarnation=r.incarnation, role=role)
+            path = self.memory_dir / f"{now:05.0f}s-{r.identity}-{r.incarnation}-{role}.json"
+            path.write_text(json.dumps(report, indent=1))
+            self.memory_reports += 1
 
     def _scrape(self) -> None:
         for r in self.replicas:
@@ -532,10 +568,51 @@ class Soak:
             "violations": [v.as_dict() for v in checker.violations],
             "evidence": self.evidence,
             "workdir": str(workdir),
+            "rss_by_term": leader_terms(self.samples, warmup=self.limits.warmup),
+            "memory_reports": self.memory_reports,
             "timeline": [{"t": round(s.t, 1), "rss": s.rss, "pending": s.pending,
-                          "binds": s.binds, "attempts": s.attempts} for s in self.samples],
+                          "binds": s.binds, "attempts": s.attempts, "leader": s.leader,
+                          "pods": s.pods}
+                         for s in self.samples],
             "actions": self.log[-2000:],
         }
+
+
+def leader_terms(samples: list[Sample], *, warmup: float) -> list[dict[str, Any]]:
+    """The leader's RSS per term (a run of samples with one lease holder, ``replica#n`` for
+    its n-th process): at the term's start, once warm (``warmup`` into the term, as the
+    RSS invariant's baseline) and at its end, in MiB; a term shorter than the warm-up has
+    no warm figure."""
+    terms: list[dict[str, Any]] = []
+    current: list[Sample] = []
+
+    def close() -> None:
+        if not current:
+            return
+        holder = current[0].leader
+        replica = holder.rpartition("#")[0]
+        rss = [(s.t, s.rss[replica]) for s in current if replica in s.rss]
+        if not rss:
+            return
+        warm = next((r for t, r in rss if t - current[0].t >= warmup), None)
+        terms.append({"leader": holder, "from_s": round(current[0].t, 1),
+                      "to_s": round(current[-1].t, 1),
+                      "rss_start_mib": round(rss[0][1] / 2**20, 1),
+                      "rss_warm_mib": None if warm is None else round(warm / 2**20, 1),
+                      "rss_end_mib": round(rss[-1][1] / 2**20, 1),
+                      "pods_start": current[0].pods, "pods_end": current[-1].pods})
+
+    for sample in samples:
+        if current and sample.leader != current[0].leader:
+            close()
+            current = []
+        if sample.leader:
+            current.append(sample)
+        elif current:
+            close()
+            current = []
+    close()
+    return terms
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -156,3 +156,28 @@ async def test_a_claim_left_by_a_scheduler_that_stopped_is_read_back_not_allocat
         assert p is not None
         assert p["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == \
             allocated[0]["metadata"]["name"]
+
+
+async def test_explain_says_which_nodes_cannot_give_the_device(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    import io
+    import json
+
+    from scheduler.explain.cli import amain
+
+    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
+                               dra_devices=f"gpu=1:nodes=1:extendedResourceName={GPU}")
+    kc = sb.write_kubeconfig(tmp_path / "kc")
+    async with user_client(kc) as cluster:
+        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
+        await cluster.create_pod(gpu_pod("wants-gpu"))
+    out, err = io.StringIO(), io.StringIO()
+    code = await amain(["wants-gpu", "--kubeconfig", str(kc), "-o", "json"],
+                       stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    got = json.loads(out.getvalue())
+    assert got["selected-node"] == nodes[0], got
+    text = json.dumps(got)
+    assert "cannot allocate all claims" in text  # the node without the device
+    assert "Insufficient example.com/gpu" not in text

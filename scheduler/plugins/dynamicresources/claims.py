@@ -207,6 +207,18 @@ class ClaimTracker:
                     del self._aliases[k]
             self._drop_in_flight(claim_key)
 
+    def unnamed_in_flight(self) -> list[dict[str, Any]]:
+        """The allocations in flight for claims that exist in no informer yet (pods' special
+        claims, DRAExtendedResource), as claims named by their in-memory keys: what the cache
+        comparer counts beside the cluster's claims."""
+        out: list[dict[str, Any]] = []
+        for key, (_uid, alloc) in self._in_flight.items():
+            if SPECIAL_NAME in key:
+                ns, _, name = key.partition("/")
+                out.append({"metadata": {"namespace": ns, "name": name},
+                            "status": {"allocation": alloc}})
+        return out
+
     def alias(self, claim_key: str, held_as: str) -> None:
         """The claim ``claim_key`` (just created) holds what is in flight as ``held_as``: that
         goes when the informer shows the claim allocated, or gone."""

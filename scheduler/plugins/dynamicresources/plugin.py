@@ -18,6 +18,10 @@ and the kubelet never starts it.
 - Score: prefer nodes where ``firstAvailable`` got an earlier subrequest.
 - Reserve/Unreserve: the chosen allocation is held in memory; PreBind writes the finalizer,
   then ``status.allocation`` and ``status.reservedFor`` (retried on conflict).
+- DRAExtendedResource (the section of that name below; scheduler/dra/extended.py): extended
+  resources a DeviceClass backs get the pod's special claim, allocated per node with its
+  claims, created at PreBind with ``pod.status.extendedResourceClaimStatus``; a claim a prior
+  attempt left is deleted at PostFilter.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ EVENT_BINDING_PENDING = "BindingConditionsPending"
 EVENT_BINDING_PENDING_MESSAGE = "waiting for binding conditions for device on node {node}"
 # DRAExtendedResource: a claim a prior attempt created for the pod's extended resources
 REASON_EXTENDED_STALE = "cannot schedule extended resource claim"
-REASON_EXTENDED_DELETED = "deletion of extended resource ResourceClaim completed"
+REASON_EXTENDED_DELETED = "deletion of ResourceClaim completed"
 
 
 @dataclass(slots=True)
@@ -160,6 +164,7 @@ class _Extended:
     stale: Mapping[str, Any] | None = None  # a prior attempt's claim, found in the API
     variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
     by_node: dict[str, frozenset[str]] = field(default_factory=dict)
+    all_backed: frozenset[str] = frozenset()
     created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
 
 
@@ -653,8 +658,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return None, Status(Code.UNSCHEDULABLE)
-        if data.ext is not None and data.ext.stale is not None:
-            return None, self._delete_stale_extended(data.ext.stale)
         for claim in data.claims:
             users = reserved_for(claim)
             if allocation_of(claim) is None or any(u.get("uid") != pod_info.uid for u in users):
@@ -670,6 +673,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return None, Status(Code.UNSCHEDULABLE, REASON_DEALLOCATED)
+        if data.ext is not None and data.ext.stale is not None:
+            # a claim a prior attempt created for the pod's extended resources goes
+            return None, self._delete_stale_extended(data.ext.stale)
         return None, Status(Code.UNSCHEDULABLE, REASON_NOTHING_TO_DEALLOCATE)
 
     async def _deallocate(self, claim: Mapping[str, Any], pod_uid: str) -> None:
@@ -728,8 +734,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     ) -> tuple[list[int], Status | None]:
         # A pod without claims scores 0 everywhere: one answer, not one call per node (at
         # 5000 nodes the per-node calls were ~1 ms of every such pod's cycle).
-        if not isinstance(state.get(STATE_KEY), _State):
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
             return [0] * len(nodes), None
+        if data.first_fit is not None and data.ext is None:
+            # one request without firstAvailable: every allocation is its first choice,
+            # so every node scores the maximum (what ``score`` answers node by node)
+            return [MAX_NODE_SCORE] * len(nodes), None
         return super().score_nodes(state, pod_info, nodes)
 
     def sign(self, pod_info: PodInfo) -> Hashable | None:
@@ -880,7 +891,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             await self._sleep(min(BINDING_POLL_SECONDS, left))
 
     async def _reserve_in_api(self, claim: Mapping[str, Any], pod_info: PodInfo,
-                              alloc: dict[str, Any] | None) -> None:
+                              alloc: dict[str, Any] | None, *,
+                              fresh: dict[str, Any] | None = None) -> None:
         meta = claim.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         client = self._handle.client
@@ -888,7 +900,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         entry = {"resource": "pods", "name": pod_info.name, "uid": pod_info.uid}
         # As upstream's bindClaim: the first attempt writes over the informer's copy (no
         # read); only a conflict makes the next attempt read the claim from the API.
-        cached = self._informer_claim(ns, name)
+        cached = fresh if fresh is not None else self._informer_claim(ns, name)
         for _ in range(PREBIND_ATTEMPTS):
             if cached is not None:
                 latest: dict[str, Any] = cached
@@ -971,7 +983,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         backed = ext_res.backed_resources(scalars, self.class_cache())
         if not backed:
             return None
-        out = _Extended(backed=backed,
+        out = _Extended(backed=backed, all_backed=frozenset(backed),
                         key=f"{pod_info.namespace}/{ext_res.SPECIAL_NAME}{pod_info.uid}")
         out.stale = ext_res.find_claim(pod_info.pod, self._claims_in(pod_info.namespace))
         return out
@@ -996,11 +1008,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         name = node_info.name
         if ext.stale is not None:
             data.details[name] = [f"claim {key_of(ext.stale)}: {REASON_EXTENDED_STALE}"]
-            return Status(Code.UNSCHEDULABLE, REASON_EXTENDED_STALE)
+            return unresolvable(REASON_EXTENDED_STALE)
         advertised = node_info.allocatable.scalar_resources
-        need = frozenset(r for r in ext.backed if not advertised.get(r))
-        if not need:
-            return _NOT_EXTENDED
+        if advertised and any(advertised.get(r) for r in ext.backed):
+            need = frozenset(r for r in ext.backed if not advertised.get(r))
+            if not need:
+                return _NOT_EXTENDED
+        else:
+            need = ext.all_backed  # the usual case: no device plugin for them here
         variant = ext.variants.get(need)
         if variant is None:
             variant = ext.variants[need] = self._variant(data, pod_info, need)
@@ -1127,12 +1142,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         ns = pod_info.namespace
         resp = await client.request("POST", resource_path(GROUP_VERSION, RESOURCE_CLAIMS, ns),
                                     body=body)
+        creates = self._handle.metrics.ops.resourceclaim_creates
         if resp.status >= 300 or not isinstance(resp.body, dict):
+            creates.labels("failure").inc()
             raise _PreBindError(f"create claim for extended resources of {pod_info.key}: "
                                 f"HTTP {resp.status}")
+        creates.labels("success").inc()
         created: dict[str, Any] = resp.body
         ext.created = created
-        await self._reserve_in_api(created, pod_info, alloc)
+        # the create's answer is the claim as it is: written over, no read
+        await self._reserve_in_api(created, pod_info, alloc, fresh=copy.deepcopy(created))
         # the tracker holds the devices (in flight) until the informer shows the claim
         # allocated
         seen = self._get_claim(ns, str(created["metadata"].get("name") or ""))

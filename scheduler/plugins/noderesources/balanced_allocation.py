@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 
+from scheduler.config import features
 from scheduler.framework.batching import sign_requests
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Handle, PluginArgs, PreScorePlugin, ScorePlugin
@@ -18,6 +19,8 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.helper import args_error
 from scheduler.plugins.noderesources.resource_allocation import (
+    DRAScoring,
+    DRATotals,
     PairedScorer,
     ResourceAllocationScorer,
     ResourceSpec,
@@ -71,10 +74,11 @@ def balanced_column_scorer(
 
 
 class _PreScoreState:
-    __slots__ = ("pod_requests",)
+    __slots__ = ("pod_requests", "dra")
 
-    def __init__(self, pod_requests: list[int]) -> None:
+    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
         self.pod_requests = pod_requests
+        self.dra = dra  # DRAExtendedResource: devices behind the scored extended resources
 
     def clone(self) -> _PreScoreState:
         return self
@@ -105,6 +109,8 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
             use_requested=True,
         )
         self._handle = handle
+        self._dra_scoring = (DRAScoring(handle.listers) if handle is not None
+                             and features.DEFAULT.enabled("DRAExtendedResource") else None)
 
     @property
     def resources(self) -> list[ResourceSpec]:
@@ -116,11 +122,17 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self.scorer.pod_requests(pod_info)
         if self.scorer.is_best_effort(requests):
             return Status(Code.SKIP)
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests))
+        dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, dra))
         return None
 
-    def sign(self, pod_info: PodInfo) -> Hashable:
-        """The fields Score reads of the pod (opportunistic batching)."""
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """The fields Score reads of the pod (opportunistic batching); None (not signed)
+        when a scored resource it asks for is backed by a DeviceClass (Score then reads
+        slices and claims)."""
+        if self._dra_scoring is not None and self._dra_scoring.backed(
+                self.resources, self.scorer.pod_requests(pod_info)):
+            return None
         return sign_requests(pod_info)
 
     def score(
@@ -133,7 +145,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
                 return 0, None
         else:
             requests = s.pod_requests
-        return self.scorer.score(node_info, requests)
+        return self.scorer.score(node_info, requests, s.dra if s is not None else None)
 
     def score_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
@@ -145,4 +157,4 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
                 return [0] * len(nodes), None
         else:
             requests = s.pod_requests
-        return self.scorer.score_many(nodes, requests)
+        return self.scorer.score_many(nodes, requests, s.dra if s is not None else None)

@@ -14,13 +14,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from scheduler.config import features
-from scheduler.dra.extended import (
-    CLASS_PREFIX,
-    backed_resources,
-    class_devices,
-    is_dra_extended_resource_name,
-)
-from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
+from scheduler.dra.extended import CLASS_PREFIX, backed_resources
 from scheduler.framework.batching import sign_requests
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -58,6 +52,7 @@ from scheduler.plugins.helper import args_error, device_class_cache
 from scheduler.plugins.noderesources import least_allocated, most_allocated
 from scheduler.plugins.noderesources import requested_to_capacity_ratio as rtcr
 from scheduler.plugins.noderesources.resource_allocation import (
+    DRAScoring,
     DRATotals,
     ResourceAllocationScorer,
     ResourceSpec,
@@ -239,7 +234,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         self._handle = handle
         self._classes = (handle.listers if handle is not None
                          and features.DEFAULT.enabled("DRAExtendedResource") else None)
-        self._inventory: tuple[tuple[tuple[int, str], ...], Inventory] | None = None
+        self._dra_scoring = DRAScoring(self._classes) if self._classes is not None else None
 
     @staticmethod
     def _build_scorer(raw: Any) -> ResourceAllocationScorer:
@@ -306,14 +301,12 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
             return frozenset()
         return frozenset(backed_resources(scalars, device_class_cache(self._classes)))
 
-    def sign(self, pod_info: PodInfo) -> Hashable:
-        """The fields Filter and Score read of the pod (opportunistic batching); with the
-        class mapping's version when a class backs one of its resources."""
-        signed = sign_requests(pod_info)
+    def sign(self, pod_info: PodInfo) -> Hashable | None:
+        """The fields Filter and Score read of the pod (opportunistic batching); None (not
+        signed) when a DeviceClass backs one of its resources."""
         if self._dra_backed(pod_info):
-            assert self._classes is not None
-            return (signed, device_class_cache(self._classes).version)
-        return signed
+            return None  # Filter and Score read DeviceClasses, slices and claims: not signed
+        return sign_requests(pod_info)
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         return self.filter_nodes(state, pod_info, [node_info])[0]
@@ -356,52 +349,10 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> Status | None:
         requests = self.scorer.pod_requests(pod_info)
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, self._dra_totals(requests)))
+        dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, dra))
         return None
 
-    def _dra_totals(self, pod_requests: list[int]) -> DRATotals | None:
-        """For the scored resources the pod asks for that a DeviceClass backs: per node, the
-        class's devices and how many are allocated (upstream scores a node that does not
-        advertise such a resource with these), else None."""
-        if self._classes is None:
-            return None
-        cache = device_class_cache(self._classes)
-        backed: dict[str, Mapping[str, Any]] = {}
-        for spec, request in zip(self.resources, pod_requests):
-            cls = cache.get(spec.name) if request and is_dra_extended_resource_name(
-                spec.name) else None
-            if cls is not None:
-                backed[spec.name] = cls
-        if not backed:
-            return None
-        try:
-            slices = self._classes.list("resourceslices")
-            claims = self._classes.list("resourceclaims")
-        except KeyError:
-            return None
-        key = tuple((id(sl), str((sl.get("metadata") or {}).get("resourceVersion")))
-                    for sl in slices)
-        if self._inventory is None or key != self._inventory[0]:
-            self._inventory = (key, Inventory(slices))
-        inventory = self._inventory[1]
-        allocated: set[DeviceID] = set()
-        for c in claims:
-            st = c.get("status")
-            alloc = st.get("allocation") if isinstance(st, Mapping) else None
-            if isinstance(alloc, Mapping):
-                allocated.update(device_ids_of(alloc, include_shared=False))
-        memo: dict[tuple[str, str], tuple[int, int]] = {}
-
-        def totals(node_info: NodeInfo, resource: str) -> tuple[int, int]:
-            cls = backed.get(resource)
-            if cls is None or node_info.node is None:
-                return 0, 0
-            hit = memo.get((node_info.name, resource))
-            if hit is None:
-                hit = memo[(node_info.name, resource)] = class_devices(
-                    cls, inventory.devices_for_node(node_info.node), allocated)
-            return hit
-        return totals
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo

@@ -13,11 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.dra.extended import class_devices, is_dra_extended_resource_name
+from scheduler.dra.inventory import DeviceID, Inventory, device_ids_of
+from scheduler.framework.interfaces import ObjectLister
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name
-from scheduler.plugins.helper import args_error
+from scheduler.plugins.helper import args_error, device_class_cache
 
 ERR_RESOURCES_NOT_FOUND = "resources not found"
 
@@ -258,3 +261,63 @@ class ResourceAllocationScorer:
             allocatable[i] = alloc
             requested[i] = req
         return self._scorer(requested, allocatable), None
+
+class DRAScoring:
+    """DRAExtendedResource's part of scoring: an extended resource a DeviceClass backs, on a
+    node that does not advertise it, is scored from the class's devices on the node
+    (allocatable) and the allocated ones (requested), as upstream's scorer does."""
+
+    def __init__(self, listers: ObjectLister) -> None:
+        self._listers = listers
+        self._inventory: tuple[tuple[tuple[int, str], ...], Inventory] | None = None
+
+    def backed(self, resources: Sequence[ResourceSpec], pod_requests: Sequence[int]
+               ) -> dict[str, Mapping[str, Any]]:
+        """The scored resources the pod asks for that a DeviceClass backs -> the class."""
+        if not any(pod_requests[i] and is_dra_extended_resource_name(spec.name)
+                   for i, spec in enumerate(resources)):
+            return {}
+        cache = device_class_cache(self._listers)
+        out: dict[str, Mapping[str, Any]] = {}
+        for spec, request in zip(resources, pod_requests):
+            cls = cache.get(spec.name) if request else None
+            if cls is not None:
+                out[spec.name] = cls
+        return out
+
+    def totals(self, resources: Sequence[ResourceSpec], pod_requests: Sequence[int]
+               ) -> DRATotals | None:
+        """For the scored resources the pod asks for that a DeviceClass backs: per node, the
+        class's devices and how many are allocated (upstream scores a node that does not
+        advertise such a resource with these), else None."""
+        backed = self.backed(resources, pod_requests)
+        if not backed:
+            return None
+        try:
+            slices = self._listers.list("resourceslices")
+            claims = self._listers.list("resourceclaims")
+        except KeyError:
+            return None
+        key = tuple((id(sl), str((sl.get("metadata") or {}).get("resourceVersion")))
+                    for sl in slices)
+        if self._inventory is None or key != self._inventory[0]:
+            self._inventory = (key, Inventory(slices))
+        inventory = self._inventory[1]
+        allocated: set[DeviceID] = set()
+        for c in claims:
+            st = c.get("status")
+            alloc = st.get("allocation") if isinstance(st, Mapping) else None
+            if isinstance(alloc, Mapping):
+                allocated.update(device_ids_of(alloc, include_shared=False))
+        memo: dict[tuple[str, str], tuple[int, int]] = {}
+
+        def totals(node_info: NodeInfo, resource: str) -> tuple[int, int]:
+            cls = backed.get(resource)
+            if cls is None or node_info.node is None:
+                return 0, 0
+            hit = memo.get((node_info.name, resource))
+            if hit is None:
+                hit = memo[(node_info.name, resource)] = class_devices(
+                    cls, inventory.devices_for_node(node_info.node), allocated)
+            return hit
+        return totals

@@ -190,6 +190,7 @@ def test_prebind_creates_the_claim_and_writes_the_pod_status() -> None:
         {"name": "container-0-request-1", "exactly": {
             "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]
     assert FINALIZER in calls[("PUT", path)]["metadata"]["finalizers"]
+    assert ("GET", path) not in calls  # written over the create's answer, as upstream
     status = calls[("PUT", path + "/status")]["status"]
     assert sorted(r["device"] for r in status["allocation"]["devices"]["results"]) == \
         ["g0", "g1"]
@@ -201,6 +202,9 @@ def test_prebind_creates_the_claim_and_writes_the_pod_status() -> None:
             "requestMappings": [{"containerName": "main", "resourceName": GPU,
                                  "requestName": "container-0-request-1"}],
             "resourceClaimName": "p-extended-resources-abcde"}}}
+    creates = handle.metrics.ops.resourceclaim_creates
+    assert creates.labels("success")._value.get() == 1
+    assert creates.labels("failure")._value.get() == 0
     # the devices stay held under the claim's real name until the informer shows it
     _, by_node = run_filters(p, None, gpu_pod("q"), handle)
     assert msg(by_node["n1"][0]) == REASON_CANNOT_ALLOCATE
@@ -216,6 +220,8 @@ def test_a_claim_left_by_a_prior_attempt_is_deleted_not_reused() -> None:
     p, _, handle = setup(claims=[stale], client=client)
     state, by_node = run_filters(p, None, pod, handle)
     assert {msg(st) for st, _ in by_node.values()} == {REASON_EXTENDED_STALE}
+    assert {st.code for st, _ in by_node.values() if st is not None} == {
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
 
     async def post_filter() -> Status | None:
         _, st = p.post_filter(state, PodInfo.from_pod(pod), {})
@@ -343,3 +349,78 @@ def test_fit_scores_a_backed_resource_by_the_class_devices(
     assert got == want
     scores, st = fit.score_nodes(state, info, nodes)
     assert st is None and dict(zip(got, scores)) == want
+
+
+def test_balanced_allocation_scores_a_backed_resource_by_the_class_devices() -> None:
+    from scheduler.plugins.noderesources.balanced_allocation import BalancedAllocation
+
+    _, _, handle = setup()
+    ba = BalancedAllocation({"resources": [{"name": "cpu", "weight": 1},
+                                           {"name": GPU, "weight": 1}]},
+                            handle)  # type: ignore[arg-type]
+    state = CycleState()
+    pod = gpu_pod()
+    info = PodInfo.from_pod(pod)
+    nodes = handle.snapshot().list()
+    assert ba.sign(info) is None  # scores read slices and claims: never reused by batching
+    assert ba.pre_score(state, info, nodes) is None
+    got = {ni.name: ba.score(state, info, ni)[0] for ni in nodes}
+    # cpu 100m of 4 (0.025) beside the GPU share: n1 1 of its 2 devices (0.5), n3 1 of the 4
+    # it advertises (0.25); n2 has no device: cpu alone
+    assert got == {"n1": int((1 - (0.5 - 0.025) / 2) * 100), "n2": 100,
+                   "n3": int((1 - (0.25 - 0.025) / 2) * 100)}
+
+
+def test_cache_comparer_counts_the_special_claims_in_flight() -> None:
+    from scheduler.cache.comparer import compare_devices
+
+    p, _, handle = setup()
+    pod = gpu_pod()
+    state, _ = run_filters(p, None, pod, handle)
+    assert p.reserve(state, PodInfo.from_pod(pod), "n1") is None
+    held = p.tracker.held()
+    assert len(held) == 1
+    # without the in-flight special claim the held device looks allocated by nobody
+    assert [d.kind for d in compare_devices(held=held, claims=[],
+                                            in_flight=p.tracker.in_flight)] == \
+        ["DeviceRedundant"]
+    assert compare_devices(held=held, claims=p.tracker.unnamed_in_flight(),
+                           in_flight=p.tracker.in_flight) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_pod_streams_never_put_a_device_in_two_allocations(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    slices = [resource_slice(f"{n}-gpus", node=n, devices=[device(f"g{i}") for i in range(3)])
+              for n in ("n1", "n2")]
+    handle = FakeHandle(node_infos(NODES), objects={
+        "resourceclaims": [], "resourceslices": slices, "deviceclasses": [gpu_class()]})
+    p = DynamicResources(None, handle)  # type: ignore[arg-type]
+    reserved: dict[str, tuple[CycleState, dict[str, Any], str, set[Any]]] = {}
+    for step in range(40):
+        if reserved and rng.random() < 0.3:  # a reserved pod fails later: its devices free
+            name = rng.choice(sorted(reserved))
+            state, pod, node, _ = reserved.pop(name)
+            p.unreserve(state, PodInfo.from_pod(pod), node)
+            continue
+        pod = gpu_pod(f"p{step}", count=rng.randint(1, 3))
+        state, by_node = run_filters(p, None, pod, handle)
+        feasible = sorted(n for n, (st, _) in by_node.items() if st is None and n != "n3")
+        taken = set().union(*(devs for *_, devs in reserved.values()))
+        free = {n: 3 - sum(1 for d in taken if d[1] == n) for n in ("n1", "n2")}
+        want = pod["spec"]["containers"][0]["resources"]["requests"][GPU]
+        # a node is feasible exactly when it has that many free devices
+        assert feasible == sorted(n for n in ("n1", "n2") if free[n] >= int(want))
+        if not feasible:
+            continue
+        node = rng.choice(feasible)
+        info = PodInfo.from_pod(pod)
+        assert p.reserve(state, info, node) is None
+        data = state.get(STATE_KEY)
+        alloc = data.by_node[node].allocations[-1]
+        devs = {(r["driver"], r["pool"], r["device"])
+                for r in alloc["devices"]["results"]}
+        assert not devs & taken  # never a device already in flight for another pod
+        reserved[pod["metadata"]["name"]] = (state, pod, node, devs)
