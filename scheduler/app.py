@@ -36,7 +36,7 @@ from scheduler.client.pod_status import update_pod_condition
 from scheduler.config.types import KubeSchedulerConfiguration, Profile
 from scheduler.exit_codes import EXIT_FAILURE, EXIT_LOST_LEASE, EXIT_OK
 from scheduler.explain.debug import SchedulerIntrospection, cache_debugger
-from scheduler.explain.memory import MemoryIntrospection
+from scheduler.explain.memory import MemoryIntrospection, malloc_trimmer
 from scheduler.extenders import build_ssl_context
 from scheduler.framework.builder import ProfileBuilder
 from scheduler.framework.registry import Registry, did_you_mean, extension_points_of
@@ -356,7 +356,9 @@ class App:
             server_started = True
             await parts.start()
             # SIGUSR2 logs the cache and the queue (kube-scheduler's cache debugger).
-            async with cache_debugger(parts.scheduler):
+            # malloc_trimmer: free memory back to the system every minute (a long-running
+            # daemon's RSS otherwise creeps with what glibc keeps; docs/soak.md).
+            async with cache_debugger(parts.scheduler), malloc_trimmer():
                 return await self._lead_and_schedule(parts, connection)
         finally:
             await parts.aclose(grace_seconds=self.options.stop_grace_seconds)

@@ -262,6 +262,13 @@ class TokenBucket:
             return True
         return False
 
+    def full(self) -> bool:
+        """Refilled to its burst: as good as a new bucket (a cache of buckets may drop it)."""
+        if self.qps <= 0:
+            return True
+        self._advance()
+        return self._tokens >= self.burst
+
     async def acquire(self) -> float:
         delay = self.reserve()
         if delay > 0:

@@ -250,6 +250,12 @@ class EventRecorder:
                  if not s.queued and not s.sending and now - s.last_observed > self._window]
         for k in stale:
             del self._series[k]
+        # A spam bucket refilled to its burst is what a new one would be: dropping it keeps
+        # the filter's answers and bounds the map by the objects with recent events (not by
+        # the LRU's 4096 entries, which a long-running scheduler otherwise fills, one per pod
+        # it ever scheduled, deleted or not).
+        for ref in [k for k, bucket in self._spam.items() if bucket.full()]:
+            del self._spam[ref]
 
     # -- lifecycle
 

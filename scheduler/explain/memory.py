@@ -10,8 +10,9 @@ request, again on ``?reset=true``, and when ``?tracemalloc=N`` starts
 tracing with N frames per allocation (``?tracemalloc=0`` stops it).  Tracing from the
 start (``PYTHONTRACEMALLOC=N``) works too, but makes the imports alone take many times
 longer: starting it on a warm daemon traces only what it allocates from then on, which is
-what a leak is.  ``?top=N`` bounds each list.  The report also gives glibc malloc's figures
-(``mallinfo2``: memory its heaps hold, use and keep free), and ``?trim=true`` returns the
+what a leak is.  ``?top=N`` bounds each list.  The report also gives pymalloc's arenas (live and free
+bytes in them) and glibc malloc's figures (``mallinfo2``: memory its heaps hold, use and
+keep free), and ``?trim=true`` returns the
 free part to the system (``malloc_trim(0)``) and reports RSS after it: RSS that a trim
 gives back was the allocator's, not a live object's.
 
@@ -30,11 +31,15 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import re
+import sys
+import tempfile
+import contextlib
 import threading
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -94,6 +99,46 @@ def malloc_trim() -> bool:
     return True
 
 
+_PYMALLOC_FIGURES = {
+    "# arenas allocated current": "arenas",
+    "# arenas highwater mark": "arenasHighWater",
+    "# bytes in allocated blocks": "allocatedBytes",
+    "# bytes in available blocks": "availableBytes",
+}
+
+
+def pymalloc_stats() -> dict[str, int] | None:
+    """CPython's small-object allocator (objects of up to 512 bytes, in 1 MiB arenas):
+    arenas held now and at most, bytes in live blocks and free inside held pools (held
+    arenas with few live blocks are fragmentation: an arena is returned only when empty).
+    From ``sys._debugmallocstats()``, which writes to the C stderr; None if unavailable."""
+    stats = getattr(sys, "_debugmallocstats", None)
+    if stats is None:
+        return None
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            stats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        label, _, value = line.partition("=")
+        key = _PYMALLOC_FIGURES.get(label.strip())
+        if key is not None and re.fullmatch(r"[\d,]+", value.strip()):
+            found[key] = int(value.strip().replace(",", ""))
+    if "unused pools" in text:
+        pools = re.search(r"^(\d+) unused pools \* (\d+) bytes", text, re.MULTILINE)
+        if pools:
+            found["unusedPoolBytes"] = int(pools.group(1)) * int(pools.group(2))
+    return found or None
+
+
 class DebugRouteServer(Protocol):
     def add_debug_route(self, path: str, handler: Any) -> None: ...
 
@@ -127,6 +172,42 @@ def _snapshot() -> tracemalloc.Snapshot:
 def _traceback(stat: tracemalloc.StatisticDiff) -> list[str]:
     # Most recent call first: the allocating line, then its callers.
     return [f"{frame.filename}:{frame.lineno}" for frame in reversed(stat.traceback)]
+
+
+# How often the daemon hands glibc malloc's free memory back (see malloc_trimmer).
+TRIM_INTERVAL_SECONDS = 60.0
+TRIM_TASK_NAME = "malloc-trim"
+
+
+async def trim_loop(*, interval: float = TRIM_INTERVAL_SECONDS,
+                    trim: Callable[[], bool] = malloc_trim,
+                    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                    iterations: int | None = None) -> None:
+    """Every ``interval``, ``malloc_trim(0)``: glibc keeps the memory the daemon frees in
+    its heaps (for the next allocation of that size) and returns it to the system only
+    from the top of a heap; the JSON of every watch event and request passes through
+    there between long-lived objects, so a long-running daemon's RSS creeps up with free
+    memory no object uses.  A trim returns the free pages wherever they are, in a few
+    milliseconds.  Stops at once without glibc; ``iterations`` bounds it for tests."""
+    done = 0
+    while iterations is None or done < iterations:
+        await sleep(interval)
+        if not trim():
+            return
+        done += 1
+
+
+@contextlib.asynccontextmanager
+async def malloc_trimmer(*, interval: float = TRIM_INTERVAL_SECONDS,
+                         trim: Callable[[], bool] = malloc_trim) -> AsyncIterator[None]:
+    """Run :func:`trim_loop` as a named task for the daemon's life (cancelled on exit)."""
+    task = asyncio.create_task(trim_loop(interval=interval, trim=trim), name=TRIM_TASK_NAME)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _flag(value: str | None) -> bool:
@@ -181,6 +262,7 @@ class MemoryIntrospection:
             # view: they are not in the counts above.
             "frozenObjects": gc.get_freeze_count(),
             "malloc": malloc_info(),
+            "pymalloc": pymalloc_stats(),
         }
         snapshot: tracemalloc.Snapshot | None = None
         if tracemalloc.is_tracing():

@@ -3,7 +3,11 @@
 A binary heap with lazy deletion (an update or a delete marks the old entry dead instead of
 searching the heap), plus a map by pod key for lookups.  Ties keep first-in first-out order
 through a sequence number, which an update keeps so a changed pod does not lose its place
-among equals.  Upstream: ``active_queue.go``.
+among equals.  Pushes wait in a list until the next pop, which builds the heap with one
+``heapify`` when many arrived at once (the informer's initial list hands the queue every
+pending pod of a backlog) and sifts them in one by one otherwise; the order is a total
+one (the key or ``less``, then the sequence number), so the pods come out the same.
+Upstream: ``active_queue.go``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 
 # Compact the heap once more than this many dead entries outnumber the live ones.
 _COMPACT_AFTER = 64
+# Pending pushes heapified with the heap (O(n)) rather than sifted in one by one
+# (O(k log n)) from this many, and when they are at least a quarter of the heap.
+_HEAPIFY_FROM = 16
 
 
 class _Entry:
@@ -54,6 +61,7 @@ class ActiveQueue:
         self._key = key
         self._seq = itertools.count()
         self._heap: list[_Entry] = []
+        self._pending: list[_Entry] = []  # pushed since the last pop, not in the heap yet
         self._entries: dict[str, _Entry] = {}
         self._dead = 0
 
@@ -89,6 +97,7 @@ class ActiveQueue:
 
     def pop(self) -> QueuedPodInfo | None:
         """The head (the pod the QueueSort plugin orders first), or None if empty."""
+        self._flush()
         heap = self._heap
         while heap:
             entry = heapq.heappop(heap)
@@ -108,14 +117,29 @@ class ActiveQueue:
         if old is not None:
             self._kill(old)
         entry = _Entry(qpi, seq, self._less, self._key)
-        heapq.heappush(self._heap, entry)
+        self._pending.append(entry)
         self._entries[qpi.key] = entry
+
+    def _flush(self) -> None:
+        """Move the pending pushes into the heap."""
+        pending = self._pending
+        if not pending:
+            return
+        heap = self._heap
+        if len(pending) >= _HEAPIFY_FROM and 4 * len(pending) >= len(heap):
+            heap.extend(pending)
+            heapq.heapify(heap)
+        else:
+            for entry in pending:
+                heapq.heappush(heap, entry)
+        self._pending = []
 
     def _kill(self, entry: _Entry) -> None:
         """Lazy deletion; the heap is compacted when dead entries dominate."""
         entry.alive = False
         self._dead += 1
         if self._dead > _COMPACT_AFTER and self._dead > len(self._entries):
+            self._flush()
             self._heap = [e for e in self._heap if e.alive]
             heapq.heapify(self._heap)
             self._dead = 0

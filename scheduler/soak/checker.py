@@ -274,6 +274,10 @@ class Checker:
     def schedulable_pending(self) -> int:
         return len(self.pending_since)
 
+    def pods_total(self) -> int:
+        """Pods in the cluster now (any phase), from the checker's own watch."""
+        return len(self.factory.informer("pods").store.list())
+
     def pending_total(self) -> int:
         return sum(1 for p in self.factory.informer("pods").store.list()
                    if self._ours(p) and not (p.get("spec") or {}).get("nodeName")

@@ -48,7 +48,8 @@ def format_summary(result: dict[str, Any]) -> str:
         warm = "-" if term["rss_warm_mib"] is None else f"{term['rss_warm_mib']:g}"
         lines.append(f"RSS of leader {term['leader']} over {term['from_s']:g}-{term['to_s']:g} "
                      f"s (start / warm / end): {term['rss_start_mib']:g} / {warm} / "
-                     f"{term['rss_end_mib']:g} MiB")
+                     f"{term['rss_end_mib']:g} MiB; pods in the cluster "
+                     f"{term.get('pods_start', 0)} -> {term.get('pods_end', 0)}")
     for v in result["violations"]:
         lines.append(f"VIOLATION {v['invariant']} at {v['at']:.1f}s: {v['message']}")
         if v["objects"]:

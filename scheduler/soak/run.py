@@ -84,6 +84,7 @@ class Sample:
     binds: int
     attempts: int
     leader: str = ""  # "<replica>#<incarnation>" of the lease holder then ("" if none)
+    pods: int = 0  # in the cluster (the scheduler's working set grows with them)
 
 
 @dataclass
@@ -332,7 +333,7 @@ class Soak:
         self.samples.append(Sample(now, rss, checker.pending_total(),
                                    len(checker.observed.binds), checker.attempts_total,
                                    f"{leader}#{incarnation[leader]}" if leader in incarnation
-                                   else ""))
+                                   else "", checker.pods_total()))
 
     def faults_clock(self) -> float:
         return time.monotonic()
@@ -570,7 +571,8 @@ class Soak:
             "rss_by_term": leader_terms(self.samples, warmup=self.limits.warmup),
             "memory_reports": self.memory_reports,
             "timeline": [{"t": round(s.t, 1), "rss": s.rss, "pending": s.pending,
-                          "binds": s.binds, "attempts": s.attempts, "leader": s.leader}
+                          "binds": s.binds, "attempts": s.attempts, "leader": s.leader,
+                          "pods": s.pods}
                          for s in self.samples],
             "actions": self.log[-2000:],
         }
@@ -597,7 +599,8 @@ def leader_terms(samples: list[Sample], *, warmup: float) -> list[dict[str, Any]
                       "to_s": round(current[-1].t, 1),
                       "rss_start_mib": round(rss[0][1] / 2**20, 1),
                       "rss_warm_mib": None if warm is None else round(warm / 2**20, 1),
-                      "rss_end_mib": round(rss[-1][1] / 2**20, 1)})
+                      "rss_end_mib": round(rss[-1][1] / 2**20, 1),
+                      "pods_start": current[0].pods, "pods_end": current[-1].pods})
 
     for sample in samples:
         if current and sample.leader != current[0].leader:

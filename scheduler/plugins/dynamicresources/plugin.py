@@ -734,8 +734,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     ) -> tuple[list[int], Status | None]:
         # A pod without claims scores 0 everywhere: one answer, not one call per node (at
         # 5000 nodes the per-node calls were ~1 ms of every such pod's cycle).
-        if not isinstance(state.get(STATE_KEY), _State):
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _State):
             return [0] * len(nodes), None
+        if data.first_fit is not None and data.ext is None:
+            # one request without firstAvailable: every allocation is its first choice,
+            # so every node scores the maximum (what ``score`` answers node by node)
+            return [MAX_NODE_SCORE] * len(nodes), None
         return super().score_nodes(state, pod_info, nodes)
 
     def sign(self, pod_info: PodInfo) -> Hashable | None:

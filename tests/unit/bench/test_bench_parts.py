@@ -236,7 +236,9 @@ def test_dra_shape_pods_each_use_a_claim_from_the_template() -> None:
     from scheduler.bench.workloads import CLAIM_TEMPLATE, claim_template
 
     w = WORKLOADS["SchedulingWithResourceClaimTemplate"]
-    assert (w.upstream_floor, w.measured_pods, w.dra_devices) == (40, 5000, "gpu=10")
+    assert (w.upstream_floor, w.measured_pods, w.dra_devices) == (40, 2500, "gpu=10")
+    # upstream's 2500 init pods: half of the 5000 devices held before the measured pods
+    assert w.allocated_claims is not None and w.allocated_claims(5000) == 2500
     p = w.measured(3, "py-scheduler")
     assert p["spec"]["resourceClaims"] == [{"name": "resource",
                                             "resourceClaimTemplateName": CLAIM_TEMPLATE}]

@@ -153,6 +153,28 @@ async def test_spam_filter_limits_per_object(server: FakeApiServer, recorder_fac
     assert dropped(metrics, "rate_limited") == 7
 
 
+@pytest.mark.parametrize(("pods", "spent_by_p0", "kept"), [
+    (0, 0, 1),  # only the bucket of the event after the sweep
+    (50, 1, 1),  # every bucket refilled: dropped (the one after the sweep stays)
+    (50, 3, 2),  # p0 spent its burst: one token back is not full, its limit holds
+])
+async def test_spam_buckets_refilled_are_dropped(server: FakeApiServer, recorder_factory: Any,
+                                                 pods: int, spent_by_p0: int, kept: int
+                                                 ) -> None:
+    # A long-running scheduler records events for every pod it ever sees: the spam filter's
+    # buckets must not pile up to the LRU's 4096 entries (an hour-long soak grew by them).
+    rec, clock, _ = recorder_factory(spam_burst=3, spam_refill_seconds=300)
+    for i in range(pods):
+        rec.event(pod(f"p{i}", uid=f"u{i}"), type="Normal", reason="R", action="A", message="m")
+    for i in range(1, spent_by_p0):
+        rec.event(pod("p0", uid="u0"), type="Normal", reason="R", action="A", message=f"m{i}")
+    clock.advance(300)  # one token back for every bucket, and a sweep is due
+    rec.event(pod("last", uid="ul"), type="Normal", reason="R", action="A", message="m")
+    assert len(rec._spam) == kept
+    rec.start()
+    await rec.stop(2)
+
+
 async def test_queue_overflow_drops_without_blocking(server: FakeApiServer, recorder_factory: Any) -> None:
     rec, _, metrics = recorder_factory(queue_size=2)
     for i in range(5):  # sender not started: the queue fills

@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from scheduler.explain.memory import MEMORY_ROUTE, MemoryIntrospection, malloc_info
+from scheduler.explain.memory import (MEMORY_ROUTE, TRIM_TASK_NAME, MemoryIntrospection,
+                                     malloc_info, malloc_trimmer, pymalloc_stats, trim_loop)
 
 
 class Leaked:
@@ -125,6 +126,17 @@ async def test_trim_reports_rss_after_giving_free_memory_back() -> None:
                                                 "mmappedBytes"}
 
 
+def test_pymalloc_counts_the_small_objects_kept() -> None:
+    before = pymalloc_stats()
+    if before is None:  # not CPython's allocator
+        return
+    _kept.extend(Leaked() for _ in range(50_000))  # ~50 bytes each, all in pymalloc
+    after = pymalloc_stats()
+    assert after is not None
+    assert after["allocatedBytes"] - before["allocatedBytes"] >= 50_000 * 40
+    assert after["arenas"] >= before["arenas"] and after["arenasHighWater"] >= after["arenas"]
+
+
 def test_registers_its_route() -> None:
     routes: dict[str, Any] = {}
 
@@ -134,3 +146,40 @@ def test_registers_its_route() -> None:
 
     MemoryIntrospection().register(Server())
     assert list(routes) == [MEMORY_ROUTE]
+
+
+@pytest.mark.parametrize(("iterations", "available", "trims"), [
+    (3, True, 3),  # once per interval
+    (3, False, 1),  # no glibc: the first attempt ends the loop
+])
+async def test_trim_loop_trims_every_interval(iterations: int, available: bool,
+                                              trims: int) -> None:
+    slept: list[float] = []
+    calls: list[int] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    def trim() -> bool:
+        calls.append(1)
+        return available
+
+    await trim_loop(interval=7.0, trim=trim, sleep=sleep, iterations=iterations)
+    assert len(calls) == trims and slept == [7.0] * trims
+
+
+async def test_malloc_trimmer_runs_a_named_task_until_left() -> None:
+    import asyncio
+
+    calls: list[int] = []
+
+    def trim() -> bool:
+        calls.append(1)
+        return True
+
+    async with malloc_trimmer(interval=0.0, trim=trim):
+        names = {t.get_name() for t in asyncio.all_tasks()}
+        assert TRIM_TASK_NAME in names
+        while not calls:
+            await asyncio.sleep(0)
+    assert TRIM_TASK_NAME not in {t.get_name() for t in asyncio.all_tasks()}

@@ -9,7 +9,11 @@ import pytest
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.dynamicresources.plugin import NARROW_BELOW, DynamicResources
+from scheduler.plugins.dynamicresources.plugin import (
+    NARROW_BELOW,
+    STATE_KEY,
+    DynamicResources,
+)
 from tests.builders import make_node
 from tests.fakes import FakeHandle, node_infos
 from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
@@ -84,3 +88,30 @@ def test_candidates_follow_claim_events() -> None:
     assert narrowed() == {"m1", "m3"}
     listers.put(_holder(1, "m1", None))  # ... then reserved for nobody: not freeable
     assert narrowed() == {"m3"}
+
+
+@pytest.mark.parametrize("requests", [
+    [exactly("r")],  # Filter's first-fit shortcut and score_nodes' one answer
+    [exactly("r", all_devices=True)],  # the allocator and the per-node scores
+])
+def test_filter_and_scores_with_the_index_match_node_by_node(
+        requests: list[dict[str, Any]]) -> None:
+    """With the index watching claims, Filter's answers and allocations and score_nodes'
+    scores are what the plain allocator and per-node Score give."""
+    p, handle, names = _plugin(6, {1, 3, 4}, set(), [claim("mine", *requests)])
+    plain, plain_handle, _ = _plugin(6, {1, 3, 4}, set(), [claim("mine", *requests)])
+    info = PodInfo.from_pod(pod_with("p", "mine"))
+    nodes = handle.snapshot().list()
+    state, plain_state = CycleState(), CycleState()
+    p.pre_filter(state, info, nodes)
+    plain.pre_filter(plain_state, info, plain_handle.snapshot().list())
+    plain_state.read(STATE_KEY).index = None  # the plain path: no index shortcuts
+    got = [p.filter(state, info, ni) for ni in nodes]
+    want = [plain.filter(plain_state, info, ni) for ni in plain_handle.snapshot().list()]
+    assert [s is None for s in got] == [s is None for s in want]
+    ours, theirs = state.read(STATE_KEY), plain_state.read(STATE_KEY)
+    assert ours.first_fit is not None or requests[0]["exactly"].get("allocationMode")
+    assert {n: a.allocations for n, a in ours.by_node.items()} == {
+        n: a.allocations for n, a in theirs.by_node.items()}
+    scores, _ = p.score_nodes(state, info, nodes)
+    assert scores == [p.score(state, info, ni)[0] for ni in nodes]
