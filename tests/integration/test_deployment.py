@@ -339,7 +339,12 @@ async def _rbac_workload(cluster: Any, proc: SchedulerProcess, tls: Any) -> None
     gpu_pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     gpu_pod["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
     await cluster.create_pod(gpu_pod)
-    everything = names + ["gang-0", "gang-1", "uses-claim-dyn", "uses-claim-static", "uses-gpu"]
+    # An extended resource a DeviceClass backs: PreBind creates the pod's claim.
+    await cluster.create_pod(for_api(
+        PodBuilder("uses-ext-gpu").scheduler_name("py-scheduler")
+        .req(**{"example.com/gpu": "1"}).limits(**{"example.com/gpu": "1"}).obj()))
+    everything = names + ["gang-0", "gang-1", "uses-claim-dyn", "uses-claim-static", "uses-gpu",
+                          "uses-ext-gpu"]
 
     async def all_bound() -> bool:
         return all([await cluster.node_name(n) for n in everything])
@@ -404,9 +409,12 @@ async def _rbac_calls(sandbox_process: Any, tmp_path: Path) -> tuple[Any, dict[s
     )
     from tests.integration.procs import write_kubeconfig as kubeconfig_for
 
-    # One simulated GPU on one node: a pod's ResourceClaim is allocated and reserved in PreBind.
+    # Two simulated GPUs on one node, their DeviceClass backing example.com/gpu: a pod's
+    # ResourceClaim is allocated and reserved in PreBind, and a pod asking for example.com/gpu
+    # gets a claim the scheduler creates (DRAExtendedResource).
     sp = sandbox_process(nodes=3, node_cpu="4", node_memory="16Gi",
-                         extra_args=[*AUTH_FLAGS, "--dra-devices", "gpu=1:nodes=1"])
+                         extra_args=[*AUTH_FLAGS, "--dra-devices",
+                                     "gpu=2:nodes=1:extendedResourceName=example.com/gpu"])
     proxy = await RecordingProxy(sp.url).start()
     flags, tls = _tls_flags(tmp_path)
     # The shipped configuration as is: Coscheduling profile, leader election on the
@@ -480,7 +488,14 @@ async def test_rbac_allows_every_call_the_daemon_makes(
 
 
 # ClusterRole grants that the run above does not call, each with the path that needs it.
-NOT_EXERCISED: dict[tuple[str, str, str], str] = {}  # the sandbox serves every kind the daemon reads
+NOT_EXERCISED: dict[tuple[str, str, str], str] = {
+    ("resource.k8s.io", "resourceclaims", "get"):
+        "PreBind writes over the informer's copy of a claim and reads it again only after a "
+        "409 Conflict",
+    ("resource.k8s.io", "resourceclaims", "delete"):
+        "an extended-resource claim is deleted by the scheduler only when binding fails after "
+        "PreBind created it, or when an earlier attempt left one behind",
+}
 
 async def test_rbac_grants_nothing_the_daemon_never_calls(
     sandbox_process: Any, tmp_path: Path
