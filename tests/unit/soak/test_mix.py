@@ -75,6 +75,26 @@ async def test_the_same_seed_makes_the_same_mix() -> None:
     assert await _run(5) != await _run(6)
 
 
+async def test_the_mix_keeps_a_steady_number_of_jobs_gangs_and_volume_pods() -> None:
+    """However long the soak, the cluster does not grow: past ``KEEP``, adding one deletes
+    the oldest of its kind first (the RSS invariant then measures the scheduler)."""
+    client, admin = RecordingClient(), Admin()
+    mix = m.Mix(client, rng=random.Random(3), base_nodes=["node-0000"],  # type: ignore[arg-type]
+                admin=admin, faults=m.Faults(), on_schedulable=lambda keys: None,
+                clock=lambda: 0.0)
+    adders = {"job": mix.add_job, "gang": mix.add_gang, "vol": mix.add_volume_pod}
+    for kind, add in adders.items():
+        for _ in range(3 * m.KEEP[kind]):
+            await add()
+        made = mix._made(kind)
+        assert len(made) == m.KEEP[kind]
+        # the newest are kept; the first made was deleted first
+        assert made[-1] == f"{kind}-{mix.state.counter}"
+    deleted_jobs = [p for verb, p, _ in client.calls if verb == "delete" and "/jobs/" in p]
+    assert len(deleted_jobs) == 2 * m.KEEP["job"]
+    assert deleted_jobs[0].endswith("/jobs/job-1")
+
+
 async def test_faults_come_in_turn_so_a_short_soak_sees_each_kind() -> None:
     client, admin = RecordingClient(), Admin()
     faults = m.Faults()
