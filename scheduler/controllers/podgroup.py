@@ -177,6 +177,7 @@ class StatusReconciler:
     def forget(self, namespace: str, name: str) -> None:
         self._locks.pop((namespace, name), None)
         self._last.pop((namespace, name), None)
+        self._malformed.pop((namespace, name), None)
 
     async def reconcile(
         self,

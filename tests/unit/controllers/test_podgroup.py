@@ -129,6 +129,20 @@ async def test_reconciler_patches_only_the_status_subresource_and_only_changes()
     assert not await reconciler.reconcile("default", "gone", lambda: None, lambda: members)
 
 
+async def test_a_malformed_group_warns_once_and_is_forgotten_with_the_group() -> None:
+    reconciler = StatusReconciler(FakeApiClient(), now=lambda: NOW, retry_delay=0)
+    bad = _pg(2)
+    bad["spec"]["minMember"] = "two"
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            assert not await reconciler.reconcile("default", "g", lambda: bad, lambda: [])
+        reconciler.forget("default", "g")  # deleted: nothing of it is kept
+        # a new group of the same name, malformed too, is reported again
+        assert not await reconciler.reconcile("default", "g", lambda: bad, lambda: [])
+    warned = [e for e in logs if e["event"].startswith("PodGroup is malformed")]
+    assert len(warned) == 2
+
+
 async def test_reconciler_retries_server_errors_and_gives_up_on_404() -> None:
     path = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/g/status"
     client = FakeApiClient(responses={("PATCH", path): [FakeResponse(500, {}),
