@@ -16,7 +16,6 @@ import pytest
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin
 from scheduler.framework.node_info import NodeInfo
@@ -24,10 +23,9 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
 from scheduler.schedule_one import filter_nodes_from
 from tests.builders import NodeBuilder, PodBuilder
+from tests.offline import default_framework
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -91,9 +89,7 @@ KINDS = ["plain", "tolerating", "selector", "ports", "storage", "node-name", "an
 
 
 def framework(snapshot: Snapshot) -> Framework:
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    return Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    return default_framework(snapshot)
 
 
 def prepared(fwk: Framework, snapshot: Snapshot, kind: str) -> tuple[CycleState, PodInfo]:

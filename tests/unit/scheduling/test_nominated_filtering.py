@@ -9,25 +9,20 @@ from typing import Any
 import pytest
 
 from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Diagnosis
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
 from scheduler.queue.nominator import Nominator
 from scheduler.schedule_one import filter_nodes_from
 from tests.builders import PodBuilder, make_node
+from tests.offline import default_framework
 from tests.unit.framework.test_filter_nodes_equivalence import cluster, incoming, summary
 
 
 def _framework(snapshot: Snapshot, nominator: Nominator) -> Framework:
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    kwargs["nominator"] = nominator
-    return Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    return default_framework(snapshot, nominator=nominator)
 
 
 def _reference(fwk: Framework, state: CycleState, info: PodInfo, nodes: list[NodeInfo],
