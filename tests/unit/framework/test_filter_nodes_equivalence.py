@@ -144,15 +144,21 @@ def test_runtime_batch_names_the_first_rejecting_plugin(seed: int, kind: str) ->
 
 
 def reference_walk(fwk: Framework, state: CycleState, info: PodInfo, nodes: list[NodeInfo],
-                   start: int, to_find: int) -> tuple[list[str], int, dict[str, Any]]:
+                   start: int, to_find: int, *, with_nominated_pods: bool = False,
+                   ) -> tuple[list[str], int, dict[str, Any]]:
+    """Node by node from ``start``, round robin, until ``to_find`` fit: the feasible names,
+    how many nodes were examined and the summary of each rejection; with
+    ``with_nominated_pods``, each node through the two-pass Filter."""
+    run = (fwk.run_filter_plugins_with_nominated_pods if with_nominated_pods
+           else fwk.run_filter_plugins)
     feasible: list[str] = []
     statuses: dict[str, Any] = {}
     processed = 0
     for i in range(len(nodes)):
         node_info = nodes[(start + i) % len(nodes)]
         processed += 1
-        status = fwk.run_filter_plugins(state, info, node_info)
-        if status is None:
+        status = run(state, info, node_info)
+        if status is None or status.is_success():
             feasible.append(node_info.name)
             if len(feasible) >= to_find:
                 break
