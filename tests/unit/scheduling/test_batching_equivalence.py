@@ -9,24 +9,14 @@ results (so the test cannot pass by never batching).
 
 from __future__ import annotations
 
-import random
-from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.batching import BatchCache
-from scheduler.framework.runtime import Framework
 from scheduler.framework.types import FitError
-from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
-from scheduler.schedule_one import SchedulingCycle
+from tests.offline import cache_with, default_framework, scheduling_cycle
 
 ZONES = ("a", "b", "c")
 IMAGES = {"img-big": 900 * 1024 * 1024, "img-small": 40 * 1024 * 1024}
@@ -130,18 +120,9 @@ steps = st.one_of(
 def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list[Any], *,
          batched: bool, seed: int, percentage: int,
          stats: dict[str, int] | None = None) -> tuple[list[str], int]:
-    cache, snapshot = Cache(), Snapshot()
-    for node in nodes:
-        cache.add_node(node)
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
-    sched = SimpleNamespace(
-        cache=cache, snapshot=snapshot, rng=random.Random(seed),
-        config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
-        has_nominated_pods=lambda: False, metrics=SchedulerMetrics(),
-    )
-    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    cache, snapshot = cache_with(nodes)
+    fwk = default_framework(snapshot)
+    cycle = scheduling_cycle(cache, snapshot, seed=seed, percentage=percentage)
     if not batched:
         cycle.batches = None
     else:
