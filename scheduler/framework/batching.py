@@ -112,11 +112,14 @@ class FilterSignPlugin(Protocol):
 
 
 def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
-                pod_info: PodInfo, state: CycleState | None = None,
+                pod_info: PodInfo, state: CycleState | None = None, *,
+                memo: dict[str, Hashable] | None = None,
                 ) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
     """The signatures of the (not skipped) plugins that sign the pod, and the names of
     those that do not (they run every cycle).  ``state``: the Filter signature, after
-    PreFilter (a plugin's ``sign_filter`` is asked first)."""
+    PreFilter (a plugin's ``sign_filter`` is asked first).  ``memo``: the ``sign`` values
+    already asked of this cycle's plugins for this pod, by plugin name (a plugin with both
+    Filter and Score is asked once per cycle), and where the new ones go."""
     parts: list[tuple[str, Hashable]] = []
     unsigned: list[str] = []
     for name, plugin in plugins:
@@ -125,14 +128,42 @@ def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
         sign_filter = getattr(plugin, "sign_filter", None) if state is not None else None
         if sign_filter is not None:
             value = sign_filter(state, pod_info)
+        elif memo is not None and name in memo:
+            value = memo[name]
         else:
             sign = getattr(plugin, "sign", None)
             value = sign(pod_info) if sign is not None else None
+            if memo is not None:
+                memo[name] = value
         if value is None:
             unsigned.append(name)
         else:
             parts.append((name, value))
     return tuple(parts), frozenset(unsigned)
+
+
+def _best(totals: list[int]) -> tuple[int, int]:
+    """The highest total and how many nodes have it (``totals`` is not empty)."""
+    top = max(totals)
+    return top, totals.count(top)
+
+
+def _best_after(best: tuple[int, int], old: list[int], new: list[int],
+                offsets: list[int]) -> tuple[int, int]:
+    """``_best(new)`` from ``_best(old)`` when the two lists differ at most at ``offsets``:
+    the window's changed nodes, a few of hundreds (a count over the whole list only when
+    every node that had the highest total lost it)."""
+    top, count = best
+    for o in offsets:
+        if old[o] == top:
+            count -= 1
+    changed = [new[o] for o in offsets]
+    high = max(changed)
+    if high > top:
+        return high, changed.count(high)
+    if high == top:
+        count += changed.count(top)
+    return (top, count) if count > 0 else _best(new)
 
 
 def window_offsets(positions: list[int], *, start: int, size: int, num_all: int) -> list[int]:
@@ -145,7 +176,7 @@ class _Window:
     """A window of the node list (``size`` nodes from a start index, every one feasible for
     the signature) and its scores, as of change-log serials of the snapshot."""
 
-    __slots__ = ("filter_serial", "list_version", "names", "num_all", "plugins", "raw",
+    __slots__ = ("best", "filter_serial", "list_version", "names", "num_all", "plugins", "raw",
                  "score_key", "score_serial", "size", "totals", "weighted")
 
     def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
@@ -160,6 +191,7 @@ class _Window:
         self.raw: list[list[int]] = []  # per plugin, per node of the window
         self.weighted: list[list[int]] = []  # per plugin: normalized and weighted
         self.totals: list[int] = []
+        self.best = (0, 0)  # the highest of totals and how many nodes have it
 
     def fits(self, snapshot: Snapshot, size: int) -> bool:
         return (self.list_version == snapshot.list_version and self.size == size
@@ -262,14 +294,18 @@ class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_snapshot",
-                 "_unsigned_before", "_unsigned_filters", "_window", "reused", "evaluated")
+    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_signs",
+                 "_snapshot", "_unsigned_before", "_unsigned_filters", "_window", "reused",
+                 "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
                  snapshot: Snapshot, signed_filters: frozenset[str] = frozenset(),
                  unsigned_filters: frozenset[str] = frozenset(),
-                 unsigned_before: dict[str, frozenset[str]] | None = None) -> None:
+                 unsigned_before: dict[str, frozenset[str]] | None = None,
+                 signs: dict[str, Hashable] | None = None) -> None:
         self._cache = cache
+        # The plugins' ``sign`` values for this cycle's pod, by name (asked once a cycle).
+        self._signs: dict[str, Hashable] = signs if signs is not None else {}
         self._fwk = fwk
         self._results = results
         # Filter plugins that do not sign the pod run on every cycle's nodes, after the
@@ -439,7 +475,8 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[ScoreTable, Status | None]:
         fwk = self._fwk
-        score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info)
+        score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info,
+                                          memo=self._signs)
         if not score_sig:
             return fwk.score_table(state, pod_info, nodes)
         results = self._results
@@ -483,7 +520,8 @@ class Batch:
             if status is not None or [name for name, _ in raw] != window.plugins:
                 return self._score_window_fully(state, pod_info, window, key, nodes)
             names = window.names
-            totals = window.totals
+            totals = kept_totals = window.totals
+            renormalized = False  # a whole column's final scores may have moved
             for i, (name, values) in enumerate(raw):
                 column = window.raw[i]
                 if list(map(column.__getitem__, offsets)) == values:
@@ -496,6 +534,7 @@ class Batch:
                 if fwk.normalizes(name):
                     weighted, status = fwk.finish_column(state, pod_info, names, name, column)
                     if status is None:
+                        renormalized = True
                         totals = list(map(operator.add, map(operator.sub, totals, old),
                                           weighted))
                 else:
@@ -503,7 +542,8 @@ class Batch:
                         state, pod_info, [names[o] for o in offsets], name, values)
                     weighted = list(old)
                     if status is None:
-                        totals = list(totals)
+                        if totals is kept_totals:
+                            totals = list(totals)  # the last table's list stays as it was
                         for o, v in zip(offsets, part):
                             totals[o] += v - old[o]
                             weighted[o] = v
@@ -512,11 +552,14 @@ class Batch:
                     fwk.observe_score(status, started)
                     return ScoreTable(names, [0] * len(names), {}), status
                 window.weighted[i] = weighted
+            if totals is not kept_totals:
+                window.best = (_best(totals) if renormalized
+                               else _best_after(window.best, kept_totals, totals, offsets))
             window.totals = totals
         window.score_serial = snapshot.change_serial
         fwk.observe_score(None, started)
         return ScoreTable(window.names, window.totals,
-                          dict(zip(window.plugins, window.weighted))), None
+                          dict(zip(window.plugins, window.weighted)), window.best), None
 
     def _score_window_fully(
         self, state: CycleState, pod_info: PodInfo, window: _Window, key: Hashable,
@@ -541,6 +584,7 @@ class Batch:
         window.raw = [values for _, values in kept[0]]
         window.weighted = [table.by_plugin[name] for name in window.plugins]
         window.totals = table.totals
+        window.best = table.best = _best(table.totals)
         window.score_serial = snapshot.change_serial
         return table, None
 
@@ -626,7 +670,9 @@ class BatchCache:
         """The batch for this cycle (after PreFilter), or None (no Filter plugin signs the
         pod): take the normal path."""
         skip = state.skip_filter_plugins
-        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state)
+        signs: dict[str, Hashable] = {}
+        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state,
+                                           memo=signs)
         if not filter_sig:
             return None
         key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)
@@ -651,13 +697,13 @@ class BatchCache:
             metrics.batch_attempts.labels(profile, ATTEMPT_HINT_USED).inc()
         self._entries.move_to_end(key)
         if not unsigned:
-            return Batch(self, fwk, results, snapshot=snapshot)
+            return Batch(self, fwk, results, snapshot=snapshot, signs=signs)
         order = [name for name, _ in fwk.filter_plugins if name not in skip]
         signed = frozenset(name for name, _ in filter_sig)
         before = {name: frozenset(u for u in order[:k] if u in unsigned)
                   for k, name in enumerate(order) if name in signed}
         return Batch(self, fwk, results, snapshot=snapshot, signed_filters=signed,
-                     unsigned_filters=unsigned, unsigned_before=before)
+                     unsigned_filters=unsigned, unsigned_before=before, signs=signs)
 
 
 
