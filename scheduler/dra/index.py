@@ -200,6 +200,34 @@ class FreeIndex:
             return None
         return allocated_at(prepared, picks, name, device_taints=device_taints, shape=alt)
 
+    def pick_each(self, prepared: Prepared, names: Sequence[str],
+                  nodes: Sequence[Mapping[str, Any]], *, device_taints: bool,
+                  taints_version: int, shape: _Alternative) -> list[Allocated | None]:
+        """:meth:`pick` for each node (``names[i]`` is ``nodes[i]``'s name), the same
+        answers, with the lookups of the common case (one device, the node's masks known,
+        every free device below the pick looked at) made once for all the nodes."""
+        if shape.count != 1:
+            return [self.pick(prepared, node, device_taints=device_taints,
+                              taints_version=taints_version, shape=shape, node_name=name)
+                    for name, node in zip(names, nodes)]
+        masks, held, selected = self._masks, self._held_mask, shape.selected_key
+        out: list[Allocated | None] = []
+        for name, node in zip(names, nodes):
+            entry = masks.get((name, selected, device_taints, taints_version))
+            if entry is not None:
+                devices, cand, known = entry
+                avail = ~held.get(name, 0) & ((1 << len(devices)) - 1)
+                low = cand & avail
+                low &= -low
+                unknown = avail & ~known
+                if low and (not unknown or (unknown & -unknown) > low):
+                    out.append(allocated_at(prepared, [devices[low.bit_length() - 1]], name,
+                                            device_taints=device_taints, shape=shape))
+                    continue
+            out.append(self.pick(prepared, node, device_taints=device_taints,
+                                 taints_version=taints_version, shape=shape, node_name=name))
+        return out
+
     def _candidates(self, node: Mapping[str, Any], name: str) -> list[Any] | None:
         """[the node's devices, the candidate mask, the mask of devices looked at] (no
         device looked at yet), or None where pick cannot answer: a device shared by
