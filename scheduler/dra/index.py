@@ -200,19 +200,18 @@ class FreeIndex:
             return None
         return allocated_at(prepared, picks, name, device_taints=device_taints, shape=alt)
 
-    def pick_each(self, prepared: Prepared, names: Sequence[str],
-                  nodes: Sequence[Mapping[str, Any]], *, device_taints: bool,
-                  taints_version: int, shape: _Alternative) -> list[Allocated | None]:
-        """:meth:`pick` for each node (``names[i]`` is ``nodes[i]``'s name), the same
-        answers, with the lookups of the common case (one device, the node's masks known,
-        every free device below the pick looked at) made once for all the nodes."""
-        if shape.count != 1:
-            return [self.pick(prepared, node, device_taints=device_taints,
-                              taints_version=taints_version, shape=shape, node_name=name)
-                    for name, node in zip(names, nodes)]
+    def first_fit_devices(self, names: Sequence[str], *, device_taints: bool,
+                          taints_version: int, shape: _Alternative) -> list[Device | None]:
+        """For a one-device request (``shape.count`` 1): per node of ``names``, the device
+        :meth:`pick` would allocate when its masks answer at once (the node's masks known,
+        every free device below the pick looked at), else None (ask :meth:`pick`).  A
+        device, not an allocation: nothing is allocated per node (at hundreds of nodes a
+        pod, the allocations and their closures were most of Filter's cost, much of it in
+        the garbage collector)."""
+        assert shape.count == 1
         masks, held, selected = self._masks, self._held_mask, shape.selected_key
-        out: list[Allocated | None] = []
-        for name, node in zip(names, nodes):
+        out: list[Device | None] = []
+        for name in names:
             entry = masks.get((name, selected, device_taints, taints_version))
             if entry is not None:
                 devices, cand, known = entry
@@ -221,11 +220,9 @@ class FreeIndex:
                 low &= -low
                 unknown = avail & ~known
                 if low and (not unknown or (unknown & -unknown) > low):
-                    out.append(allocated_at(prepared, [devices[low.bit_length() - 1]], name,
-                                            device_taints=device_taints, shape=shape))
+                    out.append(devices[low.bit_length() - 1])
                     continue
-            out.append(self.pick(prepared, node, device_taints=device_taints,
-                                 taints_version=taints_version, shape=shape, node_name=name))
+            out.append(None)
         return out
 
     def _candidates(self, node: Mapping[str, Any], name: str) -> list[Any] | None:

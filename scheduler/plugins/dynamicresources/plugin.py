@@ -41,6 +41,7 @@ from scheduler.config import features
 from scheduler.config.load import parse_duration
 from scheduler.dra import extended as ext_res
 from scheduler.dra import index as free_index
+from scheduler.dra.allocator import allocated_at as first_fit_allocation
 from scheduler.dra.allocator import (
     Allocated,
     AllocationError,
@@ -64,7 +65,14 @@ from scheduler.dra.bindingconditions import (
 from scheduler.dra.capacity import add as add_amounts
 from scheduler.dra.capacity import consumed_of
 from scheduler.dra.counters import Counters
-from scheduler.dra.inventory import TAINT_EFFECTS, DeviceID, Inventory, SliceTracker, device_ids_of
+from scheduler.dra.inventory import (
+    TAINT_EFFECTS,
+    Device,
+    DeviceID,
+    Inventory,
+    SliceTracker,
+    device_ids_of,
+)
 from scheduler.dra.taintrules import TaintRule, TaintRules, parse_rule
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -183,6 +191,9 @@ class _State:
     # allocation (DRAConsumableCapacity)
     freed_shares: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     by_node: dict[str, Allocated] = field(default_factory=dict)
+    # node -> the device the index's first-fit takes there (filter_nodes); its Allocated is
+    # built when asked for (``DynamicResources._allocation_on``), then kept in by_node
+    picked: dict[str, Device] = field(default_factory=dict)
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
     # an allocated claim whose binding failed or timed out (binding conditions): no node fits
     # until PostFilter deallocated it
@@ -617,13 +628,35 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 todo.append(i)
                 names.append(node_info.name)
                 objects.append(node)
-        picked = index.pick_each(prepared, names, objects, device_taints=self._device_taints,
-                                 taints_version=self._rules_applied[1], shape=data.first_fit)
-        for i, alloc in zip(todo, picked):
+        taints, version, shape = self._device_taints, self._rules_applied[1], data.first_fit
+        if shape.count == 1:
+            devices = index.first_fit_devices(names, device_taints=taints,
+                                              taints_version=version, shape=shape)
+        else:
+            devices = [None] * len(names)  # pick answers node by node
+        picked = data.picked
+        for i, name, obj, device in zip(todo, names, objects, devices):
+            if device is not None:
+                picked[name] = device
+                continue
+            alloc = index.pick(prepared, obj, device_taints=taints, taints_version=version,
+                               shape=shape, node_name=name)
             if alloc is not None:
-                by_node[nodes[i].name] = alloc
+                by_node[name] = alloc
             else:  # the index cannot answer here: the allocator does, and says why
                 out[i] = self.filter(state, pod_info, nodes[i])
+        return out
+
+    def _allocation_on(self, data: _State, node_name: str) -> Allocated | None:
+        """What Filter allocated for the pod on this node (None: it did not pass)."""
+        out = data.by_node.get(node_name)
+        if out is None:
+            device = data.picked.get(node_name)
+            if device is not None:
+                assert data.prepared is not None and data.first_fit is not None
+                out = data.by_node[node_name] = first_fit_allocation(
+                    data.prepared, [device], node_name, device_taints=self._device_taints,
+                    shape=data.first_fit)
         return out
 
     def _explain_full(self, data: _State, node: Mapping[str, Any]) -> Callable[[], list[str]]:
@@ -771,7 +804,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return 0, None
-        out = data.by_node.get(node_info.name)
+        out = self._allocation_on(data, node_info.name)
         if out is None:
             return MAX_NODE_SCORE, None
         # an earlier firstAvailable subrequest is better; 10 points per step down the list
@@ -808,7 +841,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return self._reserve_extended(data, pod_info, node_name)
         if not isinstance(data, _State) or not data.to_allocate:
             return None
-        out = data.by_node.get(node_name)
+        out = self._allocation_on(data, node_name)
         if out is None:
             return error(f"no allocation computed for node {node_name}")
         return self._assume_claims(data, pod_info, node_name, out.allocations)
@@ -1117,7 +1150,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         assert ext is not None
         if node_name not in ext.by_node and not data.to_allocate:
             return None  # the node advertises the resources: Fit's job
-        out = data.by_node.get(node_name)
+        out = self._allocation_on(data, node_name)
         if out is None:
             return error(f"no allocation computed for node {node_name}")
         allocations = out.allocations
