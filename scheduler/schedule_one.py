@@ -363,7 +363,8 @@ class SchedulingCycle:
             # the same draw without building a score column per feasible node.
             host = feasible[sched.rng.randrange(len(feasible))].name
         else:
-            host = select_host_from_columns(table.names, table.totals, sched.rng)
+            host = select_host_from_columns(table.names, table.totals, sched.rng,
+                                            best=table.best)
         return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
 
     async def schedule_pod_with_extenders(
