@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import structlog
+
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.instrumentation import FILTER, Instrumentation
 from scheduler.framework.node_info import NodeInfo
@@ -19,8 +21,18 @@ if TYPE_CHECKING:
         PreBindPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin,
     )
     from scheduler.framework.waiting_pods import WaitingPodsMap
+    from scheduler.metrics import BulkCounterChild
 
 FilterFn = Callable[[CycleState, PodInfo, NodeInfo], "Status | None"]
+
+log = structlog.get_logger("scheduler.framework.runtime")
+
+
+def plugin_raised(point: str, name: str, pod_key: str, exc: Exception) -> Status:
+    """What an instrumented call makes of a plugin's exception (logged, an Error status
+    naming the plugin), for the loops that call unsampled plugins directly."""
+    log.exception(f"{point} plugin raised", plugin=name, pod=pod_key)
+    return Status.from_error(exc, plugin=name)
 
 
 class RuntimeBase:
@@ -45,6 +57,10 @@ class RuntimeBase:
     # Per-plugin evaluation counts, flushed to scheduler_plugin_evaluation_total in bulk
     # (incrementing a labelled prometheus counter per node per plugin is too slow).
     _filter_evals: list[int]
+    # scheduler_plugin_evaluation_total's children of each PreFilter and PreScore plugin, in
+    # their run order (one plain increment per plugin run).
+    _pre_filter_evaluations: list[BulkCounterChild]
+    _pre_score_evaluations: list[BulkCounterChild]
     # The cycle's Filter plan (the Filter plugins its PreFilter did not skip), per state.
     _plan_state: CycleState | None
     _plan_skip: set[str] | None
