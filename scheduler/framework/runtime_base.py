@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.instrumentation import FILTER, Instrumentation
+from scheduler.framework.instrumentation import Instrumentation
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
 from scheduler.objects.pod import PodInfo
@@ -61,6 +61,8 @@ class RuntimeBase:
     # their run order (one plain increment per plugin run).
     _pre_filter_evaluations: list[BulkCounterChild]
     _pre_score_evaluations: list[BulkCounterChild]
+    _filter_evaluations: list[BulkCounterChild]  # Filter's, flushed from _filter_evals
+    _score_evaluations: dict[str, BulkCounterChild]
     # The cycle's Filter plan (the Filter plugins its PreFilter did not skip), per state.
     _plan_state: CycleState | None
     _plan_skip: set[str] | None
@@ -68,8 +70,8 @@ class RuntimeBase:
 
     def flush_metrics(self) -> None:
         """Publish the Filter evaluation counts gathered since the last flush."""
-        for index, (name, _) in enumerate(self._filter):
-            count = self._filter_evals[index]
+        counts = self._filter_evals
+        for index, count in enumerate(counts):
             if count:
-                self._filter_evals[index] = 0
-                self._instr.count_evaluation(FILTER, name, count)
+                counts[index] = 0
+                self._filter_evaluations[index].inc(count)

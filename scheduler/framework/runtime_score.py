@@ -133,7 +133,7 @@ class ScoreSteps(RuntimeBase):
                 return raw, _guard_error(
                     s, f"running Score plugins: plugin {name!r} failed with", name
                 )
-            self._instr.count_evaluation(SCORE, name, len(nodes))
+            self._score_evaluations[name].inc(len(nodes))
             raw.append((name, values))
         return raw, None
 
