@@ -675,7 +675,7 @@ class SchedulingCycle:
                 sched.check_still_leading()
                 status = await fwk.run_pre_bind_plugins(state, assumed_info, node_name)
             if status is None or status.is_success():
-                sched.check_still_leading()
+                # Leadership is checked again by bind, right before the binders run.
                 status = await sched.bind(fwk, state, assumed_info, node_name)
         except asyncio.CancelledError:
             # Shutdown or lost leadership: give the resources back and stop.

@@ -2,8 +2,10 @@
 the pods before them, on every node that did not change since.
 
 A plugin *signs* a pod (``sign(pod_info)``) when its Filter status and raw Score for that
-pod on a node are a function of the signature and of that node's NodeInfo alone (plus the
-cluster's node count and image spread, which the cache also keys on).  The signing plugins'
+pod on a node are a function of the signature and of that node's NodeInfo alone (plus, once
+some node holds an image, the cluster's node count and image spread, which the cache also
+keys on: ImageLocality's share of nodes holding an image; a plugin reading the node count
+otherwise must not sign).  The signing plugins'
 Filter statuses and raw scores computed for earlier pods of the same signature are kept by
 position in the snapshot's node list (``_Positions``); the snapshot's change log says which
 positions changed since the last look, only those (at least the node the previous pod went
@@ -36,7 +38,8 @@ from __future__ import annotations
 import operator
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from scheduler.framework.status import Code, Status
@@ -80,7 +83,12 @@ class Snapshot(Protocol):
     list_version: int
     change_serial: int
 
+    @property
+    def image_states(self) -> Mapping[str, object]: ...
+
     def changed_positions_since(self, serial: int) -> list[int] | None: ...
+
+    def generations(self) -> list[int]: ...
 
 
 def sign_requests(pod_info: PodInfo) -> Hashable:
@@ -212,15 +220,25 @@ class _Positions:
     list, kept in step with its change log: a cycle reads the results of the nodes it
     examines as slices, and the positions that changed since are the only ones computed
     again.  Known-masks are bytearrays (``find(0)`` is a C scan) because statuses compare
-    through ``Status.__eq__``."""
+    through ``Status.__eq__``.
 
-    __slots__ = ("list_version", "num_all", "raw", "raw_known", "score_key", "score_plugins",
-                 "serial", "status", "status_known")
+    When the change log cannot say what changed (the node list was rebuilt: a node added
+    or removed; or the log no longer reaches back), the kept results follow their nodes by
+    generation: NodeInfo generations come from one global counter and every change takes a
+    new one, so a node listed now with the generation kept for some old position is that
+    node, unchanged since, and its results move to its new position; every other position
+    is unknown.  A node churned every second then costs the nodes that changed, not a
+    Filter and Score of every node."""
+
+    __slots__ = ("gens", "list_version", "num_all", "raw", "raw_known", "score_key",
+                 "score_plugins", "serial", "status", "status_known")
 
     def __init__(self) -> None:
         self.list_version = -1
         self.num_all = -1
         self.serial = -1
+        # The generation of the NodeInfo at each position, as of the last sync.
+        self.gens: list[int] = []
         self.status: list[Status | None] = []
         self.status_known = bytearray()
         self.score_key: Hashable = None
@@ -235,18 +253,40 @@ class _Positions:
                 return
             changed = snapshot.changed_positions_since(self.serial)
             if changed is not None:
-                status_known, raw_known = self.status_known, self.raw_known
+                status_known, raw_known, gens = self.status_known, self.raw_known, self.gens
+                nodes = snapshot.node_info_list
                 for position in changed:
                     status_known[position] = 0
                     raw_known[position] = 0
+                    gens[position] = nodes[position].generation
                 self.serial = snapshot.change_serial
                 return
-        self.list_version = snapshot.list_version
+        generations = snapshot.generations()
+        kept = len(self.gens) == self.num_all and (
+            self.status_known.find(1) >= 0 or self.raw_known.find(1) >= 0)
         self.num_all = num_all
+        if kept:
+            self._follow(generations)
+        else:
+            self.status = [None] * num_all
+            self.status_known = bytearray(num_all)
+            self.reset_scores(None)
+        self.gens = list(generations)
+        self.list_version = snapshot.list_version
         self.serial = snapshot.change_serial
-        self.status = [None] * num_all
-        self.status_known = bytearray(num_all)
-        self.reset_scores(None)
+
+    def _follow(self, generations: list[int]) -> None:
+        """Move every kept result to the position its node (same generation) holds now;
+        the rest unknown.  C loops only (``map`` over lists and bytearrays)."""
+        old = len(self.gens)
+        at = dict(zip(self.gens, range(old)))
+        # old position per new position; ``old`` (one past the end) for none
+        index = list(map(at.get, generations, repeat(old, len(generations))))
+        self.status = list(map([*self.status, None].__getitem__, index))
+        self.status_known = bytearray(map((self.status_known + b"\0").__getitem__, index))
+        self.raw = [list(map([*column, 0].__getitem__, index)) for column in self.raw]
+        self.raw_known = (bytearray(map((self.raw_known + b"\0").__getitem__, index))
+                          if self.raw else bytearray(len(generations)))
 
     def reset_scores(self, key: Hashable) -> None:
         self.score_key = key
@@ -697,7 +737,10 @@ class BatchCache:
         key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)
         # ImageLocality scores by the share of nodes holding an image: a change in the
         # node count or image spread touches every node's score without touching the node.
-        epoch = (num_nodes, image_generation)
+        # While no node holds an image that share is never taken (every such score is the
+        # minimum), so a node added or removed then keeps the results (moved with their
+        # nodes, ``_Positions``).
+        epoch = (num_nodes if snapshot.image_states else 0, image_generation)
         results = self._entries.get(key)
         metrics, profile = fwk.metrics, fwk.profile_name
         if results is None or results.epoch != epoch:
