@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Set
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -764,10 +764,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         out = data.by_node.get(node_name)
         if out is None:
             return error(f"no allocation computed for node {node_name}")
-        for claim, alloc in zip(data.to_allocate, out.allocations):
+        return self._assume_claims(data, pod_info, node_name, out.allocations)
+
+    def _assume_claims(self, data: _State, pod_info: PodInfo, node_name: str,
+                       allocations: Sequence[dict[str, Any]]) -> Status | None:
+        """Hold each claim to allocate with its allocation on ``node_name`` (the first
+        ``len(data.to_allocate)`` of ``allocations``), all or none: a claim another pod
+        sharing it reserved since PreFilter undoes those already held."""
+        for claim, alloc in zip(data.to_allocate, allocations):
             key = key_of(claim)
             if self.tracker.in_flight(key) is not None:
-                # Another pod sharing the claim reserved it since PreFilter.
                 self._forget(data, pod_info)
                 return Status(Code.UNSCHEDULABLE, REASON_IN_USE)
             if self._binding_conditions and data.inventory is not None:
@@ -1068,14 +1074,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if out is None:
             return error(f"no allocation computed for node {node_name}")
         allocations = out.allocations
-        for claim, alloc in zip(data.to_allocate, allocations):
-            key = key_of(claim)
-            if self.tracker.in_flight(key) is not None:
-                self._forget(data, pod_info)
-                return Status(Code.UNSCHEDULABLE, REASON_IN_USE)
-            if self._binding_conditions and data.inventory is not None:
-                alloc = decorate(alloc, data.inventory, node_name)
-            self.tracker.assume(key, pod_info.uid, alloc)
+        status = self._assume_claims(data, pod_info, node_name, allocations)
+        if status is not None:
+            return status
         if node_name in ext.by_node:
             self.tracker.assume(ext.key, pod_info.uid, allocations[len(data.to_allocate)])
         return None
