@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import ScoreTable
 
+_NODE_NAME = operator.attrgetter("name")
+
 if TYPE_CHECKING:
     from scheduler.framework.cycle_state import CycleState
     from scheduler.framework.node_info import NodeInfo
@@ -64,6 +66,11 @@ FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).
 MAX_WINDOWS = 64
+# A kept window is taken shifted by at most this share of its size (``_Window.shifted``):
+# when the node count is no multiple of the nodes examined per cycle (a node added: 5001
+# nodes, 500 examined), the round robin starts each lap one node earlier than the last, so
+# no start index comes back and only a shifted window can be reused.
+MAX_SHIFT_SHARE = 8
 
 
 @runtime_checkable
@@ -153,8 +160,8 @@ class _Window:
     """A window of the node list (``size`` nodes from a start index, every one feasible for
     the signature) and its scores, as of change-log serials of the snapshot."""
 
-    __slots__ = ("filter_serial", "list_version", "names", "num_all", "plugins", "raw",
-                 "score_key", "score_serial", "size", "totals", "weighted")
+    __slots__ = ("entering", "filter_serial", "list_version", "names", "num_all", "plugins",
+                 "raw", "score_key", "score_serial", "size", "totals", "weighted")
 
     def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
         self.list_version = list_version
@@ -168,10 +175,49 @@ class _Window:
         self.raw: list[list[int]] = []  # per plugin, per node of the window
         self.weighted: list[list[int]] = []  # per plugin: normalized and weighted
         self.totals: list[int] = []
+        # Offsets whose nodes joined when the window was shifted (``shifted``): scored as
+        # changed nodes by the next cycle that scores the window.
+        self.entering: list[int] = []
 
     def fits(self, snapshot: Snapshot, size: int) -> bool:
         return (self.list_version == snapshot.list_version and self.size == size
                 and self.num_all == len(snapshot.node_info_list))
+
+    def shifted(self, by: int, names: list[str]) -> _Window:
+        """This window started ``by`` positions later than the window wanted now (negative:
+        earlier), ``names`` the nodes of the one wanted: the kept scores of the nodes it still holds move
+        with them, the nodes that join are ``entering`` (0 kept for them: the next
+        scoring computes theirs and finishes every plugin's column again, so normalizing
+        plugins normalize the window's new set of nodes)."""
+        size = self.size
+        window = _Window(list_version=self.list_version, num_all=self.num_all, size=size,
+                         serial=self.filter_serial)
+        if self.score_serial < 0:
+            return window
+        # The node at old offset o is at offset o + by now.
+        if by > 0:
+            entering = list(range(by))
+            raw = [[0] * by + c[:size - by] for c in self.raw]
+            weighted = [[0] * by + c[:size - by] for c in self.weighted]
+            totals = [0] * by + self.totals[:size - by]
+        else:
+            entering = list(range(size + by, size))
+            raw = [c[-by:] + [0] * -by for c in self.raw]
+            weighted = [c[-by:] + [0] * -by for c in self.weighted]
+            totals = self.totals[-by:] + [0] * -by
+        window.score_key = self.score_key
+        window.score_serial = self.score_serial
+        window.names = names
+        window.plugins = self.plugins
+        window.raw = raw
+        window.weighted = weighted
+        window.totals = totals
+        window.entering = sorted(set(self.entering_after(by)) | set(entering))
+        return window
+
+    def entering_after(self, by: int) -> list[int]:
+        """Offsets still entering (not scored yet) once the window moved ``by``."""
+        return [o + by for o in self.entering if 0 <= o + by < self.size]
 
 
 class _Positions:
@@ -353,21 +399,34 @@ class Batch:
         snapshot = self._snapshot
         if self._unsigned_filters or nodes is not snapshot.node_info_list:
             return None
-        window = self._results.windows.get(start)
+        windows = self._results.windows
+        window = windows.get(start)
+        by = 0
         if window is None or not window.fits(snapshot, size):
-            return None
+            near = self._window_near(start, size)
+            if near is None:
+                return None
+            by, window = near
         changed = snapshot.changed_positions_since(window.filter_serial)
         if changed is None:
             return None
         num_all = len(nodes)
         offsets = window_offsets(changed, start=start, size=size, num_all=num_all)
+        if by:
+            # the nodes that join the shifted window are filtered as changed ones
+            offsets = sorted(set(offsets).union(
+                range(by) if by > 0 else range(size + by, size)))
         if offsets:
             subset = [nodes[(start + o) % num_all] for o in offsets]
             statuses = self.run_filter_plugins_on_nodes(state, pod_info, subset)
             if statuses.count(None) != len(statuses):
                 return None
-        window.filter_serial = snapshot.change_serial
         feasible = wrapped_slice(nodes, start, size)
+        if by:
+            del windows[(start + by) % num_all]
+            window = window.shifted(by, list(map(_NODE_NAME, feasible)))
+            windows[start] = window
+        window.filter_serial = snapshot.change_serial
         reused = size - len(offsets)
         self.reused += reused
         self._cache.reused += reused
@@ -375,6 +434,23 @@ class Batch:
         self._window = (start, feasible, window)
         self._contiguous = (feasible, start)
         return feasible
+
+    def _window_near(self, start: int, size: int) -> tuple[int, _Window] | None:
+        """A kept window of ``size`` nodes starting at most ``size / MAX_SHIFT_SHARE``
+        positions from ``start``, as (its start minus ``start``, it); the nearest."""
+        snapshot = self._snapshot
+        num_all = len(snapshot.node_info_list)
+        reach = size // MAX_SHIFT_SHARE
+        best: tuple[int, _Window] | None = None
+        for kept_start, window in self._results.windows.items():
+            if not window.fits(snapshot, size):
+                continue
+            by = (kept_start - start) % num_all
+            if by > num_all - by:
+                by -= num_all
+            if by and abs(by) <= reach and (best is None or abs(by) < abs(best[0])):
+                best = (by, window)
+        return best
 
     def keep_window(self, nodes: list[NodeInfo], feasible: list[NodeInfo], *, start: int,
                     size: int) -> None:
@@ -518,6 +594,11 @@ class Batch:
         started = time.perf_counter()
         offsets = window_offsets(changed, start=start, size=window.size,
                                  num_all=window.num_all)
+        # Nodes joined a shifted window: every column is finished again (a normalizing
+        # plugin's over the window's new set of nodes).
+        joined = bool(window.entering)
+        if joined:
+            offsets = sorted(set(offsets).union(window.entering))
         if offsets:
             raw, status = self._raw_scores(state, pod_info, [nodes[o] for o in offsets])
             if status is not None or [name for name, _ in raw] != window.plugins:
@@ -526,7 +607,7 @@ class Batch:
             totals = window.totals
             for i, (name, values) in enumerate(raw):
                 column = window.raw[i]
-                if list(map(column.__getitem__, offsets)) == values:
+                if not joined and list(map(column.__getitem__, offsets)) == values:
                     continue
                 column = list(column)
                 for o, v in zip(offsets, values):
@@ -554,6 +635,7 @@ class Batch:
                 window.weighted[i] = weighted
             window.totals = totals
         window.score_serial = snapshot.change_serial
+        window.entering = []
         fwk.observe_score(None, started)
         return ScoreTable(window.names, window.totals,
                           dict(zip(window.plugins, window.weighted))), None
@@ -582,6 +664,7 @@ class Batch:
         window.weighted = [table.by_plugin[name] for name in window.plugins]
         window.totals = table.totals
         window.score_serial = snapshot.change_serial
+        window.entering = []
         return table, None
 
     def _partial_raw_scores(
