@@ -7,7 +7,7 @@ some node holds an image, the cluster's node count and image spread, which the c
 keys on: ImageLocality's share of nodes holding an image; a plugin reading the node count
 otherwise must not sign).  The signing plugins'
 Filter statuses and raw scores computed for earlier pods of the same signature are kept by
-position in the snapshot's node list (``_Positions``); the snapshot's change log says which
+position in the snapshot's node list (``KeptPositions``); the snapshot's change log says which
 positions changed since the last look, only those (at least the node the previous pod went
 to) are filtered and scored again, and a chunk of the walk reads the rest as slices.
 NormalizeScore, weights and host selection run over the whole feasible list each cycle as
@@ -26,7 +26,7 @@ for the pod signs the Filter through ``sign_filter(state, pod_info)`` instead
 (PodTopologySpread: the domains over the skew), read after PreFilter.
 
 When every plugin signs, a cycle whose walk found every node of its window feasible also
-keeps the window whole (``_Window``: the round robin's start index, the nodes, the raw,
+keeps the window whole (``KeptWindow``: the round robin's start index, the nodes, the raw,
 final and total scores).  The next cycle of the signature that starts at that index asks
 the change log which positions changed since, filters and scores only those, and re-runs a
 plugin's NormalizeScore only when one of its raw scores moved.  That needs NormalizeScore,
@@ -38,11 +38,13 @@ from __future__ import annotations
 import operator
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Hashable, Mapping, Sequence
-from itertools import repeat
+from collections.abc import Collection, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from scheduler.framework.status import Code, Status
+from scheduler.framework.batching_kept import MAX_SHIFT_SHARE, KeptPositions, KeptWindow
+from scheduler.framework.batching_kept import Snapshot as Snapshot
+from scheduler.framework.batching_kept import window_offsets
 from scheduler.framework.types import ScoreTable
 
 _NODE_NAME = operator.attrgetter("name")
@@ -66,11 +68,6 @@ FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).
 MAX_WINDOWS = 64
-# A kept window is taken shifted by at most this share of its size (``_Window.shifted``):
-# when the node count is no multiple of the nodes examined per cycle (a node added: 5001
-# nodes, 500 examined), the round robin starts each lap one node earlier than the last, so
-# no start index comes back and only a shifted window can be reused.
-MAX_SHIFT_SHARE = 8
 
 
 @runtime_checkable
@@ -79,23 +76,6 @@ class SignPlugin(Protocol):
     value and the node's NodeInfo.  ``None``: this pod cannot be signed (normal path)."""
 
     def sign(self, pod_info: PodInfo) -> Hashable | None: ...
-
-
-class Snapshot(Protocol):
-    """What window reuse reads of the cycle's snapshot: the node list and its change log
-    (the cache's Snapshot; the framework does not import the cache)."""
-
-    node_info_list: list[NodeInfo]
-    positions: dict[str, int]
-    list_version: int
-    change_serial: int
-
-    @property
-    def image_states(self) -> Mapping[str, object]: ...
-
-    def changed_positions_since(self, serial: int) -> list[int] | None: ...
-
-    def generations(self) -> list[int]: ...
 
 
 def sign_requests(pod_info: PodInfo) -> Hashable:
@@ -127,11 +107,14 @@ class FilterSignPlugin(Protocol):
 
 
 def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
-                pod_info: PodInfo, state: CycleState | None = None,
+                pod_info: PodInfo, state: CycleState | None = None, *,
+                memo: dict[str, Hashable] | None = None,
                 ) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
     """The signatures of the (not skipped) plugins that sign the pod, and the names of
     those that do not (they run every cycle).  ``state``: the Filter signature, after
-    PreFilter (a plugin's ``sign_filter`` is asked first)."""
+    PreFilter (a plugin's ``sign_filter`` is asked first).  ``memo``: the ``sign`` values
+    already asked of this cycle's plugins for this pod, by plugin name (a plugin with both
+    Filter and Score is asked once per cycle), and where the new ones go."""
     parts: list[tuple[str, Hashable]] = []
     unsigned: list[str] = []
     for name, plugin in plugins:
@@ -140,9 +123,13 @@ def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
         sign_filter = getattr(plugin, "sign_filter", None) if state is not None else None
         if sign_filter is not None:
             value = sign_filter(state, pod_info)
+        elif memo is not None and name in memo:
+            value = memo[name]
         else:
             sign = getattr(plugin, "sign", None)
             value = sign(pod_info) if sign is not None else None
+            if memo is not None:
+                memo[name] = value
         if value is None:
             unsigned.append(name)
         else:
@@ -150,154 +137,28 @@ def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
     return tuple(parts), frozenset(unsigned)
 
 
-def window_offsets(positions: list[int], *, start: int, size: int, num_all: int) -> list[int]:
-    """The offsets into the window of ``size`` nodes from ``start`` (wrapping) of those
-    ``positions`` that fall in it, ascending and without repeats."""
-    return sorted({o for o in ((p - start) % num_all for p in positions) if o < size})
+def _best(totals: list[int]) -> tuple[int, int]:
+    """The highest total and how many nodes have it (``totals`` is not empty)."""
+    top = max(totals)
+    return top, totals.count(top)
 
 
-class _Window:
-    """A window of the node list (``size`` nodes from a start index, every one feasible for
-    the signature) and its scores, as of change-log serials of the snapshot."""
-
-    __slots__ = ("entering", "filter_serial", "list_version", "names", "num_all", "plugins",
-                 "raw", "score_key", "score_serial", "size", "totals", "weighted")
-
-    def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
-        self.list_version = list_version
-        self.num_all = num_all
-        self.size = size
-        self.filter_serial = serial
-        self.score_key: Hashable = None
-        self.score_serial = -1  # no scores kept
-        self.names: list[str] = []
-        self.plugins: list[str] = []
-        self.raw: list[list[int]] = []  # per plugin, per node of the window
-        self.weighted: list[list[int]] = []  # per plugin: normalized and weighted
-        self.totals: list[int] = []
-        # Offsets whose nodes joined when the window was shifted (``shifted``): scored as
-        # changed nodes by the next cycle that scores the window.
-        self.entering: list[int] = []
-
-    def fits(self, snapshot: Snapshot, size: int) -> bool:
-        return (self.list_version == snapshot.list_version and self.size == size
-                and self.num_all == len(snapshot.node_info_list))
-
-    def shifted(self, by: int, names: list[str]) -> _Window:
-        """This window started ``by`` positions later than the window wanted now (negative:
-        earlier), ``names`` the nodes of the one wanted: the kept scores of the nodes it still holds move
-        with them, the nodes that join are ``entering`` (0 kept for them: the next
-        scoring computes theirs and finishes every plugin's column again, so normalizing
-        plugins normalize the window's new set of nodes)."""
-        size = self.size
-        window = _Window(list_version=self.list_version, num_all=self.num_all, size=size,
-                         serial=self.filter_serial)
-        if self.score_serial < 0:
-            return window
-        # The node at old offset o is at offset o + by now.
-        if by > 0:
-            entering = list(range(by))
-            raw = [[0] * by + c[:size - by] for c in self.raw]
-            weighted = [[0] * by + c[:size - by] for c in self.weighted]
-            totals = [0] * by + self.totals[:size - by]
-        else:
-            entering = list(range(size + by, size))
-            raw = [c[-by:] + [0] * -by for c in self.raw]
-            weighted = [c[-by:] + [0] * -by for c in self.weighted]
-            totals = self.totals[-by:] + [0] * -by
-        window.score_key = self.score_key
-        window.score_serial = self.score_serial
-        window.names = names
-        window.plugins = self.plugins
-        window.raw = raw
-        window.weighted = weighted
-        window.totals = totals
-        window.entering = sorted(set(self.entering_after(by)) | set(entering))
-        return window
-
-    def entering_after(self, by: int) -> list[int]:
-        """Offsets still entering (not scored yet) once the window moved ``by``."""
-        return [o + by for o in self.entering if 0 <= o + by < self.size]
-
-
-class _Positions:
-    """The signed plugins' Filter statuses and raw scores by position in the snapshot's node
-    list, kept in step with its change log: a cycle reads the results of the nodes it
-    examines as slices, and the positions that changed since are the only ones computed
-    again.  Known-masks are bytearrays (``find(0)`` is a C scan) because statuses compare
-    through ``Status.__eq__``.
-
-    When the change log cannot say what changed (the node list was rebuilt: a node added
-    or removed; or the log no longer reaches back), the kept results follow their nodes by
-    generation: NodeInfo generations come from one global counter and every change takes a
-    new one, so a node listed now with the generation kept for some old position is that
-    node, unchanged since, and its results move to its new position; every other position
-    is unknown.  A node churned every second then costs the nodes that changed, not a
-    Filter and Score of every node."""
-
-    __slots__ = ("gens", "list_version", "num_all", "raw", "raw_known", "score_key",
-                 "score_plugins", "serial", "status", "status_known")
-
-    def __init__(self) -> None:
-        self.list_version = -1
-        self.num_all = -1
-        self.serial = -1
-        # The generation of the NodeInfo at each position, as of the last sync.
-        self.gens: list[int] = []
-        self.status: list[Status | None] = []
-        self.status_known = bytearray()
-        self.score_key: Hashable = None
-        self.score_plugins: list[str] = []
-        self.raw: list[list[int]] = []  # per plugin (score_plugins order), per position
-        self.raw_known = bytearray()
-
-    def sync(self, snapshot: Snapshot) -> None:
-        num_all = len(snapshot.node_info_list)
-        if self.list_version == snapshot.list_version and self.num_all == num_all:
-            if self.serial == snapshot.change_serial:
-                return
-            changed = snapshot.changed_positions_since(self.serial)
-            if changed is not None:
-                status_known, raw_known, gens = self.status_known, self.raw_known, self.gens
-                nodes = snapshot.node_info_list
-                for position in changed:
-                    status_known[position] = 0
-                    raw_known[position] = 0
-                    gens[position] = nodes[position].generation
-                self.serial = snapshot.change_serial
-                return
-        generations = snapshot.generations()
-        kept = len(self.gens) == self.num_all and (
-            self.status_known.find(1) >= 0 or self.raw_known.find(1) >= 0)
-        self.num_all = num_all
-        if kept:
-            self._follow(generations)
-        else:
-            self.status = [None] * num_all
-            self.status_known = bytearray(num_all)
-            self.reset_scores(None)
-        self.gens = list(generations)
-        self.list_version = snapshot.list_version
-        self.serial = snapshot.change_serial
-
-    def _follow(self, generations: list[int]) -> None:
-        """Move every kept result to the position its node (same generation) holds now;
-        the rest unknown.  C loops only (``map`` over lists and bytearrays)."""
-        old = len(self.gens)
-        at = dict(zip(self.gens, range(old)))
-        # old position per new position; ``old`` (one past the end) for none
-        index = list(map(at.get, generations, repeat(old, len(generations))))
-        self.status = list(map([*self.status, None].__getitem__, index))
-        self.status_known = bytearray(map((self.status_known + b"\0").__getitem__, index))
-        self.raw = [list(map([*column, 0].__getitem__, index)) for column in self.raw]
-        self.raw_known = (bytearray(map((self.raw_known + b"\0").__getitem__, index))
-                          if self.raw else bytearray(len(generations)))
-
-    def reset_scores(self, key: Hashable) -> None:
-        self.score_key = key
-        self.score_plugins = []
-        self.raw = []
-        self.raw_known = bytearray(max(self.num_all, 0))
+def _best_after(best: tuple[int, int], old: list[int], new: list[int],
+                offsets: list[int]) -> tuple[int, int]:
+    """``_best(new)`` from ``_best(old)`` when the two lists differ at most at ``offsets``:
+    the window's changed nodes, a few of hundreds (a count over the whole list only when
+    every node that had the highest total lost it)."""
+    top, count = best
+    for o in offsets:
+        if old[o] == top:
+            count -= 1
+    changed = [new[o] for o in offsets]
+    high = max(changed)
+    if high > top:
+        return high, changed.count(high)
+    if high == top:
+        count += changed.count(top)
+    return (top, count) if count > 0 else _best(new)
 
 
 def _missing(known: bytes | bytearray) -> list[int]:
@@ -339,23 +200,27 @@ class _Results:
         # The Score signature (and skip set) the kept raw scores were computed for.
         self.score_key: Hashable = None
         # Signed plugins' statuses and raw scores by position in the snapshot's node list.
-        self.positions = _Positions()
+        self.positions = KeptPositions()
         # round-robin start index -> the window found from it
-        self.windows: dict[int, _Window] = {}
+        self.windows: dict[int, KeptWindow] = {}
 
 
 class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_snapshot",
-                 "_unsigned_before", "_unsigned_filters", "_window", "reused", "evaluated")
+    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_signs",
+                 "_snapshot", "_unsigned_before", "_unsigned_filters", "_window", "reused",
+                 "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
                  snapshot: Snapshot, signed_filters: frozenset[str] = frozenset(),
                  unsigned_filters: frozenset[str] = frozenset(),
-                 unsigned_before: dict[str, frozenset[str]] | None = None) -> None:
+                 unsigned_before: dict[str, frozenset[str]] | None = None,
+                 signs: dict[str, Hashable] | None = None) -> None:
         self._cache = cache
+        # The plugins' ``sign`` values for this cycle's pod, by name (asked once a cycle).
+        self._signs: dict[str, Hashable] = signs if signs is not None else {}
         self._fwk = fwk
         self._results = results
         # Filter plugins that do not sign the pod run on every cycle's nodes, after the
@@ -369,7 +234,7 @@ class Batch:
         # (that list, its first position); their scores are then read as slices.
         self._contiguous: tuple[list[NodeInfo], int] | None = None
         # This cycle's window, once the walk found one: (start, feasible nodes, window).
-        self._window: tuple[int, list[NodeInfo], _Window] | None = None
+        self._window: tuple[int, list[NodeInfo], KeptWindow] | None = None
         self.reused = 0
         self.evaluated = 0
 
@@ -435,13 +300,13 @@ class Batch:
         self._contiguous = (feasible, start)
         return feasible
 
-    def _window_near(self, start: int, size: int) -> tuple[int, _Window] | None:
+    def _window_near(self, start: int, size: int) -> tuple[int, KeptWindow] | None:
         """A kept window of ``size`` nodes starting at most ``size / MAX_SHIFT_SHARE``
         positions from ``start``, as (its start minus ``start``, it); the nearest."""
         snapshot = self._snapshot
         num_all = len(snapshot.node_info_list)
         reach = size // MAX_SHIFT_SHARE
-        best: tuple[int, _Window] | None = None
+        best: tuple[int, KeptWindow] | None = None
         for kept_start, window in self._results.windows.items():
             if not window.fits(snapshot, size):
                 continue
@@ -461,7 +326,7 @@ class Batch:
         windows = self._results.windows
         window = windows.get(start)
         if window is None or not window.fits(snapshot, size):
-            window = _Window(list_version=snapshot.list_version, num_all=len(nodes),
+            window = KeptWindow(list_version=snapshot.list_version, num_all=len(nodes),
                              size=size, serial=snapshot.change_serial)
             windows[start] = window
             while len(windows) > MAX_WINDOWS:
@@ -555,7 +420,8 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[ScoreTable, Status | None]:
         fwk = self._fwk
-        score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info)
+        score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info,
+                                          memo=self._signs)
         if not score_sig:
             return fwk.score_table(state, pod_info, nodes)
         results = self._results
@@ -576,7 +442,7 @@ class Batch:
         return fwk.score_table(state, pod_info, nodes, raw_scores=self._raw_scores)
 
     def _score_window(
-        self, state: CycleState, pod_info: PodInfo, start: int, window: _Window,
+        self, state: CycleState, pod_info: PodInfo, start: int, window: KeptWindow,
         key: Hashable, nodes: list[NodeInfo],
     ) -> tuple[ScoreTable, Status | None]:
         """Score the window's nodes from its kept scores: only the nodes changed since are
@@ -604,7 +470,9 @@ class Batch:
             if status is not None or [name for name, _ in raw] != window.plugins:
                 return self._score_window_fully(state, pod_info, window, key, nodes)
             names = window.names
-            totals = window.totals
+            totals = kept_totals = window.totals
+            # a whole column's final scores may have moved (every one, when nodes joined)
+            renormalized = joined
             for i, (name, values) in enumerate(raw):
                 column = window.raw[i]
                 if not joined and list(map(column.__getitem__, offsets)) == values:
@@ -617,6 +485,7 @@ class Batch:
                 if fwk.normalizes(name):
                     weighted, status = fwk.finish_column(state, pod_info, names, name, column)
                     if status is None:
+                        renormalized = True
                         totals = list(map(operator.add, map(operator.sub, totals, old),
                                           weighted))
                 else:
@@ -624,7 +493,8 @@ class Batch:
                         state, pod_info, [names[o] for o in offsets], name, values)
                     weighted = list(old)
                     if status is None:
-                        totals = list(totals)
+                        if totals is kept_totals:
+                            totals = list(totals)  # the last table's list stays as it was
                         for o, v in zip(offsets, part):
                             totals[o] += v - old[o]
                             weighted[o] = v
@@ -633,15 +503,18 @@ class Batch:
                     fwk.observe_score(status, started)
                     return ScoreTable(names, [0] * len(names), {}), status
                 window.weighted[i] = weighted
+            if totals is not kept_totals:
+                window.best = (_best(totals) if renormalized
+                               else _best_after(window.best, kept_totals, totals, offsets))
             window.totals = totals
         window.score_serial = snapshot.change_serial
         window.entering = []
         fwk.observe_score(None, started)
         return ScoreTable(window.names, window.totals,
-                          dict(zip(window.plugins, window.weighted))), None
+                          dict(zip(window.plugins, window.weighted)), window.best), None
 
     def _score_window_fully(
-        self, state: CycleState, pod_info: PodInfo, window: _Window, key: Hashable,
+        self, state: CycleState, pod_info: PodInfo, window: KeptWindow, key: Hashable,
         nodes: list[NodeInfo],
     ) -> tuple[ScoreTable, Status | None]:
         kept: list[RawScores] = []
@@ -663,6 +536,7 @@ class Batch:
         window.raw = [values for _, values in kept[0]]
         window.weighted = [table.by_plugin[name] for name in window.plugins]
         window.totals = table.totals
+        window.best = table.best = _best(table.totals)
         window.score_serial = snapshot.change_serial
         window.entering = []
         return table, None
@@ -749,7 +623,9 @@ class BatchCache:
         """The batch for this cycle (after PreFilter), or None (no Filter plugin signs the
         pod): take the normal path."""
         skip = state.skip_filter_plugins
-        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state)
+        signs: dict[str, Hashable] = {}
+        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state,
+                                           memo=signs)
         if not filter_sig:
             return None
         key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)
@@ -757,7 +633,7 @@ class BatchCache:
         # node count or image spread touches every node's score without touching the node.
         # While no node holds an image that share is never taken (every such score is the
         # minimum), so a node added or removed then keeps the results (moved with their
-        # nodes, ``_Positions``).
+        # nodes, ``KeptPositions``).
         epoch = (num_nodes if snapshot.image_states else 0, image_generation)
         results = self._entries.get(key)
         metrics, profile = fwk.metrics, fwk.profile_name
@@ -777,13 +653,13 @@ class BatchCache:
             metrics.batch_attempts.labels(profile, ATTEMPT_HINT_USED).inc()
         self._entries.move_to_end(key)
         if not unsigned:
-            return Batch(self, fwk, results, snapshot=snapshot)
+            return Batch(self, fwk, results, snapshot=snapshot, signs=signs)
         order = [name for name, _ in fwk.filter_plugins if name not in skip]
         signed = frozenset(name for name, _ in filter_sig)
         before = {name: frozenset(u for u in order[:k] if u in unsigned)
                   for k, name in enumerate(order) if name in signed}
         return Batch(self, fwk, results, snapshot=snapshot, signed_filters=signed,
-                     unsigned_filters=unsigned, unsigned_before=before)
+                     unsigned_filters=unsigned, unsigned_before=before, signs=signs)
 
 
 

@@ -53,7 +53,7 @@ from scheduler.plugins.noderesources import least_allocated, most_allocated
 from scheduler.plugins.noderesources import requested_to_capacity_ratio as rtcr
 from scheduler.plugins.noderesources.resource_allocation import (
     DRAScoring,
-    DRATotals,
+    PreScoreState,
     ResourceAllocationScorer,
     ResourceSpec,
     parse_resource_specs,
@@ -108,17 +108,6 @@ class _PreFilterState:
 
     def clone(self) -> _PreFilterState:
         return self  # read-only
-
-
-class _PreScoreState:
-    __slots__ = ("pod_requests", "dra")
-
-    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
-        self.pod_requests = pod_requests
-        self.dra = dra  # DRAExtendedResource: devices behind the scored extended resources
-
-    def clone(self) -> _PreScoreState:
-        return self
 
 
 def fits_request(
@@ -362,7 +351,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     ) -> Status | None:
         requests = self.scorer.pod_requests(pod_info)
         dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, dra))
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(requests, dra))
         return None
 
 

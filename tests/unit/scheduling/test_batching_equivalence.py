@@ -9,24 +9,14 @@ results (so the test cannot pass by never batching).
 
 from __future__ import annotations
 
-import random
-from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.batching import BatchCache
-from scheduler.framework.runtime import Framework
 from scheduler.framework.types import FitError
-from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
-from scheduler.schedule_one import SchedulingCycle
+from tests.offline import cache_with, default_framework, scheduling_cycle
 
 ZONES = ("a", "b", "c")
 IMAGES = {"img-big": 900 * 1024 * 1024, "img-small": 40 * 1024 * 1024}
@@ -134,18 +124,9 @@ steps = st.one_of(
 def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list[Any], *,
          batched: bool, seed: int, percentage: int,
          stats: dict[str, int] | None = None) -> tuple[list[str], int]:
-    cache, snapshot = Cache(), Snapshot()
-    for node in nodes:
-        cache.add_node(node)
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
-    sched = SimpleNamespace(
-        cache=cache, snapshot=snapshot, rng=random.Random(seed),
-        config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
-        has_nominated_pods=lambda: False, metrics=SchedulerMetrics(),
-    )
-    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    cache, snapshot = cache_with(nodes)
+    fwk = default_framework(snapshot)
+    cycle = scheduling_cycle(cache, snapshot, seed=seed, percentage=percentage)
     if not batched:
         cycle.batches = None
     else:
@@ -159,6 +140,9 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
                 assert status is None
                 assert (table.names, table.totals, table.by_plugin) == (
                     fresh.names, fresh.totals, fresh.by_plugin)
+                if table.best is not None:  # a kept window's highest total, kept up to date
+                    top = max(fresh.totals)
+                    assert table.best == (top, fresh.totals.count(top))
             return table
 
         cycle._score = checked_score  # type: ignore[method-assign]  # checking wrapper
@@ -300,6 +284,20 @@ def test_plugins_that_cannot_sign_run_every_cycle_while_the_others_are_reused() 
     assert len(set(plain[:5])) == 5 and plain[5].startswith("rejected")
     assert "didn't match pod anti-affinity rules" in plain[5]
     assert reused >= 4 * 5 - 5  # every node unchanged since the last cycle
+
+
+@settings(max_examples=200, deadline=None)
+@given(old=st.lists(st.integers(0, 4), min_size=1, max_size=30), data=st.data())
+def test_the_highest_total_follows_a_few_changed_nodes(old: list[int], data: Any) -> None:
+    """A kept window's (highest total, how many) after its changed nodes' totals moved is
+    what counting the whole list gives, whichever way the changes go."""
+    from scheduler.framework.batching import _best, _best_after
+
+    offsets = sorted(data.draw(st.sets(st.integers(0, len(old) - 1), min_size=1)))
+    new = list(old)
+    for o in offsets:
+        new[o] = data.draw(st.integers(0, 5))
+    assert _best_after(_best(old), old, new, offsets) == _best(new)
 
 
 def test_node_churn_between_cycles_places_like_unbatched_and_keeps_results() -> None:
