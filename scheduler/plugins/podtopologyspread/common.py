@@ -112,6 +112,11 @@ def count_pods_match_selector(pods: Sequence[Any], selector: LabelSelector, name
     return count
 
 
+def count_on_node(selector: LabelSelector, namespace: str, node_info: NodeInfo) -> int:
+    """``count_pods_match_selector`` over one node's pods (bound with functools.partial)."""
+    return count_pods_match_selector(node_info.pods, selector, namespace)
+
+
 class NodeInclusion:
     """Per-cycle node eligibility under nodeAffinityPolicy / nodeTaintsPolicy, memoized by node."""
 
@@ -331,6 +336,8 @@ class PodTopologySpreadBase(Plugin):
     _handle: Handle
     _counts: NodeMemo[int]
     _domains: dict[tuple[Any, ...], DomainCounts]
+    # (id of a compiled Constraint, namespace, keys) -> (that Constraint, its table)
+    _domains_by_id: dict[tuple[int, str, tuple[str, ...]], tuple[Constraint, DomainCounts]]
     # whenUnsatisfiable -> the default constraints compiled, when that does not depend on
     # the pod (no matchLabelKeys): every pod without constraints of its own asks, twice a
     # cycle, and compiling them was most of PodTopologySpread's cost in a SchedulingBasic

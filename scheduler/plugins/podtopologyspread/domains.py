@@ -23,10 +23,16 @@ from scheduler.plugins.podtopologyspread.common import node_labels
 _Entry = tuple[int, str | None, int]
 
 
-class DomainCounts:
-    __slots__ = ("counts", "_changes", "_nodes_in_domain", "_per_node")
+def _no_counter(node_info: NodeInfo) -> int:
+    raise TypeError("DomainCounts: no counter given")
 
-    def __init__(self) -> None:
+
+class DomainCounts:
+    __slots__ = ("count", "counts", "_changes", "_nodes_in_domain", "_per_node")
+
+    def __init__(self, *, counter: Callable[[NodeInfo], int] | None = None) -> None:
+        # The matching pods on one node, for callers that keep it with the table.
+        self.count: Callable[[NodeInfo], int] = counter or _no_counter
         # domain value -> matching pods over the eligible nodes in it (0 for empty domains)
         self.counts: dict[str, int] = {}
         self._nodes_in_domain: dict[str, int] = {}

@@ -6,6 +6,7 @@ updates the counts in place.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable
 
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
@@ -26,6 +27,7 @@ from scheduler.plugins.podtopologyspread.common import (
     NodeInclusion,
     _NO_FIELDS,
     _NO_LABELS,
+    count_on_node,
     node_has_all_keys,
     node_labels,
 )
@@ -91,23 +93,35 @@ MAX_DOMAIN_TABLES = 64
 
 
 class PreFilterState:
-    """Per-constraint match counts by domain value, critical paths and domain counts."""
+    """Per-constraint match counts by domain value, critical paths and domain counts.
 
-    __slots__ = ("constraints", "counts", "critical_paths", "domains", "inclusion", "namespace",
-                 "self_match")
+    The critical paths are built from the counts when first asked (preemption and
+    nominated pods ask, through ``update_with_pod``): a cycle that only filters needs the
+    global minimum, which is ``min`` of the counts.  Built lazily from the same counts in the
+    same order, they are the paths an eager build at PreFilter would have made.
+    """
+
+    __slots__ = ("constraints", "counts", "_paths", "_mins", "_checks", "domains", "inclusion",
+                 "namespace", "self_match")
 
     def __init__(
         self,
         constraints: list[Constraint],
         counts: list[dict[str, int]],
-        critical_paths: list[CriticalPaths],
+        critical_paths: list[CriticalPaths] | None,
         domains: list[int],
         inclusion: NodeInclusion | None,
         namespace: str,
     ) -> None:
         self.constraints = constraints
         self.counts = counts
-        self.critical_paths = critical_paths
+        self._paths = critical_paths
+        # Per constraint, the smallest count (while the paths are not built).
+        self._mins: list[int] | None = None
+        # Filter's per-constraint checks for this state (see ``checks``); dropped whenever
+        # the counts change.
+        self._checks: list[tuple[str, dict[str, int], int, int, frozenset[str] | None,
+                                 bool]] | None = None
         # Number of eligible domains per constraint; add/remove_pod do not change it.
         self.domains = domains
         self.inclusion = inclusion
@@ -116,21 +130,78 @@ class PreFilterState:
         # Filter call: the walk filters in several chunks, the answer does not change).
         self.self_match: list[int] | None = None
 
+    @property
+    def critical_paths(self) -> list[CriticalPaths]:
+        paths = self._paths
+        if paths is None:
+            paths = []
+            for counts in self.counts:
+                p = CriticalPaths()
+                for value, num in counts.items():
+                    p.update(value, num)
+                paths.append(p)
+            self._paths = paths
+        return paths
+
     def min_match_num(self, i: int) -> int:
         """The global minimum for constraint ``i``, 0 while there are fewer than minDomains."""
         if self.domains[i] < self.constraints[i].min_domains:
             return 0
-        return self.critical_paths[i].nums[0]
+        if self._paths is not None:
+            return self._paths[i].nums[0]
+        mins = self._mins
+        if mins is None:
+            mins = self._mins = [min(c.values()) if c else _MAX_INT32 for c in self.counts]
+        return mins[i]
+
+    def update(self, i: int, value: str, delta: int) -> None:
+        """Add ``delta`` matching pods to domain ``value`` of constraint ``i``."""
+        paths = self.critical_paths
+        counts = self.counts[i]
+        num = counts.get(value, 0) + delta
+        counts[value] = num
+        paths[i].update(value, num)
+        self._checks = None
+
+    def self_matches(self, pod_info: PodInfo) -> list[int]:
+        self_match = self.self_match
+        if self_match is None:
+            pod_labels = pod_info.labels
+            self_match = self.self_match = [
+                1 if c.selector.matches(pod_labels) else 0 for c in self.constraints]
+        return self_match
+
+    def checks(self, pod_info: PodInfo) -> list[tuple[str, dict[str, int], int, int,
+                                                     frozenset[str] | None, bool]]:
+        """Per constraint, what Filter compares a node's domain with: (topology key, counts,
+        the offset ``self match - global minimum``, maxSkew, the domains over the skew
+        (None past ``MAX_SIGNED_DOMAINS`` domains: the node's count is compared), whether a
+        domain with no matching pod is over the skew).  Everything but the node's own
+        domain is the same for every node of the cycle."""
+        checks = self._checks
+        if checks is None:
+            self_match = self.self_matches(pod_info)
+            checks = []
+            for i, c in enumerate(self.constraints):
+                counts = self.counts[i]
+                offset = self_match[i] - self.min_match_num(i)
+                limit = c.max_skew - offset  # a domain is over the skew above this count
+                over = (frozenset([value for value, num in counts.items() if num > limit])
+                        if len(counts) <= MAX_SIGNED_DOMAINS else None)
+                checks.append((c.topology_key, counts, offset, c.max_skew, over, 0 > limit))
+            self._checks = checks
+        return checks
 
     def clone(self) -> PreFilterState:
         copy = PreFilterState(
             self.constraints,
             [dict(c) for c in self.counts],
-            [p.clone() for p in self.critical_paths],
+            None if self._paths is None else [p.clone() for p in self._paths],
             self.domains,
             self.inclusion,
             self.namespace,
         )
+        copy._mins = self._mins
         copy.self_match = self.self_match
         return copy
 
@@ -156,16 +227,10 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             counts = self._incremental_counts(constraints, namespace)
         else:
             counts = self._fresh_counts(constraints, namespace, inclusion)
-        paths: list[CriticalPaths] = []
-        for i in range(len(constraints)):
-            p = CriticalPaths()
-            for value, num in counts[i].items():
-                p.update(value, num)
-            paths.append(p)
         state.write(
             PRE_FILTER_STATE_KEY,
             PreFilterState(
-                constraints, counts, paths, [len(c) for c in counts], inclusion, namespace
+                constraints, counts, None, [len(c) for c in counts], inclusion, namespace
             ),
         )
         return None, None
@@ -189,19 +254,38 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
         keys = tuple(c.topology_key for c in constraints)
         counts: list[dict[str, int]] = []
         for c in constraints:
-            domain_key = (c.selector, namespace, c.topology_key, keys)
-            domains = self._domains.get(domain_key)
-            if domains is None:
-                domains = self._domains[domain_key] = DomainCounts()
-                if len(self._domains) > MAX_DOMAIN_TABLES:
-                    self._domains.pop(next(iter(self._domains)))
+            domains = self._domain_counts(c, namespace, keys)
             current = domains.refresh(
                 nodes, topology_key=c.topology_key, required_keys=keys,
-                count=self._counter(c, namespace), snapshot=snapshot,
+                count=domains.count, snapshot=snapshot,
             )
             # A copy: preemption's add/remove extensions change the counts in the state.
             counts.append(dict(current))
         return counts
+
+    def _domain_counts(self, c: Constraint, namespace: str,
+                       keys: tuple[str, ...]) -> DomainCounts:
+        """The kept counts of ``c`` (its selector over ``keys``, in ``namespace``).
+
+        Compiled constraints are shared between the pods that carry the same ones, so the
+        table is found by the constraint's identity first (held in the entry, so the id
+        cannot be reused while it is there) and only then by the selector's value."""
+        by_id = self._domains_by_id
+        entry = by_id.get((id(c), namespace, keys))
+        if entry is not None and entry[0] is c:
+            return entry[1]
+        domain_key = (c.selector, namespace, c.topology_key, keys)
+        domains = self._domains.get(domain_key)
+        if domains is None:
+            domains = self._domains[domain_key] = DomainCounts(
+                counter=functools.partial(count_on_node, c.selector, namespace))
+            if len(self._domains) > MAX_DOMAIN_TABLES:
+                self._domains.pop(next(iter(self._domains)))
+                by_id.clear()  # the evicted table must not stay reachable
+        if len(by_id) >= 4 * MAX_DOMAIN_TABLES:
+            by_id.clear()
+        by_id[(id(c), namespace, keys)] = (c, domains)
+        return domains
 
     def _fresh_counts(
         self, constraints: list[Constraint], namespace: str, inclusion: NodeInclusion
@@ -241,10 +325,7 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
                 continue
             if s.inclusion is not None and not s.inclusion.matches(c, node):
                 continue
-            value = labels[c.topology_key]
-            num = s.counts[i].get(value, 0) + delta
-            s.counts[i][value] = num
-            s.critical_paths[i].update(value, num)
+            s.update(i, labels[c.topology_key], delta)
         return None
 
     # --- opportunistic batching ---------------------------------------------------------------
@@ -261,18 +342,8 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             return None
         if any(len(counts) > MAX_SIGNED_DOMAINS for counts in s.counts):
             return None
-        self_match = s.self_match
-        if self_match is None:
-            pod_labels = pod_info.labels
-            self_match = s.self_match = [
-                1 if c.selector.matches(pod_labels) else 0 for c in s.constraints]
-        parts: list[Hashable] = []
-        for i, c in enumerate(s.constraints):
-            offset = self_match[i] - s.min_match_num(i)
-            limit = c.max_skew - offset  # a domain is over the skew above this count
-            over = frozenset(value for value, num in s.counts[i].items() if num > limit)
-            parts.append((c.topology_key, over, 0 > limit))
-        return tuple(parts)
+        return tuple((key, over, zero_over)
+                     for key, _, _, _, over, zero_over in s.checks(pod_info))
 
     # --- Filter -------------------------------------------------------------------------------
 
@@ -285,19 +356,10 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
             return missing_state_for_nodes(PRE_FILTER_STATE_KEY, nodes)
-        self_match = s.self_match
-        if self_match is None:
-            pod_labels = pod_info.labels
-            self_match = s.self_match = [
-                1 if c.selector.matches(pod_labels) else 0 for c in s.constraints]
-        # Per constraint, everything but the node's own domain is the same for every node.
-        checks = [
-            (c.topology_key, s.counts[i], self_match[i] - s.min_match_num(i), c.max_skew)
-            for i, c in enumerate(s.constraints)
-        ]
+        checks = s.checks(pod_info)
         out: list[Status | None] = []
         append = out.append
-        unresolvable, unschedulable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.UNSCHEDULABLE
+        # A Status per rejected node: filter_nodes' contract (statuses are not shared).
         for node_info in nodes:
             node = node_info.node
             if node is None:
@@ -306,13 +368,16 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             status: Status | None = None
             if checks:
                 labels = (node.get("metadata") or _NO_FIELDS).get("labels") or _NO_LABELS
-                for key, counts, offset, max_skew in checks:
+                for key, counts, offset, max_skew, over, zero_over in checks:
                     value = labels.get(key)
                     if value is None:
-                        status = Status(unresolvable, ERR_REASON_NODE_LABEL_NOT_MATCH)
+                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        ERR_REASON_NODE_LABEL_NOT_MATCH)
                         break
-                    if counts.get(value, 0) + offset > max_skew:
-                        status = Status(unschedulable, ERR_REASON_CONSTRAINTS_NOT_MATCH)
+                    if (value in over or (zero_over and value not in counts)
+                            if over is not None else
+                            counts.get(value, 0) + offset > max_skew):
+                        status = Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH)
                         break
             append(status)
         return out

@@ -149,6 +149,8 @@ class PodTopologySpread(Filtering, Scoring, EnqueueExtensions):
         self._counts: NodeMemo[int] = NodeMemo()
         # Per-domain sums kept incrementally, per (selector, namespace, key, required keys).
         self._domains: dict[tuple[Any, ...], DomainCounts] = {}
+        self._domains_by_id: dict[
+            tuple[int, str, tuple[str, ...]], tuple[Constraint, DomainCounts]] = {}
         self._compiled_defaults: dict[str, list[Constraint]] = {}
 
     # --- events -------------------------------------------------------------------------------
