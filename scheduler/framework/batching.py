@@ -106,27 +106,36 @@ class FilterSignPlugin(Protocol):
     def sign_filter(self, state: CycleState, pod_info: PodInfo) -> Hashable | None: ...
 
 
+# A plugin's name, its ``sign_filter`` and its ``sign`` (None where it has none).
+_Signer = tuple[str, Any, Any]
+
+
+def _signers(plugins: Sequence[tuple[str, object]]) -> list[_Signer]:
+    return [(name, getattr(plugin, "sign_filter", None), getattr(plugin, "sign", None))
+            for name, plugin in plugins]
+
+
 def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
                 pod_info: PodInfo, state: CycleState | None = None, *,
                 memo: dict[str, Hashable] | None = None,
+                signers: list[_Signer] | None = None,
                 ) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
     """The signatures of the (not skipped) plugins that sign the pod, and the names of
     those that do not (they run every cycle).  ``state``: the Filter signature, after
     PreFilter (a plugin's ``sign_filter`` is asked first).  ``memo``: the ``sign`` values
     already asked of this cycle's plugins for this pod, by plugin name (a plugin with both
-    Filter and Score is asked once per cycle), and where the new ones go."""
+    Filter and Score is asked once per cycle), and where the new ones go.  ``signers``:
+    ``_signers(plugins)``, when the caller keeps it."""
     parts: list[tuple[str, Hashable]] = []
     unsigned: list[str] = []
-    for name, plugin in plugins:
+    for name, sign_filter, sign in _signers(plugins) if signers is None else signers:
         if name in skip:
             continue
-        sign_filter = getattr(plugin, "sign_filter", None) if state is not None else None
-        if sign_filter is not None:
+        if sign_filter is not None and state is not None:
             value = sign_filter(state, pod_info)
         elif memo is not None and name in memo:
             value = memo[name]
         else:
-            sign = getattr(plugin, "sign", None)
             value = sign(pod_info) if sign is not None else None
             if memo is not None:
                 memo[name] = value
@@ -421,7 +430,8 @@ class Batch:
     ) -> tuple[ScoreTable, Status | None]:
         fwk = self._fwk
         score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info,
-                                          memo=self._signs)
+                                          memo=self._signs,
+                                          signers=self._cache.signers(fwk.score_plugins))
         if not score_sig:
             return fwk.score_table(state, pod_info, nodes)
         results = self._results
@@ -608,6 +618,8 @@ class BatchCache:
     def __init__(self, *, max_signatures: int = 8) -> None:
         self._max = max_signatures
         self._entries: OrderedDict[Hashable, _Results] = OrderedDict()
+        # id(a profile's Filter or Score plugin list) -> (that list, its signers)
+        self._signers: dict[int, tuple[list[tuple[str, Any]], list[_Signer]]] = {}
         # Node Filter results reused instead of evaluated, over the cache's life.
         self.reused = 0
         # Cycles that took a whole kept window (checked through the change log only).
@@ -618,6 +630,13 @@ class BatchCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def signers(self, plugins: list[tuple[str, Any]]) -> list[_Signer]:
+        """``_signers(plugins)`` of a profile's (never changed) plugin list, found once."""
+        kept = self._signers.get(id(plugins))
+        if kept is None or kept[0] is not plugins:
+            kept = self._signers[id(plugins)] = (plugins, _signers(plugins))
+        return kept[1]
+
     def begin(self, fwk: Framework, state: CycleState, pod_info: PodInfo, *,
               num_nodes: int, image_generation: int, snapshot: Snapshot) -> Batch | None:
         """The batch for this cycle (after PreFilter), or None (no Filter plugin signs the
@@ -625,7 +644,7 @@ class BatchCache:
         skip = state.skip_filter_plugins
         signs: dict[str, Hashable] = {}
         filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state,
-                                           memo=signs)
+                                           memo=signs, signers=self.signers(fwk.filter_plugins))
         if not filter_sig:
             return None
         key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)
