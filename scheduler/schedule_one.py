@@ -363,7 +363,8 @@ class SchedulingCycle:
             # the same draw without building a score column per feasible node.
             host = feasible[sched.rng.randrange(len(feasible))].name
         else:
-            host = select_host_from_columns(table.names, table.totals, sched.rng)
+            host = select_host_from_columns(table.names, table.totals, sched.rng,
+                                            best=table.best)
         return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
 
     async def schedule_pod_with_extenders(
@@ -674,7 +675,7 @@ class SchedulingCycle:
                 sched.check_still_leading()
                 status = await fwk.run_pre_bind_plugins(state, assumed_info, node_name)
             if status is None or status.is_success():
-                sched.check_still_leading()
+                # Leadership is checked again by bind, right before the binders run.
                 status = await sched.bind(fwk, state, assumed_info, node_name)
         except asyncio.CancelledError:
             # Shutdown or lost leadership: give the resources back and stop.

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, cast
 
@@ -64,6 +66,62 @@ class LostLeadershipError(Exception):
     """Raised inside binding cycles once the lease is lost: never bind without it."""
 
 
+def _always() -> bool:
+    return True
+
+
+class BindSlots:
+    """A counting semaphore for the binds in flight whose uncontended take and give are a
+    comparison each (``asyncio.Semaphore``'s ``async with`` costs about eight calls per
+    bind).  Waiters are served first come, first served; a freed slot is handed to the
+    oldest waiter directly."""
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"bind slots must be at least 1, got {slots}")
+        self._free = slots
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        """Take a slot if one is free and nobody waits for one."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        """Take a slot, waiting for one if needed."""
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot, then cancelled before using it
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+
+    def give(self) -> None:
+        """Give a slot back: to the oldest waiter still waiting, or to the pool."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+    @property
+    def free(self) -> int:
+        return self._free
+
+
 RecorderFactory = Callable[[str], EventRecorder]
 PodConditionWriter = Callable[..., Coroutine[Any, Any, Any]]
 
@@ -102,13 +160,13 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.health = health or HealthState()
         self._update_pod_condition = update_pod_condition
-        self._bind_slots = asyncio.Semaphore(max_concurrent_binds)
+        self._bind_slots = BindSlots(max_concurrent_binds)
         self._binding_tasks: dict[str, asyncio.Task[None]] = {}
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._leading = True
-        # Whether the leader lease is still ours by the local clock (set by the app when it
-        # elects; always true without leader election).
-        self.lease_check: Callable[[], bool] = lambda: True
+        # Whether the leader lease is still ours by the local clock (``lease_check``, set by
+        # the app when it elects; None: no leader election, always ours).
+        self._lease_check: Callable[[], bool] | None = None
         self._stopping = False
         self.cache = Cache(clock=clock, metrics=metrics)
         self.snapshot = Snapshot()
@@ -234,8 +292,21 @@ class Scheduler:
 
     # --- leadership --------------------------------------------------------------------------
 
+    @property
+    def lease_check(self) -> Callable[[], bool]:
+        """Whether the leader lease is still ours by the local clock."""
+        return self._lease_check or _always
+
+    @lease_check.setter
+    def lease_check(self, check: Callable[[], bool]) -> None:
+        self._lease_check = check
+
     def check_still_leading(self) -> None:
-        if not self._leading or not self.lease_check():
+        """Raise LostLeadershipError once leadership is lost.  Called before PreBind and
+        right before the binders run (after any wait for a bind slot or behind another
+        call of the pod): never bind without the lease."""
+        lease = self._lease_check
+        if not self._leading or (lease is not None and not lease()):
             raise LostLeadershipError("lost the leader lease; refusing to bind")
 
     def lose_leadership(self) -> None:
@@ -262,27 +333,47 @@ class Scheduler:
     async def bind(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None:
-        async with self._bind_slots:
+        slots = self._bind_slots
+        if not slots.try_take():
+            await slots.take()
+        try:
+            # After the wait for a slot, if any; the binders run with no wait after this
+            # check unless the dispatcher queues the binding (then they check again).
             self.check_still_leading()
-            if self.api_dispatcher is None:
+            dispatcher = self.api_dispatcher
+            if dispatcher is None:
                 status = await self._run_binders(fwk, state, pod_info, node_name)
             else:
                 # The binding outranks any status patch of the pod still queued (dropped) and
-                # waits for one being written.
-                call = PodBindingCall(pod_info.uid, lambda: self._run_binders(
-                    fwk, state, pod_info, node_name))
+                # waits for one being written.  Nothing queued and a slot free: it runs now,
+                # in this task (the dispatcher's run_now).
+                uid = pod_info.uid
                 try:
-                    status = await self.api_dispatcher.add(call)
+                    if dispatcher.would_run_now(uid):
+                        status = await dispatcher.run_now(PodBindingCall(uid, functools.partial(
+                            self._run_binders, fwk, state, pod_info, node_name)))
+                    else:
+                        status = await dispatcher.add(PodBindingCall(uid, functools.partial(
+                            self._run_binders_checked, fwk, state, pod_info, node_name)))
                 except (CallSkipped, CallOverwritten) as exc:
                     status = Status(Code.ERROR, f"binding not executed: {exc}")
+        finally:
+            slots.give()
         result = "success" if status is None or status.is_success() else "error"
         self._bind_results(result).inc()
         return status
 
+    async def _run_binders_checked(
+        self, fwk: Framework, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        """The binders of a binding the dispatcher queued: leadership is checked again when
+        its turn comes."""
+        self.check_still_leading()
+        return await self._run_binders(fwk, state, pod_info, node_name)
+
     async def _run_binders(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None:
-        self.check_still_leading()
         # An interested binder extender binds instead of the Bind plugins (upstream).
         status = await self.extenders.bind(pod_info, node_name) if self.extenders.all else None
         if status is None:

@@ -1,9 +1,12 @@
 """Upstream scheduler_perf's steady state, and the claims allocated before a DRA run.
 
 ``createPods`` with ``steadyState: true`` (SteadyStateClusterResourceClaimTemplate) keeps the
-cluster at one fill level: it creates a batch of pods, and once every pod of the batch is
-seen scheduled it deletes the namespace's pods (grace period 0) and creates the next batch,
-until its duration is over; the scheduling throughput is measured meanwhile.  As the
+cluster at one fill level with a constant number of pods (``count``, the ``--batch`` here)
+until its duration is over; the scheduling throughput is measured meanwhile.  Upstream
+creates a batch, waits until all of it is scheduled, deletes the namespace's pods and
+creates the next batch; this driver keeps the same number of pods but pipelined: each pod
+seen scheduled is deleted (grace period 0) and replaced at once, many replacements in
+flight, so the scheduler is never left waiting for a batch's round trip.  As the
 creator (``creator.py``) does for the one-shot shapes, this driver runs in a process of its
 own, so the scheduler pays the pods' watch events but not their creation or deletion::
 
@@ -46,23 +49,34 @@ class SteadyReport:
     started: float
     finished: float
     scheduled: int
-    batches: int
+    replaced: int  # pods deleted once scheduled and created anew (one DELETE + one POST)
+    in_flight_max: int  # the most replacements under way at once
 
 
 async def drive(client: Any, template: dict[str, Any], *, batch: int, duration: float,
                 max_pods: int, concurrency: int = 32,
                 clock: Callable[[], float] = time.monotonic) -> SteadyReport:
-    """Batches of ``batch`` pods from ``template`` into its namespace, each batch deleted
-    once it is all scheduled and the next created, until ``duration`` seconds have passed or
-    ``max_pods`` pods were seen scheduled.  ``client`` has ``request`` and ``watch`` (an
-    :class:`~scheduler.client.api.ApiClient`)."""
+    """Keep ``batch`` pods from ``template`` in its namespace: create ``batch`` pods, then
+    each pod seen scheduled is deleted (grace period 0) and a new one created in its place,
+    as soon as it is seen and with up to ``concurrency`` replacements under way at once,
+    until ``duration`` seconds have passed or ``max_pods`` pods were seen scheduled.
+
+    Upstream's ``createPodsSteadily`` keeps the same number of pods but in lock step: it
+    waits for a whole batch to be scheduled, deletes the namespace's pods and creates the
+    next batch, so its rate is bounded by that round trip as much as by the scheduler.
+    Here a pod is replaced the moment it is seen scheduled, so the scheduler always has
+    pods to schedule and the measured rate is its own.  ``client`` has ``request`` and
+    ``watch`` (an :class:`~scheduler.client.api.ApiClient`)."""
+    from scheduler.client.api import ApiConnectionError
+
     namespace = template["metadata"]["namespace"]
     prefix = template["metadata"]["name"]
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
     listed = await client.request("GET", pods_path)
     rv = str(((listed.body or {}).get("metadata") or {}).get("resourceVersion") or "")
     scheduled_uids: set[str] = set()
-    seen: asyncio.Queue[None] = asyncio.Queue()
+    # names of pods seen scheduled; None: a replacement failed, stop
+    seen: asyncio.Queue[str | None] = asyncio.Queue()
 
     async def watch() -> None:
         params = {"resourceVersion": rv} if rv else {}
@@ -70,62 +84,98 @@ async def drive(client: Any, template: dict[str, Any], *, batch: int, duration: 
             obj = event.get("object") or {}
             if event.get("type") not in ("ADDED", "MODIFIED"):
                 continue
-            uid = str((obj.get("metadata") or {}).get("uid"))
+            meta = obj.get("metadata") or {}
+            uid = str(meta.get("uid"))
             if (obj.get("spec") or {}).get("nodeName") and uid not in scheduled_uids:
                 scheduled_uids.add(uid)
-                seen.put_nowait(None)
+                seen.put_nowait(str(meta.get("name")))
 
-    created = failed = 0
+    created = failed = replaced = in_flight = in_flight_max = 0
     error = ""
     serial = 0
 
-    async def create_batch() -> None:
-        nonlocal serial, created, failed, error
-        bodies = []
-        for _ in range(batch):
-            body = copy.deepcopy(template)
-            body["metadata"]["name"] = f"{prefix}-{serial}"
-            serial += 1
-            bodies.append((pods_path, orjson.dumps(body)))
-        # the creator's POST loop (``create_bodies``): failures counted, the first one kept
-        report = await create_bodies(client, bodies, concurrency)
-        created += report.created
-        failed += report.failed
-        error = error or report.error
+    def next_body() -> bytes:
+        nonlocal serial
+        body = copy.deepcopy(template)
+        body["metadata"]["name"] = f"{prefix}-{serial}"
+        serial += 1
+        return orjson.dumps(body)
+
+    def fail(why: str) -> None:
+        nonlocal failed, error
+        failed += 1
+        error = error or why[:500]
+        seen.put_nowait(None)
+
+    slots = asyncio.Semaphore(max(1, concurrency))
+
+    async def replace(name: str) -> None:
+        """Delete a scheduled pod, then create its successor (upstream's order: the
+        device a deleted pod's claim held is freed before a new claim asks for one)."""
+        nonlocal created, replaced, in_flight, in_flight_max
+        in_flight += 1
+        in_flight_max = max(in_flight_max, in_flight)
+        try:
+            async with slots:
+                path = f"{pods_path}/{name}"
+                try:
+                    resp = await client.request("DELETE", path,
+                                                params={"gracePeriodSeconds": "0"})
+                except ApiConnectionError as exc:
+                    fail(f"DELETE {path}: {exc}")
+                    return
+                if not resp.ok and resp.status != 404:
+                    fail(f"DELETE {path}: HTTP {resp.status}")
+                    return
+                try:
+                    resp = await client.request("POST", pods_path, body=next_body())
+                except ApiConnectionError as exc:
+                    fail(f"POST {pods_path}: {exc}")
+                    return
+                if not resp.ok:
+                    fail(f"POST {pods_path}: HTTP {resp.status} {resp.body}")
+                    return
+                created += 1
+                replaced += 1
+        finally:
+            in_flight -= 1
 
     watcher = asyncio.create_task(watch(), name="bench-steady-watch")
+    replacing: set[asyncio.Task[None]] = set()
     started = clock()
     end = started + duration
-    scheduled = batches = 0
+    scheduled = 0
     try:
-        await create_batch()
-        batches = 1
-        while scheduled < max_pods:
+        # the first pods, as the creator POSTs them (failures counted, the first one kept)
+        first = await create_bodies(client, [(pods_path, next_body()) for _ in range(batch)],
+                                    concurrency)
+        created, failed, error = first.created, first.failed, first.error
+        while scheduled < max_pods and not failed:
             left = end - clock()
             if left <= 0:
                 break
             try:
-                await asyncio.wait_for(seen.get(), timeout=left)
+                name = await asyncio.wait_for(seen.get(), timeout=left)
             except asyncio.TimeoutError:
                 break
+            if name is None:
+                break
             scheduled += 1
-            if scheduled % batch == 0 and scheduled < max_pods and clock() < end:
-                resp = await client.request("DELETE", pods_path,
-                                            params={"gracePeriodSeconds": "0"})
-                if not resp.ok:
-                    failed += 1
-                    error = error or f"DELETE {pods_path}: HTTP {resp.status}"
-                    break
-                await create_batch()
-                batches += 1
+            if scheduled < max_pods and clock() < end:
+                task = asyncio.create_task(replace(name), name=f"bench-steady-replace-{name}")
+                replacing.add(task)
+                task.add_done_callback(replacing.discard)
     finally:
-        watcher.cancel()
-        try:
-            await watcher
-        except (asyncio.CancelledError, Exception):
-            pass
+        for task in (watcher, *replacing):
+            task.cancel()
+        for task in (watcher, *replacing):
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
     return SteadyReport(created=created, failed=failed, error=error, started=started,
-                        finished=clock(), scheduled=scheduled, batches=batches)
+                        finished=clock(), scheduled=scheduled, replaced=replaced,
+                        in_flight_max=in_flight_max)
 
 
 async def start_driver(kubeconfig: str, template: dict[str, Any], *, batch: int,

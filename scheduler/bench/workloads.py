@@ -85,9 +85,9 @@ class Workload:
     backlog: bool = False
     note: str = ""
     aliases: tuple[str, ...] = field(default=())
-    # Upstream's steady state (createPods with ``steadyState: true``): batches of this many
-    # measured pods, each batch deleted once all of it is scheduled and the next created,
-    # for ``steady_duration_s`` (``--pods`` caps the scheduled pods); 0: every measured pod
+    # Upstream's steady state (createPods with ``steadyState: true``): this many measured
+    # pods kept in the namespace, each deleted once scheduled and replaced at once (upstream
+    # replaces a whole batch once all of it is scheduled), for ``steady_duration_s`` (``--pods`` caps the scheduled pods); 0: every measured pod
     # is created once (``steady.py``).
     steady_batch: int = 0
     steady_duration_s: float = 10.0
@@ -288,9 +288,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                _with_claim, dra_devices="gpu=10", steady_batch=STEADY_BATCH,
                allocated_claims=claims,
                note=f"upstream's {fill}_500nodes (run with --nodes 500): 10 devices a node, "
-                    f"{what}; batches of {STEADY_BATCH} pods, each with its own claim from "
-                    "a template, deleted once all are scheduled and the next batch created, "
-                    f"for 10 s; upstream's floor with queueing hints is {floor_qh}")
+                    f"{what}; {STEADY_BATCH} pods kept, each with its own claim from a "
+                    "template, each deleted once scheduled and replaced at once (upstream: "
+                    "batch by batch), for 10 s; upstream's floor with queueing hints is {floor_qh}")
       for fill, floor, floor_qh, claims, what in (
           ("empty", 64, 64, None, "no device allocated before"),
           ("half", 70, 60, _half, "half of them allocated to claims of no pod before"),

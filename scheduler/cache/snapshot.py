@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from scheduler.framework.node_info import ImageStateSummary, NodeInfo
@@ -19,11 +20,14 @@ from scheduler.framework.node_info import ImageStateSummary, NodeInfo
 # Snapshot has a method named `list`, which shadows the builtin inside the class body.
 _NodeInfos = list[NodeInfo]
 _Positions = list[int]
+_Generations = list[int]
 
 # Updates remembered by the change log.  A reader that last looked more updates ago than
 # this is told "unknown" and recomputes; a cycle revisits a node window every
 # nodes / nodes-examined cycles (10 at 5000 nodes), each cycle one update or none.
 CHANGE_LOG_LENGTH = 256
+
+_GENERATION = attrgetter("generation")
 
 
 class Snapshot:
@@ -31,6 +35,8 @@ class Snapshot:
         "_have_pods_with_affinity",
         "_have_pods_with_required_anti_affinity",
         "_change_log",
+        "_generations",
+        "_generations_at",
         "change_serial",
         "generation",
         "image_generation",
@@ -67,6 +73,9 @@ class Snapshot:
         self.list_version = 0
         self.change_serial = 0
         self._change_log: deque[tuple[int, list[int]]] = deque(maxlen=CHANGE_LOG_LENGTH)
+        # generations() as of (list_version, change_serial): computed when first asked.
+        self._generations: _Generations = []
+        self._generations_at = (-1, -1)
 
     @classmethod
     def from_objects(
@@ -127,6 +136,18 @@ class Snapshot:
                 break
             changed.extend(positions)
         return changed
+
+    def generations(self) -> _Generations:
+        """The generation of each listed NodeInfo, in list order (read-only: shared by the
+        readers of this update).  For readers the change log cannot serve (the list was
+        rebuilt, or the log no longer reaches back): generations come from one global
+        counter and every change takes a new one, so equal generations mean the same node,
+        unchanged."""
+        at = (self.list_version, self.change_serial)
+        if self._generations_at != at:
+            self._generations = list(map(_GENERATION, self.node_info_list))
+            self._generations_at = at
+        return self._generations
 
     # --- extras ---------------------------------------------------------------------------
 

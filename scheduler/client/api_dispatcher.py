@@ -20,7 +20,12 @@ dispatcher keeps at most one call per object:
 
 Calls run on up to ``parallelism`` tasks, the oldest object first.  ``add`` answers a future
 that ends with the call's result (or its error, ``CallSkipped``, ``CallOverwritten``, or
-``DispatcherClosed`` when the dispatcher stops).  The metrics are upstream's:
+``DispatcherClosed`` when the dispatcher stops).  ``run_now`` is ``add`` and an await of its
+future for a caller that waits anyway (a binding cycle): when nothing is queued, a slot is
+free and no call of the object is queued or executing, what the dispatching loop would do
+next is to start this very call, so it runs in the caller's task (no future, no wakeup of the
+loop, no task), counted against ``parallelism`` and in the metrics as any call; otherwise it
+is queued as ``add`` does.  The metrics are upstream's:
 ``scheduler_async_api_call_execution_total`` and ``_duration_seconds`` by ``call_type`` and
 ``result``, ``scheduler_pending_async_api_calls`` by ``call_type``.
 """
@@ -199,18 +204,19 @@ class PodBindingCall(ApiCall):
 class _Queued:
     __slots__ = ("call", "future", "call_id")
 
-    def __init__(self, call: ApiCall, future: asyncio.Future[Any], call_id: int) -> None:
+    def __init__(self, call: ApiCall, future: asyncio.Future[Any] | None, call_id: int) -> None:
         self.call = call
-        self.future = future
+        self.future = future  # None for a call run in its caller's task (``run_now``)
         self.call_id = call_id
 
     def finish(self, *, result: Any = None, error: BaseException | None = None) -> None:
-        if self.future.done():
+        future = self.future
+        if future is None or future.done():
             return
         if error is not None:
-            self.future.set_exception(error)
+            future.set_exception(error)
         else:
-            self.future.set_result(result)
+            future.set_result(result)
 
 
 def _quiet(future: asyncio.Future[Any]) -> None:
@@ -242,7 +248,11 @@ class ApiDispatcher:
         self._queue: deque[str] = deque()  # uids whose call waits to run, oldest first
         self._in_flight: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._executing: dict[int, asyncio.Task[None]] = {}  # call_id -> its execution
+        self._executing: dict[int, asyncio.Task[Any]] = {}  # call_id -> its execution
+        # Calls run in their caller's task (``run_now``) that ``close`` cancelled: their
+        # caller is told DispatcherClosed, as a queued caller is.
+        self._closed_inline: set[int] = set()
+        self._running = 0  # calls executing (tasks and callers' own), at most parallelism
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -288,6 +298,69 @@ class ApiDispatcher:
             return future
         self._enqueue(queued, old_present=old is not None)
         return future
+
+    def would_run_now(self, uid: str) -> bool:
+        """Whether ``run_now`` of a call for ``uid`` runs it at once in the caller's task
+        (until the caller next yields to the loop)."""
+        return not (self._closed or self._queue or self._running >= self._parallelism
+                    or uid in self._calls)
+
+    async def run_now(self, call: ApiCall) -> Any:
+        """``await self.add(call)``, with the call run in the caller's task when the loop
+        would start it at once (see the module's docstring): same result, errors, ordering
+        and metrics; a cancelled caller cancels the write, as with ``add``."""
+        uid = call.uid
+        if (self._closed or self._queue or self._running >= self._parallelism
+                or uid in self._calls):
+            return await self.add(call)
+        task = asyncio.current_task()
+        if task is None:
+            return await self.add(call)
+        if call.is_no_op():
+            raise CallSkipped("call does not need to be executed because it has no effect")
+        if self._runner is None:
+            self.start()  # runs the calls that arrive for this object meanwhile
+        if call.call_type not in self._pending_children:
+            # Never queued, but its pending gauge is exported (at 0) as if it had been.
+            self._pending(call.call_type, 0)
+        call_id = self._next_id
+        self._next_id += 1
+        queued = _Queued(call, None, call_id)
+        self._calls[uid] = queued
+        self._idle.clear()
+        self._in_flight.add(uid)
+        self._executing[call_id] = task
+        self._running += 1
+        started = time.perf_counter()
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = await call.execute()
+        except asyncio.CancelledError:
+            error = DispatcherClosed("the call was cancelled")
+            if call_id in self._closed_inline:
+                # ``close`` cancelled the write, not the caller: the caller hears
+                # DispatcherClosed, as a caller awaiting a queued call does.
+                task.uncancel()
+                if task.cancelling():
+                    raise
+                raise error from None
+            raise
+        except Exception as exc:
+            error = exc
+            log.warning("API call failed", call_type=call.call_type, object=uid,
+                        error=str(exc))
+            raise
+        finally:
+            self._running -= 1
+            self._executing.pop(call_id, None)
+            self._closed_inline.discard(call_id)
+            self._observe(call.call_type, "error" if error is not None else "success",
+                          time.perf_counter() - started)
+            self._finalize(queued, result)
+            if self._queue:
+                self._wakeup.set()
+        return result
 
     def _merge(self, old: _Queued, new: _Queued) -> bool:
         """Reconcile ``new`` with ``old`` (queued or executing); False when ``new`` is dropped."""
@@ -391,21 +464,18 @@ class ApiDispatcher:
 
     async def run(self) -> None:
         """Pop calls and execute them, ``parallelism`` at a time, until closed."""
-        slots = asyncio.Semaphore(self._parallelism)
         while not self._closed:
-            if not self._queue:
+            if not self._queue or self._running >= self._parallelism:
+                # Woken by a call queued, or by a slot freed while calls wait.
                 self._wakeup.clear()
                 await self._wakeup.wait()
-                continue
-            await slots.acquire()
-            if self._closed or not self._queue:
-                slots.release()
                 continue
             uid = self._queue.popleft()
             queued = self._calls[uid]
             self._in_flight.add(uid)
+            self._running += 1
             self._pending(queued.call.call_type, -1)
-            task = asyncio.create_task(self._execute(queued, slots),
+            task = asyncio.create_task(self._execute(queued),
                                        name=f"api-call:{queued.call.call_type}:{uid}")
             self._tasks.add(task)
             self._executing[queued.call_id] = task
@@ -418,7 +488,7 @@ class ApiDispatcher:
 
         return forget
 
-    async def _execute(self, queued: _Queued, slots: asyncio.Semaphore) -> None:
+    async def _execute(self, queued: _Queued) -> None:
         call = queued.call
         started = time.perf_counter()
         result: Any = None
@@ -435,7 +505,9 @@ class ApiDispatcher:
             log.warning("API call failed", call_type=call.call_type, object=call.uid,
                         error=str(exc))
         finally:
-            slots.release()
+            self._running -= 1
+            if self._queue:
+                self._wakeup.set()
             self._observe(call.call_type, "error" if error is not None else "success",
                           time.perf_counter() - started)
             self._finalize(queued, result)
@@ -475,6 +547,10 @@ class ApiDispatcher:
                 self._pending(queued.call.call_type, -1)
             queued.finish(error=DispatcherClosed("api dispatcher is closed"))
         self._queue.clear()
+        for call_id, caller in list(self._executing.items()):
+            if caller not in self._tasks:  # a call run in its caller's task
+                self._closed_inline.add(call_id)
+                caller.cancel()
         tasks = list(self._tasks)
         if self._runner is not None:
             tasks.append(self._runner)

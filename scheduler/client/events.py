@@ -37,7 +37,6 @@ from scheduler.client.api import (
     NotFound,
     ServerError,
     Sleep,
-    TokenBucket,
     TooManyRequests,
     resource_path,
 )
@@ -136,9 +135,12 @@ class EventRecorder:
         self.reporting_instance = f"{scheduler_name}-{hostname or socket.gethostname()}"
         self._metrics = metrics
         self._queue: asyncio.Queue[_SeriesKey] = asyncio.Queue(maxsize=queue_size)
-        self._spam_burst = spam_burst
+        # client-go's token bucket per regarding object (its tokens and the time they were
+        # counted at), kept inline: every pod scheduled is a new object, and a TokenBucket
+        # object per pod cost five calls.
+        self._spam_burst = float(max(1, spam_burst))
         self._spam_qps = 1.0 / spam_refill_seconds if spam_refill_seconds > 0 else 0.0
-        self._spam: OrderedDict[_RefKey, TokenBucket] = OrderedDict()
+        self._spam: OrderedDict[_RefKey, list[float]] = OrderedDict()
         self._series: dict[_SeriesKey, _Series] = {}
         self._window = series_window
         self._max_tries = max(1, max_tries)
@@ -178,8 +180,9 @@ class EventRecorder:
             return
         rel = object_reference(related) if related else None
         now = self._clock()
-        self._maybe_sweep(now)
-        if not self._spam_allows(_ref_key(ref)):
+        if now - self._last_sweep >= 60.0:
+            self._sweep(now)
+        if not self._spam_allows(_ref_key(ref), now):
             self._drop("rate_limited")
             return
         note = truncate_note(message)
@@ -217,16 +220,36 @@ class EventRecorder:
         self._last_name_ns = ns
         return f"{name}.{ns:x}"
 
-    def _spam_allows(self, key: _RefKey) -> bool:
-        bucket = self._spam.get(key)
+    def _spam_allows(self, key: _RefKey, now: float) -> bool:
+        """client-go's spam filter: a token bucket per object (``burst`` tokens, one back
+        per refill period); TokenBucket.try_acquire's arithmetic, inline."""
+        qps = self._spam_qps
+        if qps <= 0:
+            return True
+        spam = self._spam
+        bucket = spam.get(key)
         if bucket is None:
-            bucket = TokenBucket(self._spam_qps, self._spam_burst, clock=self._clock)
-            self._spam[key] = bucket
-            if len(self._spam) > SPAM_LRU_ENTRIES:
-                self._spam.popitem(last=False)
-        else:
-            self._spam.move_to_end(key)
-        return bucket.try_acquire()
+            # A new bucket is full: its first event takes one token.
+            spam[key] = [self._spam_burst - 1.0, now]
+            if len(spam) > SPAM_LRU_ENTRIES:
+                spam.popitem(last=False)
+            return True
+        spam.move_to_end(key)
+        tokens = min(self._spam_burst, bucket[0] + max(0.0, now - bucket[1]) * qps)
+        bucket[1] = now
+        if tokens >= 1.0:
+            bucket[0] = tokens - 1.0
+            return True
+        bucket[0] = tokens
+        return False
+
+    def _spam_full(self, bucket: list[float], now: float) -> bool:
+        """Refilled to its burst: as good as a new bucket (TokenBucket.full)."""
+        if self._spam_qps <= 0:
+            return True
+        tokens = min(self._spam_burst, bucket[0] + max(0.0, now - bucket[1]) * self._spam_qps)
+        bucket[0], bucket[1] = tokens, now
+        return tokens >= self._spam_burst
 
     def _enqueue(self, key: _SeriesKey, series: _Series, *, new: bool) -> None:
         try:
@@ -242,9 +265,7 @@ class EventRecorder:
         if self._metrics is not None:
             self._metrics.events_dropped.labels(reason=reason).inc()
 
-    def _maybe_sweep(self, now: float) -> None:
-        if now - self._last_sweep < 60.0:
-            return
+    def _sweep(self, now: float) -> None:
         self._last_sweep = now
         stale = [k for k, s in self._series.items()
                  if not s.queued and not s.sending and now - s.last_observed > self._window]
@@ -254,7 +275,7 @@ class EventRecorder:
         # the filter's answers and bounds the map by the objects with recent events (not by
         # the LRU's 4096 entries, which a long-running scheduler otherwise fills, one per pod
         # it ever scheduled, deleted or not).
-        for ref in [k for k, bucket in self._spam.items() if bucket.full()]:
+        for ref in [k for k, bucket in self._spam.items() if self._spam_full(bucket, now)]:
             del self._spam[ref]
 
     # -- lifecycle

@@ -2,8 +2,10 @@
 the pods before them, on every node that did not change since.
 
 A plugin *signs* a pod (``sign(pod_info)``) when its Filter status and raw Score for that
-pod on a node are a function of the signature and of that node's NodeInfo alone (plus the
-cluster's node count and image spread, which the cache also keys on).  The signing plugins'
+pod on a node are a function of the signature and of that node's NodeInfo alone (plus, once
+some node holds an image, the cluster's node count and image spread, which the cache also
+keys on: ImageLocality's share of nodes holding an image; a plugin reading the node count
+otherwise must not sign).  The signing plugins'
 Filter statuses and raw scores computed for earlier pods of the same signature are kept by
 position in the snapshot's node list (``_Positions``); the snapshot's change log says which
 positions changed since the last look, only those (at least the node the previous pod went
@@ -36,7 +38,8 @@ from __future__ import annotations
 import operator
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from scheduler.framework.status import Code, Status
@@ -80,7 +83,12 @@ class Snapshot(Protocol):
     list_version: int
     change_serial: int
 
+    @property
+    def image_states(self) -> Mapping[str, object]: ...
+
     def changed_positions_since(self, serial: int) -> list[int] | None: ...
+
+    def generations(self) -> list[int]: ...
 
 
 def sign_requests(pod_info: PodInfo) -> Hashable:
@@ -112,11 +120,14 @@ class FilterSignPlugin(Protocol):
 
 
 def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
-                pod_info: PodInfo, state: CycleState | None = None,
+                pod_info: PodInfo, state: CycleState | None = None, *,
+                memo: dict[str, Hashable] | None = None,
                 ) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
     """The signatures of the (not skipped) plugins that sign the pod, and the names of
     those that do not (they run every cycle).  ``state``: the Filter signature, after
-    PreFilter (a plugin's ``sign_filter`` is asked first)."""
+    PreFilter (a plugin's ``sign_filter`` is asked first).  ``memo``: the ``sign`` values
+    already asked of this cycle's plugins for this pod, by plugin name (a plugin with both
+    Filter and Score is asked once per cycle), and where the new ones go."""
     parts: list[tuple[str, Hashable]] = []
     unsigned: list[str] = []
     for name, plugin in plugins:
@@ -125,14 +136,42 @@ def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
         sign_filter = getattr(plugin, "sign_filter", None) if state is not None else None
         if sign_filter is not None:
             value = sign_filter(state, pod_info)
+        elif memo is not None and name in memo:
+            value = memo[name]
         else:
             sign = getattr(plugin, "sign", None)
             value = sign(pod_info) if sign is not None else None
+            if memo is not None:
+                memo[name] = value
         if value is None:
             unsigned.append(name)
         else:
             parts.append((name, value))
     return tuple(parts), frozenset(unsigned)
+
+
+def _best(totals: list[int]) -> tuple[int, int]:
+    """The highest total and how many nodes have it (``totals`` is not empty)."""
+    top = max(totals)
+    return top, totals.count(top)
+
+
+def _best_after(best: tuple[int, int], old: list[int], new: list[int],
+                offsets: list[int]) -> tuple[int, int]:
+    """``_best(new)`` from ``_best(old)`` when the two lists differ at most at ``offsets``:
+    the window's changed nodes, a few of hundreds (a count over the whole list only when
+    every node that had the highest total lost it)."""
+    top, count = best
+    for o in offsets:
+        if old[o] == top:
+            count -= 1
+    changed = [new[o] for o in offsets]
+    high = max(changed)
+    if high > top:
+        return high, changed.count(high)
+    if high == top:
+        count += changed.count(top)
+    return (top, count) if count > 0 else _best(new)
 
 
 def window_offsets(positions: list[int], *, start: int, size: int, num_all: int) -> list[int]:
@@ -145,7 +184,7 @@ class _Window:
     """A window of the node list (``size`` nodes from a start index, every one feasible for
     the signature) and its scores, as of change-log serials of the snapshot."""
 
-    __slots__ = ("filter_serial", "list_version", "names", "num_all", "plugins", "raw",
+    __slots__ = ("best", "filter_serial", "list_version", "names", "num_all", "plugins", "raw",
                  "score_key", "score_serial", "size", "totals", "weighted")
 
     def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
@@ -160,6 +199,7 @@ class _Window:
         self.raw: list[list[int]] = []  # per plugin, per node of the window
         self.weighted: list[list[int]] = []  # per plugin: normalized and weighted
         self.totals: list[int] = []
+        self.best = (0, 0)  # the highest of totals and how many nodes have it
 
     def fits(self, snapshot: Snapshot, size: int) -> bool:
         return (self.list_version == snapshot.list_version and self.size == size
@@ -171,15 +211,25 @@ class _Positions:
     list, kept in step with its change log: a cycle reads the results of the nodes it
     examines as slices, and the positions that changed since are the only ones computed
     again.  Known-masks are bytearrays (``find(0)`` is a C scan) because statuses compare
-    through ``Status.__eq__``."""
+    through ``Status.__eq__``.
 
-    __slots__ = ("list_version", "num_all", "raw", "raw_known", "score_key", "score_plugins",
-                 "serial", "status", "status_known")
+    When the change log cannot say what changed (the node list was rebuilt: a node added
+    or removed; or the log no longer reaches back), the kept results follow their nodes by
+    generation: NodeInfo generations come from one global counter and every change takes a
+    new one, so a node listed now with the generation kept for some old position is that
+    node, unchanged since, and its results move to its new position; every other position
+    is unknown.  A node churned every second then costs the nodes that changed, not a
+    Filter and Score of every node."""
+
+    __slots__ = ("gens", "list_version", "num_all", "raw", "raw_known", "score_key",
+                 "score_plugins", "serial", "status", "status_known")
 
     def __init__(self) -> None:
         self.list_version = -1
         self.num_all = -1
         self.serial = -1
+        # The generation of the NodeInfo at each position, as of the last sync.
+        self.gens: list[int] = []
         self.status: list[Status | None] = []
         self.status_known = bytearray()
         self.score_key: Hashable = None
@@ -194,18 +244,40 @@ class _Positions:
                 return
             changed = snapshot.changed_positions_since(self.serial)
             if changed is not None:
-                status_known, raw_known = self.status_known, self.raw_known
+                status_known, raw_known, gens = self.status_known, self.raw_known, self.gens
+                nodes = snapshot.node_info_list
                 for position in changed:
                     status_known[position] = 0
                     raw_known[position] = 0
+                    gens[position] = nodes[position].generation
                 self.serial = snapshot.change_serial
                 return
-        self.list_version = snapshot.list_version
+        generations = snapshot.generations()
+        kept = len(self.gens) == self.num_all and (
+            self.status_known.find(1) >= 0 or self.raw_known.find(1) >= 0)
         self.num_all = num_all
+        if kept:
+            self._follow(generations)
+        else:
+            self.status = [None] * num_all
+            self.status_known = bytearray(num_all)
+            self.reset_scores(None)
+        self.gens = list(generations)
+        self.list_version = snapshot.list_version
         self.serial = snapshot.change_serial
-        self.status = [None] * num_all
-        self.status_known = bytearray(num_all)
-        self.reset_scores(None)
+
+    def _follow(self, generations: list[int]) -> None:
+        """Move every kept result to the position its node (same generation) holds now;
+        the rest unknown.  C loops only (``map`` over lists and bytearrays)."""
+        old = len(self.gens)
+        at = dict(zip(self.gens, range(old)))
+        # old position per new position; ``old`` (one past the end) for none
+        index = list(map(at.get, generations, repeat(old, len(generations))))
+        self.status = list(map([*self.status, None].__getitem__, index))
+        self.status_known = bytearray(map((self.status_known + b"\0").__getitem__, index))
+        self.raw = [list(map([*column, 0].__getitem__, index)) for column in self.raw]
+        self.raw_known = (bytearray(map((self.raw_known + b"\0").__getitem__, index))
+                          if self.raw else bytearray(len(generations)))
 
     def reset_scores(self, key: Hashable) -> None:
         self.score_key = key
@@ -262,14 +334,18 @@ class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_snapshot",
-                 "_unsigned_before", "_unsigned_filters", "_window", "reused", "evaluated")
+    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_signs",
+                 "_snapshot", "_unsigned_before", "_unsigned_filters", "_window", "reused",
+                 "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
                  snapshot: Snapshot, signed_filters: frozenset[str] = frozenset(),
                  unsigned_filters: frozenset[str] = frozenset(),
-                 unsigned_before: dict[str, frozenset[str]] | None = None) -> None:
+                 unsigned_before: dict[str, frozenset[str]] | None = None,
+                 signs: dict[str, Hashable] | None = None) -> None:
         self._cache = cache
+        # The plugins' ``sign`` values for this cycle's pod, by name (asked once a cycle).
+        self._signs: dict[str, Hashable] = signs if signs is not None else {}
         self._fwk = fwk
         self._results = results
         # Filter plugins that do not sign the pod run on every cycle's nodes, after the
@@ -439,7 +515,8 @@ class Batch:
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[ScoreTable, Status | None]:
         fwk = self._fwk
-        score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info)
+        score_sig, unsigned = _sign_parts(fwk.score_plugins, state.skip_score_plugins, pod_info,
+                                          memo=self._signs)
         if not score_sig:
             return fwk.score_table(state, pod_info, nodes)
         results = self._results
@@ -483,7 +560,8 @@ class Batch:
             if status is not None or [name for name, _ in raw] != window.plugins:
                 return self._score_window_fully(state, pod_info, window, key, nodes)
             names = window.names
-            totals = window.totals
+            totals = kept_totals = window.totals
+            renormalized = False  # a whole column's final scores may have moved
             for i, (name, values) in enumerate(raw):
                 column = window.raw[i]
                 if list(map(column.__getitem__, offsets)) == values:
@@ -496,6 +574,7 @@ class Batch:
                 if fwk.normalizes(name):
                     weighted, status = fwk.finish_column(state, pod_info, names, name, column)
                     if status is None:
+                        renormalized = True
                         totals = list(map(operator.add, map(operator.sub, totals, old),
                                           weighted))
                 else:
@@ -503,7 +582,8 @@ class Batch:
                         state, pod_info, [names[o] for o in offsets], name, values)
                     weighted = list(old)
                     if status is None:
-                        totals = list(totals)
+                        if totals is kept_totals:
+                            totals = list(totals)  # the last table's list stays as it was
                         for o, v in zip(offsets, part):
                             totals[o] += v - old[o]
                             weighted[o] = v
@@ -512,11 +592,14 @@ class Batch:
                     fwk.observe_score(status, started)
                     return ScoreTable(names, [0] * len(names), {}), status
                 window.weighted[i] = weighted
+            if totals is not kept_totals:
+                window.best = (_best(totals) if renormalized
+                               else _best_after(window.best, kept_totals, totals, offsets))
             window.totals = totals
         window.score_serial = snapshot.change_serial
         fwk.observe_score(None, started)
         return ScoreTable(window.names, window.totals,
-                          dict(zip(window.plugins, window.weighted))), None
+                          dict(zip(window.plugins, window.weighted)), window.best), None
 
     def _score_window_fully(
         self, state: CycleState, pod_info: PodInfo, window: _Window, key: Hashable,
@@ -541,6 +624,7 @@ class Batch:
         window.raw = [values for _, values in kept[0]]
         window.weighted = [table.by_plugin[name] for name in window.plugins]
         window.totals = table.totals
+        window.best = table.best = _best(table.totals)
         window.score_serial = snapshot.change_serial
         return table, None
 
@@ -626,13 +710,18 @@ class BatchCache:
         """The batch for this cycle (after PreFilter), or None (no Filter plugin signs the
         pod): take the normal path."""
         skip = state.skip_filter_plugins
-        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state)
+        signs: dict[str, Hashable] = {}
+        filter_sig, unsigned = _sign_parts(fwk.filter_plugins, skip, pod_info, state,
+                                           memo=signs)
         if not filter_sig:
             return None
         key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)
         # ImageLocality scores by the share of nodes holding an image: a change in the
         # node count or image spread touches every node's score without touching the node.
-        epoch = (num_nodes, image_generation)
+        # While no node holds an image that share is never taken (every such score is the
+        # minimum), so a node added or removed then keeps the results (moved with their
+        # nodes, ``_Positions``).
+        epoch = (num_nodes if snapshot.image_states else 0, image_generation)
         results = self._entries.get(key)
         metrics, profile = fwk.metrics, fwk.profile_name
         if results is None or results.epoch != epoch:
@@ -651,13 +740,13 @@ class BatchCache:
             metrics.batch_attempts.labels(profile, ATTEMPT_HINT_USED).inc()
         self._entries.move_to_end(key)
         if not unsigned:
-            return Batch(self, fwk, results, snapshot=snapshot)
+            return Batch(self, fwk, results, snapshot=snapshot, signs=signs)
         order = [name for name, _ in fwk.filter_plugins if name not in skip]
         signed = frozenset(name for name, _ in filter_sig)
         before = {name: frozenset(u for u in order[:k] if u in unsigned)
                   for k, name in enumerate(order) if name in signed}
         return Batch(self, fwk, results, snapshot=snapshot, signed_filters=signed,
-                     unsigned_filters=unsigned, unsigned_before=before)
+                     unsigned_filters=unsigned, unsigned_before=before, signs=signs)
 
 
 

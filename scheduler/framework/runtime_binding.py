@@ -1,6 +1,10 @@
 """Reserve, Permit (and waiting on it), PreBind, Bind and PostBind: the runtime from the
 chosen node to the binding (upstream ``RunReservePlugins*``, ``RunPermitPlugins``,
-``WaitOnPermit``, ``RunPreBindPlugins``, ``RunBindPlugins``, ``RunPostBindPlugins``)."""
+``WaitOnPermit``, ``RunPreBindPlugins``, ``RunBindPlugins``, ``RunPostBindPlugins``).
+
+An extension point with no plugin in the profile still records its duration observation
+(with the same result label), as zero seconds without reading the clock: these run once
+per pod and most profiles leave some of them empty."""
 
 from __future__ import annotations
 
@@ -30,6 +34,9 @@ class BindingSteps(RuntimeBase):
     def run_reserve_plugins_reserve(
         self, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None:
+        if not self._reserve:
+            self._instr.observe_point_unrun(RESERVE, None)
+            return None
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         final: Status | None = None
@@ -47,6 +54,9 @@ class BindingSteps(RuntimeBase):
         self, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> None:
         """Unreserve every reserve plugin in reverse order; never raises."""
+        if not self._reserve:
+            self._instr.observe_point_unrun(UNRESERVE, None)
+            return
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         for name, plugin in reversed(self._reserve):
@@ -62,6 +72,9 @@ class BindingSteps(RuntimeBase):
         """None when every plugin allows; Wait (the pod is registered as waiting, with one
         timer per waiting plugin) when some asked to wait and none rejected; the rejection
         or an Error otherwise.  Must run on the event loop when a plugin may answer Wait."""
+        if not self._permit:
+            self._instr.observe_point_unrun(PERMIT, None)
+            return None
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         wait_times: dict[str, float] = {}
@@ -127,6 +140,11 @@ class BindingSteps(RuntimeBase):
         RunPreBindPreFlights): Success (None) when one or more will work, Skip when all skip
         (the skipped ones are remembered in ``state``, and their PreBind is not run), an
         Error when one fails or answers anything but Success, Skip or Error."""
+        if not self._pre_bind:
+            state.skip_pre_bind_plugins = set()
+            final_skip = Status(Code.SKIP)
+            self._instr.observe_point_unrun(PRE_BIND_PRE_FLIGHT, final_skip)
+            return final_skip
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         final: Status | None = Status(Code.SKIP)
@@ -159,6 +177,9 @@ class BindingSteps(RuntimeBase):
     async def run_pre_bind_plugins(
         self, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None:
+        if not self._pre_bind:
+            self._instr.observe_point_unrun(PRE_BIND, None)
+            return None
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         final: Status | None = None
@@ -202,6 +223,9 @@ class BindingSteps(RuntimeBase):
 
     def run_post_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
         """Informational; never raises."""
+        if not self._post_bind:
+            self._instr.observe_point_unrun(POST_BIND, None)
+            return
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
         for name, plugin in self._post_bind:

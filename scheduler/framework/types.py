@@ -144,3 +144,6 @@ class ScoreTable:
     names: list[str]
     totals: list[int]
     by_plugin: dict[str, list[int]]
+    # (the highest total, how many nodes have it) when the table's maker kept them (a
+    # batched window's scores, updated with its changed nodes); None: the host pick counts.
+    best: tuple[int, int] | None = None

@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from scheduler.client.api import ApiClient, NotFound
 from tests.integration.harness import user_client, wait_until
 from tests.integration.procs import (
@@ -19,6 +17,7 @@ from tests.integration.procs import (
     scheduler_processes,
     write_config,
 )
+from tests.tls import self_signed
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/py-scheduler"
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 3.0, 2.0, 0.5
@@ -185,37 +184,6 @@ async def test_leader_that_cannot_renew_stops_and_exits_non_zero(
 # --- metrics over TLS with delegated authentication ------------------------------------------
 
 
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-py-scheduler")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "tls.crt", tmp_path / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    return cert_path, key_path
-
-
 AUTH_FLAGS = [
     "--auth-user", "scraper-token=prometheus:monitoring",
     "--auth-user", "other-token=intruder",
@@ -226,7 +194,7 @@ AUTH_FLAGS = [
 def _tls_flags(tmp_path: Path) -> tuple[list[str], Any]:
     import ssl
 
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path, "kube-py-scheduler")
     context = ssl.create_default_context(cafile=str(cert))  # verifies the served certificate
     return ["--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
             "--authentication-token-webhook"], context

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.builders import PodBuilder
-from tests.integration.harness import for_api, running_scheduler, user_client, wait_until
+from tests.integration.dra import API, CLAIMS, dra_cluster
+from tests.integration.harness import for_api, running_scheduler, wait_until
 
-API = "/apis/resource.k8s.io/v1"
 GPU = "example.com/gpu"
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+# one GPU, on the first node only, its DeviceClass backing example.com/gpu; no node
+# advertises example.com/gpu in its allocatable (no device plugin)
+ONE_GPU = f"gpu=1:nodes=1:extendedResourceName={GPU}"
 
 
 def gpu_pod(name: str) -> dict[str, Any]:
@@ -29,14 +32,8 @@ def gpu_pod(name: str) -> dict[str, Any]:
 async def test_pod_asking_for_an_extended_resource_gets_a_device_through_dra(
     sandbox_factory: Any, tmp_path: Path
 ) -> None:
-    # 4 nodes; one GPU on the first node only, its DeviceClass backing example.com/gpu; no
-    # node advertises example.com/gpu in its allocatable (no device plugin)
-    sb = await sandbox_factory(nodes=4, node_cpu="4", node_memory="16Gi",
-                               dra_devices=f"gpu=1:nodes=1:extendedResourceName={GPU}")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster, running_scheduler(kc):
-        api = cluster.client
-        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=4, dra_devices=ONE_GPU) as env:
+        cluster, api, gpu_node = env.cluster, env.api, env.nodes[0]
         cls = await api.get(f"{API}/deviceclasses/gpu.example.com")
         assert cls["spec"]["extendedResourceName"] == GPU
 
@@ -53,7 +50,7 @@ async def test_pod_asking_for_an_extended_resource_gets_a_device_through_dra(
         # request names: the container's index, then the resource's among its sorted requests
         assert ers["requestMappings"] == [{"containerName": "main", "resourceName": GPU,
                                            "requestName": "container-0-request-1"}]
-        claim = await api.get(f"{API}/namespaces/default/resourceclaims/{claim_name}")
+        claim = await api.get(f"{CLAIMS}/{claim_name}")
         md = claim["metadata"]
         assert md["annotations"] == {ANNOTATION: "true"}
         assert md["generateName"] == "first-extended-resources-"
@@ -84,12 +81,9 @@ async def test_pod_asking_for_an_extended_resource_gets_a_device_through_dra(
         # NodeResourcesFit does not call the resource insufficient
         await cluster.create_pod(gpu_pod("second"))
 
-        async def failed() -> list[dict[str, Any]]:
-            return [e for e in await cluster.events_for("second")
-                    if e["reason"] == "FailedScheduling"]
-
-        await wait_until(failed, timeout=20, message="second's FailedScheduling")
-        note = (await failed())[0]["note"]
+        await wait_until(lambda: env.failed("second"), timeout=20,
+                         message="second's FailedScheduling")
+        note = (await env.failed("second"))[0]
         assert note.startswith("0/4 nodes are available: 4 cannot allocate all claims"), note
         assert "Insufficient" not in note, note
 
@@ -100,8 +94,7 @@ async def test_pod_asking_for_an_extended_resource_gets_a_device_through_dra(
         assert await cluster.node_name("second") == gpu_node
 
         async def first_claim_gone() -> bool:
-            items = (await api.get(f"{API}/namespaces/default/resourceclaims"))["items"]
-            return all(c["metadata"]["name"] != claim_name for c in items)
+            return all(c["metadata"]["name"] != claim_name for c in await env.claims())
 
         await wait_until(first_claim_gone, timeout=20, message="the first claim deleted")
         second = await cluster.get_pod("second")
@@ -116,17 +109,14 @@ async def test_a_claim_left_by_a_scheduler_that_stopped_is_read_back_not_allocat
     # A scheduler created the pod's claim (allocated, reserved) and stopped before binding:
     # the next one reads the claim back from the API, deletes it and allocates anew, so the
     # device never has two claims
-    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
-                               dra_devices=f"gpu=1:nodes=1:extendedResourceName={GPU}")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster:
-        api = cluster.client
-        gpu_node = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())[0]
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=2, dra_devices=ONE_GPU,
+                           schedule=False) as env:
+        cluster, api, gpu_node = env.cluster, env.api, env.nodes[0]
         await cluster.create_pod(gpu_pod("p"))
         pod = await cluster.get_pod("p")
         assert pod is not None
         uid = pod["metadata"]["uid"]
-        left = await api.create(f"{API}/namespaces/default/resourceclaims", {
+        left = await api.create(CLAIMS, {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"generateName": "p-extended-resources-", "namespace": "default",
                          "annotations": {ANNOTATION: "true"},
@@ -143,12 +133,12 @@ async def test_a_claim_left_by_a_scheduler_that_stopped_is_read_back_not_allocat
                                    "values": [gpu_node]}]}]}},
             "reservedFor": [{"resource": "pods", "name": "p", "uid": uid}]}
         name = left["metadata"]["name"]
-        await api.update(f"{API}/namespaces/default/resourceclaims/{name}/status", left)
+        await api.update(f"{CLAIMS}/{name}/status", left)
 
-        async with running_scheduler(kc):
+        async with running_scheduler(env.kubeconfig):
             await wait_until(lambda: cluster.node_name("p"), timeout=30, message="p bound")
         assert await cluster.node_name("p") == gpu_node
-        items = (await api.get(f"{API}/namespaces/default/resourceclaims"))["items"]
+        items = await env.claims()
         assert [c["metadata"]["name"] for c in items if c["metadata"]["name"] == name] == []
         allocated = [c for c in items if (c.get("status") or {}).get("allocation")]
         assert len(allocated) == 1
@@ -166,15 +156,13 @@ async def test_explain_says_which_nodes_cannot_give_the_device(
 
     from scheduler.explain.cli import amain
 
-    sb = await sandbox_factory(nodes=2, node_cpu="4", node_memory="16Gi",
-                               dra_devices=f"gpu=1:nodes=1:extendedResourceName={GPU}")
-    kc = sb.write_kubeconfig(tmp_path / "kc")
-    async with user_client(kc) as cluster:
-        nodes = sorted(n["metadata"]["name"] for n in await cluster.list_nodes())
-        await cluster.create_pod(gpu_pod("wants-gpu"))
-    out, err = io.StringIO(), io.StringIO()
-    code = await amain(["wants-gpu", "--kubeconfig", str(kc), "-o", "json"],
-                       stdout=out, stderr=err)
+    async with dra_cluster(sandbox_factory, tmp_path, nodes=2, dra_devices=ONE_GPU,
+                           schedule=False) as env:
+        nodes = env.nodes
+        await env.cluster.create_pod(gpu_pod("wants-gpu"))
+        out, err = io.StringIO(), io.StringIO()
+        code = await amain(["wants-gpu", "--kubeconfig", str(env.kubeconfig), "-o", "json"],
+                           stdout=out, stderr=err)
     assert code == 0, err.getvalue()
     got = json.loads(out.getvalue())
     assert got["selected-node"] == nodes[0], got

@@ -469,7 +469,7 @@ async def test_tas_shaped_config_over_mutual_tls(sandbox_factory: Any, tmp_path:
     certificate (no CA: enableHTTPS trusts the server, as upstream)."""
     import ssl
 
-    from tests.unit.extenders.test_tls import self_signed
+    from tests.tls import self_signed
 
     server_cert, server_key = self_signed(tmp_path, "server")
     client_cert, client_key = self_signed(tmp_path, "client")

@@ -186,14 +186,15 @@ async def test_preemption_that_cannot_help_clears_a_stale_nomination(
     kc = sb.write_kubeconfig(tmp_path / "kc")
     async with user_client(kc) as cluster, running_scheduler(kc) as parts:
         [node] = [n["metadata"]["name"] for n in await cluster.list_nodes()]
-        # Nominated earlier, now asking for more than the node has: no victim can help.
+        # Nominated earlier, now asking for more than the node has: no victim can help, and
+        # Filter says so (more than the node's allocatable is UnschedulableAndUnresolvable).
         big = for_api(pod("big", cpu="8", priority=10).obj())
         big["status"] = {"phase": "Pending", "nominatedNodeName": node}
         sb.raw_put(big)
 
         async def told_not_helpful() -> bool:
             notes = [e["note"] for e in await failed_events(cluster, "big")]
-            return any("preemption: 0/1 nodes are available: 1 No preemption victims found"
+            return any("preemption: 0/1 nodes are available: 1 Preemption is not helpful"
                        in n for n in notes)
 
         await wait_until(told_not_helpful, timeout=10, message="preemption not helpful")

@@ -13,21 +13,12 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import random
 import time
-from types import SimpleNamespace
 from typing import Any
 
 from scheduler.bench import workloads
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.runtime import Framework
-from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
-from scheduler.schedule_one import SchedulingCycle
+from tests.offline import cache_with, default_framework, scheduling_cycle
 
 
 def node(i: int) -> dict[str, Any]:
@@ -45,17 +36,9 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--pods", type=int, default=2000)
     args = ap.parse_args()
-    cache, snapshot = Cache(), Snapshot()
-    for i in range(args.nodes):
-        cache.add_node(node(i))
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
-    sched = SimpleNamespace(
-        cache=cache, snapshot=snapshot, rng=random.Random(1),
-        config=SimpleNamespace(percentage_of_nodes_to_score=0),
-        has_nominated_pods=lambda: False, metrics=SchedulerMetrics())
-    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    cache, snapshot = cache_with(node(i) for i in range(args.nodes))
+    fwk = default_framework(snapshot)
+    cycle = scheduling_cycle(cache, snapshot)
     hosts: list[str] = []
 
     def run(count: int, first: int) -> None:

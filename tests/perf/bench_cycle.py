@@ -1,6 +1,6 @@
 """Micro-benchmark of one scheduling cycle (no API server): the default profile on N nodes.
 
-    python tests/perf/bench_cycle.py --nodes 1000 --pods 500 [--profile]
+    PYTHONPATH=. python tests/perf/bench_cycle.py --nodes 1000 --pods 500 [--profile]
 
 Builds a cache and snapshot in memory, then runs PreFilter→Filter→Score→select for each pod
 and assumes it (as the real cycle does), reporting the mean and p99 cycle time.
@@ -16,15 +16,10 @@ import statistics
 import time
 from typing import Any
 
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.runtime import Framework
-from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
 from scheduler.framework.types import Diagnosis
+from scheduler.objects.pod import PodInfo
 from scheduler.schedule_one import filter_nodes_from, num_feasible_nodes_to_find, select_host
+from tests.offline import cache_with, default_framework
 
 
 def node(i: int) -> dict[str, Any]:
@@ -68,12 +63,8 @@ def main() -> None:
     ap.add_argument("--workload", default="plain", choices=("plain", "anti-affinity", "spread"))
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
-    cache, snapshot = Cache(), Snapshot()
-    for i in range(args.nodes):
-        cache.add_node(node(i))
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    cache, snapshot = cache_with(node(i) for i in range(args.nodes))
+    fwk = default_framework(snapshot)
     rng = random.Random(1)
     times: list[float] = []
     start_index = 0

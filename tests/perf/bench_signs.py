@@ -7,18 +7,10 @@ signatures of DynamicResources (plain pods) and PodTopologySpread (Filter) in pl
 Arguments: workload (TopologySpreading, SchedulingBasic, NodeAffinity), variant, nodes,
 measured pods, existing pods (4-CPU / 32Gi nodes in three zones, the bench's templates).
 """
-import sys, random, time, os
-from types import SimpleNamespace
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.runtime import Framework
+import sys, time
 from scheduler.framework.types import FitError
-from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
-from scheduler.schedule_one import SchedulingCycle
+from tests.offline import cache_with, default_framework, scheduling_cycle
 from scheduler.bench import workloads as W
 from tests.perf.bench_cycle import node
 
@@ -29,17 +21,13 @@ def run(workload, nodes_n, pods_n, existing_n, variant):
         Filtering.sign_filter = None  # type: ignore[assignment]  # batching falls back to sign
         for c in vars(d).values():
             if isinstance(c, type) and "sign" in vars(c): c.sign = lambda self, pi: None
-    cache, snapshot = Cache(), Snapshot()
     nodes = []
     for i in range(nodes_n):
         n = node(i); n["status"]["allocatable"].update(cpu="4", memory="32Gi"); n["status"]["capacity"].update(cpu="4", memory="32Gi")
-        nodes.append(n); cache.add_node(n)
-    kw = offline_handle_kwargs(); kw["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kw)
-    sched = SimpleNamespace(cache=cache, snapshot=snapshot, rng=random.Random(1),
-        config=SimpleNamespace(percentage_of_nodes_to_score=0), has_nominated_pods=lambda: False,
-        metrics=SchedulerMetrics())
-    cycle = SchedulingCycle(sched)
+        nodes.append(n)
+    cache, snapshot = cache_with(nodes)
+    fwk = default_framework(snapshot)
+    cycle = scheduling_cycle(cache, snapshot)
     for i in range(existing_n):
         p = W._existing_default(i, "default-scheduler"); p["metadata"]["uid"] = f"e{i}"
         p["spec"]["nodeName"] = nodes[i % nodes_n]["metadata"]["name"]

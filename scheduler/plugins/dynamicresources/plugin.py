@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Set
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -41,6 +41,7 @@ from scheduler.config import features
 from scheduler.config.load import parse_duration
 from scheduler.dra import extended as ext_res
 from scheduler.dra import index as free_index
+from scheduler.dra.allocator import allocated_at as first_fit_allocation
 from scheduler.dra.allocator import (
     Allocated,
     AllocationError,
@@ -64,7 +65,14 @@ from scheduler.dra.bindingconditions import (
 from scheduler.dra.capacity import add as add_amounts
 from scheduler.dra.capacity import consumed_of
 from scheduler.dra.counters import Counters
-from scheduler.dra.inventory import TAINT_EFFECTS, DeviceID, Inventory, SliceTracker, device_ids_of
+from scheduler.dra.inventory import (
+    TAINT_EFFECTS,
+    Device,
+    DeviceID,
+    Inventory,
+    SliceTracker,
+    device_ids_of,
+)
 from scheduler.dra.taintrules import TaintRule, TaintRules, parse_rule
 from scheduler.framework.cycle_state import CycleState, missing_state
 from scheduler.framework.events import (
@@ -183,6 +191,9 @@ class _State:
     # allocation (DRAConsumableCapacity)
     freed_shares: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     by_node: dict[str, Allocated] = field(default_factory=dict)
+    # node -> the device the index's first-fit takes there (filter_nodes); its Allocated is
+    # built when asked for (``DynamicResources._allocation_on``), then kept in by_node
+    picked: dict[str, Device] = field(default_factory=dict)
     details: dict[str, list[str] | Unfit] = field(default_factory=dict)  # node -> why
     # an allocated claim whose binding failed or timed out (binding conditions): no node fits
     # until PostFilter deallocated it
@@ -586,6 +597,82 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     # --- Filter --------------------------------------------------------------------------------
 
+    def filter_nodes(self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
+                     ) -> list[Status | None]:
+        """What ``filter`` answers node by node; for the common shape (claims to allocate
+        from the free-device index's first-fit: one request of one device, no preemption
+        what-if, no shared counters, no allocated claim, no extended resource) the pod's
+        checks are made once and the index answers all the nodes in one pass
+        (:meth:`FreeIndex.pick_each`); a node it cannot answer takes ``filter``."""
+        data = state.get(STATE_KEY)
+        if (not isinstance(data, _State) or data.allocated_selectors or data.unavailable
+                or data.ext is not None or not data.to_allocate or data.index is None
+                or data.freed or data.counters or data.first_fit is None
+                or data.inventory is None or data.prepared is None):
+            return super().filter_nodes(state, pod_info, nodes)
+        index, prepared, inventory = data.index, data.prepared, data.inventory
+        by_node, details = data.by_node, data.details
+        may_fit = index.may_fit
+        out: list[Status | None] = [None] * len(nodes)
+        todo: list[int] = []  # nodes left to the index's first-fit, their names and objects
+        names: list[str] = []
+        objects: list[Mapping[str, Any]] = []
+        for i, node_info in enumerate(nodes):
+            node = node_info.node
+            if node is None:
+                out[i] = error("node not found")
+            elif not may_fit(node_info.name) and selectors_checked(prepared, inventory, node):
+                details[node_info.name] = Unfit(explain=self._explain_full(data, node))
+                out[i] = Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
+            else:
+                todo.append(i)
+                names.append(node_info.name)
+                objects.append(node)
+        taints, version, shape = self._device_taints, self._rules_applied[1], data.first_fit
+        if shape.count == 1:
+            devices = index.first_fit_devices(names, device_taints=taints,
+                                              taints_version=version, shape=shape)
+        else:
+            devices = [None] * len(names)  # pick answers node by node
+        picked = data.picked
+        for i, name, obj, device in zip(todo, names, objects, devices):
+            if device is not None:
+                picked[name] = device
+                continue
+            alloc = index.pick(prepared, obj, device_taints=taints, taints_version=version,
+                               shape=shape, node_name=name)
+            if alloc is not None:
+                by_node[name] = alloc
+            else:  # the index cannot answer here: the allocator does, and says why
+                out[i] = self.filter(state, pod_info, nodes[i])
+        return out
+
+    def _allocation_on(self, data: _State, node_name: str) -> Allocated | None:
+        """What Filter allocated for the pod on this node (None: it did not pass)."""
+        out = data.by_node.get(node_name)
+        if out is None:
+            device = data.picked.get(node_name)
+            if device is not None:
+                assert data.prepared is not None and data.first_fit is not None
+                out = data.by_node[node_name] = first_fit_allocation(
+                    data.prepared, [device], node_name, device_taints=self._device_taints,
+                    shape=data.first_fit)
+        return out
+
+    def _explain_full(self, data: _State, node: Mapping[str, Any]) -> Callable[[], list[str]]:
+        """Why the allocator fails on a node whose devices are all held (worked out only
+        if explain asks)."""
+        prepared, inventory, counters = data.prepared, data.inventory, data.counters
+        in_use = data.in_use - data.freed if data.freed else data.in_use
+        assert prepared is not None and inventory is not None
+
+        def explain() -> list[str]:
+            out = allocate(prepared, node=node, inventory=inventory, in_use=in_use,
+                           counters=counters, device_taints=self._device_taints,
+                           partitionable=self._partitionable)
+            return out.details if isinstance(out, Unfit) else []
+        return explain
+
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
@@ -613,14 +700,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 and selectors_checked(data.prepared, data.inventory, node)):
             # Every device of the node is held: the allocator would fail (index.py says
             # why); why exactly is worked out if explain asks.
-            prepared, inventory, counters = data.prepared, data.inventory, data.counters
-
-            def explain() -> list[str]:
-                out = allocate(prepared, node=node, inventory=inventory, in_use=in_use,
-                               counters=counters, device_taints=self._device_taints,
-                               partitionable=self._partitionable)
-                return out.details if isinstance(out, Unfit) else []
-            data.details[node_info.name] = Unfit(explain=explain)
+            data.details[node_info.name] = Unfit(explain=self._explain_full(data, node))
             return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
         if index is not None and not data.freed and not data.counters:
             # the common shape: the index's masks give first-fit's answer (index.py)
@@ -724,7 +804,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
             return 0, None
-        out = data.by_node.get(node_info.name)
+        out = self._allocation_on(data, node_info.name)
         if out is None:
             return MAX_NODE_SCORE, None
         # an earlier firstAvailable subrequest is better; 10 points per step down the list
@@ -761,13 +841,19 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return self._reserve_extended(data, pod_info, node_name)
         if not isinstance(data, _State) or not data.to_allocate:
             return None
-        out = data.by_node.get(node_name)
+        out = self._allocation_on(data, node_name)
         if out is None:
             return error(f"no allocation computed for node {node_name}")
-        for claim, alloc in zip(data.to_allocate, out.allocations):
+        return self._assume_claims(data, pod_info, node_name, out.allocations)
+
+    def _assume_claims(self, data: _State, pod_info: PodInfo, node_name: str,
+                       allocations: Sequence[dict[str, Any]]) -> Status | None:
+        """Hold each claim to allocate with its allocation on ``node_name`` (the first
+        ``len(data.to_allocate)`` of ``allocations``), all or none: a claim another pod
+        sharing it reserved since PreFilter undoes those already held."""
+        for claim, alloc in zip(data.to_allocate, allocations):
             key = key_of(claim)
             if self.tracker.in_flight(key) is not None:
-                # Another pod sharing the claim reserved it since PreFilter.
                 self._forget(data, pod_info)
                 return Status(Code.UNSCHEDULABLE, REASON_IN_USE)
             if self._binding_conditions and data.inventory is not None:
@@ -1064,18 +1150,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         assert ext is not None
         if node_name not in ext.by_node and not data.to_allocate:
             return None  # the node advertises the resources: Fit's job
-        out = data.by_node.get(node_name)
+        out = self._allocation_on(data, node_name)
         if out is None:
             return error(f"no allocation computed for node {node_name}")
         allocations = out.allocations
-        for claim, alloc in zip(data.to_allocate, allocations):
-            key = key_of(claim)
-            if self.tracker.in_flight(key) is not None:
-                self._forget(data, pod_info)
-                return Status(Code.UNSCHEDULABLE, REASON_IN_USE)
-            if self._binding_conditions and data.inventory is not None:
-                alloc = decorate(alloc, data.inventory, node_name)
-            self.tracker.assume(key, pod_info.uid, alloc)
+        status = self._assume_claims(data, pod_info, node_name, allocations)
+        if status is not None:
+            return status
         if node_name in ext.by_node:
             self.tracker.assume(ext.key, pod_info.uid, allocations[len(data.to_allocate)])
         return None

@@ -20,8 +20,8 @@ from scheduler.plugins import names
 from scheduler.plugins.helper import args_error
 from scheduler.plugins.noderesources.resource_allocation import (
     DRAScoring,
-    DRATotals,
     PairedScorer,
+    PreScoreState,
     ResourceAllocationScorer,
     ResourceSpec,
     parse_resource_specs,
@@ -73,17 +73,6 @@ def balanced_column_scorer(
     ]
 
 
-class _PreScoreState:
-    __slots__ = ("pod_requests", "dra")
-
-    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
-        self.pod_requests = pod_requests
-        self.dra = dra  # DRAExtendedResource: devices behind the scored extended resources
-
-    def clone(self) -> _PreScoreState:
-        return self
-
-
 class BalancedAllocation(PreScorePlugin, ScorePlugin):
     NAME = NAME
 
@@ -123,7 +112,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         if self.scorer.is_best_effort(requests):
             return Status(Code.SKIP)
         dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, dra))
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(requests, dra))
         return None
 
     def sign(self, pod_info: PodInfo) -> Hashable | None:

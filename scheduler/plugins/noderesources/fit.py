@@ -53,7 +53,7 @@ from scheduler.plugins.noderesources import least_allocated, most_allocated
 from scheduler.plugins.noderesources import requested_to_capacity_ratio as rtcr
 from scheduler.plugins.noderesources.resource_allocation import (
     DRAScoring,
-    DRATotals,
+    PreScoreState,
     ResourceAllocationScorer,
     ResourceSpec,
     parse_resource_specs,
@@ -93,6 +93,9 @@ class InsufficientResource(NamedTuple):
     requested: int
     used: int
     capacity: int
+    # The request exceeds the node's whole allocatable: evicting pods cannot make room, so
+    # Filter says UnschedulableAndUnresolvable and preemption skips the node (upstream).
+    unresolvable: bool = False
 
 
 class _PreFilterState:
@@ -105,17 +108,6 @@ class _PreFilterState:
 
     def clone(self) -> _PreFilterState:
         return self  # read-only
-
-
-class _PreScoreState:
-    __slots__ = ("pod_requests", "dra")
-
-    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
-        self.pod_requests = pod_requests
-        self.dra = dra  # DRAExtendedResource: devices behind the scored extended resources
-
-    def clone(self) -> _PreScoreState:
-        return self
 
 
 def fits_request(
@@ -147,13 +139,15 @@ def fits_request(
     if cpu > 0 and cpu > allocatable.milli_cpu - used.milli_cpu:
         out.append(
             InsufficientResource(
-                CPU, REASON_INSUFFICIENT_CPU, cpu, used.milli_cpu, allocatable.milli_cpu
+                CPU, REASON_INSUFFICIENT_CPU, cpu, used.milli_cpu, allocatable.milli_cpu,
+                cpu > allocatable.milli_cpu,
             )
         )
     if memory > 0 and memory > allocatable.memory - used.memory:
         out.append(
             InsufficientResource(
-                MEMORY, REASON_INSUFFICIENT_MEMORY, memory, used.memory, allocatable.memory
+                MEMORY, REASON_INSUFFICIENT_MEMORY, memory, used.memory, allocatable.memory,
+                memory > allocatable.memory,
             )
         )
     if storage > 0 and storage > allocatable.ephemeral_storage - used.ephemeral_storage:
@@ -164,6 +158,7 @@ def fits_request(
                 storage,
                 used.ephemeral_storage,
                 allocatable.ephemeral_storage,
+                storage > allocatable.ephemeral_storage,
             )
         )
     for name, quantity in scalars.items():
@@ -178,9 +173,18 @@ def fits_request(
         taken = used.scalar_resources.get(name, 0)
         if quantity > have - taken:
             out.append(
-                InsufficientResource(name, REASON_INSUFFICIENT.format(name), quantity, taken, have)
+                InsufficientResource(name, REASON_INSUFFICIENT.format(name), quantity, taken, have,
+                                     quantity > have)
             )
     return out
+
+
+def insufficient_status(insufficient: Sequence[InsufficientResource]) -> Status:
+    """Filter's status for these shortages: every reason, UnschedulableAndUnresolvable when
+    one of them asks for more than the node's whole allocatable (preemption cannot help)."""
+    code = (Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(r.unresolvable for r in insufficient)
+            else Code.UNSCHEDULABLE)
+    return Status(code, *(r.reason for r in insufficient))
 
 
 def fits(pod_info: PodInfo, node_info: NodeInfo) -> list[InsufficientResource]:
@@ -337,10 +341,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
                     out.append(None)
                     continue
             insufficient = fits_request(request, node_info, ignored, groups, backed)
-            out.append(
-                Status(Code.UNSCHEDULABLE, *(r.reason for r in insufficient))
-                if insufficient else None
-            )
+            out.append(insufficient_status(insufficient) if insufficient else None)
         return out
 
     # --- Score -------------------------------------------------------------------------------
@@ -350,7 +351,7 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
     ) -> Status | None:
         requests = self.scorer.pod_requests(pod_info)
         dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests, dra))
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(requests, dra))
         return None
 
 

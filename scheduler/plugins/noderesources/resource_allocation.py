@@ -155,6 +155,20 @@ def weighted_resource_scorer(
 DRATotals = Callable[[NodeInfo, str], tuple[int, int]]
 
 
+class PreScoreState:
+    """What the allocation scorers' PreScore keeps for Score: the pod's request of each
+    scored resource and, under DRAExtendedResource, the devices behind them."""
+
+    __slots__ = ("pod_requests", "dra")
+
+    def __init__(self, pod_requests: list[int], dra: DRATotals | None = None) -> None:
+        self.pod_requests = pod_requests
+        self.dra = dra
+
+    def clone(self) -> PreScoreState:
+        return self  # read-only once written
+
+
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 

@@ -5,9 +5,9 @@ observations (names, labels, buckets, counts, sums), and ``observe_many`` equals
 from __future__ import annotations
 
 import pytest
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from scheduler.metrics import BulkHistogram, SchedulerMetrics
+from scheduler.metrics import BulkCounter, BulkHistogram, SchedulerMetrics
 
 BUCKETS = (0.001, 0.01, 0.1)
 
@@ -88,3 +88,43 @@ def test_per_pod_histograms_expose_what_prometheus_histograms_would(attr: str) -
     mine = [line for line in _exposition(metrics.registry) if line.startswith(bulk._name)
             or f" {bulk._name} " in line]
     assert mine and mine == _exposition(plain_registry)
+
+
+@pytest.mark.parametrize(
+    "increments",
+    [
+        [("x", 1)],
+        [("x", 3), ("y", 1), ("x", 2)],
+        [("x", 0)],
+        [("x", 1.5), ("y", 0)],
+        [],
+    ],
+)
+def test_bulk_counter_exposition_matches_prometheus_counter(
+    increments: list[tuple[str, float]],
+) -> None:
+    bulk_registry, plain_registry = CollectorRegistry(), CollectorRegistry()
+    bulk = BulkCounter("c", "test", ["a", "b"], registry=bulk_registry)
+    plain = Counter("c", "test", ["a", "b"], registry=plain_registry)
+    for label, amount in increments:
+        bulk.labels(label, "p").inc(amount)
+        plain.labels(label, "p").inc(amount)
+    assert _exposition(bulk_registry) == _exposition(plain_registry)
+
+
+def test_bulk_counter_checks_labels_and_amount() -> None:
+    bulk = BulkCounter("c", "test", ["a"], registry=CollectorRegistry())
+    with pytest.raises(ValueError, match="expected labels"):
+        bulk.labels("x", "y")
+    with pytest.raises(ValueError, match="non-negative"):
+        bulk.labels("x").inc(-1)
+
+
+def test_plugin_evaluations_are_a_bulk_counter_named_as_kube_scheduler() -> None:
+    metrics = SchedulerMetrics()
+    assert isinstance(metrics.plugin_evaluation_total, BulkCounter)
+    metrics.plugin_evaluation_total.labels("NodeName", "Filter", "p").inc(4)
+    text = generate_latest(metrics.registry).decode()
+    assert "# TYPE scheduler_plugin_evaluation_total counter" in text
+    assert ('scheduler_plugin_evaluation_total{extension_point="Filter",plugin="NodeName",'
+            'profile="p"} 4.0') in text

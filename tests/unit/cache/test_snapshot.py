@@ -230,3 +230,23 @@ def test_a_serial_older_than_the_log_answers_unknown() -> None:
     assert snapshot.changed_positions_since(serial) is None
     recent = snapshot.change_serial - 3
     assert snapshot.changed_positions_since(recent) == [snapshot.positions["n0"]] * 3
+
+
+@pytest.mark.parametrize("change", ["add-node", "remove-node", "add-pod", "none"])
+def test_generations_follow_the_listed_node_infos(change: str) -> None:
+    """What a reader the change log cannot serve compares: one generation per listed
+    NodeInfo, in list order; a node unchanged keeps its generation wherever it moves."""
+    cache, snapshot = _cluster(4)
+    before = dict(zip((n.name for n in snapshot.list()), snapshot.generations()))
+    if change == "add-node":
+        cache.add_node(make_node("n9"))
+    elif change == "remove-node":
+        cache.remove_node(make_node("n2"))
+    elif change == "add-pod":
+        cache.add_pod(PodInfo.from_pod(make_pod("p", node="n1")))
+    cache.update_snapshot(snapshot)
+    after = snapshot.generations()
+    assert after == [n.generation for n in snapshot.list()]
+    kept = {n.name for n in snapshot.list() if before.get(n.name) == n.generation}
+    assert kept == {"n0", "n1", "n2", "n3"} - {"n2" if change == "remove-node" else "",
+                                               "n1" if change == "add-pod" else ""}

@@ -332,3 +332,146 @@ async def test_a_deleted_pod_drops_its_queued_patch() -> None:
     assert [await _outcome(f) for f in queued] == ["skipped", "skipped"]
     assert patcher.patches == []
     await dispatcher.close()
+
+
+# --- run_now: a binding run in its caller's task when the dispatcher would start it at once
+
+
+class Gate:
+    """A write held until released; records the task it ran in."""
+
+    def __init__(self, result: Any = "bound", error: Exception | None = None) -> None:
+        self.started, self.open = asyncio.Event(), asyncio.Event()
+        self.result, self.error = result, error
+        self.task: asyncio.Task[Any] | None = None
+
+    async def __call__(self) -> Any:
+        self.task = asyncio.current_task()
+        self.started.set()
+        await self.open.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+async def _run_now(dispatcher: ApiDispatcher, call: PodBindingCall) -> str:
+    try:
+        return str(await dispatcher.run_now(call))
+    except CallSkipped:
+        return "skipped"
+    except CallOverwritten:
+        return "overwritten"
+    except DispatcherClosed:
+        return "closed"
+
+
+# (name, what is in the dispatcher before, whether run_now runs in the caller's task)
+RUN_NOW_CASES: list[tuple[str, str, bool]] = [
+    ("an idle dispatcher runs it in the caller's task", "idle", True),
+    ("a call of the same pod queued or executing: it queues behind it", "same-pod", False),
+    ("another pod's call waiting for a slot: it queues, oldest first", "queue", False),
+    ("every slot taken: it queues", "slots-full", False),
+]
+
+
+@pytest.mark.parametrize(("before", "inline"), [c[1:] for c in RUN_NOW_CASES],
+                         ids=[c[0] for c in RUN_NOW_CASES])
+async def test_run_now_runs_in_the_caller_only_when_the_loop_would_start_it_at_once(
+        before: str, inline: bool) -> None:
+    metrics = SchedulerMetrics()
+    dispatcher = ApiDispatcher(parallelism=1, metrics=metrics)
+    holds: list[Gate] = []
+    futures: list[asyncio.Future[Any]] = []
+    if before != "idle":
+        first = Gate()
+        holds.append(first)
+        futures.append(dispatcher.add(PodBindingCall(
+            "uid-p" if before == "same-pod" else "uid-a", first)))
+        await first.started.wait()
+        if before == "queue":
+            futures.append(dispatcher.add(PodBindingCall("uid-b", lambda: asyncio.sleep(0))))
+    assert dispatcher.would_run_now("uid-p") is inline
+    gate = Gate()
+    caller = asyncio.create_task(_run_now(dispatcher, PodBindingCall("uid-p", gate)),
+                                 name="test-binding-cycle")
+    await asyncio.sleep(0)
+    for hold in holds:
+        hold.open.set()
+    await gate.started.wait()
+    assert (gate.task is caller) is inline
+    gate.open.set()
+    assert await caller == "bound"
+    assert [await _outcome(f) for f in futures] == ["done"] * len(futures)
+    assert await dispatcher.drain(1) and dispatcher.pending() == {}
+    # Counted as any call: executions and durations by result, nothing left pending.
+    assert metrics.registry.get_sample_value(
+        "scheduler_async_api_call_execution_total",
+        {"call_type": POD_BINDING, "result": "success"}) == 1 + len(futures)
+    assert metrics.registry.get_sample_value(
+        "scheduler_pending_async_api_calls", {"call_type": POD_BINDING}) == 0
+    await dispatcher.close()
+
+
+async def test_calls_added_while_a_run_now_binding_executes_wait_for_it() -> None:
+    pod = _pod()
+    patcher = Patcher([pod])
+    dispatcher = ApiDispatcher(parallelism=4)
+    gate = Gate()
+    caller = asyncio.create_task(_run_now(dispatcher, PodBindingCall("uid-p", gate)),
+                                 name="test-binding-cycle")
+    await gate.started.wait()
+    assert dispatcher.pending() == {"uid-p": POD_BINDING}
+    # Less relevant than the executing binding: skipped, as with a queued one.
+    assert await _outcome(dispatcher.add(_patch(patcher, pod, reason="A"))) == "skipped"
+    order: list[str] = []
+
+    async def second_bind() -> None:
+        order.append("second")
+
+    later = dispatcher.add(PodBindingCall("uid-p", second_bind))
+    await asyncio.sleep(0)
+    assert order == [] and not later.done()  # never two calls of one pod at once
+    gate.open.set()
+    assert await caller == "bound"
+    assert await _outcome(later) == "done" and order == ["second"]
+    assert patcher.patches == []
+    await dispatcher.close()
+
+
+async def test_a_run_now_failure_is_the_callers_error_and_counted() -> None:
+    metrics = SchedulerMetrics()
+    dispatcher = ApiDispatcher(parallelism=1, metrics=metrics)
+    gate = Gate(error=RuntimeError("apiserver said no"))
+    gate.open.set()
+    with pytest.raises(RuntimeError, match="apiserver said no"):
+        await dispatcher.run_now(PodBindingCall("uid-p", gate))
+    assert metrics.registry.get_sample_value(
+        "scheduler_async_api_call_execution_total",
+        {"call_type": POD_BINDING, "result": "error"}) == 1
+    assert dispatcher.pending() == {} and dispatcher.would_run_now("uid-p")
+    await dispatcher.close()
+
+
+@pytest.mark.parametrize("stopper", ["caller cancelled", "dispatcher closed"])
+async def test_a_run_now_binding_stops_as_a_queued_one_would(stopper: str) -> None:
+    metrics = SchedulerMetrics()
+    dispatcher = ApiDispatcher(parallelism=1, metrics=metrics)
+    gate = Gate()
+    caller = asyncio.create_task(_run_now(dispatcher, PodBindingCall("uid-p", gate)),
+                                 name="test-binding-cycle")
+    await gate.started.wait()
+    if stopper == "caller cancelled":
+        # Lost the lease: the binding cycle is cancelled, and its write with it.
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert dispatcher.would_run_now("uid-q")  # the dispatcher goes on
+    else:
+        # The dispatcher stops under a waiting caller: it is told DispatcherClosed.
+        await dispatcher.close()
+        assert await caller == "closed"
+    assert metrics.registry.get_sample_value(
+        "scheduler_async_api_call_execution_total",
+        {"call_type": POD_BINDING, "result": "error"}) == 1
+    assert dispatcher.pending() == {}
+    await dispatcher.close()

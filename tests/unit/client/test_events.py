@@ -269,3 +269,28 @@ async def test_stop_with_more_senders_than_queue_slots_returns_at_once(
     assert not [e for e in logs if "timed out" in e["event"]]  # drained, not timed out
     assert len(server.requests_for("POST", EVENTS)) == 1
     assert not any(t.get_name().startswith("event-recorder") for t in asyncio.all_tasks())
+
+
+@pytest.mark.parametrize(("burst", "refill", "seed"), [(3, 300.0, 1), (25, 300.0, 2), (1, 10.0, 3),
+                                                       (3, 0.0, 4)])
+async def test_spam_filter_answers_as_client_gos_token_bucket(
+        server: FakeApiServer, recorder_factory: Any, burst: int, refill: float, seed: int) -> None:
+    # The filter keeps each object's bucket inline (no TokenBucket per pod): it must answer
+    # exactly as one TokenBucket per object would, over events and time steps of any kind.
+    import random
+
+    from scheduler.client.api import TokenBucket
+
+    rec, clock, metrics = recorder_factory(spam_burst=burst, spam_refill_seconds=refill,
+                                           queue_size=100000)
+    rng = random.Random(seed)
+    buckets: dict[str, TokenBucket] = {}
+    allowed = 0
+    for i in range(300):
+        clock.advance(rng.choice([0.0, 0.0, 0.0, 1.0, 7.5, 61.0, 299.0, 301.0]))
+        name = f"p{rng.randrange(4)}"
+        bucket = buckets.setdefault(
+            name, TokenBucket(1.0 / refill if refill > 0 else 0.0, burst, clock=clock))
+        allowed += bucket.try_acquire()
+        rec.event(pod(name, uid=name), type="Normal", reason="R", action="A", message=f"m{i}")
+        assert dropped(metrics, "rate_limited") == i + 1 - allowed

@@ -16,7 +16,6 @@ import pytest
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin
 from scheduler.framework.node_info import NodeInfo
@@ -24,10 +23,9 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
 from scheduler.schedule_one import filter_nodes_from
 from tests.builders import NodeBuilder, PodBuilder
+from tests.offline import default_framework
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -91,9 +89,7 @@ KINDS = ["plain", "tolerating", "selector", "ports", "storage", "node-name", "an
 
 
 def framework(snapshot: Snapshot) -> Framework:
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    return Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    return default_framework(snapshot)
 
 
 def prepared(fwk: Framework, snapshot: Snapshot, kind: str) -> tuple[CycleState, PodInfo]:
@@ -148,15 +144,21 @@ def test_runtime_batch_names_the_first_rejecting_plugin(seed: int, kind: str) ->
 
 
 def reference_walk(fwk: Framework, state: CycleState, info: PodInfo, nodes: list[NodeInfo],
-                   start: int, to_find: int) -> tuple[list[str], int, dict[str, Any]]:
+                   start: int, to_find: int, *, with_nominated_pods: bool = False,
+                   ) -> tuple[list[str], int, dict[str, Any]]:
+    """Node by node from ``start``, round robin, until ``to_find`` fit: the feasible names,
+    how many nodes were examined and the summary of each rejection; with
+    ``with_nominated_pods``, each node through the two-pass Filter."""
+    run = (fwk.run_filter_plugins_with_nominated_pods if with_nominated_pods
+           else fwk.run_filter_plugins)
     feasible: list[str] = []
     statuses: dict[str, Any] = {}
     processed = 0
     for i in range(len(nodes)):
         node_info = nodes[(start + i) % len(nodes)]
         processed += 1
-        status = fwk.run_filter_plugins(state, info, node_info)
-        if status is None:
+        status = run(state, info, node_info)
+        if status is None or status.is_success():
             feasible.append(node_info.name)
             if len(feasible) >= to_find:
                 break

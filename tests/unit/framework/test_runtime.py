@@ -783,6 +783,51 @@ class TestMetrics:
         fwk.run_pre_filter_plugins(state, _pod(), [])
         assert get("scheduler_plugin_execution_duration_seconds_count", labels) == 1
 
+    # Each binding-side extension point with and without a plugin in the profile: one
+    # observation with the same status label either way; an empty one records zero seconds.
+    BINDING_POINTS = [
+        ("Reserve", ReservePlugin, "Success"),
+        ("Unreserve", ReservePlugin, "Success"),
+        ("Permit", PermitPlugin, "Success"),
+        ("PreBindPreFlight", PreBindPlugin, "Skip"),
+        ("PreBind", PreBindPlugin, "Success"),
+        ("PostBind", PostBindPlugin, "Success"),
+    ]
+
+    @pytest.mark.parametrize("with_plugin", [True, False], ids=["a plugin", "no plugin"])
+    @pytest.mark.parametrize(("point", "kind", "status"), BINDING_POINTS,
+                             ids=[p[0] for p in BINDING_POINTS])
+    async def test_binding_extension_points_observed_with_or_without_plugins(
+            self, point: str, kind: type, status: str, with_plugin: bool) -> None:
+        metrics = SchedulerMetrics()
+        env = Env()
+        env.add("A", [kind, BindPlugin] if with_plugin else [BindPlugin],
+                **({"pre_bind_pre_flight": Status(Code.SKIP)} if point == "PreBindPreFlight"
+                   and with_plugin else {}))
+        fwk = env.framework(multi=["A"], metrics=metrics)
+        state, pod = CycleState(), _pod()
+        state.skip_pre_bind_plugins = {"stale"}
+        run = {
+            "Reserve": lambda: fwk.run_reserve_plugins_reserve(state, pod, "n1"),
+            "Unreserve": lambda: fwk.run_reserve_plugins_unreserve(state, pod, "n1"),
+            "Permit": lambda: fwk.run_permit_plugins(state, pod, "n1"),
+            "PreBindPreFlight": lambda: fwk.run_pre_bind_pre_flights(state, pod, "n1"),
+            "PostBind": lambda: fwk.run_post_bind_plugins(state, pod, "n1"),
+        }
+        if point == "PreBind":
+            result = await fwk.run_pre_bind_plugins(state, pod, "n1")
+        else:
+            result = run[point]()
+        expected = Status(Code.SKIP) if point == "PreBindPreFlight" else None
+        assert result == expected
+        if point == "PreBindPreFlight":
+            assert state.skip_pre_bind_plugins == ({"A"} if with_plugin else set())
+        labels = {"extension_point": point, "status": status, "profile": "test-profile"}
+        get = metrics.registry.get_sample_value
+        assert get("scheduler_framework_extension_point_duration_seconds_count", labels) == 1
+        total = get("scheduler_framework_extension_point_duration_seconds_sum", labels)
+        assert total is not None and (total > 0) is with_plugin
+
     def test_filter_evaluations_counted_in_bulk(self) -> None:
         metrics = SchedulerMetrics()
         env = Env()

@@ -14,14 +14,11 @@ import pytest
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
 from scheduler.framework.interfaces import ScorePlugin
-from scheduler.framework.runtime import Framework
 from scheduler.framework.types import NodeScore
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
+from tests.offline import default_framework
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -68,9 +65,7 @@ def incoming(kind: str) -> dict[str, Any]:
 @pytest.mark.parametrize("kind", ["plain", "spread", "affinity", "all"])
 def test_score_nodes_matches_score(seed: int, kind: str) -> None:
     _, snapshot = cluster(seed)
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    fwk = default_framework(snapshot)
     info = PodInfo.from_pod(incoming(kind))
     state = fwk.new_cycle_state()
     nodes = snapshot.list()
@@ -96,9 +91,7 @@ def test_score_nodes_matches_score(seed: int, kind: str) -> None:
 @pytest.mark.parametrize("kind", ["plain", "affinity", "all"])
 def test_normalize_score_values_matches_normalize_score(seed: int, kind: str) -> None:
     _, snapshot = cluster(seed)
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    fwk = default_framework(snapshot)
     info = PodInfo.from_pod(incoming(kind))
     state = fwk.new_cycle_state()
     nodes = snapshot.list()

@@ -50,6 +50,20 @@ def test_select_host_from_columns_is_select_host(seed: int, totals: list[int]) -
 
     names = [f"n{i}" for i in range(len(totals))]
     rng_a, rng_b = random.Random(seed), random.Random(seed)
+    rng_c = random.Random(seed)
+    best = (max(totals), totals.count(max(totals)))
     for _ in range(5):  # the draws stay in step too
-        assert select_host_from_columns(names, totals, rng_a) == select_host(
-            list(zip(names, totals)), rng_b)
+        expected = select_host(list(zip(names, totals)), rng_b)
+        assert select_host_from_columns(names, totals, rng_a) == expected
+        assert select_host_from_columns(names, totals, rng_c, best=best) == expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_nth_index_finds_the_kth_occurrence(seed: int) -> None:
+    from scheduler.find_nodes import nth_index
+
+    rng = random.Random(seed)
+    values = [rng.choice([3, 7, 7, 7, 9]) for _ in range(rng.randrange(1, 300))]
+    for value in set(values):
+        where = [i for i, v in enumerate(values) if v == value]
+        assert [nth_index(values, value, k) for k in range(len(where))] == where

@@ -4,48 +4,27 @@ chunked walk (batch for every other node) answers what the node-by-node two-pass
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import pytest
 
 from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Diagnosis
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
 from scheduler.queue.nominator import Nominator
 from scheduler.schedule_one import filter_nodes_from
 from tests.builders import PodBuilder, make_node
-from tests.unit.framework.test_filter_nodes_equivalence import cluster, incoming, summary
+from tests.offline import default_framework
+from tests.unit.framework.test_filter_nodes_equivalence import (
+    cluster,
+    incoming,
+    reference_walk,
+    summary,
+)
 
 
 def _framework(snapshot: Snapshot, nominator: Nominator) -> Framework:
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    kwargs["nominator"] = nominator
-    return Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
-
-
-def _reference(fwk: Framework, state: CycleState, info: PodInfo, nodes: list[NodeInfo],
-               start: int, to_find: int) -> tuple[list[str], int, dict[str, Any]]:
-    feasible: list[str] = []
-    statuses: dict[str, Any] = {}
-    processed = 0
-    for i in range(len(nodes)):
-        node_info = nodes[(start + i) % len(nodes)]
-        processed += 1
-        status = fwk.run_filter_plugins_with_nominated_pods(state, info, node_info)
-        if status is None or status.is_success():
-            feasible.append(node_info.name)
-            if len(feasible) >= to_find:
-                break
-        else:
-            statuses[node_info.name] = summary(status)
-    return feasible, processed, statuses
+    return default_framework(snapshot, nominator=nominator)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -70,8 +49,8 @@ def test_chunked_walk_with_nominated_pods_matches_the_two_pass_walk(seed: int) -
         feasible, processed = filter_nodes_from(
             fwk, state, info, nodes, start=start, to_find=to_find, diagnosis=diagnosis,
             with_nominated_pods=True)
-        want_feasible, want_processed, want_statuses = _reference(
-            fwk, state, info, nodes, start, to_find)
+        want_feasible, want_processed, want_statuses = reference_walk(
+            fwk, state, info, nodes, start, to_find, with_nominated_pods=True)
         assert [n.name for n in feasible] == want_feasible
         assert processed == want_processed
         assert {k: summary(v) for k, v in diagnosis.node_to_status.items()} == want_statuses
@@ -116,8 +95,8 @@ def test_kept_windows_with_nominations_coming_and_going_match_the_two_pass_walk(
         feasible, processed = filter_nodes_from(
             fwk, state, info, nodes, start=start, to_find=to_find, diagnosis=diagnosis,
             with_nominated_pods=True, batch=batch)
-        want_feasible, want_processed, want_statuses = _reference(
-            fwk, state, info, nodes, start, to_find)
+        want_feasible, want_processed, want_statuses = reference_walk(
+            fwk, state, info, nodes, start, to_find, with_nominated_pods=True)
         assert [n.name for n in feasible] == want_feasible
         assert processed == want_processed
         assert {k: summary(v) for k, v in diagnosis.node_to_status.items()} == want_statuses

@@ -4,25 +4,20 @@ each informer event's handling time under upstream's event label."""
 
 from __future__ import annotations
 
-import random
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import Snapshot
 from scheduler.config.defaults import default_config
 from scheduler.eventhandlers import EventHandlers
-from scheduler.framework.runtime import Framework
 from scheduler.framework.types import QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
 from scheduler.queue.nominator import Nominator
 from scheduler.schedule_one import SchedulingCycle
 from tests.builders import PodBuilder, make_node
+from tests.offline import cache_with, default_framework, scheduling_cycle
 from tests.unit.scheduling.test_eventhandlers_confirm import _Queue
 from tests.unit.scheduling.test_eventhandlers_malformed import FakeScheduler
 
@@ -44,20 +39,12 @@ def _value(metrics: SchedulerMetrics, name: str, **labels: str) -> float:
 def test_the_algorithm_duration_is_observed_when_a_host_is_found(cpu: str,
                                                                  observed: float) -> None:
     metrics = SchedulerMetrics()
-    cache, snapshot = Cache(), Snapshot()
-    cache.add_node(make_node("n1", cpu="4"))
+    cache, snapshot = cache_with([make_node("n1", cpu="4")])
     cache.update_snapshot(snapshot)
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
     profile = default_config().profiles[0]
     profile.plugins.post_filter.disabled = [SimpleNamespace(name="*", weight=None)]
-    fwk = Framework(profile=profile, registry=in_tree_registry(), **kwargs)
-    sched = SimpleNamespace(
-        cache=cache, snapshot=snapshot, rng=random.Random(1), metrics=metrics,
-        config=SimpleNamespace(percentage_of_nodes_to_score=0),
-        has_nominated_pods=lambda: False, nominator=Nominator(),
-    )
-    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    fwk = default_framework(snapshot, profile=profile)
+    cycle = scheduling_cycle(cache, snapshot, metrics=metrics, nominator=Nominator())
     qpi = QueuedPodInfo(PodInfo.from_pod(PodBuilder("p").req(cpu=cpu).obj()), timestamp=0.0)
     _result, _assumed, status = cycle.scheduling_cycle(fwk, fwk.new_cycle_state(), qpi)
     assert status.is_success() is (observed == 1.0)

@@ -358,11 +358,24 @@ def test_select_victims_no_lower_priority_pods() -> None:
 
 
 def test_select_victims_not_enough_room_even_without_victims() -> None:
+    # The pod would fit the empty node, but a pod it may not preempt keeps the room.
+    s = Scenario(pod("p", priority=HIGH, cpu="2"), nodes=[node("n1", cpu="2")],
+                 pods=[pod("a", priority=LOW, cpu="500m", node_name="n1"),
+                       pod("b", priority=HIGH, cpu="500m", node_name="n1")])
+    victims, _, status = _select(s, "n1")
+    assert victims == [] and status is not None
+    assert status.code == Code.UNSCHEDULABLE and status.reasons == ["Insufficient cpu"]
+
+
+def test_select_victims_larger_than_the_node() -> None:
+    # More than the node's allocatable: Filter says so whatever leaves (upstream's
+    # Unresolvable InsufficientResource), and preemption does not count the node.
     s = Scenario(pod("p", priority=HIGH, cpu="2"), nodes=[node("n1", cpu="1")],
                  pods=[pod("a", priority=LOW, cpu="500m", node_name="n1")])
     victims, _, status = _select(s, "n1")
     assert victims == [] and status is not None
-    assert status.code == Code.UNSCHEDULABLE and status.reasons == ["Insufficient cpu"]
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.reasons == ["Insufficient cpu"]
 
 
 def test_select_victims_pre_filter_extension_error() -> None:

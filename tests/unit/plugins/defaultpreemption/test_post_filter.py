@@ -61,13 +61,24 @@ CASES = [
           pods=[pod("a", priority=HIGH, node_name="n1"), pod("b", priority=LOW, node_name="n2")],
           want_node="n2"),
     _case("not-enough-room-after-removing-all-lower-priority",
+          preemptor=pod("p", priority=HIGH, cpu="2"),
+          nodes=[node("n1", cpu="2"), node("n2", cpu="2")],
+          pods=[pod("a", cpu="1", node_name="n1"), pod("b", cpu="1", node_name="n2"),
+                pod("ha", priority=HIGH, cpu="500m", node_name="n1"),
+                pod("hb", priority=HIGH, cpu="500m", node_name="n2")], want_node="",
+          want_message="preemption: 0/2 nodes are available: 2 Insufficient cpu."),
+    # More than a node's allocatable: Filter's status is UnschedulableAndUnresolvable, so no
+    # dry run is tried there (upstream's Unresolvable InsufficientResource).
+    _case("larger-than-every-node-not-helpful",
           preemptor=pod("p", priority=HIGH, cpu="2"), nodes=[node("n1"), node("n2")],
           pods=[pod("a", node_name="n1"), pod("b", node_name="n2")], want_node="",
-          want_message="preemption: 0/2 nodes are available: 2 Insufficient cpu."),
+          want_message="preemption: 0/2 nodes are available: "
+                       "2 Preemption is not helpful for scheduling."),
     _case("mixed-reasons",
           preemptor=pod("p", priority=HIGH, cpu="2"),
-          nodes=[node("n1", pods=1, cpu="4"), node("n2"), node("n3", pods=1, cpu="4")],
-          pods=[pod("a", priority=HIGH, node_name="n1"), pod("b", node_name="n2"),
+          nodes=[node("n1", pods=1, cpu="4"), node("n2", cpu="2"), node("n3", pods=1, cpu="4")],
+          pods=[pod("a", priority=HIGH, node_name="n1"), pod("b", cpu="1", node_name="n2"),
+                pod("hb", priority=HIGH, cpu="500m", node_name="n2"),
                 pod("c", priority=HIGH, node_name="n3")],
           want_node="",
           want_message="preemption: 0/3 nodes are available: 1 Insufficient cpu, "

@@ -45,6 +45,16 @@ def _plugin(nodes: int, free: set[int], reserved: set[int], extra: list[dict[str
     return DynamicResources(None, handle), handle, names  # type: ignore[arg-type]
 
 
+def _allocations(p: DynamicResources, data: Any, names: list[str]) -> dict[str, Any]:
+    """Node -> the allocations Filter found there (what Reserve would hold)."""
+    out = {}
+    for n in names:
+        alloc = p._allocation_on(data, n)
+        if alloc is not None:
+            out[n] = alloc.allocations
+    return out
+
+
 @pytest.mark.parametrize(("nodes", "free", "reserved", "requests", "want"), [
     # two free nodes of ten: only they are filtered
     (10, {2, 7}, set(), [exactly("r")], {"m2", "m7"}),
@@ -111,7 +121,39 @@ def test_filter_and_scores_with_the_index_match_node_by_node(
     assert [s is None for s in got] == [s is None for s in want]
     ours, theirs = state.read(STATE_KEY), plain_state.read(STATE_KEY)
     assert ours.first_fit is not None or requests[0]["exactly"].get("allocationMode")
-    assert {n: a.allocations for n, a in ours.by_node.items()} == {
-        n: a.allocations for n, a in theirs.by_node.items()}
+    assert _allocations(p, ours, names) == _allocations(plain, theirs, names)
     scores, _ = p.score_nodes(state, info, nodes)
     assert scores == [p.score(state, info, ni)[0] for ni in nodes]
+
+
+@pytest.mark.parametrize(("nodes", "free", "requests"), [
+    (6, {1, 3, 4}, [exactly("r")]),  # the index answers every node (full ones rejected)
+    (6, set(), [exactly("r")]),  # every node full
+    (5, {0, 1, 2, 3, 4}, [exactly("r")]),  # every node free
+    (6, {1, 3, 4}, [exactly("r", count=2)]),  # more than the node has: the allocator says why
+    (6, {1, 3, 4}, [exactly("r", all_devices=True)]),  # not the first-fit shape: node by node
+])
+def test_filter_nodes_answers_what_filter_answers_node_by_node(
+        nodes: int, free: set[int], requests: list[dict[str, Any]]) -> None:
+    """``filter_nodes`` (one pass of the index over all nodes) gives each node the status,
+    allocation and explanation that ``filter`` gives it alone."""
+    p, handle, names = _plugin(nodes, free, set(), [claim("mine", *requests)])
+    one, one_handle, _ = _plugin(nodes, free, set(), [claim("mine", *requests)])
+    info = PodInfo.from_pod(pod_with("p", "mine"))
+    state, one_state = CycleState(), CycleState()
+    p.pre_filter(state, info, handle.snapshot().list())
+    one.pre_filter(one_state, info, one_handle.snapshot().list())
+    got = p.filter_nodes(state, info, handle.snapshot().list())
+    want = [one.filter(one_state, info, ni) for ni in one_handle.snapshot().list()]
+
+    def view(s: Any) -> Any:
+        return None if s is None else (s.code, s.reasons)
+    assert [view(s) for s in got] == [view(s) for s in want]
+    assert len({id(s) for s in got if s is not None}) == sum(s is not None for s in got)
+    ours, theirs = state.read(STATE_KEY), one_state.read(STATE_KEY)
+    assert _allocations(p, ours, names) == _allocations(one, theirs, names)
+    assert set(ours.details) == set(theirs.details)
+    for n in ours.details:
+        a, b = ours.details[n], theirs.details[n]
+        assert (a if isinstance(a, list) else a.details) == (
+            b if isinstance(b, list) else b.details)

@@ -13,12 +13,10 @@ import pytest
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.interpodaffinity.common import TopologyCounts
 from scheduler.plugins.interpodaffinity.filtering import (
     PRE_FILTER_STATE_KEY,
@@ -27,8 +25,8 @@ from scheduler.plugins.interpodaffinity.filtering import (
     _pairs,
 )
 from scheduler.plugins.interpodaffinity.scoring import PRE_SCORE_STATE_KEY
-from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
+from tests.offline import default_framework
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -91,9 +89,7 @@ def test_pair_sums_match_a_fresh_sum(seed: int) -> None:
 
 
 def _framework(snapshot: Snapshot) -> Framework:
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    return Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    return default_framework(snapshot)
 
 
 def _counts(fwk: Framework, snapshot: Snapshot, pod: dict[str, object]) -> tuple[object, ...]:

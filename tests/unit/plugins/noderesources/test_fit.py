@@ -26,6 +26,8 @@ from scheduler.plugins.noderesources.fit import (
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
 U = Code.UNSCHEDULABLE
+# More than the node's whole allocatable: no preemption can make room (upstream).
+UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 GPU = "example.com/gpu"
 
 
@@ -85,10 +87,28 @@ FILTER_CASES = [
         Status(U, REASON_INSUFFICIENT_MEMORY),
     ),
     (
-        "both reported",
+        "both reported, more than the node holds: unresolvable",
         _pod(cpu="5", memory="9Gi"),
         _info(_node()),
+        Status(UU, REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY),
+    ),
+    (
+        "both reported, room once pods leave",
+        _pod(cpu="3", memory="7Gi"),
+        _info(_node(), make_pod("e", cpu="2", memory="2Gi")),
         Status(U, REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY),
+    ),
+    (
+        "one resource beyond the node makes the status unresolvable",
+        _pod(cpu="3", memory="9Gi"),
+        _info(_node(), make_pod("e", cpu="2")),
+        Status(UU, REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY),
+    ),
+    (
+        "exactly the node's allocatable, taken by others: resolvable",
+        _pod(cpu="4"),
+        _info(_node(), make_pod("e", cpu="1")),
+        Status(U, REASON_INSUFFICIENT_CPU),
     ),
     (
         "too many pods, even with no requests",
@@ -98,15 +118,30 @@ FILTER_CASES = [
     ),
     (
         "too many pods listed first",
+        _pod(cpu="3"),
+        _info(_node(pods=1), make_pod("e", cpu="2")),
+        Status(U, REASON_TOO_MANY_PODS, REASON_INSUFFICIENT_CPU),
+    ),
+    (
+        "too many pods never unresolvable, a resource beyond the node is",
         _pod(cpu="5"),
         _info(_node(pods=1), make_pod("e")),
-        Status(U, REASON_TOO_MANY_PODS, REASON_INSUFFICIENT_CPU),
+        Status(UU, REASON_TOO_MANY_PODS, REASON_INSUFFICIENT_CPU),
     ),
     (
         "ephemeral storage",
         _pod(ephemeral_storage="2Gi"),
         _info(
             NodeBuilder("n1").capacity(cpu="1", memory="1Gi", pods=5, ephemeral_storage="1Gi").obj()
+        ),
+        Status(UU, REASON_INSUFFICIENT_EPHEMERAL_STORAGE),
+    ),
+    (
+        "ephemeral storage taken by others",
+        _pod(ephemeral_storage="1Gi"),
+        _info(
+            NodeBuilder("n1").capacity(cpu="1", memory="1Gi", pods=5, ephemeral_storage="1Gi").obj(),
+            make_pod("e", ephemeral_storage="1Gi"),
         ),
         Status(U, REASON_INSUFFICIENT_EPHEMERAL_STORAGE),
     ),
@@ -126,7 +161,7 @@ FILTER_CASES = [
         "extended resource absent on node",
         _pod(**{GPU: 1}),
         _info(_node()),
-        Status(U, f"Insufficient {GPU}"),
+        Status(UU, f"Insufficient {GPU}"),
     ),
     (
         "init container larger than containers",
@@ -161,12 +196,12 @@ def test_filter(name: str, pod: dict[str, Any], info: NodeInfo, expected: Status
     [
         ({"ignoredResources": [GPU]}, GPU, None),
         ({"ignoredResourceGroups": ["example.com"]}, GPU, None),
-        ({"ignoredResourceGroups": ["example.org"]}, GPU, Status(U, f"Insufficient {GPU}")),
+        ({"ignoredResourceGroups": ["example.org"]}, GPU, Status(UU, f"Insufficient {GPU}")),
         # only extended resources can be ignored; hugepages stay checked
         (
             {"ignoredResources": ["hugepages-2Mi"]},
             "hugepages-2Mi",
-            Status(U, "Insufficient hugepages-2Mi"),
+            Status(UU, "Insufficient hugepages-2Mi"),
         ),
     ],
 )
@@ -181,12 +216,10 @@ def test_filter_without_pre_filter_is_error() -> None:
 
 def test_fits_helper_reports_details() -> None:
     (short,) = fits(PodInfo.from_pod(_pod(cpu="3")), _info(_node(), make_pod("e", cpu="2")))
-    assert (short.resource_name, short.requested, short.used, short.capacity) == (
-        "cpu",
-        3000,
-        2000,
-        4000,
-    )
+    assert (short.resource_name, short.requested, short.used, short.capacity,
+            short.unresolvable) == ("cpu", 3000, 2000, 4000, False)
+    (beyond,) = fits(PodInfo.from_pod(_pod(cpu="5")), _info(_node(), make_pod("e", cpu="2")))
+    assert (beyond.requested, beyond.capacity, beyond.unresolvable) == (5000, 4000, True)
 
 
 # --- args -------------------------------------------------------------------------------------

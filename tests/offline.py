@@ -1,0 +1,53 @@
+"""The scheduling cycle built offline, for unit tests and the benchmarks in ``tests/perf``:
+a cache holding the nodes, its snapshot, the default profile's Framework over that snapshot
+(the Handle's other parts inert, ``scheduler.offline``) and a ``SchedulingCycle`` whose
+scheduler is only what the cycle reads of it. No API server, informer, queue or binding.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from types import SimpleNamespace
+from typing import Any
+
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.config.defaults import default_config
+from scheduler.config.types import Profile
+from scheduler.framework.runtime import Framework
+from scheduler.metrics import SchedulerMetrics
+from scheduler.offline import offline_handle_kwargs
+from scheduler.plugins.registry import in_tree_registry
+from scheduler.schedule_one import SchedulingCycle
+
+
+def cache_with(nodes: Iterable[dict[str, Any]]) -> tuple[Cache, Snapshot]:
+    """A cache holding ``nodes`` and an empty snapshot of it (``update_snapshot`` fills it)."""
+    cache, snapshot = Cache(), Snapshot()
+    for node in nodes:
+        cache.add_node(node)
+    return cache, snapshot
+
+
+def default_framework(snapshot: Snapshot, *, profile: Profile | None = None,
+                      **handle: Any) -> Framework:
+    """``profile`` (the default config's first) built over ``snapshot`` with the in-tree
+    plugins; ``handle`` replaces Handle parts (e.g. ``nominator``)."""
+    kwargs = offline_handle_kwargs()
+    kwargs["snapshot_provider"] = lambda: snapshot
+    kwargs.update(handle)
+    return Framework(profile=profile or default_config().profiles[0],
+                     registry=in_tree_registry(), **kwargs)
+
+
+def scheduling_cycle(cache: Cache, snapshot: Snapshot, *, seed: int = 1, percentage: int = 0,
+                     metrics: SchedulerMetrics | None = None, **scheduler: Any) -> SchedulingCycle:
+    """The cycle over ``cache`` and ``snapshot``: ties broken by ``random.Random(seed)``,
+    ``percentageOfNodesToScore`` ``percentage``, no nominated pods; ``scheduler`` adds
+    attributes to the scheduler it sees (e.g. ``nominator``)."""
+    sched = SimpleNamespace(
+        cache=cache, snapshot=snapshot, rng=random.Random(seed),
+        config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
+        has_nominated_pods=lambda: False, metrics=metrics or SchedulerMetrics(), **scheduler)
+    return SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators

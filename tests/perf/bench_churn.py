@@ -1,0 +1,138 @@
+"""MixedChurn's scheduling loop in process (no API server): pod-default pods scheduled by the
+real batched cycle on N node-default nodes in three zones, and every ``--every`` pods the
+bench's churn (the previous churn node deleted and a new one, with no zone, added; an
+unschedulable 9-CPU priority-10 pod tried once, PostFilter included).  Process CPU per
+measured pod, the share spent on the large pods, and a digest of the chosen hosts and of
+the large pods' messages (two builds must print the same digests).
+
+    PYTHONPATH=. python tests/perf/bench_churn.py [--nodes 5000] [--pods 2000] [--every 100]
+
+A measured pod is scheduled between the churn node's removal and the next one's
+addition (the bench's events arrive apart).  ``--every`` is the pods scheduled per churn event: the bench's churn is one event a second,
+so it is the scheduler's pods/s (114 at the loaded figure in docs/benchmarks.md, ~1420 at
+twice upstream's floor).  ``--profile FILE`` writes a cProfile of the measured part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import cProfile
+import gc
+import hashlib
+import random
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import structlog
+
+from scheduler.bench import workloads
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.config.defaults import default_config
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import FitError
+from scheduler.metrics import SchedulerMetrics
+from scheduler.objects.pod import PodInfo
+from scheduler.offline import offline_handle_kwargs
+from scheduler.plugins.registry import in_tree_registry
+from scheduler.schedule_one import SchedulingCycle
+from tests.perf.bench_batched_cycle import node
+
+
+def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--profile", default="")
+    ap.add_argument("--profile-churn", default="", help="a cProfile of the churn alone")
+    args = ap.parse_args()
+    cache, snapshot = Cache(), Snapshot()
+    for i in range(args.nodes):
+        cache.add_node(node(i))
+    kwargs = offline_handle_kwargs()
+    kwargs["snapshot_provider"] = lambda: snapshot
+    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
+    sched = SimpleNamespace(
+        cache=cache, snapshot=snapshot, rng=random.Random(1),
+        config=SimpleNamespace(percentage_of_nodes_to_score=0),
+        has_nominated_pods=lambda: False, metrics=SchedulerMetrics())
+    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    hosts: list[str] = []
+    messages: list[str] = []
+    churn_node: list[dict[str, Any]] = []
+    large_cpu = [0.0]
+
+    churn_profiler = cProfile.Profile() if args.profile_churn else None
+
+    def churn(index: int) -> None:
+        if churn_profiler is not None:
+            churn_profiler.enable()
+        started = time.process_time()
+        _, obj = workloads.churn_object("node", index, scheduler_name="default-scheduler",
+                                        node_cpu="4", node_memory="32Gi")
+        obj["metadata"]["uid"] = f"churn-{index}"
+        cache.add_node(obj)
+        churn_node.append(obj)
+        _, large = workloads.churn_object("large-pod", index, scheduler_name="default-scheduler",
+                                          node_cpu="4", node_memory="32Gi")
+        large["metadata"]["uid"] = f"large-{index}"
+        info = PodInfo.from_pod(large)
+        cache.update_snapshot(snapshot)
+        state = fwk.new_cycle_state()
+        try:
+            cycle.schedule_pod(fwk, state, info)
+            messages.append("scheduled?")
+        except FitError as exc:
+            _, _, status = cycle._schedule_failed(fwk, state, info, exc)
+            messages.append(status.message())
+        large_cpu[0] += time.process_time() - started
+        if churn_profiler is not None:
+            churn_profiler.disable()
+
+    def run(count: int, first: int) -> None:
+        for i in range(first, first + count):
+            if i % args.every == 0:
+                # the previous churn node leaves one measured pod before the next comes
+                for old in churn_node:
+                    cache.remove_node(old)
+                churn_node.clear()
+            if i % args.every == 1:
+                churn(i // args.every)
+            pod = workloads.pod(f"p{i}", namespace="bench", scheduler_name="default-scheduler")
+            pod["metadata"]["uid"] = f"u{i}"
+            info = PodInfo.from_pod(pod)
+            cache.update_snapshot(snapshot)
+            host = cycle.schedule_pod(fwk, fwk.new_cycle_state(), info).suggested_host
+            cache.assume_pod(PodInfo.from_pod({**pod, "spec": {**pod["spec"], "nodeName": host}}))
+            hosts.append(host)
+
+    run(200, 1)  # warm
+    gc.collect()
+    gc.freeze()
+    large_cpu[0] = 0.0
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler is not None:
+        profiler.enable()
+    started = time.process_time()
+    run(args.pods, 201)
+    cpu = time.process_time() - started
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+    if churn_profiler is not None:
+        churn_profiler.dump_stats(args.profile_churn)
+    digest = hashlib.sha256(",".join(hosts).encode()).hexdigest()[:12]
+    said = hashlib.sha256("\n".join(messages).encode()).hexdigest()[:12]
+    print(f"nodes={args.nodes} pods={args.pods} every={args.every}: CPU per pod "
+          f"{cpu / args.pods * 1000:.3f} ms ({large_cpu[0] / args.pods * 1000:.3f} ms of it "
+          f"the churn and large pods); hosts {digest}; messages {said}")
+    if messages:
+        print("last message:", messages[-1][:300])
+
+
+if __name__ == "__main__":
+    main()
