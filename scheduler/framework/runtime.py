@@ -32,7 +32,8 @@ from scheduler.framework.errors import FrameworkStatusError, PluginConfigError
 from scheduler.framework.events import ActionType, ClusterEvent, EventResource, QueueingHintFn
 from scheduler.framework.handle import FrameworkHandle
 from scheduler.framework.instrumentation import (  # extension point labels, as upstream's
-    PLUGIN_METRICS_SAMPLE_PERCENT, PRE_ENQUEUE, Instrumentation,
+    FILTER, PLUGIN_METRICS_SAMPLE_PERCENT, PRE_ENQUEUE, PRE_FILTER, PRE_SCORE, SCORE,
+    Instrumentation,
 )
 from scheduler.framework.interfaces import (
     ApiClient, BindPlugin, EnqueueExtensions, EventRecorder, ExtenderPreemption, FilterPlugin,
@@ -150,6 +151,15 @@ class Framework(FilterSteps, ScoreSteps, BindingSteps):
         # Per-plugin evaluation counts, flushed to scheduler_plugin_evaluation_total in bulk
         # (incrementing a labelled prometheus counter per node per plugin is too slow).
         self._filter_evals = [0] * len(self._filter)
+        evaluations = self.metrics.plugin_evaluation_total
+        self._pre_filter_evaluations = [evaluations.labels(name, PRE_FILTER, self.profile_name)
+                                        for name, _ in self._pre_filter]
+        self._pre_score_evaluations = [evaluations.labels(name, PRE_SCORE, self.profile_name)
+                                       for name, _ in self._pre_score]
+        self._filter_evaluations = [evaluations.labels(name, FILTER, self.profile_name)
+                                    for name, _ in self._filter]
+        self._score_evaluations = {name: evaluations.labels(name, SCORE, self.profile_name)
+                                   for name, _ in self._score}
         self._plan_state: CycleState | None = None
         self._plan_skip: set[str] | None = None
         self._plan: list[tuple[int, str, FilterFn]] = []

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import structlog
+
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.instrumentation import FILTER, Instrumentation
+from scheduler.framework.instrumentation import Instrumentation
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
 from scheduler.objects.pod import PodInfo
@@ -19,8 +21,18 @@ if TYPE_CHECKING:
         PreBindPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin,
     )
     from scheduler.framework.waiting_pods import WaitingPodsMap
+    from scheduler.metrics import BulkCounterChild
 
 FilterFn = Callable[[CycleState, PodInfo, NodeInfo], "Status | None"]
+
+log = structlog.get_logger("scheduler.framework.runtime")
+
+
+def plugin_raised(point: str, name: str, pod_key: str, exc: Exception) -> Status:
+    """What an instrumented call makes of a plugin's exception (logged, an Error status
+    naming the plugin), for the loops that call unsampled plugins directly."""
+    log.exception(f"{point} plugin raised", plugin=name, pod=pod_key)
+    return Status.from_error(exc, plugin=name)
 
 
 class RuntimeBase:
@@ -45,6 +57,12 @@ class RuntimeBase:
     # Per-plugin evaluation counts, flushed to scheduler_plugin_evaluation_total in bulk
     # (incrementing a labelled prometheus counter per node per plugin is too slow).
     _filter_evals: list[int]
+    # scheduler_plugin_evaluation_total's children of each PreFilter and PreScore plugin, in
+    # their run order (one plain increment per plugin run).
+    _pre_filter_evaluations: list[BulkCounterChild]
+    _pre_score_evaluations: list[BulkCounterChild]
+    _filter_evaluations: list[BulkCounterChild]  # Filter's, flushed from _filter_evals
+    _score_evaluations: dict[str, BulkCounterChild]
     # The cycle's Filter plan (the Filter plugins its PreFilter did not skip), per state.
     _plan_state: CycleState | None
     _plan_skip: set[str] | None
@@ -52,8 +70,8 @@ class RuntimeBase:
 
     def flush_metrics(self) -> None:
         """Publish the Filter evaluation counts gathered since the last flush."""
-        for index, (name, _) in enumerate(self._filter):
-            count = self._filter_evals[index]
+        counts = self._filter_evals
+        for index, count in enumerate(counts):
             if count:
-                self._filter_evals[index] = 0
-                self._instr.count_evaluation(FILTER, name, count)
+                counts[index] = 0
+                self._filter_evaluations[index].inc(count)

@@ -17,7 +17,7 @@ from scheduler.framework.instrumentation import (  # extension point labels, as 
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.nominated import filter_with_nominated_pods
-from scheduler.framework.runtime_base import FilterFn, RuntimeBase
+from scheduler.framework.runtime_base import FilterFn, RuntimeBase, plugin_raised
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import PostFilterResult, PreFilterResult
 from scheduler.objects.pod import PodInfo
@@ -45,11 +45,16 @@ class FilterSteps(RuntimeBase):
         return_status: Status | None = None
         final: tuple[PreFilterResult | None, Status | None, set[str]] | None = None
         instr = self._instr
-        for name, plugin in self._pre_filter:
-            r, s = instr.call_with_result(
-                PRE_FILTER, name, sampled, pod_info.key, plugin.pre_filter, state, pod_info, nodes
-            )
-            instr.count_evaluation(PRE_FILTER, name)
+        for (name, plugin), evaluations in zip(self._pre_filter, self._pre_filter_evaluations):
+            if sampled:
+                r, s = instr.call_with_result(PRE_FILTER, name, sampled, pod_info.key,
+                                              plugin.pre_filter, state, pod_info, nodes)
+            else:  # the instrumented call without its timing: one call level less per plugin
+                try:
+                    r, s = plugin.pre_filter(state, pod_info, nodes)
+                except Exception as exc:
+                    r, s = None, plugin_raised(PRE_FILTER, name, pod_info.key, exc)
+            evaluations.inc()
             if s is not None and s.code == Code.SKIP:
                 skip.add(name)
                 continue

@@ -359,9 +359,7 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
         checks = s.checks(pod_info)
         out: list[Status | None] = []
         append = out.append
-        # One status object per reason and call: the framework only names the plugin in it.
-        unresolvable: Status | None = None
-        unschedulable: Status | None = None
+        # A Status per rejected node: filter_nodes' contract (statuses are not shared).
         for node_info in nodes:
             node = node_info.node
             if node is None:
@@ -373,18 +371,13 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
                 for key, counts, offset, max_skew, over, zero_over in checks:
                     value = labels.get(key)
                     if value is None:
-                        if unresolvable is None:
-                            unresolvable = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                                  ERR_REASON_NODE_LABEL_NOT_MATCH)
-                        status = unresolvable
+                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        ERR_REASON_NODE_LABEL_NOT_MATCH)
                         break
                     if (value in over or (zero_over and value not in counts)
                             if over is not None else
                             counts.get(value, 0) + offset > max_skew):
-                        if unschedulable is None:
-                            unschedulable = Status(Code.UNSCHEDULABLE,
-                                                   ERR_REASON_CONSTRAINTS_NOT_MATCH)
-                        status = unschedulable
+                        status = Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH)
                         break
             append(status)
         return out

@@ -869,3 +869,49 @@ class TestMetrics:
         sampled = sum(fwk.new_cycle_state().record_plugin_metrics for _ in range(2000))
         assert 100 < sampled < 300
         assert not Env().framework().new_cycle_state().record_plugin_metrics  # no metrics
+
+
+class TestPreFilterAndPreScoreCalls:
+    """Unsampled cycles call PreFilter and PreScore plugins without the timed wrapper: an
+    exception still becomes an Error naming the plugin, in sampled cycles and not, and each
+    plugin run is counted in scheduler_plugin_evaluation_total."""
+
+    @pytest.mark.parametrize("sampled", [False, True])
+    @pytest.mark.parametrize("point", ["pre_filter", "pre_score"])
+    def test_a_raising_plugin_fails_the_pod_with_an_error_naming_it(
+        self, sampled: bool, point: str,
+    ) -> None:
+        env = Env()
+        env.add("A", [PreFilterPlugin, PreScorePlugin])
+        env.add("B", [PreFilterPlugin, PreScorePlugin], **{point: RuntimeError("boom")})
+        env.add("C", [PreFilterPlugin, PreScorePlugin])
+        fwk = env.framework(multi=["A", "B", "C"], metrics=SchedulerMetrics())
+        state = CycleState()
+        state.record_plugin_metrics = sampled
+        if point == "pre_filter":
+            _, status, _ = fwk.run_pre_filter_plugins(state, _pod(), _nodes("n1"))
+        else:
+            status = fwk.run_pre_score_plugins(state, _pod(), _nodes("n1"))
+        assert status is not None and status.code == Code.ERROR
+        assert status.plugin == "B" and "boom" in status.message()
+        assert ("C", point) not in env.log  # the run stops at the error
+
+    @pytest.mark.parametrize("point", ["PreFilter", "PreScore"])
+    def test_each_plugin_run_is_counted(self, point: str) -> None:
+        metrics = SchedulerMetrics()
+        env = Env()
+        env.add("A", [PreFilterPlugin, PreScorePlugin])
+        env.add("B", [PreFilterPlugin, PreScorePlugin], pre_filter=(None, Status(Code.SKIP)),
+                pre_score=Status(Code.SKIP))
+        fwk = env.framework(multi=["A", "B"], metrics=metrics)
+        for sampled in (False, True, False):
+            state = CycleState()
+            state.record_plugin_metrics = sampled
+            if point == "PreFilter":
+                fwk.run_pre_filter_plugins(state, _pod(), _nodes("n1"))
+            else:
+                fwk.run_pre_score_plugins(state, _pod(), _nodes("n1"))
+        for name in ("A", "B"):
+            assert metrics.registry.get_sample_value(
+                "scheduler_plugin_evaluation_total",
+                {"plugin": name, "extension_point": point, "profile": "test-profile"}) == 3
