@@ -247,16 +247,7 @@ class EventHandlers:
         assumed = cache.get_pod_info(pod)
         if assumed is None:
             return None
-        meta, assumed_meta = _meta(pod), _meta(assumed.pod)
-        if (pod.get("spec") != assumed.pod.get("spec")
-                or resize_report(pod) != resize_report(assumed.pod)
-                or meta.get("labels") != assumed_meta.get("labels")
-                or meta.get("name") != assumed_meta.get("name")
-                or meta.get("namespace") != assumed_meta.get("namespace")):
-            return None
-        info = assumed.with_node_name(pod)
-        info.resource_version = str(meta.get("resourceVersion") or "")
-        return info
+        return _reparsed(pod, assumed)
 
     def add_pod_to_cache(self, pod: dict[str, Any]) -> None:
         sched = self.sched
@@ -272,8 +263,11 @@ class EventHandlers:
 
     def update_pod_in_cache(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         sched = self.sched
-        info = self._assigned_info(new)
         cached = sched.cache.get_pod_info(old) if _has_uid(old) else None
+        # A bound pod's updates are mostly its kubelet's status writes, which change nothing
+        # a PodInfo is parsed from: the cached parse serves the new version.
+        info = (_reparsed(new, cached) if cached is not None and _uid(new) == cached.uid
+                else None) or self._assigned_info(new)
         if info is None or cached is None:
             # Never added (unreadable) or gone: the cache holds nothing to update.
             if info is not None:
@@ -433,6 +427,28 @@ MOVE_ONLY_RESOURCES: dict[str, tuple[ClusterEvent, ClusterEvent, ClusterEvent | 
                          ev.DEVICE_TAINT_RULE_DELETE),
     "elasticquotas": (ev.ELASTIC_QUOTA_ADD, ev.ELASTIC_QUOTA_UPDATE, ev.ELASTIC_QUOTA_DELETE),
 }
+
+
+def _reparsed(pod: dict[str, Any], held: PodInfo) -> PodInfo | None:
+    """``held`` (the parse of an earlier version of ``pod``) re-pointed at ``pod``, when
+    nothing a PodInfo is parsed from differs: spec, the kubelet's resize report, name,
+    namespace, labels (what ``PodInfo.from_pod`` reads besides uid and resourceVersion).
+    None when something does (then ``pod`` must be parsed)."""
+    held_pod = held.pod
+    meta, held_meta = _meta(pod), _meta(held_pod)
+    if (pod.get("spec") != held_pod.get("spec")
+            or meta.get("labels") != held_meta.get("labels")
+            or meta.get("name") != held_meta.get("name")
+            or meta.get("namespace") != held_meta.get("namespace")
+            or resize_report(pod) != resize_report(held_pod)):
+        return None
+    info = held.with_node_name(pod)
+    info.resource_version = str(meta.get("resourceVersion") or "")
+    return info
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    return str(_meta(pod).get("uid") or "")
 
 
 def _meta(obj: Any) -> dict[str, Any]:

@@ -701,7 +701,7 @@ class SchedulingCycle:
                       feasible_nodes=result.feasible_nodes)
             fwk.run_post_bind_plugins(state, assumed_info, node_name)
             sched.queue.done(assumed_info.uid)
-            sched.report_scheduled(assumed_info, node_name)
+            sched.report_scheduled(assumed_info, node_name, profile=fwk.profile_name)
             return
         self.handle_binding_cycle_error(
             fwk, state, qpi, assumed_info=assumed_info, result=result, status=status,

@@ -153,8 +153,9 @@ class Scheduler:
         self.metrics = metrics = metrics if metrics is not None else SchedulerMetrics()
         # Per-pod metric updates go through cached children (see metrics.Children).
         self._bind_results = Children(metrics.bind_requests)
-        self._attempts = Children(metrics.schedule_attempts)
-        self._attempt_durations = Children(metrics.scheduling_attempt_duration)
+        # (result, profile) -> the attempts counter's and duration histogram's children: one
+        # lookup per attempt for both.
+        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._sli_durations = Children(metrics.pod_scheduling_sli_duration)
         self.clock = clock
         self.rng = rng or random.Random()
@@ -446,8 +447,13 @@ class Scheduler:
     # --- reporting ---------------------------------------------------------------------------
 
     def record_attempt(self, profile: str, result: str, started: float) -> None:
-        self._attempts(result, profile).inc()
-        self._attempt_durations(result, profile).observe(time.perf_counter() - started)
+        children = self._attempt_children.get((result, profile))
+        if children is None:
+            children = self._attempt_children[result, profile] = (
+                self.metrics.schedule_attempts.labels(result, profile),
+                self.metrics.scheduling_attempt_duration.labels(result, profile))
+        children[0].inc()
+        children[1].observe(time.perf_counter() - started)
 
     def record_scheduled(self, qpi: QueuedPodInfo) -> None:
         attempts = max(qpi.attempts, 1)
@@ -457,8 +463,10 @@ class Scheduler:
                 max(0.0, self.clock() - qpi.initial_attempt_timestamp)
             )
 
-    def report_scheduled(self, pod_info: PodInfo, node_name: str) -> None:
-        recorder = self.recorders.get(self._profile_of(pod_info.pod))
+    def report_scheduled(self, pod_info: PodInfo, node_name: str, *,
+                         profile: str | None = None) -> None:
+        """The ``Scheduled`` event; ``profile``: the pod's profile when the caller knows it."""
+        recorder = self.recorders.get(profile or self._profile_of(pod_info.pod))
         if recorder is not None:
             recorder.event(
                 pod_info.pod, type="Normal", reason=SCHEDULED_REASON, action="Binding",

@@ -29,7 +29,7 @@ import structlog
 
 from scheduler.cache.node_tree import NodeTree
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.node_info import ImageStateSummary, NodeInfo
+from scheduler.framework.node_info import ImageStateSummary, NodeInfo, same_accounting
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node import node_images, validate_node
@@ -166,6 +166,20 @@ class Cache:
         else:
             self._nodes.move_to_end(node_name)
 
+    def _replace_on_node(self, held: PodInfo, pod_info: PodInfo) -> bool:
+        """The confirmation of an assumed pod, or an update (the kubelet's status), that
+        changes nothing the node sums: the new version takes the held one's place (the node
+        moves to the changed end, so the snapshot takes it) without taking the sums apart
+        and putting them back.  False (nothing done) when the sums would change."""
+        if not same_accounting(held, pod_info):
+            return False
+        node_name = _pod_node(pod_info.pod)
+        info = self._nodes.get(node_name)
+        if info is None or not info.replace_pod(pod_info):
+            return False
+        self._nodes.move_to_end(node_name)
+        return True
+
     @staticmethod
     def _restore_shared_ports(info: NodeInfo, removed: PodInfo) -> None:
         # HostPortInfo is a set, not a ref count: removing one of two pods holding the same
@@ -261,8 +275,11 @@ class Cache:
                     assumed_node=assumed_on,
                     node=node_name,
                 )
-            self._remove_from_node(state.pod_info)
             self._assumed.discard(key)
+            if assumed_on == node_name and self._replace_on_node(state.pod_info, pod_info):
+                self._pods[key] = _PodState(pod_info, assumed=False)
+                return
+            self._remove_from_node(state.pod_info)
         self._add_to_node(pod_info, node_name)
         self._pods[key] = _PodState(pod_info, assumed=False)
 
@@ -289,8 +306,9 @@ class Cache:
                 node=new_node,
             )
         # Remove what the cache holds (not `old`): that is what was added to the node.
-        self._remove_from_node(state.pod_info)
-        self._add_to_node(new_info, new_node)
+        if new_node != cached_node or not self._replace_on_node(state.pod_info, new_info):
+            self._remove_from_node(state.pod_info)
+            self._add_to_node(new_info, new_node)
         state.pod_info = new_info
 
     def remove_pod(self, pod: dict[str, Any]) -> None:

@@ -32,7 +32,10 @@ COMMANDS: tuple[Command, ...] = (
 DEFAULT_COMMAND = run.COMMAND.name
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, the other subcommands keep their name and help
+    but not their flags: adding a subcommand's flags imports its package (the sandbox, the
+    explain engine, the bench), which a process that runs one command never needs."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="A secondary Kubernetes scheduler with kube-scheduler semantics. "
@@ -42,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help, description=command.description)
-        command.add_arguments(p)
+        if only is None or command.name == only:
+            command.add_arguments(p)
         add_common_options(p, default_log_level=command.default_log_level)
         p.set_defaults(handler=command.handle)
     return parser
@@ -56,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args_list or (args_list[0] not in names
                          and args_list[0] not in ("-h", "--help", "--version")):
         args_list.insert(0, DEFAULT_COMMAND)
-    parser = build_parser()
+    parser = build_parser(only=args_list[0] if args_list[0] in names else None)
     # Subcommands parse with parse_known_args: an unknown flag would reach the root parser,
     # whose usage does not list the subcommand's flags; the subcommand reports it instead.
     args, unknown = parser.parse_known_args(args_list)

@@ -706,19 +706,32 @@ class WatchStreamParser:
         self._buf = bytearray()
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        self._buf.extend(chunk)
+        buf = self._buf
+        buf.extend(chunk)
         out: list[dict[str, Any]] = []
         start = 0
-        while True:
-            nl = self._buf.find(b"\n", start)
-            if nl < 0:
-                break
-            line = bytes(self._buf[start:nl]).strip()
-            start = nl + 1
-            if line:
-                out.append(self._parse(line))
+        find = buf.find
+        # Each line is decoded from a view of the buffer (no copy of the event's bytes; JSON
+        # allows the surrounding whitespace), the view released before the buffer shrinks.
+        with memoryview(buf) as view:
+            while True:
+                nl = find(b"\n", start)
+                if nl < 0:
+                    break
+                with view[start:nl] as line:
+                    start = nl + 1
+                    try:
+                        obj = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        raw = bytes(line).strip()
+                        if not raw:
+                            continue  # a blank line (a keep-alive)
+                        obj = self._parse(raw)  # raises, naming the line
+                    if type(obj) is not dict:
+                        obj = self._parse(bytes(line).strip())  # raises: not an object
+                out.append(obj)
         if start:
-            del self._buf[:start]
+            del buf[:start]
         return out
 
     def finish(self) -> list[dict[str, Any]]:

@@ -175,6 +175,26 @@ class NodeInfo:
                 return True
         return False
 
+    def replace_pod(self, pod_info: PodInfo) -> bool:
+        """Put ``pod_info`` in the place of the pod with its UID, when both account the
+        same (``same_accounting``): nothing summed changes, only the pod object (a new
+        generation, so snapshots take it).  False if no pod with its UID is on the node."""
+        uid = pod_info.uid
+        pods = self.pods
+        for index, candidate in enumerate(pods):
+            if candidate.uid == uid:
+                pods[index] = pod_info
+                if self.pods_with_affinity:
+                    self.pods_with_affinity = [
+                        pod_info if p.uid == uid else p for p in self.pods_with_affinity]
+                if self.pods_with_required_anti_affinity:
+                    self.pods_with_required_anti_affinity = [
+                        pod_info if p.uid == uid else p
+                        for p in self.pods_with_required_anti_affinity]
+                self.generation = next_generation()
+                return True
+        return False
+
     def _update(self, pod_info: PodInfo, *, sign: int) -> None:
         if sign > 0:
             self.requested.add(pod_info.requests)
@@ -229,6 +249,19 @@ class NodeInfo:
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"
+
+
+def same_accounting(a: PodInfo, b: PodInfo) -> bool:
+    """Whether a NodeInfo holding ``a`` sums exactly what it would holding ``b`` instead
+    (requests, non-zero requests, host ports, PVCs, the (anti-)affinity lists), for two
+    versions of one pod."""
+    return (a.uid == b.uid
+            and (a.requests is b.requests or a.requests == b.requests)
+            and a.non_zero_cpu == b.non_zero_cpu and a.non_zero_memory == b.non_zero_memory
+            and (a.host_ports is b.host_ports or a.host_ports == b.host_ports)
+            and a.pvc_names == b.pvc_names
+            and a.has_affinity == b.has_affinity
+            and a.has_required_anti_affinity == b.has_required_anti_affinity)
 
 
 _NAME = attrgetter("name")

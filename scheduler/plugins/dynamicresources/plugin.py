@@ -161,6 +161,8 @@ class _Variant:
     mappings: list[dict[str, str]]
     prepared: Prepared | None  # the pod's claims to allocate and this one, or None:
     problem: str = ""  # why it cannot be prepared
+    # its one request when Filter may take the free-device index's first-fit (index.pick)
+    first_fit: Alternative | None = None
 
 
 @dataclass(slots=True)
@@ -174,6 +176,8 @@ class _Extended:
     by_node: dict[str, frozenset[str]] = field(default_factory=dict)
     all_backed: frozenset[str] = frozenset()
     created: dict[str, Any] | None = None  # the claim PreBind created (Unreserve deletes it)
+    # the free-device index when it applies (the claims are watched), else None
+    index: free_index.FreeIndex | None = None
 
 
 @dataclass(slots=True)
@@ -499,6 +503,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.inventory = self.inventory()
             data.counters = self._counters
             data.in_use = self._in_use()
+        if ext is not None and self._watching and data.inventory is not None:
+            ext.index = self.device_index(data.inventory)
         state.write(STATE_KEY, data)
         if data.index is not None and not data.allocated_selectors and ext is None:
             # Filter only the nodes where the claims could fit (a free device) or could after
@@ -659,10 +665,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     shape=data.first_fit)
         return out
 
-    def _explain_full(self, data: _State, node: Mapping[str, Any]) -> Callable[[], list[str]]:
+    def _explain_full(self, data: _State, node: Mapping[str, Any], *,
+                      prepared: Prepared | None = None) -> Callable[[], list[str]]:
         """Why the allocator fails on a node whose devices are all held (worked out only
-        if explain asks)."""
-        prepared, inventory, counters = data.prepared, data.inventory, data.counters
+        if explain asks); ``prepared``: those claims instead of the pod's."""
+        prepared = prepared if prepared is not None else data.prepared
+        inventory, counters = data.inventory, data.counters
         in_use = data.in_use - data.freed if data.freed else data.in_use
         assert prepared is not None and inventory is not None
 
@@ -1109,6 +1117,22 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             data.details[name] = [variant.problem]
             return unresolvable(variant.problem)
         assert data.inventory is not None
+        index, prepared = ext.index, variant.prepared
+        if (index is not None and variant.first_fit is not None and not data.freed
+                and not data.counters and node_info.node is not None):
+            # as claim pods do (filter_nodes): the index's first-fit, or a full node
+            node = node_info.node
+            if not index.may_fit(name) and selectors_checked(prepared, data.inventory, node):
+                data.details[name] = Unfit(explain=self._explain_full(data, node,
+                                                                      prepared=prepared))
+                return Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
+            picked = index.pick(prepared, node, device_taints=self._device_taints,
+                                taints_version=self._rules_applied[1],
+                                shape=variant.first_fit, node_name=name)
+            if picked is not None:
+                data.by_node[name] = picked
+                ext.by_node[name] = need
+                return None
         in_use = data.in_use - data.freed if data.freed else data.in_use
         try:
             out = allocate(variant.prepared, node=node_info.node or {}, inventory=data.inventory,
@@ -1141,7 +1165,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             prepared = prepare([*data.to_allocate, claim], self.classes())
         except AllocationError as e:
             return _Variant(claim, mappings, None, str(e))
-        return _Variant(claim, mappings, prepared)
+        first_fit = (first_fit_shape(prepared)
+                     if free_index.needs_free_device(prepared) else None)
+        return _Variant(claim, mappings, prepared, first_fit=first_fit)
 
     def _reserve_extended(self, data: _State, pod_info: PodInfo, node_name: str
                           ) -> Status | None:

@@ -187,6 +187,58 @@ class PairSums:
                 total.add(key, value, sign * count)
 
 
+class UniqueValues:
+    """Whether every node of the snapshot that carries label ``key`` has a value no other
+    node has (hostnames, in practice), kept across cycles through the change log.
+
+    Under that condition a topology pair ``(key, value)`` gathers the pods of one node only,
+    so a node's Filter status for terms on ``key`` is a function of its own NodeInfo.
+    """
+
+    __slots__ = ("key", "_changes", "_value_of", "_nodes_with", "duplicates")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._changes = NodeChanges()
+        self._value_of: dict[str, str] = {}  # node name -> its value (nodes with the key)
+        self._nodes_with: dict[str, int] = {}  # value -> nodes carrying it
+        self.duplicates = 0  # values carried by more than one node
+
+    def refresh(self, snapshot: NodeInfoLister) -> bool:
+        """Bring the index up to date with ``snapshot.list()``; True when the values are
+        unique."""
+        nodes = snapshot.list()
+        changed, removed = self._changes.since_last(nodes, snapshot=snapshot)
+        for name in removed:
+            self._set(name, None)
+        key = self.key
+        for i in changed:
+            node_info = nodes[i]
+            self._set(node_info.name, _node_labels(node_info.node).get(key))
+        return self.duplicates == 0
+
+    def _set(self, name: str, value: str | None) -> None:
+        old = self._value_of.get(name)
+        if old == value:
+            return
+        nodes_with = self._nodes_with
+        if old is not None:
+            n = nodes_with[old] - 1
+            if n == 1:
+                self.duplicates -= 1
+            if n:
+                nodes_with[old] = n
+            else:
+                del nodes_with[old]
+            del self._value_of[name]
+        if value is not None:
+            n = nodes_with.get(value, 0) + 1
+            if n == 2:
+                self.duplicates += 1
+            nodes_with[value] = n
+            self._value_of[name] = value
+
+
 class InterPodAffinityBase(Plugin):
     """The state the filtering and scoring halves share (set by the plugin's constructor)."""
 
@@ -198,6 +250,8 @@ class InterPodAffinityBase(Plugin):
     # Sums per question (the incoming pod's terms, or its labels for existing pods' terms),
     # least recently asked dropped first.
     _sums_by_query: OrderedDict[Hashable, PairSums]
+    # topology key -> whether its values are unique per node (Filter's signature)
+    _unique: dict[str, UniqueValues]
 
     def _sums(self, key: Hashable, width: int) -> PairSums:
         sums = self._sums_by_query.get(key)

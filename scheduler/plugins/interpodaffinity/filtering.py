@@ -6,7 +6,7 @@ removing pods (preemption, nominated pods) updates the counts in place.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
 from scheduler.framework.interfaces import (
@@ -29,6 +29,7 @@ from scheduler.plugins.interpodaffinity.common import (
     InterPodAffinityBase,
     PairSums,
     TopologyCounts,
+    UniqueValues,
     _node_labels,
     _Pairs,
     _pairs,
@@ -38,6 +39,9 @@ from scheduler.plugins.interpodaffinity.common import (
 __all__ = ["PRE_FILTER_STATE_KEY", "Filtering", "PairSums", "PreFilterState"]
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+
+# Topology keys whose uniqueness is tracked at once (the Filter signature's).
+MAX_UNIQUE_INDEXES = 16
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
     "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -247,6 +251,43 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
                 s.required_anti_affinity, pod.namespace, pod.labels, None, node_labels, delta
             )
         return None
+
+    # --- opportunistic batching ---------------------------------------------------------------
+
+    def sign_filter(self, state: CycleState, pod_info: PodInfo) -> Hashable | None:
+        """The Filter signature (framework/batching.py), when a node's status is a function
+        of its own NodeInfo: every topology key Filter reads (the incoming pod's required
+        terms', and those of the existing pods' anti-affinity terms that select it) has
+        values no two nodes share, e.g. hostname, so each domain holds one node's pods.
+        The signature is then what decides that function: the incoming pod's terms (their
+        namespaceSelector unrolled), what existing pods' terms can match of it (the key of
+        the sums kept for them), and whether a pod matching its own affinity may be the
+        first of its group.  Not signed otherwise (zone terms): a domain's count then
+        gathers other nodes' pods."""
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return None
+        keys = {t.topology_key for t in s.required_affinity}
+        keys.update(t.topology_key for t in s.required_anti_affinity)
+        keys.update(s.existing_anti_affinity_counts.data)
+        snapshot = self._handle.snapshot()
+        unique = self._unique
+        for key in keys:
+            index = unique.get(key)
+            if index is None:
+                if len(unique) >= MAX_UNIQUE_INDEXES:
+                    unique.clear()
+                index = unique[key] = UniqueValues(key)
+            if not index.refresh(snapshot):
+                return None
+        first_of_group = bool(s.required_affinity) and not s.affinity_counts and (
+            pod_matches_all_terms(s.required_affinity, pod_info.namespace, pod_info.labels))
+        return (
+            tuple(t.key for t in s.required_affinity),
+            tuple(t.key for t in s.required_anti_affinity),
+            self._incoming_pod_key("existing-anti", pod_info, s.namespace_labels),
+            first_of_group,
+        )
 
     # --- Filter -------------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from scheduler.plugins.interpodaffinity.common import (
     _EMPTY,
     _NO_FIELDS,
     NAME,
+    UniqueValues,
     _node_labels,
     pod_matches_all_terms,
 )
@@ -100,6 +101,7 @@ class InterPodAffinity(Filtering, Scoring, EnqueueExtensions):
         self._handle = handle
         self._terms = TermsCache()
         self._sums_by_query: OrderedDict[Hashable, PairSums] = OrderedDict()
+        self._unique: dict[str, UniqueValues] = {}
 
     # --- events -------------------------------------------------------------------------------
 

@@ -184,3 +184,28 @@ def test_an_unknown_flag_prints_its_subcommands_usage(
     err = capsys.readouterr().err
     assert err.startswith(usage)
     assert err.rstrip().splitlines()[-1] == error
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_parser_of_one_command_parses_it_as_the_whole_parser_does(name: str) -> None:
+    # main() builds only the chosen subcommand's flags; its parse must not differ
+    extra = ["bash"] if name == "completion" else []
+    whole = build_parser().parse_args([name, *extra])
+    one = build_parser(only=name).parse_args([name, *extra])
+    assert vars(one) == vars(whole)
+
+
+def test_run_does_not_import_the_packages_of_the_other_commands() -> None:
+    # every process of the daemon (and every test that starts one) paid for importing the
+    # sandbox and the explain engine just to build their flags
+    argv = ["run", "--config", "/nonexistent/config.yaml"]
+    not_imported = ["scheduler.sandbox", "scheduler.explain.cli", "scheduler.bench",
+                    "scheduler.soak.run"]
+    code = ("import sys\nfrom scheduler.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('scheduler.')))")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          timeout=60)
+    modules = done.stdout.strip().splitlines()[-1]
+    for module in not_imported:
+        assert f"'{module}'" not in modules and f"'{module}." not in modules, (module, done.stderr)

@@ -132,6 +132,34 @@ def test_watch_parser_rejects_garbage() -> None:
         WatchStreamParser().feed(b"not json\n")
 
 
+@pytest.mark.parametrize(("stream", "objects", "error"), [
+    # blank and whitespace-only lines (keep-alives) are skipped; CRLF endings are whitespace
+    (b'\n  \r\n{"a":1}\r\n\t\n{"a":2}\n', [{"a": 1}, {"a": 2}], None),
+    (b' {"a":1} \n', [{"a": 1}], None),
+    # a line that is JSON but no object, or no JSON, is named in the error
+    (b'{"a":1}\n[1,2]\n', None, "[1,2]"),
+    (b'{"a":1}\n"text"\n', None, '"text"'),
+    (b'{"a":1}\n{"a":\n', None, '{"a":'),
+])
+def test_watch_parser_lines(stream: bytes, objects: list[dict[str, Any]] | None,
+                            error: str | None) -> None:
+    """Lines are decoded in place from the stream's buffer: every chunking gives the same
+    objects, and a bad line raises naming it (the buffer stays usable for the error)."""
+    for size in (1, 3, len(stream)):
+        p = WatchStreamParser()
+        out: list[dict[str, Any]] = []
+        if error is None:
+            for i in range(0, len(stream), size):
+                out.extend(p.feed(stream[i:i + size]))
+            out.extend(p.finish())
+            assert out == objects
+            continue
+        with pytest.raises(ApiConnectionError, match="malformed watch event") as caught:
+            for i in range(0, len(stream), size):
+                out.extend(p.feed(stream[i:i + size]))
+        assert error in str(caught.value)
+
+
 # --- against the fake server -----------------------------------------------------------------
 
 

@@ -89,7 +89,49 @@ def test_confirmation_reuses_the_assumed_parse_only_when_a_fresh_one_would_agree
     fresh, problems = PodInfo.from_assigned_pod(bound)
     assert problems == []
     assert _parsed(info) == _parsed(fresh)
-    assert (info.requests is assumed.requests) is reused
+    # Parses of equal specs are shared (objects.pod's memo), so the requests may be the
+    # same object either way; the labels map is the pod's own: the assumed pod's if reused.
+    assert (info.labels is assumed.labels) is reused
     node = sched.cache.get_node_info(bound["spec"]["nodeName"])
     assert node is not None and [p.pod for p in node.pods] == [bound]
+    assert node.requested.milli_cpu == fresh.requests.milli_cpu
+
+
+def _started(pod: dict[str, Any]) -> None:
+    pod["status"] = {"phase": "Running", "podIP": "10.0.0.9", "containerStatuses": [
+        {"name": "c0", "containerID": "x://1", "ready": True, "state": {"running": {}}}]}
+
+
+@pytest.mark.parametrize(("change", "reused"), [
+    (None, True),
+    (_started, True),  # the kubelet's status write: nothing parsed changes
+    (lambda b: b["metadata"].__setitem__("labels", {"app": "db"}), False),
+    (lambda b: b.__setitem__("status", {"containerStatuses": [
+        {"name": "c0", "allocatedResources": {"cpu": "2"}}]}), False),  # a resize reported
+    (lambda b: b["spec"].__setitem__("priority", 7), False),
+])
+def test_a_bound_pods_update_reuses_the_cached_parse_only_when_a_fresh_one_would_agree(
+    change: Any, reused: bool
+) -> None:
+    sched = FakeScheduler(queue=_Queue())
+    h = EventHandlers(sched)  # type: ignore[arg-type]
+    sched.cache.add_node(make_node("n1", cpu="4"))
+    bound = _bind(_pending().obj(), "n1")
+    h.on_pod_add(bound)
+    cached = sched.cache.get_pod_info(bound)
+    assert cached is not None
+    newer = copy.deepcopy(bound)
+    newer["metadata"]["resourceVersion"] = "3"
+    if change is not None:
+        change(newer)
+    h.on_pod_update(bound, newer)
+
+    info = sched.cache.get_pod_info(newer)
+    assert info is not None and info.pod is newer and info.resource_version == "3"
+    fresh, problems = PodInfo.from_assigned_pod(newer)
+    assert problems == []
+    assert _parsed(info) == _parsed(fresh)
+    assert (info.labels is cached.labels) is reused
+    node = sched.cache.get_node_info("n1")
+    assert node is not None and [p.pod for p in node.pods] == [newer]
     assert node.requested.milli_cpu == fresh.requests.milli_cpu

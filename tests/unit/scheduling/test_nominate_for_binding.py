@@ -89,7 +89,8 @@ class _Sched:
 
     def record_scheduled(self, qpi: QueuedPodInfo) -> None: ...
 
-    def report_scheduled(self, pod_info: PodInfo, node_name: str) -> None: ...
+    def report_scheduled(self, pod_info: PodInfo, node_name: str, *,
+                         profile: str | None = None) -> None: ...
 
     def report_unschedulable(self, fwk: Framework, pod_info: PodInfo, *, reason: str,
                              message: str, nominated_node: str | None,

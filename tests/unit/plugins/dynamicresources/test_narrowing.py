@@ -157,3 +157,63 @@ def test_filter_nodes_answers_what_filter_answers_node_by_node(
         a, b = ours.details[n], theirs.details[n]
         assert (a if isinstance(a, list) else a.details) == (
             b if isinstance(b, list) else b.details)
+
+
+def _ext_plugin(held: dict[str, int]) -> tuple[DynamicResources, FakeHandle, list[str]]:
+    """Nodes m0..m4 with two devices each through DRA, a class backing ``example.com/gpu``;
+    ``held``: node -> how many of its devices claims of no pod hold."""
+    from tests.unit.plugins.dynamicresources.test_extended import gpu_class as ext_class
+
+    names = [f"m{i}" for i in range(5)]
+    holders = []
+    for node, count in held.items():
+        for d in range(count):
+            c = claim(f"h-{node}-{d}", exactly("r"))
+            c["status"] = {"allocation": {"devices": {"results": [
+                {"request": "r", "driver": DRIVER, "pool": node, "device": f"g{d}"}]}}}
+            holders.append(c)
+    handle = FakeHandle(node_infos([make_node(n) for n in names]))
+    handle._listers = WatchingListers({
+        "resourceclaims": holders,
+        "resourceslices": [resource_slice(f"{n}-gpus", node=n, devices=[device("g0"),
+                                                                         device("g1")])
+                           for n in names],
+        "deviceclasses": [ext_class()]})
+    return DynamicResources(None, handle), handle, names  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("count", "held"), [
+    (1, {}),  # every node free: first-fit's g0 everywhere
+    (1, {"m0": 2, "m1": 1, "m3": 2}),  # full nodes rejected, m1 gets g1
+    (2, {"m1": 1, "m2": 2}),  # two devices: only nodes with both free
+    (3, {}),  # more than a node has: the allocator says why
+])
+def test_extended_resource_pods_take_the_index_first_fit_as_the_allocator_would(
+        count: int, held: dict[str, int]) -> None:
+    """A pod whose extended resource a DeviceClass backs gets, with the free-device index,
+    the statuses, allocations and explanations the allocator gives without it."""
+    from tests.unit.plugins.dynamicresources.test_extended import gpu_pod
+
+    p, handle, names = _ext_plugin(held)
+    plain, plain_handle, _ = _ext_plugin(held)
+    info = PodInfo.from_pod(gpu_pod("p", count=count))
+    state, plain_state = CycleState(), CycleState()
+    p.pre_filter(state, info, handle.snapshot().list())
+    plain.pre_filter(plain_state, info, plain_handle.snapshot().list())
+    ours, theirs = state.read(STATE_KEY), plain_state.read(STATE_KEY)
+    assert ours.ext is not None and ours.ext.index is not None
+    theirs.ext.index = None  # the plain path: the allocator on every node
+    got = [p.filter(state, info, ni) for ni in handle.snapshot().list()]
+    want = [plain.filter(plain_state, info, ni) for ni in plain_handle.snapshot().list()]
+    assert [None if s is None else (s.code, s.reasons) for s in got] == [
+        None if s is None else (s.code, s.reasons) for s in want]
+    assert _allocations(p, ours, names) == _allocations(plain, theirs, names)
+    assert ours.ext.by_node == theirs.ext.by_node
+    assert set(ours.details) == set(theirs.details)
+    for n in ours.details:
+        a, b = ours.details[n], theirs.details[n]
+        assert (a if isinstance(a, list) else a.details) == (
+            b if isinstance(b, list) else b.details)
+    if count == 1 and held:  # Reserve holds the special claim's picked device
+        assert p.reserve(state, info, "m1") is None
+        assert p.tracker.in_flight(ours.ext.key) == theirs.by_node["m1"].allocations[0]

@@ -1,0 +1,101 @@
+"""A confirmation or an update that changes nothing a node sums (the binding's echo, the
+kubelet's status writes) puts the new pod in the held one's place instead of taking the
+node's sums apart and back: the node must end exactly as a cache that only ever added the
+final pods, hold the new pod object, and show a new generation (the snapshot takes it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from scheduler.cache import Cache, Snapshot
+from scheduler.objects.pod import PodInfo
+from tests.builders import NodeBuilder, PodBuilder
+from tests.unit.cache.test_assume_symmetry import exact_view
+
+
+def _neighbour() -> dict[str, Any]:
+    return (PodBuilder("neighbour").uid("u-n").node("a").req(cpu="100m").host_port(80)
+            .pvc("c1").resource_version(1).obj())
+
+
+def _subject() -> PodBuilder:
+    return (PodBuilder("subject").uid("u-s").node("a").req(cpu="500m", memory="1Gi")
+            .host_port(8080).pvc("c1").resource_version(1))
+
+
+def _started(pod: dict[str, Any]) -> None:
+    pod["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "c0", "containerID": "x://1", "state": {"running": {}}}]}
+
+
+# (what the newer version changes, whether the node's sums stay the same)
+CASES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
+    ("nothing but the resourceVersion", lambda p: None, True),
+    ("the kubelet's status", _started, True),
+    ("labels", lambda p: p["metadata"].__setitem__("labels", {"app": "x"}), True),
+    ("requests", lambda p: p["spec"]["containers"][0]["resources"]["requests"].__setitem__(
+        "cpu", "2"), False),
+    ("a resize reported", lambda p: p.__setitem__("status", {"containerStatuses": [
+        {"name": "c0", "allocatedResources": {"cpu": "3"}}]}), False),
+    ("host port gone", lambda p: p["spec"]["containers"][0].pop("ports"), False),
+    ("PVC gone", lambda p: p["spec"].pop("volumes"), False),
+    ("anti-affinity added", lambda p: p["spec"].__setitem__("affinity", {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "x"}},
+             "topologyKey": "kubernetes.io/hostname"}]}}), False),
+]
+
+
+@pytest.mark.parametrize("confirm", [True, False], ids=["confirm", "update"])
+@pytest.mark.parametrize(("label", "change", "same"), CASES, ids=[c[0] for c in CASES])
+def test_replace_in_place_ends_as_a_fresh_add(
+    label: str, change: Callable[[dict[str, Any]], None], same: bool, confirm: bool
+) -> None:
+    cache = Cache()
+    cache.add_node(NodeBuilder("a").capacity(cpu="8", memory="32Gi", pods=110).obj())
+    cache.add_pod(PodInfo.from_pod(_neighbour()))
+    first = _subject().obj()
+    if confirm:
+        cache.assume_pod(PodInfo.from_pod(first))
+    else:
+        cache.add_pod(PodInfo.from_pod(first))
+    node = cache.get_node_info("a")
+    assert node is not None
+    before = exact_view(node)
+    generation = node.generation
+
+    newer = _subject().resource_version(2).obj()
+    change(newer)
+    info = PodInfo.from_pod(newer)
+    if confirm:
+        cache.add_pod(info)
+    else:
+        cache.update_pod(first, info)
+
+    fresh = Cache()
+    fresh.add_node(NodeBuilder("a").capacity(cpu="8", memory="32Gi", pods=110).obj())
+    fresh.add_pod(PodInfo.from_pod(_neighbour()))
+    fresh.add_pod(PodInfo.from_pod(newer))
+    node = cache.get_node_info("a")  # a copy: taken again
+    assert node is not None
+    after, expected = exact_view(node), exact_view(fresh.get_node_info("a"))
+    assert after is not None and expected is not None
+    # the pods' order on the node is no part of what it sums
+    for view in (after, expected):
+        for name in ("pods", "affinity", "anti"):
+            view[name] = sorted(view[name])
+    assert after == expected
+    assert before is not None
+    for name in ("pods", "affinity", "anti"):
+        before[name] = sorted(before[name])
+    assert (after == before) is same
+    assert [p.pod for p in node.pods if p.uid == "u-s"] == [newer]
+    assert node.generation > generation
+    assert not cache.is_assumed_pod(newer)
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    held = snapshot.get("a")
+    assert held is not None and newer in [p.pod for p in held.pods]

@@ -1,0 +1,146 @@
+"""PodInfo.from_pod shares the parse of equal specs (scheduler.objects.pod's memo): a parse
+taken from the memo must be the parse a fresh one would give, for the pod it is given to;
+a malformed pod is never served from it, and its error names it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from scheduler.objects import pod as pod_module
+from scheduler.objects.errors import ObjectError
+from scheduler.objects.pod import PodInfo, pod_requests, resize_report
+from tests.builders import PodBuilder
+from tests.unit.scheduling.test_eventhandlers_confirm import _parsed
+
+
+@pytest.fixture(autouse=True)
+def empty_memo() -> Iterator[None]:
+    pod_module._SPEC_MEMO.clear()
+    pod_module._RESOURCES_MEMO.clear()
+    yield
+    pod_module._SPEC_MEMO.clear()
+    pod_module._RESOURCES_MEMO.clear()
+
+
+def _fresh(pod: dict[str, Any]) -> PodInfo:
+    """The parse with nothing remembered (the memo's state restored after)."""
+    saved = dict(pod_module._SPEC_MEMO), dict(pod_module._RESOURCES_MEMO)
+    pod_module._SPEC_MEMO.clear()
+    pod_module._RESOURCES_MEMO.clear()
+    try:
+        return PodInfo.from_pod(pod)
+    finally:
+        pod_module._SPEC_MEMO.update(saved[0])
+        pod_module._RESOURCES_MEMO.update(saved[1])
+
+
+def _base(name: str = "a", namespace: str = "default") -> PodBuilder:
+    return (PodBuilder(name, namespace).uid(f"u-{namespace}-{name}").labels(app="web")
+            .req(cpu="500m", memory="1Gi").toleration("k", "Exists").host_port(8080)
+            .required_node_affinity([{"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["a", "b"]}]}])
+            .pod_anti_affinity_required({"app": "web"}, "kubernetes.io/hostname")
+            .topology_spread(1, "zone", selector={"app": "web"}))
+
+
+# (what the second pod changes, whether it reads the same spec as the first)
+CASES: list[tuple[str, Callable[[PodBuilder], PodBuilder], bool]] = [
+    ("same spec, other pod", lambda b: b, True),
+    ("other namespace and labels", lambda b: b.namespace("other").labels(app="db"), True),
+    ("bound to a node", lambda b: b.node("n1"), True),
+    ("own PVC", lambda b: b.pvc("data"), True),
+    ("started by its kubelet (ids, states: no sizes)", lambda b: b.phase("Running").set(
+        "status.containerStatuses", [{"name": "c0", "containerID": "x://1", "ready": True,
+                                      "state": {"running": {"startedAt": "t"}}}]), True),
+    ("a resize reported", lambda b: b.container_status("c0", allocated={"cpu": "2"}), False),
+    ("a resize infeasible", lambda b: b.condition("PodResizePending", "True", "Infeasible"),
+     False),
+    ("other requests", lambda b: b.req(cpu="2"), False),
+    ("other priority", lambda b: b.priority(5), False),
+    ("other tolerations", lambda b: b.toleration("other", "Exists"), False),
+    ("scheduling gates", lambda b: b.scheduling_gates("g"), False),
+]
+
+
+@pytest.mark.parametrize(("label", "change", "shared"), CASES, ids=[c[0] for c in CASES])
+def test_a_shared_parse_is_the_fresh_parse(
+    label: str, change: Callable[[PodBuilder], PodBuilder], shared: bool
+) -> None:
+    first = PodInfo.from_pod(_base().obj())
+    second_pod = change(_base("b")).obj()
+    second = PodInfo.from_pod(second_pod)
+    assert _parsed(second) == _parsed(_fresh(second_pod))
+    assert second.pod is second_pod and second.key.endswith("/b")
+    assert (second.tolerations is first.tolerations) is shared
+    # pod_requests hands out its own copy of the shared requests
+    requests = pod_requests(second_pod)
+    requests.milli_cpu += 1000
+    assert PodInfo.from_pod(second_pod).requests.milli_cpu == _fresh(second_pod).requests.milli_cpu
+
+
+# A spec the memo has seen parsed well, then the same spec made malformed in one place
+# it does not key on (volumes, nodeName) or does (a request): each error names its pod.
+BAD: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("volume", lambda p: p["spec"].__setitem__("volumes", [{"name": ""}]), "spec.volumes[0].name"),
+    ("nodeName", lambda p: p["spec"].__setitem__("nodeName", 7), "spec.nodeName"),
+    ("request", lambda p: p["spec"]["containers"][0]["resources"]["requests"].__setitem__(
+        "cpu", "lots"), "spec.containers[0].resources.requests.cpu"),
+    ("labels", lambda p: p["metadata"].__setitem__("labels", {"a": 1}), "metadata.labels"),
+]
+
+
+@pytest.mark.parametrize(("label", "spoil", "field"), BAD, ids=[b[0] for b in BAD])
+def test_a_malformed_pod_is_never_served_from_the_memo(
+    label: str, spoil: Callable[[dict[str, Any]], None], field: str
+) -> None:
+    PodInfo.from_pod(_base().obj())
+    kept = len(pod_module._SPEC_MEMO)
+    for name in ("b", "c"):
+        pod = _base(name).obj()
+        spoil(pod)
+        with pytest.raises(ObjectError) as caught:
+            PodInfo.from_pod(pod)
+        assert caught.value.field == field
+        assert f"default/{name}" in str(caught.value)
+        with pytest.raises(ObjectError) as again:
+            _fresh(pod)
+        assert str(again.value) == str(caught.value)
+    assert len(pod_module._SPEC_MEMO) == kept
+
+
+def test_values_json_cannot_encode_are_parsed_and_never_kept() -> None:
+    pod = _base().obj()
+    pod["spec"]["securityContext"] = MappingProxyType({})  # a Mapping orjson cannot encode
+    assert _parsed(PodInfo.from_pod(pod)) == _parsed(_fresh(pod))
+    assert not pod_module._SPEC_MEMO
+
+
+def test_the_memo_is_bounded() -> None:
+    for i in range(pod_module._MEMO_SIZE + 10):
+        PodInfo.from_pod(_base().priority(i).obj())
+    assert 0 < len(pod_module._SPEC_MEMO) <= pod_module._MEMO_SIZE
+
+
+def test_resize_report_keeps_only_what_requests_are_parsed_from() -> None:
+    pending = _base().obj()
+    started = (_base().phase("Running").set("status.containerStatuses", [
+        {"name": "c0", "containerID": "x://9", "restartCount": 3}]).obj())
+    resized = _base().container_status("c0", actual={"cpu": "1"}).obj()
+    assert resize_report(pending) == resize_report(started)
+    assert resize_report(pending) != resize_report(resized)
+    broken = _base().set("status.containerStatuses", "nope").obj()
+    assert resize_report(broken) != resize_report(pending)
+
+
+def test_with_node_name_copies_every_slot() -> None:
+    info = PodInfo.from_pod(_base().obj())
+    bound = {**info.pod, "spec": {**info.pod["spec"], "nodeName": "n1"}}
+    copy = info.with_node_name(bound)
+    for slot in PodInfo.__slots__:
+        if slot not in ("pod", "node_name"):
+            assert getattr(copy, slot) is getattr(info, slot), slot
+    assert copy.pod is bound and copy.node_name == "n1"
