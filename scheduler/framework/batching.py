@@ -29,7 +29,9 @@ When every plugin signs, a cycle whose walk found every node of its window feasi
 keeps the window whole (``KeptWindow``: the round robin's start index, the nodes, the raw,
 final and total scores).  The next cycle of the signature that starts at that index asks
 the change log which positions changed since, filters and scores only those, and re-runs a
-plugin's NormalizeScore only when one of its raw scores moved.  That needs NormalizeScore,
+plugin's NormalizeScore only when one of its raw scores moved.  The window also keeps its
+highest total and how many nodes have it, updated from the changed nodes alone, so the host
+pick needs no pass over the window to find them.  That needs NormalizeScore,
 for a signed pod, to be a function of the raw scores (and node names) alone, as default
 normalization is; a cycle that finds a changed node infeasible takes the walk above.
 """
