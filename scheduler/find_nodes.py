@@ -156,7 +156,7 @@ def filter_nodes_from(
                 state, pod_info, chunk, first=first if positioned else None)
         else:
             statuses = fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
-        if statuses.count(None) == len(statuses):
+        if not any(statuses):  # Status has no __bool__: truthy; count(None) called __eq__ per rejection
             # Every node passed (the common case): no per-node bookkeeping.
             wanted = to_find - len(feasible)
             if len(chunk) >= wanted:

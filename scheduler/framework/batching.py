@@ -295,7 +295,7 @@ class Batch:
         if offsets:
             subset = [nodes[(start + o) % num_all] for o in offsets]
             statuses = self.run_filter_plugins_on_nodes(state, pod_info, subset)
-            if statuses.count(None) != len(statuses):
+            if any(statuses):
                 return None
         feasible = wrapped_slice(nodes, start, size)
         if by:
