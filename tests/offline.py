@@ -21,10 +21,14 @@ from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.schedule_one import SchedulingCycle
 
+# One registry for the metrics no caller reads (pass your own to read them): a
+# SchedulerMetrics per cache, framework and cycle cost the property tests seconds.
+SHARED_METRICS = SchedulerMetrics()
+
 
 def cache_with(nodes: Iterable[dict[str, Any]]) -> tuple[Cache, Snapshot]:
     """A cache holding ``nodes`` and an empty snapshot of it (``update_snapshot`` fills it)."""
-    cache, snapshot = Cache(), Snapshot()
+    cache, snapshot = Cache(metrics=SHARED_METRICS), Snapshot()
     for node in nodes:
         cache.add_node(node)
     return cache, snapshot
@@ -36,6 +40,7 @@ def default_framework(snapshot: Snapshot, *, profile: Profile | None = None,
     plugins; ``handle`` replaces Handle parts (e.g. ``nominator``)."""
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
+    kwargs["metrics"] = SHARED_METRICS
     kwargs.update(handle)
     return Framework(profile=profile or default_config().profiles[0],
                      registry=in_tree_registry(), **kwargs)
@@ -49,5 +54,5 @@ def scheduling_cycle(cache: Cache, snapshot: Snapshot, *, seed: int = 1, percent
     sched = SimpleNamespace(
         cache=cache, snapshot=snapshot, rng=random.Random(seed),
         config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
-        has_nominated_pods=lambda: False, metrics=metrics or SchedulerMetrics(), **scheduler)
+        has_nominated_pods=lambda: False, metrics=metrics or SHARED_METRICS, **scheduler)
     return SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators

@@ -7,7 +7,7 @@ some node holds an image, the cluster's node count and image spread, which the c
 keys on: ImageLocality's share of nodes holding an image; a plugin reading the node count
 otherwise must not sign).  The signing plugins'
 Filter statuses and raw scores computed for earlier pods of the same signature are kept by
-position in the snapshot's node list (``_Positions``); the snapshot's change log says which
+position in the snapshot's node list (``KeptPositions``); the snapshot's change log says which
 positions changed since the last look, only those (at least the node the previous pod went
 to) are filtered and scored again, and a chunk of the walk reads the rest as slices.
 NormalizeScore, weights and host selection run over the whole feasible list each cycle as
@@ -26,10 +26,12 @@ for the pod signs the Filter through ``sign_filter(state, pod_info)`` instead
 (PodTopologySpread: the domains over the skew), read after PreFilter.
 
 When every plugin signs, a cycle whose walk found every node of its window feasible also
-keeps the window whole (``_Window``: the round robin's start index, the nodes, the raw,
+keeps the window whole (``KeptWindow``: the round robin's start index, the nodes, the raw,
 final and total scores).  The next cycle of the signature that starts at that index asks
 the change log which positions changed since, filters and scores only those, and re-runs a
-plugin's NormalizeScore only when one of its raw scores moved.  That needs NormalizeScore,
+plugin's NormalizeScore only when one of its raw scores moved.  The window also keeps its
+highest total and how many nodes have it, updated from the changed nodes alone, so the host
+pick needs no pass over the window to find them.  That needs NormalizeScore,
 for a signed pod, to be a function of the raw scores (and node names) alone, as default
 normalization is; a cycle that finds a changed node infeasible takes the walk above.
 """
@@ -38,12 +40,16 @@ from __future__ import annotations
 import operator
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Hashable, Mapping, Sequence
-from itertools import repeat
+from collections.abc import Collection, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from scheduler.framework.status import Code, Status
+from scheduler.framework.batching_kept import MAX_SHIFT_SHARE, KeptPositions, KeptWindow
+from scheduler.framework.batching_kept import Snapshot as Snapshot
+from scheduler.framework.batching_kept import window_offsets
 from scheduler.framework.types import ScoreTable
+
+_NODE_NAME = operator.attrgetter("name")
 
 if TYPE_CHECKING:
     from scheduler.framework.cycle_state import CycleState
@@ -72,23 +78,6 @@ class SignPlugin(Protocol):
     value and the node's NodeInfo.  ``None``: this pod cannot be signed (normal path)."""
 
     def sign(self, pod_info: PodInfo) -> Hashable | None: ...
-
-
-class Snapshot(Protocol):
-    """What window reuse reads of the cycle's snapshot: the node list and its change log
-    (the cache's Snapshot; the framework does not import the cache)."""
-
-    node_info_list: list[NodeInfo]
-    positions: dict[str, int]
-    list_version: int
-    change_serial: int
-
-    @property
-    def image_states(self) -> Mapping[str, object]: ...
-
-    def changed_positions_since(self, serial: int) -> list[int] | None: ...
-
-    def generations(self) -> list[int]: ...
 
 
 def sign_requests(pod_info: PodInfo) -> Hashable:
@@ -183,118 +172,6 @@ def _best_after(best: tuple[int, int], old: list[int], new: list[int],
     return (top, count) if count > 0 else _best(new)
 
 
-def window_offsets(positions: list[int], *, start: int, size: int, num_all: int) -> list[int]:
-    """The offsets into the window of ``size`` nodes from ``start`` (wrapping) of those
-    ``positions`` that fall in it, ascending and without repeats."""
-    return sorted({o for o in ((p - start) % num_all for p in positions) if o < size})
-
-
-class _Window:
-    """A window of the node list (``size`` nodes from a start index, every one feasible for
-    the signature) and its scores, as of change-log serials of the snapshot."""
-
-    __slots__ = ("best", "filter_serial", "list_version", "names", "num_all", "plugins", "raw",
-                 "score_key", "score_serial", "size", "totals", "weighted")
-
-    def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
-        self.list_version = list_version
-        self.num_all = num_all
-        self.size = size
-        self.filter_serial = serial
-        self.score_key: Hashable = None
-        self.score_serial = -1  # no scores kept
-        self.names: list[str] = []
-        self.plugins: list[str] = []
-        self.raw: list[list[int]] = []  # per plugin, per node of the window
-        self.weighted: list[list[int]] = []  # per plugin: normalized and weighted
-        self.totals: list[int] = []
-        self.best = (0, 0)  # the highest of totals and how many nodes have it
-
-    def fits(self, snapshot: Snapshot, size: int) -> bool:
-        return (self.list_version == snapshot.list_version and self.size == size
-                and self.num_all == len(snapshot.node_info_list))
-
-
-class _Positions:
-    """The signed plugins' Filter statuses and raw scores by position in the snapshot's node
-    list, kept in step with its change log: a cycle reads the results of the nodes it
-    examines as slices, and the positions that changed since are the only ones computed
-    again.  Known-masks are bytearrays (``find(0)`` is a C scan) because statuses compare
-    through ``Status.__eq__``.
-
-    When the change log cannot say what changed (the node list was rebuilt: a node added
-    or removed; or the log no longer reaches back), the kept results follow their nodes by
-    generation: NodeInfo generations come from one global counter and every change takes a
-    new one, so a node listed now with the generation kept for some old position is that
-    node, unchanged since, and its results move to its new position; every other position
-    is unknown.  A node churned every second then costs the nodes that changed, not a
-    Filter and Score of every node."""
-
-    __slots__ = ("gens", "list_version", "num_all", "raw", "raw_known", "score_key",
-                 "score_plugins", "serial", "status", "status_known")
-
-    def __init__(self) -> None:
-        self.list_version = -1
-        self.num_all = -1
-        self.serial = -1
-        # The generation of the NodeInfo at each position, as of the last sync.
-        self.gens: list[int] = []
-        self.status: list[Status | None] = []
-        self.status_known = bytearray()
-        self.score_key: Hashable = None
-        self.score_plugins: list[str] = []
-        self.raw: list[list[int]] = []  # per plugin (score_plugins order), per position
-        self.raw_known = bytearray()
-
-    def sync(self, snapshot: Snapshot) -> None:
-        num_all = len(snapshot.node_info_list)
-        if self.list_version == snapshot.list_version and self.num_all == num_all:
-            if self.serial == snapshot.change_serial:
-                return
-            changed = snapshot.changed_positions_since(self.serial)
-            if changed is not None:
-                status_known, raw_known, gens = self.status_known, self.raw_known, self.gens
-                nodes = snapshot.node_info_list
-                for position in changed:
-                    status_known[position] = 0
-                    raw_known[position] = 0
-                    gens[position] = nodes[position].generation
-                self.serial = snapshot.change_serial
-                return
-        generations = snapshot.generations()
-        kept = len(self.gens) == self.num_all and (
-            self.status_known.find(1) >= 0 or self.raw_known.find(1) >= 0)
-        self.num_all = num_all
-        if kept:
-            self._follow(generations)
-        else:
-            self.status = [None] * num_all
-            self.status_known = bytearray(num_all)
-            self.reset_scores(None)
-        self.gens = list(generations)
-        self.list_version = snapshot.list_version
-        self.serial = snapshot.change_serial
-
-    def _follow(self, generations: list[int]) -> None:
-        """Move every kept result to the position its node (same generation) holds now;
-        the rest unknown.  C loops only (``map`` over lists and bytearrays)."""
-        old = len(self.gens)
-        at = dict(zip(self.gens, range(old)))
-        # old position per new position; ``old`` (one past the end) for none
-        index = list(map(at.get, generations, repeat(old, len(generations))))
-        self.status = list(map([*self.status, None].__getitem__, index))
-        self.status_known = bytearray(map((self.status_known + b"\0").__getitem__, index))
-        self.raw = [list(map([*column, 0].__getitem__, index)) for column in self.raw]
-        self.raw_known = (bytearray(map((self.raw_known + b"\0").__getitem__, index))
-                          if self.raw else bytearray(len(generations)))
-
-    def reset_scores(self, key: Hashable) -> None:
-        self.score_key = key
-        self.score_plugins = []
-        self.raw = []
-        self.raw_known = bytearray(max(self.num_all, 0))
-
-
 def _missing(known: bytes | bytearray) -> list[int]:
     """The offsets of the zero bytes of ``known`` (C scans from one to the next)."""
     missing: list[int] = []
@@ -334,9 +211,9 @@ class _Results:
         # The Score signature (and skip set) the kept raw scores were computed for.
         self.score_key: Hashable = None
         # Signed plugins' statuses and raw scores by position in the snapshot's node list.
-        self.positions = _Positions()
+        self.positions = KeptPositions()
         # round-robin start index -> the window found from it
-        self.windows: dict[int, _Window] = {}
+        self.windows: dict[int, KeptWindow] = {}
 
 
 class Batch:
@@ -368,7 +245,7 @@ class Batch:
         # (that list, its first position); their scores are then read as slices.
         self._contiguous: tuple[list[NodeInfo], int] | None = None
         # This cycle's window, once the walk found one: (start, feasible nodes, window).
-        self._window: tuple[int, list[NodeInfo], _Window] | None = None
+        self._window: tuple[int, list[NodeInfo], KeptWindow] | None = None
         self.reused = 0
         self.evaluated = 0
 
@@ -398,21 +275,34 @@ class Batch:
         snapshot = self._snapshot
         if self._unsigned_filters or nodes is not snapshot.node_info_list:
             return None
-        window = self._results.windows.get(start)
+        windows = self._results.windows
+        window = windows.get(start)
+        by = 0
         if window is None or not window.fits(snapshot, size):
-            return None
+            near = self._window_near(start, size)
+            if near is None:
+                return None
+            by, window = near
         changed = snapshot.changed_positions_since(window.filter_serial)
         if changed is None:
             return None
         num_all = len(nodes)
         offsets = window_offsets(changed, start=start, size=size, num_all=num_all)
+        if by:
+            # the nodes that join the shifted window are filtered as changed ones
+            offsets = sorted(set(offsets).union(
+                range(by) if by > 0 else range(size + by, size)))
         if offsets:
             subset = [nodes[(start + o) % num_all] for o in offsets]
             statuses = self.run_filter_plugins_on_nodes(state, pod_info, subset)
             if statuses.count(None) != len(statuses):
                 return None
-        window.filter_serial = snapshot.change_serial
         feasible = wrapped_slice(nodes, start, size)
+        if by:
+            del windows[(start + by) % num_all]
+            window = window.shifted(by, list(map(_NODE_NAME, feasible)))
+            windows[start] = window
+        window.filter_serial = snapshot.change_serial
         reused = size - len(offsets)
         self.reused += reused
         self._cache.reused += reused
@@ -420,6 +310,23 @@ class Batch:
         self._window = (start, feasible, window)
         self._contiguous = (feasible, start)
         return feasible
+
+    def _window_near(self, start: int, size: int) -> tuple[int, KeptWindow] | None:
+        """A kept window of ``size`` nodes starting at most ``size / MAX_SHIFT_SHARE``
+        positions from ``start``, as (its start minus ``start``, it); the nearest."""
+        snapshot = self._snapshot
+        num_all = len(snapshot.node_info_list)
+        reach = size // MAX_SHIFT_SHARE
+        best: tuple[int, KeptWindow] | None = None
+        for kept_start, window in self._results.windows.items():
+            if not window.fits(snapshot, size):
+                continue
+            by = (kept_start - start) % num_all
+            if by > num_all - by:
+                by -= num_all
+            if by and abs(by) <= reach and (best is None or abs(by) < abs(best[0])):
+                best = (by, window)
+        return best
 
     def keep_window(self, nodes: list[NodeInfo], feasible: list[NodeInfo], *, start: int,
                     size: int) -> None:
@@ -430,7 +337,7 @@ class Batch:
         windows = self._results.windows
         window = windows.get(start)
         if window is None or not window.fits(snapshot, size):
-            window = _Window(list_version=snapshot.list_version, num_all=len(nodes),
+            window = KeptWindow(list_version=snapshot.list_version, num_all=len(nodes),
                              size=size, serial=snapshot.change_serial)
             windows[start] = window
             while len(windows) > MAX_WINDOWS:
@@ -547,7 +454,7 @@ class Batch:
         return fwk.score_table(state, pod_info, nodes, raw_scores=self._raw_scores)
 
     def _score_window(
-        self, state: CycleState, pod_info: PodInfo, start: int, window: _Window,
+        self, state: CycleState, pod_info: PodInfo, start: int, window: KeptWindow,
         key: Hashable, nodes: list[NodeInfo],
     ) -> tuple[ScoreTable, Status | None]:
         """Score the window's nodes from its kept scores: only the nodes changed since are
@@ -565,16 +472,22 @@ class Batch:
         started = time.perf_counter()
         offsets = window_offsets(changed, start=start, size=window.size,
                                  num_all=window.num_all)
+        # Nodes joined a shifted window: every column is finished again (a normalizing
+        # plugin's over the window's new set of nodes).
+        joined = bool(window.entering)
+        if joined:
+            offsets = sorted(set(offsets).union(window.entering))
         if offsets:
             raw, status = self._raw_scores(state, pod_info, [nodes[o] for o in offsets])
             if status is not None or [name for name, _ in raw] != window.plugins:
                 return self._score_window_fully(state, pod_info, window, key, nodes)
             names = window.names
             totals = kept_totals = window.totals
-            renormalized = False  # a whole column's final scores may have moved
+            # a whole column's final scores may have moved (every one, when nodes joined)
+            renormalized = joined
             for i, (name, values) in enumerate(raw):
                 column = window.raw[i]
-                if list(map(column.__getitem__, offsets)) == values:
+                if not joined and list(map(column.__getitem__, offsets)) == values:
                     continue
                 column = list(column)
                 for o, v in zip(offsets, values):
@@ -607,12 +520,13 @@ class Batch:
                                else _best_after(window.best, kept_totals, totals, offsets))
             window.totals = totals
         window.score_serial = snapshot.change_serial
+        window.entering = []
         fwk.observe_score(None, started)
         return ScoreTable(window.names, window.totals,
                           dict(zip(window.plugins, window.weighted)), window.best), None
 
     def _score_window_fully(
-        self, state: CycleState, pod_info: PodInfo, window: _Window, key: Hashable,
+        self, state: CycleState, pod_info: PodInfo, window: KeptWindow, key: Hashable,
         nodes: list[NodeInfo],
     ) -> tuple[ScoreTable, Status | None]:
         kept: list[RawScores] = []
@@ -636,6 +550,7 @@ class Batch:
         window.totals = table.totals
         window.best = table.best = _best(table.totals)
         window.score_serial = snapshot.change_serial
+        window.entering = []
         return table, None
 
     def _partial_raw_scores(
@@ -739,7 +654,7 @@ class BatchCache:
         # node count or image spread touches every node's score without touching the node.
         # While no node holds an image that share is never taken (every such score is the
         # minimum), so a node added or removed then keeps the results (moved with their
-        # nodes, ``_Positions``).
+        # nodes, ``KeptPositions``).
         epoch = (num_nodes if snapshot.image_states else 0, image_generation)
         results = self._entries.get(key)
         metrics, profile = fwk.metrics, fwk.profile_name

@@ -43,6 +43,7 @@ PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 ERR_REASON_UNSATISFIED_REQUIREMENTS = "node(s) didn't match Pod's required features"
 
 _CONTAINER_FIELDS = ("containers", "initContainers")
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +83,10 @@ def infer_for_scheduling(pod: Mapping[str, Any],
     """The declared features ``pod`` needs on its node."""
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
-        return frozenset()
-    return frozenset(f.name for f in registry if f.infer_for_scheduling(spec))
+        return _NONE
+    # Asked at every pod's PreFilter: a list first, one shared empty set for the common pod.
+    required = [f.name for f in registry if f.infer_for_scheduling(spec)]
+    return frozenset(required) if required else _NONE
 
 
 def node_declared_features(node: Mapping[str, Any] | None) -> frozenset[str]:

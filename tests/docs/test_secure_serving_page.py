@@ -46,9 +46,10 @@ def bash_blocks() -> list[list[str]]:
 def background() -> Iterator[list[subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
     yield procs
-    for proc in procs:
+    # Last started first: the scheduler stops (and gives its lease back) while the sandbox
+    # still answers; stopped together, it waited out its retries against a dead API server.
+    for proc in reversed(procs):
         proc.terminate()
-    for proc in procs:
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:

@@ -132,6 +132,10 @@ def main() -> None:
           f"the churn and large pods); hosts {digest}; messages {said}")
     if messages:
         print("last message:", messages[-1][:300])
+    batches = cycle.batches
+    if batches is not None:
+        print(f"batching: {batches.reused} node filters reused, {batches.windows_reused} "
+              f"windows reused, {batches.score_windows_reused} scored from kept scores")
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ def main() -> None:
     run(args.warm, 0)  # warm: the first pass over every window
     gc.collect()
     gc.freeze()
-    profiler = cProfile.Profile() if args.profile else None
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
     started = time.process_time()
     if profiler is not None:
         profiler.enable()

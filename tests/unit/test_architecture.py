@@ -3,6 +3,7 @@ pyproject.toml, checked on the whole ``scheduler`` package (indirect imports inc
 
 from __future__ import annotations
 
+import logging
 import pkgutil
 import tomllib
 from pathlib import Path
@@ -23,7 +24,15 @@ def _contracts() -> list[dict[str, object]]:
 def test_import_contracts_are_kept(capsys: pytest.CaptureFixture[str]) -> None:
     from importlinter.cli import lint_imports
 
-    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True)
+    # import-linter configures logging with dictConfig, which disables every logger that
+    # exists then (aiohttp's, kopf's): later tests in this process would lose their lines.
+    loggers = [lg for lg in logging.root.manager.loggerDict.values()
+               if isinstance(lg, logging.Logger) and not lg.disabled]
+    try:
+        code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True)
+    finally:
+        for lg in loggers:
+            lg.disabled = False
     out = capsys.readouterr().out
     assert code == 0, out
     assert f"Contracts: {len(_contracts())} kept, 0 broken." in out

@@ -50,8 +50,8 @@ def test_public_names_are_exactly_all_and_importable() -> None:
     assert exported - PUBLIC <= {
         "cycle_state", "events", "interfaces", "node_info", "registry", "status", "types",
         "errors", "handle", "runtime", "builder", "instrumentation", "waiting_pods",
-        "batching", "nominated", "runtime_base", "runtime_filter", "runtime_score",
-        "runtime_binding",
+        "batching", "batching_kept", "nominated", "runtime_base", "runtime_filter",
+        "runtime_score", "runtime_binding",
     }
 
 

@@ -318,11 +318,39 @@ def test_node_churn_between_cycles_places_like_unbatched_and_keeps_results() -> 
     for seed in range(3):
         plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed,
                         percentage=0)
+        stats: dict[str, int] = {}
         batched, reused = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
-                               percentage=0)
+                               percentage=0, stats=stats)
         assert batched == plain
         assert any(host.startswith("n1") for host in plain)  # churn nodes were picked
         # 100 nodes examined per cycle; only the first pass, the nodes that changed and
         # the joining nodes are filtered again (dropping every kept result at each of
         # the 12 list rebuilds would filter ~100 more per rebuild).
         assert reused >= cycles * 100 - 400
+        # With the churn node in, 121 nodes: the round robin starts 21 nodes earlier each
+        # cycle after the first lap, so kept windows are reused shifted (4 without).
+        assert stats["windows_reused"] >= 12
+
+
+def test_a_window_kept_a_few_nodes_away_is_reused_shifted() -> None:
+    """The node count is no multiple of the nodes examined per cycle (103 nodes, 100
+    examined): no start index comes back, every window is a kept one shifted by a few
+    nodes.  Nodes with PreferNoSchedule taints (TaintToleration normalizes by the highest
+    count in the window) enter and leave the window as it moves: placements and every
+    score table stay those of the unbatched cycle."""
+    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
+             "cordoned": False, "images": []}
+    nodes = [_node(i, dict(shape, taints=["PreferNoSchedule"] * (i % 3 == 0) * (1 + i % 2)))
+             for i in range(103)]
+    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
+                 "prefer_zone": None, "image": "x", "host_port": None}
+    stream: list[Any] = [("pod", 0)] * 40
+    for seed in range(3):
+        plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed,
+                        percentage=0)
+        stats: dict[str, int] = {}
+        batched, _ = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
+                          percentage=0, stats=stats)
+        assert batched == plain
+        assert stats["windows_reused"] >= 30
+        assert stats["score_windows_reused"] >= 30

@@ -1,0 +1,190 @@
+"""What opportunistic batching keeps by node position, and how it follows a node list that
+changes: the signed plugins' results per position (``KeptPositions``) and whole round-robin
+windows (``KeptWindow``).  Split out of ``batching`` (which uses them) as the part that
+answers for nodes added and removed: results follow their nodes by NodeInfo generation
+across a rebuilt list, and a window is reused shifted when the round robin drifts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from itertools import repeat
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from scheduler.framework.node_info import NodeInfo
+    from scheduler.framework.status import Status
+
+# A kept window is taken shifted by at most this share of its size (``KeptWindow.shifted``):
+# when the node count is no multiple of the nodes examined per cycle (a node added: 5001
+# nodes, 500 examined), the round robin starts each lap one node earlier than the last, so
+# no start index comes back and only a shifted window can be reused.
+MAX_SHIFT_SHARE = 8
+
+
+class Snapshot(Protocol):
+    """What window reuse reads of the cycle's snapshot: the node list and its change log
+    (the cache's Snapshot; the framework does not import the cache)."""
+
+    node_info_list: list[NodeInfo]
+    positions: dict[str, int]
+    list_version: int
+    change_serial: int
+
+    @property
+    def image_states(self) -> Mapping[str, object]: ...
+
+    def changed_positions_since(self, serial: int) -> list[int] | None: ...
+
+    def generations(self) -> list[int]: ...
+
+
+def window_offsets(positions: list[int], *, start: int, size: int, num_all: int) -> list[int]:
+    """The offsets into the window of ``size`` nodes from ``start`` (wrapping) of those
+    ``positions`` that fall in it, ascending and without repeats."""
+    return sorted({o for o in ((p - start) % num_all for p in positions) if o < size})
+
+
+class KeptWindow:
+    """A window of the node list (``size`` nodes from a start index, every one feasible for
+    the signature) and its scores, as of change-log serials of the snapshot."""
+
+    __slots__ = ("best", "entering", "filter_serial", "list_version", "names", "num_all",
+                 "plugins", "raw", "score_key", "score_serial", "size", "totals", "weighted")
+
+    def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
+        self.list_version = list_version
+        self.num_all = num_all
+        self.size = size
+        self.filter_serial = serial
+        self.score_key: Hashable = None
+        self.score_serial = -1  # no scores kept
+        self.names: list[str] = []
+        self.plugins: list[str] = []
+        self.raw: list[list[int]] = []  # per plugin, per node of the window
+        self.weighted: list[list[int]] = []  # per plugin: normalized and weighted
+        self.totals: list[int] = []
+        self.best = (0, 0)  # the highest of totals and how many nodes have it
+        # Offsets whose nodes joined when the window was shifted (``shifted``): scored as
+        # changed nodes by the next cycle that scores the window.
+        self.entering: list[int] = []
+
+    def fits(self, snapshot: Snapshot, size: int) -> bool:
+        return (self.list_version == snapshot.list_version and self.size == size
+                and self.num_all == len(snapshot.node_info_list))
+
+    def shifted(self, by: int, names: list[str]) -> KeptWindow:
+        """This window started ``by`` positions later than the window wanted now (negative:
+        earlier), ``names`` the nodes of the one wanted: the kept scores of the nodes it still holds move
+        with them, the nodes that join are ``entering`` (0 kept for them: the next
+        scoring computes theirs and finishes every plugin's column again, so normalizing
+        plugins normalize the window's new set of nodes)."""
+        size = self.size
+        window = KeptWindow(list_version=self.list_version, num_all=self.num_all, size=size,
+                         serial=self.filter_serial)
+        if self.score_serial < 0:
+            return window
+        # The node at old offset o is at offset o + by now.
+        if by > 0:
+            entering = list(range(by))
+            raw = [[0] * by + c[:size - by] for c in self.raw]
+            weighted = [[0] * by + c[:size - by] for c in self.weighted]
+            totals = [0] * by + self.totals[:size - by]
+        else:
+            entering = list(range(size + by, size))
+            raw = [c[-by:] + [0] * -by for c in self.raw]
+            weighted = [c[-by:] + [0] * -by for c in self.weighted]
+            totals = self.totals[-by:] + [0] * -by
+        window.score_key = self.score_key
+        window.score_serial = self.score_serial
+        window.names = names
+        window.plugins = self.plugins
+        window.raw = raw
+        window.weighted = weighted
+        window.totals = totals
+        window.entering = sorted(set(self.entering_after(by)) | set(entering))
+        return window
+
+    def entering_after(self, by: int) -> list[int]:
+        """Offsets still entering (not scored yet) once the window moved ``by``."""
+        return [o + by for o in self.entering if 0 <= o + by < self.size]
+
+
+class KeptPositions:
+    """The signed plugins' Filter statuses and raw scores by position in the snapshot's node
+    list, kept in step with its change log: a cycle reads the results of the nodes it
+    examines as slices, and the positions that changed since are the only ones computed
+    again.  Known-masks are bytearrays (``find(0)`` is a C scan) because statuses compare
+    through ``Status.__eq__``.
+
+    When the change log cannot say what changed (the node list was rebuilt: a node added
+    or removed; or the log no longer reaches back), the kept results follow their nodes by
+    generation: NodeInfo generations come from one global counter and every change takes a
+    new one, so a node listed now with the generation kept for some old position is that
+    node, unchanged since, and its results move to its new position; every other position
+    is unknown.  A node churned every second then costs the nodes that changed, not a
+    Filter and Score of every node."""
+
+    __slots__ = ("gens", "list_version", "num_all", "raw", "raw_known", "score_key",
+                 "score_plugins", "serial", "status", "status_known")
+
+    def __init__(self) -> None:
+        self.list_version = -1
+        self.num_all = -1
+        self.serial = -1
+        # The generation of the NodeInfo at each position, as of the last sync.
+        self.gens: list[int] = []
+        self.status: list[Status | None] = []
+        self.status_known = bytearray()
+        self.score_key: Hashable = None
+        self.score_plugins: list[str] = []
+        self.raw: list[list[int]] = []  # per plugin (score_plugins order), per position
+        self.raw_known = bytearray()
+
+    def sync(self, snapshot: Snapshot) -> None:
+        num_all = len(snapshot.node_info_list)
+        if self.list_version == snapshot.list_version and self.num_all == num_all:
+            if self.serial == snapshot.change_serial:
+                return
+            changed = snapshot.changed_positions_since(self.serial)
+            if changed is not None:
+                status_known, raw_known, gens = self.status_known, self.raw_known, self.gens
+                nodes = snapshot.node_info_list
+                for position in changed:
+                    status_known[position] = 0
+                    raw_known[position] = 0
+                    gens[position] = nodes[position].generation
+                self.serial = snapshot.change_serial
+                return
+        generations = snapshot.generations()
+        kept = len(self.gens) == self.num_all and (
+            self.status_known.find(1) >= 0 or self.raw_known.find(1) >= 0)
+        self.num_all = num_all
+        if kept:
+            self._follow(generations)
+        else:
+            self.status = [None] * num_all
+            self.status_known = bytearray(num_all)
+            self.reset_scores(None)
+        self.gens = list(generations)
+        self.list_version = snapshot.list_version
+        self.serial = snapshot.change_serial
+
+    def _follow(self, generations: list[int]) -> None:
+        """Move every kept result to the position its node (same generation) holds now;
+        the rest unknown.  C loops only (``map`` over lists and bytearrays)."""
+        old = len(self.gens)
+        at = dict(zip(self.gens, range(old)))
+        # old position per new position; ``old`` (one past the end) for none
+        index = list(map(at.get, generations, repeat(old, len(generations))))
+        self.status = list(map([*self.status, None].__getitem__, index))
+        self.status_known = bytearray(map((self.status_known + b"\0").__getitem__, index))
+        self.raw = [list(map([*column, 0].__getitem__, index)) for column in self.raw]
+        self.raw_known = (bytearray(map((self.raw_known + b"\0").__getitem__, index))
+                          if self.raw else bytearray(len(generations)))
+
+    def reset_scores(self, key: Hashable) -> None:
+        self.score_key = key
+        self.score_plugins = []
+        self.raw = []
+        self.raw_known = bytearray(max(self.num_all, 0))
