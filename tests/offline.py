@@ -17,6 +17,7 @@ from scheduler.config.defaults import default_config
 from scheduler.config.types import Profile
 from scheduler.framework.runtime import Framework
 from scheduler.metrics import SchedulerMetrics
+from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.schedule_one import SchedulingCycle
@@ -56,3 +57,14 @@ def scheduling_cycle(cache: Cache, snapshot: Snapshot, *, seed: int = 1, percent
         config=SimpleNamespace(percentage_of_nodes_to_score=percentage),
         has_nominated_pods=lambda: False, metrics=metrics or SHARED_METRICS, **scheduler)
     return SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+
+
+def place(cache: Cache, snapshot: Snapshot, fwk: Framework, cycle: SchedulingCycle,
+          pod: dict[str, Any]) -> str:
+    """One pod through the cycle over a fresh snapshot, then assumed on the chosen host (what
+    the daemon does between popping a pod and binding it); the host."""
+    info = PodInfo.from_pod(pod)
+    cache.update_snapshot(snapshot)
+    host = cycle.schedule_pod(fwk, fwk.new_cycle_state(), info).suggested_host
+    cache.assume_pod(PodInfo.from_pod({**pod, "spec": {**pod["spec"], "nodeName": host}}))
+    return host

@@ -17,8 +17,7 @@ import time
 from typing import Any
 
 from scheduler.bench import workloads
-from scheduler.objects.pod import PodInfo
-from tests.offline import cache_with, default_framework, scheduling_cycle
+from tests.offline import cache_with, default_framework, place, scheduling_cycle
 
 
 def node(i: int) -> dict[str, Any]:
@@ -45,11 +44,7 @@ def main() -> None:
         for i in range(first, first + count):
             pod = workloads.pod(f"p{i}", namespace="bench", scheduler_name="default-scheduler")
             pod["metadata"]["uid"] = f"u{i}"
-            info = PodInfo.from_pod(pod)
-            cache.update_snapshot(snapshot)
-            host = cycle.schedule_pod(fwk, fwk.new_cycle_state(), info).suggested_host
-            cache.assume_pod(PodInfo.from_pod({**pod, "spec": {**pod["spec"], "nodeName": host}}))
-            hosts.append(host)
+            hosts.append(place(cache, snapshot, fwk, cycle, pod))
 
     run(200, 0)  # warm: the first pass over every window
     gc.collect()

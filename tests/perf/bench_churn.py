@@ -20,25 +20,16 @@ import logging
 import cProfile
 import gc
 import hashlib
-import random
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import structlog
 
 from scheduler.bench import workloads
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.runtime import Framework
 from scheduler.framework.types import FitError
-from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
-from scheduler.schedule_one import SchedulingCycle
 from tests.perf.bench_batched_cycle import node
+from tests.offline import cache_with, default_framework, place, scheduling_cycle
 
 
 def main() -> None:
@@ -50,17 +41,9 @@ def main() -> None:
     ap.add_argument("--profile", default="")
     ap.add_argument("--profile-churn", default="", help="a cProfile of the churn alone")
     args = ap.parse_args()
-    cache, snapshot = Cache(), Snapshot()
-    for i in range(args.nodes):
-        cache.add_node(node(i))
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
-    sched = SimpleNamespace(
-        cache=cache, snapshot=snapshot, rng=random.Random(1),
-        config=SimpleNamespace(percentage_of_nodes_to_score=0),
-        has_nominated_pods=lambda: False, metrics=SchedulerMetrics())
-    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    cache, snapshot = cache_with(node(i) for i in range(args.nodes))
+    fwk = default_framework(snapshot)
+    cycle = scheduling_cycle(cache, snapshot)
     hosts: list[str] = []
     messages: list[str] = []
     churn_node: list[dict[str, Any]] = []
@@ -104,11 +87,7 @@ def main() -> None:
                 churn(i // args.every)
             pod = workloads.pod(f"p{i}", namespace="bench", scheduler_name="default-scheduler")
             pod["metadata"]["uid"] = f"u{i}"
-            info = PodInfo.from_pod(pod)
-            cache.update_snapshot(snapshot)
-            host = cycle.schedule_pod(fwk, fwk.new_cycle_state(), info).suggested_host
-            cache.assume_pod(PodInfo.from_pod({**pod, "spec": {**pod["spec"], "nodeName": host}}))
-            hosts.append(host)
+            hosts.append(place(cache, snapshot, fwk, cycle, pod))
 
     run(200, 1)  # warm
     gc.collect()

@@ -22,20 +22,14 @@ import pstats
 import random
 import time
 from collections import deque
-from types import SimpleNamespace
 from typing import Any
 
 from scheduler.bench import workloads
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
-from scheduler.config.defaults import default_config
-from scheduler.framework.runtime import Framework
 from scheduler.framework.types import FitError
-from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
-from scheduler.offline import offline_handle_kwargs
-from scheduler.plugins.registry import in_tree_registry
-from scheduler.schedule_one import SchedulingCycle
+from tests.offline import default_framework, scheduling_cycle
 
 
 def node(i: int) -> dict[str, Any]:
@@ -74,14 +68,8 @@ def main() -> None:
         pod["spec"]["nodeName"] = names[rng.randrange(args.nodes)] if (
             args.workload != "SchedulingPodAntiAffinity") else names[i % args.nodes]
         cache.add_pod(PodInfo.from_pod(pod))
-    kwargs = offline_handle_kwargs()
-    kwargs["snapshot_provider"] = lambda: snapshot
-    fwk = Framework(profile=default_config().profiles[0], registry=in_tree_registry(), **kwargs)
-    sched = SimpleNamespace(
-        cache=cache, snapshot=snapshot, rng=random.Random(1),
-        config=SimpleNamespace(percentage_of_nodes_to_score=0),
-        has_nominated_pods=lambda: False, metrics=SchedulerMetrics())
-    cycle = SchedulingCycle(sched)  # type: ignore[arg-type]  # the cycle's collaborators
+    fwk = default_framework(snapshot)
+    cycle = scheduling_cycle(cache, snapshot)
     hosts: list[str] = []
     pending: deque[PodInfo] = deque()
 
