@@ -62,7 +62,7 @@ class Instrumentation:
 
     # --- recording -------------------------------------------------------------------------
 
-    def observe_point(self, point: str, status: Status | None, start: float) -> None:
+    def _point_child(self, point: str, status: Status | None) -> Any:
         code = Code.SUCCESS if status is None else status.code
         child = self._ep_children.get((point, code))
         if child is None:
@@ -70,19 +70,15 @@ class Instrumentation:
                 point, code.label, self.profile_name
             )
             self._ep_children[(point, code)] = child
-        child.observe(time.perf_counter() - start)
+        return child
+
+    def observe_point(self, point: str, status: Status | None, start: float) -> None:
+        self._point_child(point, status).observe(time.perf_counter() - start)
 
     def observe_point_unrun(self, point: str, status: Status | None) -> None:
         """An extension point with no plugin to run: zero seconds (no clock is read).  The
         observation still counts, as upstream's (which times an empty loop)."""
-        code = Code.SUCCESS if status is None else status.code
-        child = self._ep_children.get((point, code))
-        if child is None:
-            child = self.metrics.framework_extension_point_duration.labels(
-                point, code.label, self.profile_name
-            )
-            self._ep_children[(point, code)] = child
-        child.observe(0.0)
+        self._point_child(point, status).observe(0.0)
 
     def _plugin_child(self, plugin: str, point: str, code: Code) -> BulkHistogramChild:
         key = (plugin, point, code)
