@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         BindPlugin, FilterPlugin, PermitPlugin, PodNominator, PostBindPlugin, PostFilterPlugin,
         PreBindPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin,
     )
+    from scheduler.framework.types import PreFilterResult
     from scheduler.framework.waiting_pods import WaitingPodsMap
     from scheduler.metrics import BulkCounterChild
 
@@ -61,6 +62,10 @@ class RuntimeBase:
     # their run order (one plain increment per plugin run).
     _pre_filter_evaluations: list[BulkCounterChild]
     _pre_score_evaluations: list[BulkCounterChild]
+    # (name, bound pre_filter / pre_score, its evaluation counter) in run order.
+    _pre_filter_calls: list[tuple[str, Callable[..., tuple[PreFilterResult | None, Status | None]],
+                                  BulkCounterChild]]
+    _pre_score_calls: list[tuple[str, Callable[..., Status | None], BulkCounterChild]]
     _filter_evaluations: list[BulkCounterChild]  # Filter's, flushed from _filter_evals
     _score_evaluations: dict[str, BulkCounterChild]
     # The cycle's Filter plan (the Filter plugins its PreFilter did not skip), per state.
