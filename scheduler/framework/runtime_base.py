@@ -76,6 +76,8 @@ class RuntimeBase:
     def flush_metrics(self) -> None:
         """Publish the Filter evaluation counts gathered since the last flush."""
         counts = self._filter_evals
+        if not any(counts):
+            return  # nothing filtered since (every PreFilter after the last cycle's PreScore)
         for index, count in enumerate(counts):
             if count:
                 counts[index] = 0
