@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING
 
 from scheduler.framework.batching import Batch, wrapped_slice
@@ -27,6 +29,8 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 # Smallest batch of nodes filtered at once when few feasible nodes are still wanted: a
 # batch call costs a little more than one node, and the surplus is only wasted work.
 MIN_FILTER_CHUNK = 16
+
+_CODE = attrgetter("code")
 
 
 class _StatusError(Exception):
@@ -170,14 +174,28 @@ def filter_nodes_from(
             feasible.extend(chunk)
             processed += len(chunk)
             continue
-        for node_info, status in zip(chunk, statuses):
-            processed += 1
-            if status is None or status.code == Code.SUCCESS:
-                feasible.append(node_info)
-                if len(feasible) >= to_find:
-                    return feasible, processed
-                continue
-            _record_rejection(diagnosis, node_info, status)
+        # Some node was rejected: which passed, in C loops (a TopologySpreading pod's walk
+        # meets ~130 rejected nodes among ~630); the rejections go to the diagnosis in
+        # bulk, expanded only if the cycle fails (a cycle that finds a host never reads it).
+        codes = list(map(_CODE, filter(None, statuses)))  # Status has no __bool__: truthy
+        if Code.SUCCESS in codes:
+            statuses = [None if s is None or s.code == Code.SUCCESS else s for s in statuses]
+        passed = list(map(is_, statuses, repeat(None)))
+        wanted = to_find - len(feasible)
+        if passed.count(True) >= wanted:
+            # The walk stops at the wanted-th feasible node of the chunk.
+            cut = nth_index(passed, True, wanted - 1) + 1  # type: ignore[arg-type]
+            chunk, statuses, passed = chunk[:cut], statuses[:cut], passed[:cut]
+        if Code.ERROR in codes:
+            for status in statuses:
+                if status is not None and status.code == Code.ERROR:
+                    raise _StatusError(status)
+        fits = list(compress(chunk, passed))
+        feasible.extend(fits)
+        processed += len(chunk)
+        diagnosis.add_rejected(chunk, statuses, len(chunk) - len(fits))
+        if len(feasible) >= to_find:
+            return feasible, processed
     return feasible, processed
 
 
