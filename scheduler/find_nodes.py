@@ -9,8 +9,8 @@ gives exactly the answers of a node-by-node walk (the tests compare the two).
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
-from itertools import compress, repeat
+from collections.abc import Collection, Iterable, Sequence
+from itertools import chain, compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING
 
@@ -148,6 +148,9 @@ def filter_nodes_from(
     # Chunks of the snapshot's own node list have positions: batching reads their kept
     # results as slices.
     positioned = batch is not None and batch.walks(nodes)
+    # The feasible nodes' positions in the node list, for batching to read their kept
+    # scores by (when rejected nodes lie between them, they are no one run of it).
+    where: list[int] | None = [] if positioned else None
     while processed < num_all:
         size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
         first = start + processed
@@ -170,8 +173,13 @@ def filter_nodes_from(
                         batch.note_contiguous(feasible, first=start)
                     if windowed:
                         batch.keep_window(nodes, feasible, start=start, size=to_find)
+                if where is not None and processed:
+                    where.extend(_run(first, wanted, num_all))
+                    _note_positions(batch, feasible, where)
                 return feasible, processed + wanted
             feasible.extend(chunk)
+            if where is not None:
+                where.extend(_run(first, len(chunk), num_all))
             processed += len(chunk)
             continue
         # Some node was rejected: which passed, in C loops (a TopologySpreading pod's walk
@@ -192,11 +200,29 @@ def filter_nodes_from(
                     raise _StatusError(status)
         fits = list(compress(chunk, passed))
         feasible.extend(fits)
+        if where is not None:
+            where.extend(compress(_run(first, len(chunk), num_all), passed))
         processed += len(chunk)
         diagnosis.add_rejected(chunk, statuses, len(chunk) - len(fits))
         if len(feasible) >= to_find:
-            return feasible, processed
+            break
+    if where is not None and feasible:
+        _note_positions(batch, feasible, where)
     return feasible, processed
+
+
+def _run(first: int, size: int, num_all: int) -> Iterable[int]:
+    """The positions of ``size`` nodes of the node list from ``first`` on, wrapping."""
+    first %= num_all
+    end = first + size
+    if end <= num_all:
+        return range(first, end)
+    return chain(range(first, num_all), range(end - num_all))
+
+
+def _note_positions(batch: Batch | None, feasible: list[NodeInfo], where: list[int]) -> None:
+    if batch is not None and len(where) == len(feasible):
+        batch.note_positions(feasible, where)
 
 
 def _filter_with_nominated(
