@@ -11,7 +11,6 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable
 
 from scheduler.exit_codes import EXIT_OK, EXIT_USAGE
 
@@ -128,26 +127,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-mutating-requests-inflight", type=_positive_int, default=200)
     p.add_argument("--bookmark-interval", type=float, default=10.0,
                    help="seconds between watch BOOKMARK events")
-    p.add_argument("--loop", choices=LOOPS, default="auto",
-                   help="event loop: uvloop when it is installed (auto, the default: less CPU per "
-                        "request, so more is left to a scheduler on the same machine), or asyncio's own")
-
-
-LOOPS = ("auto", "asyncio", "uvloop")
-
-
-def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The event loop the sandbox serves on: None is asyncio's default. ``auto`` takes uvloop
-    when it can be imported; ``uvloop`` requires it (ImportError otherwise)."""
-    if choice == "asyncio":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        if choice == "uvloop":
-            raise
-        return None
-    return uvloop.new_event_loop
 
 
 class _ListenError(Exception):
@@ -202,13 +181,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: --bookmark-interval must be > 0", file=sys.stderr)
         return EXIT_USAGE
     try:
-        factory = loop_factory(getattr(args, "loop", "auto"))
-    except ImportError:
-        print("error: --loop uvloop: uvloop is not installed", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(_serve(args))
+        asyncio.run(_serve(args))
     except _ListenError as e:  # e.g. the port is in use: one line, nothing else touched
         print(f"sandbox: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
         return EXIT_USAGE

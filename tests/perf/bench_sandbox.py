@@ -347,8 +347,7 @@ async def _per_pod(sp: SandboxProcess, args: argparse.Namespace) -> dict[str, An
 
 
 def run_per_pod(args: argparse.Namespace) -> dict[str, Any]:
-    flags: dict[str, Any] = {"loop": args.sandbox_loop} if args.sandbox_loop else {}
-    with SandboxProcess(nodes=args.nodes, watch_history=max(10000, args.pods * 4), **flags) as sp:
+    with SandboxProcess(nodes=args.nodes, watch_history=max(10000, args.pods * 4)) as sp:
         if args.pause_for_profiler:
             assert sp.proc is not None
             print(f"sandbox pid {sp.proc.pid}; starting in {args.pause_for_profiler} s", flush=True)
@@ -371,8 +370,6 @@ def main() -> int:
                    help="the sandbox's CPU per scheduled pod (create, bind + kubelet status, event)")
     p.add_argument("--pause-for-profiler", type=float, default=0.0,
                    help="with --per-pod: print the sandbox's pid and wait this long before measuring")
-    p.add_argument("--sandbox-loop", choices=["auto", "asyncio", "uvloop"], default="",
-                   help="with --per-pod: the sandbox's --loop (default: its own default)")
     args = p.parse_args()
     res = run_per_pod(args) if args.per_pod else run(args)
     if args.json:
