@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
+from scheduler.client.slots import Slots
+
 # A response head larger than this is not an API server talking.
 MAX_HEAD_BYTES = 64 * 1024
 # An idle keep-alive connection older than this is closed instead of reused: the server
@@ -274,7 +276,7 @@ class Http1Pool:
             raise ValueError("an https origin needs an SSL context")
         self._ssl = ssl_context if self.origin.tls else None
         self._server_hostname = (server_hostname or self.origin.host) if self.origin.tls else None
-        self._slots = asyncio.Semaphore(max(1, size))
+        self._slots = Slots(max(1, size), what="pool size")
         self._connect_timeout = connect_timeout
         self._idle_seconds = idle_seconds
         self._clock = clock
@@ -293,8 +295,11 @@ class Http1Pool:
         if body:
             data += body
         loop = asyncio.get_running_loop()
-        async with self._slots:
-            conn = await self._acquire()
+        slots = self._slots
+        if not slots.try_take():
+            await slots.take()
+        try:
+            conn = self._reuse() or await self._connect()
             try:
                 waiter = conn.send(data, head_only=method == "HEAD")
             except HttpConnectionError:
@@ -312,8 +317,11 @@ class Http1Pool:
                 timer.cancel()
             self._release(conn)
             return response
+        finally:
+            slots.give()
 
-    async def _acquire(self) -> _Connection:
+    def _reuse(self) -> _Connection | None:
+        """An idle connection still fit for a request, if any (no await: most requests)."""
         if self._closed:
             raise HttpConnectionError("client is closed")
         now = self._clock()
@@ -323,6 +331,9 @@ class Http1Pool:
                 return conn
             conn.close()
             self._all.discard(conn)
+        return None
+
+    async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(
