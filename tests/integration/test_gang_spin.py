@@ -123,7 +123,7 @@ async def test_partly_fitting_gang_idles_within_backoff_and_binds_when_a_node_ap
             # event on the PodGroup per decision (not one per member per retry).
             def group_attempts(result: str) -> float:
                 return float(metrics.podgroup_schedule_attempts.labels(
-                    result, "py-scheduler").value)
+                    result, "py-scheduler")._value.get())
             assert group_attempts("scheduled") == 1
             assert 1 <= group_attempts("unschedulable") <= total_after - total_before + 5
             pg_events = await cluster.events_for("spin")
