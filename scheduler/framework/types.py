@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from itertools import chain
 
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
 from scheduler.objects.pod import PodInfo
 
@@ -125,9 +129,9 @@ class FitError(Exception):
         else:
             # PreFilter rejections are copied to every node; counting them again would repeat
             # the same sentence N times, so the histogram is built only when PreFilter passed.
-            histogram: Counter[str] = Counter()
-            for status in self.diagnosis.node_to_status.values():
-                histogram.update(status.reasons)
+            # One C-level count over every node's reasons (a preemptor fails on every node).
+            histogram: Counter[str] = Counter(chain.from_iterable(
+                status.reasons for status in self.diagnosis.node_to_status.values()))
             if histogram:
                 parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
                 message += f" {', '.join(parts)}."
@@ -147,3 +151,22 @@ class ScoreTable:
     # (the highest total, how many nodes have it) when the table's maker kept them (a
     # batched window's scores, updated with its changed nodes); None: the host pick counts.
     best: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReprieveFilter:
+    """What preemption's dry run needs of the runtime for one attempt (``reprieve_filter``).
+
+    ``dependent``: Filter with the node's nominated pods, running only the plan's plugins
+    that may answer differently as pods leave or join a node; ``independent``: the plan's
+    other plugins (their answer depends on the node object and the pod only), without
+    nominated pods; ``dependent_names``: the first's plugins in plan order;
+    ``extensions``: whether any PreFilter extension (AddPod/RemovePod) is active;
+    ``nominated_nodes``: a live view of the nodes holding nominated pods (None: unknown).
+    """
+
+    dependent: Callable[[CycleState, PodInfo, NodeInfo], Status | None]
+    independent: Callable[[CycleState, PodInfo, NodeInfo], Status | None]
+    dependent_names: tuple[str, ...]
+    extensions: bool
+    nominated_nodes: Collection[str] | None
