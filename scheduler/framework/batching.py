@@ -83,9 +83,20 @@ class SignPlugin(Protocol):
 def sign_requests(pod_info: PodInfo) -> Hashable:
     """What resource plugins read of a pod: its requests and the non-zero defaults."""
     r = pod_info.requests
-    return (r.milli_cpu, r.memory, r.ephemeral_storage, r.allowed_pod_number,
-            tuple(sorted(r.scalar_resources.items())), pod_info.non_zero_cpu,
-            pod_info.non_zero_memory)
+    last = _last_requests_sign
+    if last[0] is r and last[1] == pod_info.non_zero_cpu and last[2] == pod_info.non_zero_memory:
+        # Pods parsed alike share one requests object (PodInfo's shared parse, never
+        # changed): a backlog of alike pods builds the tuple once.
+        return last[3]  # type: ignore[no-any-return]  # the signature kept below
+    value = (r.milli_cpu, r.memory, r.ephemeral_storage, r.allowed_pod_number,
+             tuple(sorted(r.scalar_resources.items())), pod_info.non_zero_cpu,
+             pod_info.non_zero_memory)
+    last[:] = (r, pod_info.non_zero_cpu, pod_info.non_zero_memory, value)
+    return value
+
+
+# sign_requests' last answer: [requests object, non-zero cpu, non-zero memory, signature].
+_last_requests_sign: list[Any] = [None, 0, 0, None]
 
 
 def freeze(value: Any) -> Hashable:
@@ -220,9 +231,9 @@ class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_signs",
-                 "_snapshot", "_unsigned_before", "_unsigned_filters", "_window", "reused",
-                 "evaluated")
+    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_scattered", "_signed_filters",
+                 "_signs", "_snapshot", "_unsigned_before", "_unsigned_filters", "_window",
+                 "reused", "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
                  snapshot: Snapshot, signed_filters: frozenset[str] = frozenset(),
@@ -244,6 +255,8 @@ class Batch:
         # The feasible nodes as one run of the node list, when the walk found them so:
         # (that list, its first position); their scores are then read as slices.
         self._contiguous: tuple[list[NodeInfo], int] | None = None
+        # Otherwise (the walk met rejected nodes): (that list, its nodes' positions).
+        self._scattered: tuple[list[NodeInfo], list[int]] | None = None
         # This cycle's window, once the walk found one: (start, feasible nodes, window).
         self._window: tuple[int, list[NodeInfo], KeptWindow] | None = None
         self.reused = 0
@@ -293,8 +306,9 @@ class Batch:
             offsets = sorted(set(offsets).union(
                 range(by) if by > 0 else range(size + by, size)))
         if offsets:
-            subset = [nodes[(start + o) % num_all] for o in offsets]
-            statuses = self.run_filter_plugins_on_nodes(state, pod_info, subset)
+            index = [(start + o) % num_all for o in offsets]
+            subset = [nodes[i] for i in index]
+            statuses = self.run_filter_plugins_on_nodes(state, pod_info, subset, index=index)
             if any(statuses):
                 return None
         feasible = wrapped_slice(nodes, start, size)
@@ -347,12 +361,13 @@ class Batch:
 
     def run_filter_plugins_on_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
-        first: int | None = None,
+        first: int | None = None, index: list[int] | None = None,
     ) -> list[Status | None]:
         """Each node's Filter status (its first rejecting plugin's, or None), the signed
         plugins' from the kept results where the node did not change.  ``first``: the
-        nodes are the snapshot's node list from that position on (wrapping)."""
-        signed = self._signed_statuses(state, pod_info, nodes, first=first)
+        nodes are the snapshot's node list from that position on (wrapping); ``index``:
+        their positions in it."""
+        signed = self._signed_statuses(state, pod_info, nodes, first=first, index=index)
         unsigned = self._unsigned_filters
         if not unsigned:
             return signed
@@ -378,25 +393,28 @@ class Batch:
                     out[i] = status
         return out
 
-    def _locate(self, nodes: list[NodeInfo],
-                first: int | None) -> tuple[int, list[int] | None] | None:
+    def _locate(self, nodes: list[NodeInfo], first: int | None,
+                index: list[int] | None = None) -> tuple[int, list[int] | None] | None:
         """Where ``nodes`` sit in the snapshot's node list: (``first``, None) for its run
-        from ``first``; (0, their positions) for any other of its nodes; None when one of
-        them is not in it (nothing kept applies)."""
+        from ``first``; (0, their positions) for any other of its nodes (``index`` when
+        the caller knows them); None when one of them is not in it (nothing kept
+        applies)."""
         if first is not None:
             return first % len(self._snapshot.node_info_list), None
+        if index is not None:
+            return 0, index
         lookup = self._snapshot.positions
         index = [lookup.get(node_info.name, -1) for node_info in nodes]
         return None if -1 in index else (0, index)
 
     def _signed_statuses(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
-        first: int | None,
+        first: int | None, index: list[int] | None = None,
     ) -> list[Status | None]:
         only = self._signed_filters if self._unsigned_filters else None
         positions = self._results.positions
         positions.sync(self._snapshot)
-        located = self._locate(nodes, first)
+        located = self._locate(nodes, first, index)
         if located is None:
             self.evaluated += len(nodes)
             return self._fwk.run_filter_plugins_on_nodes(state, pod_info, nodes, only=only)
@@ -426,6 +444,12 @@ class Batch:
     def note_contiguous(self, feasible: list[NodeInfo], *, first: int) -> None:
         """The walk's feasible nodes are the node list's run from ``first``."""
         self._contiguous = (feasible, first)
+
+    def note_positions(self, feasible: list[NodeInfo], positions: list[int]) -> None:
+        """The walk's feasible nodes sit at ``positions`` of the node list (the walk met
+        rejected nodes between them): their kept scores are read there, not looked up by
+        name."""
+        self._scattered = (feasible, positions)
 
     def score_table(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
@@ -583,8 +607,10 @@ class Batch:
         if key != positions.score_key:
             positions.reset_scores(key)
         contiguous = self._contiguous
+        scattered = self._scattered
         located = ((contiguous[1] % positions.num_all, None)
                    if contiguous is not None and contiguous[0] is nodes
+                   else (0, scattered[1]) if scattered is not None and scattered[0] is nodes
                    else self._locate(nodes, None))
         if located is None:
             return self._fwk.raw_scores(state, pod_info, nodes, only=only)
@@ -628,9 +654,22 @@ class BatchCache:
         self.windows_reused = 0
         # Cycles that scored a kept window from its kept scores (the change log's nodes only).
         self.score_windows_reused = 0
+        # (id(metrics), profile) -> (those metrics, their hint_used attempts child)
+        self._hint_children: dict[tuple[int, str], tuple[Any, Any]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def _hint_used(self, metrics: Any, profile: str) -> Any:
+        """``scheduler_batch_attempts{profile, hint_used}``'s child, looked up once per
+        metrics and profile (prometheus_client's ``labels()`` costs ~2 us; nearly every
+        batched cycle counts one)."""
+        key = (id(metrics), profile)
+        kept = self._hint_children.get(key)
+        if kept is None or kept[0] is not metrics:
+            kept = self._hint_children[key] = (
+                metrics, metrics.batch_attempts.labels(profile, ATTEMPT_HINT_USED))
+        return kept[1]
 
     def signers(self, plugins: list[tuple[str, Any]]) -> list[_Signer]:
         """``_signers(plugins)`` of a profile's (never changed) plugin list, found once."""
@@ -671,7 +710,7 @@ class BatchCache:
                 metrics.batch_cache_flushed.labels(profile, FLUSH_POD_INCOMPATIBLE).inc()
                 self._entries.popitem(last=False)
         else:
-            metrics.batch_attempts.labels(profile, ATTEMPT_HINT_USED).inc()
+            self._hint_used(metrics, profile).inc()
         self._entries.move_to_end(key)
         if not unsigned:
             return Batch(self, fwk, results, snapshot=snapshot, signs=signs)
