@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import calendar
+import os
 import random
 import time
-import uuid
 from typing import Any
 
 _ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet
@@ -37,7 +37,13 @@ def parse_iso(s: Any) -> float | None:
 
 
 def new_uid() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID in its canonical text form, what ``str(uuid.uuid4())`` gives,
+    without building a UUID object."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def name_suffix() -> str:
