@@ -355,7 +355,7 @@ class SchedulingCycle:
             raise FitError(pod_key=pod_info.key, num_all_nodes=len(all_nodes),
                            diagnosis=diagnosis)
         if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
+            return ScheduleResult(feasible[0].name, 1 + diagnosis.num_rejected, 1)
 
         table = self._score(fwk, state, pod_info, feasible)
         if table is None:
@@ -365,7 +365,7 @@ class SchedulingCycle:
         else:
             host = select_host_from_columns(table.names, table.totals, sched.rng,
                                             best=table.best)
-        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+        return ScheduleResult(host, len(feasible) + diagnosis.num_rejected, len(feasible))
 
     async def schedule_pod_with_extenders(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, extenders: Extenders
@@ -381,7 +381,7 @@ class SchedulingCycle:
         feasible, diagnosis = self.find_nodes_that_fit(fwk, state, pod_info, all_nodes)
         nominated = _nominated_node_name(pod_info.pod)
         from_nominated = (bool(nominated) and len(feasible) == 1
-                          and feasible[0].name == nominated and not diagnosis.node_to_status)
+                          and feasible[0].name == nominated and not diagnosis.num_rejected)
         feasible = await extenders.filter(pod_info, feasible, diagnosis)
         if not feasible and from_nominated:
             # The extenders turned the nominated node down: search every node, as upstream.
@@ -393,7 +393,7 @@ class SchedulingCycle:
             raise FitError(pod_key=pod_info.key, num_all_nodes=len(all_nodes),
                            diagnosis=diagnosis)
         if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, 1 + len(diagnosis.node_to_status), 1)
+            return ScheduleResult(feasible[0].name, 1 + diagnosis.num_rejected, 1)
 
         table = self._score(fwk, state, pod_info, feasible)
         names = [n.name for n in feasible] if table is None else table.names
@@ -402,7 +402,7 @@ class SchedulingCycle:
         if added is not None:
             totals = [a + b for a, b in zip(totals, added)]
         host = select_host(list(zip(names, totals)), sched.rng)
-        return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+        return ScheduleResult(host, len(feasible) + diagnosis.num_rejected, len(feasible))
 
     def _score(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, feasible: list[NodeInfo]
@@ -435,9 +435,9 @@ class SchedulingCycle:
         if status is not None and not status.is_success():
             if not status.is_rejected():
                 raise _StatusError(status)
-            # Every node gets the PreFilter status so PostFilter (preemption) sees them all.
-            for node_info in all_nodes:
-                diagnosis.node_to_status[node_info.name] = status
+            # Every node gets the PreFilter status so PostFilter (preemption) sees them all
+            # (expanded when read).
+            diagnosis.reject_all(all_nodes, status)
             diagnosis.pre_filter_msg = status.message()
             diagnosis.pre_filter_status = status
             if status.plugin:

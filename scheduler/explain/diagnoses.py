@@ -14,14 +14,14 @@ on failure, so a pod that schedules at the first attempt costs one dict lookup.
 from __future__ import annotations
 
 import itertools
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.framework.status import Status
-from scheduler.framework.types import Diagnosis, FitError, QueuedPodInfo
+from scheduler.framework.types import Diagnosis, FitError, QueuedPodInfo, reason_counts
 
 DEFAULT_MAX_PODS = 1000
 DEFAULT_MAX_NODES = 100
@@ -117,15 +117,9 @@ class DiagnosisStore:
             unschedulable |= diagnosis.unschedulable_plugins
             pending |= diagnosis.pending_plugins
             statuses = diagnosis.node_to_status
-            # Many nodes share one Status object (a PreFilter rejection): count per object,
-            # with C loops (``Counter`` over ids, ``dict(zip(...))``): a failed cycle at 5000
-            # nodes records 5000 statuses.
-            values = list(statuses.values())
-            ids = list(map(id, values))
-            by_id = dict(zip(ids, values))
-            for status_id, count in Counter(ids).items():
-                for reason in by_id[status_id].reasons:
-                    reasons[reason] = reasons.get(reason, 0) + count
+            # The FailedScheduling message's histogram, counted in C loops: a failed cycle
+            # at 5000 nodes records 5000 statuses.
+            reasons = reason_counts(statuses.values())
             for node, node_status in itertools.islice(statuses.items(), self._max_nodes):
                 nodes[node] = f"{node_status.plugin or 'PreFilter'}: {node_status.message()}"
             omitted = len(statuses) - len(nodes)

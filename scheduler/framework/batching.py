@@ -220,9 +220,9 @@ class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_signed_filters", "_signs",
-                 "_snapshot", "_unsigned_before", "_unsigned_filters", "_window", "reused",
-                 "evaluated")
+    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_scattered", "_signed_filters",
+                 "_signs", "_snapshot", "_unsigned_before", "_unsigned_filters", "_window",
+                 "reused", "evaluated")
 
     def __init__(self, cache: BatchCache, fwk: Framework, results: _Results, *,
                  snapshot: Snapshot, signed_filters: frozenset[str] = frozenset(),
@@ -244,6 +244,8 @@ class Batch:
         # The feasible nodes as one run of the node list, when the walk found them so:
         # (that list, its first position); their scores are then read as slices.
         self._contiguous: tuple[list[NodeInfo], int] | None = None
+        # Otherwise (the walk met rejected nodes): (that list, its nodes' positions).
+        self._scattered: tuple[list[NodeInfo], list[int]] | None = None
         # This cycle's window, once the walk found one: (start, feasible nodes, window).
         self._window: tuple[int, list[NodeInfo], KeptWindow] | None = None
         self.reused = 0
@@ -293,8 +295,9 @@ class Batch:
             offsets = sorted(set(offsets).union(
                 range(by) if by > 0 else range(size + by, size)))
         if offsets:
-            subset = [nodes[(start + o) % num_all] for o in offsets]
-            statuses = self.run_filter_plugins_on_nodes(state, pod_info, subset)
+            index = [(start + o) % num_all for o in offsets]
+            subset = [nodes[i] for i in index]
+            statuses = self.run_filter_plugins_on_nodes(state, pod_info, subset, index=index)
             if any(statuses):
                 return None
         feasible = wrapped_slice(nodes, start, size)
@@ -347,12 +350,13 @@ class Batch:
 
     def run_filter_plugins_on_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
-        first: int | None = None,
+        first: int | None = None, index: list[int] | None = None,
     ) -> list[Status | None]:
         """Each node's Filter status (its first rejecting plugin's, or None), the signed
         plugins' from the kept results where the node did not change.  ``first``: the
-        nodes are the snapshot's node list from that position on (wrapping)."""
-        signed = self._signed_statuses(state, pod_info, nodes, first=first)
+        nodes are the snapshot's node list from that position on (wrapping); ``index``:
+        their positions in it."""
+        signed = self._signed_statuses(state, pod_info, nodes, first=first, index=index)
         unsigned = self._unsigned_filters
         if not unsigned:
             return signed
@@ -378,25 +382,28 @@ class Batch:
                     out[i] = status
         return out
 
-    def _locate(self, nodes: list[NodeInfo],
-                first: int | None) -> tuple[int, list[int] | None] | None:
+    def _locate(self, nodes: list[NodeInfo], first: int | None,
+                index: list[int] | None = None) -> tuple[int, list[int] | None] | None:
         """Where ``nodes`` sit in the snapshot's node list: (``first``, None) for its run
-        from ``first``; (0, their positions) for any other of its nodes; None when one of
-        them is not in it (nothing kept applies)."""
+        from ``first``; (0, their positions) for any other of its nodes (``index`` when
+        the caller knows them); None when one of them is not in it (nothing kept
+        applies)."""
         if first is not None:
             return first % len(self._snapshot.node_info_list), None
+        if index is not None:
+            return 0, index
         lookup = self._snapshot.positions
         index = [lookup.get(node_info.name, -1) for node_info in nodes]
         return None if -1 in index else (0, index)
 
     def _signed_statuses(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
-        first: int | None,
+        first: int | None, index: list[int] | None = None,
     ) -> list[Status | None]:
         only = self._signed_filters if self._unsigned_filters else None
         positions = self._results.positions
         positions.sync(self._snapshot)
-        located = self._locate(nodes, first)
+        located = self._locate(nodes, first, index)
         if located is None:
             self.evaluated += len(nodes)
             return self._fwk.run_filter_plugins_on_nodes(state, pod_info, nodes, only=only)
@@ -426,6 +433,12 @@ class Batch:
     def note_contiguous(self, feasible: list[NodeInfo], *, first: int) -> None:
         """The walk's feasible nodes are the node list's run from ``first``."""
         self._contiguous = (feasible, first)
+
+    def note_positions(self, feasible: list[NodeInfo], positions: list[int]) -> None:
+        """The walk's feasible nodes sit at ``positions`` of the node list (the walk met
+        rejected nodes between them): their kept scores are read there, not looked up by
+        name."""
+        self._scattered = (feasible, positions)
 
     def score_table(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
@@ -583,8 +596,10 @@ class Batch:
         if key != positions.score_key:
             positions.reset_scores(key)
         contiguous = self._contiguous
+        scattered = self._scattered
         located = ((contiguous[1] % positions.num_all, None)
                    if contiguous is not None and contiguous[0] is nodes
+                   else (0, scattered[1]) if scattered is not None and scattered[0] is nodes
                    else self._locate(nodes, None))
         if located is None:
             return self._fwk.raw_scores(state, pod_info, nodes, only=only)
