@@ -1032,13 +1032,15 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         """Whether ``_select_victims_by_resources`` may answer for this attempt: only
         NodeResourcesFit depends on the node's pods, no AddPod/RemovePod is active, the pod
         asks for cpu and memory only (Fit's check is then three comparisons), the nominated
-        nodes are known, and victims are chosen by priority as here."""
+        nodes are known, and victims are chosen as here (not by a subclass)."""
         if reprieve is None or reprieve.extensions or reprieve.nominated_nodes is None:
             return False
         if reprieve.dependent_names != (names.NODE_RESOURCES_FIT,):
             return False
-        if type(self)._preemption_allowed is not DefaultPreemption._preemption_allowed:
-            return False
+        cls = type(self)
+        if (cls._preemption_allowed is not DefaultPreemption._preemption_allowed
+                or cls.select_victims_on_node is not DefaultPreemption.select_victims_on_node):
+            return False  # a subclass choosing victims its own way (CapacityScheduling)
         requests = pod_info.requests
         return not requests.ephemeral_storage and not requests.scalar_resources
 
