@@ -900,9 +900,12 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 return [], (None, Status(Code.ERROR, ", ".join(e.message() for e in errors),
                                          error=errors[0].error))
             not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)
-            diagnosis = Diagnosis(
-                node_to_status={n.name: statuses.get(n.name, not_helpful) for n in all_nodes}
-            )
+            diagnosis = Diagnosis()
+            if statuses:
+                diagnosis.node_to_status = {
+                    n.name: statuses.get(n.name, not_helpful) for n in all_nodes}
+            else:  # no dry run (MixedChurn's too-big pod): one bulk record, counted in C
+                diagnosis.reject_all(all_nodes, not_helpful)
             fit_error = FitError(
                 pod_key=pod_info.key, num_all_nodes=len(all_nodes), diagnosis=diagnosis
             )
