@@ -60,7 +60,9 @@ _SeriesKey = tuple[str, str, str, _RefKey, _RefKey | None, str]
 
 def micro_time(dt: datetime) -> str:
     """metav1.MicroTime: ``2006-01-02T15:04:05.000000Z``."""
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat is cheaper than strftime (one per event); "+00:00" becomes "Z".
+    utc = dt if dt.tzinfo is timezone.utc else dt.astimezone(timezone.utc)
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def truncate_note(message: str, limit: int = MAX_NOTE_BYTES) -> str:
@@ -182,11 +184,12 @@ class EventRecorder:
         now = self._clock()
         if now - self._last_sweep >= 60.0:
             self._sweep(now)
-        if not self._spam_allows(_ref_key(ref), now):
+        ref_key = _ref_key(ref)
+        if not self._spam_allows(ref_key, now):
             self._drop("rate_limited")
             return
         note = truncate_note(message)
-        key: _SeriesKey = (type, action, reason, _ref_key(ref), _ref_key(rel) if rel else None, note)
+        key: _SeriesKey = (type, action, reason, ref_key, _ref_key(rel) if rel else None, note)
         wall = self._wall()
         series = self._series.get(key)
         if series is not None and now - series.last_observed <= self._window:
