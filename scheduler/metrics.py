@@ -55,7 +55,13 @@ class BulkHistogram:
         self._labelnames = tuple(labelnames)
         self._upper = [*sorted(buckets), math.inf]
         self._children: dict[tuple[str, ...], BulkHistogramChild] = {}
+        if not self._labelnames:  # exported at 0 from the start, as Histogram's is
+            self.labels()
         registry.register(self)
+
+    def observe(self, value: float) -> None:
+        """An unlabelled histogram's observation (prometheus_client's ``Histogram.observe``)."""
+        self.labels().observe(value)
 
     def labels(self, *values: str) -> BulkHistogramChild:
         if len(values) != len(self._labelnames):
@@ -115,6 +121,8 @@ class BulkCounter:
         self._documentation = documentation
         self._labelnames = tuple(labelnames)
         self._children: dict[tuple[str, ...], BulkCounterChild] = {}
+        if not self._labelnames:  # exported at 0 from the start, as Counter's is
+            self.labels()
         registry.register(self)
 
     def labels(self, *values: str) -> BulkCounterChild:
@@ -204,7 +212,9 @@ class SchedulerMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call,unused-ignore]
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.schedule_attempts = Counter(
+        # The series updated once or more per pod are Bulk* (a plain += or one bisect, no
+        # lock), with the exposition of prometheus_client's Counter and Histogram.
+        self.schedule_attempts = BulkCounter(
             "scheduler_schedule_attempts",
             "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
             "could not be scheduled, while 'error' means an internal scheduler problem.",
@@ -229,7 +239,7 @@ class SchedulerMetrics:
             ["queue"],
             registry=r,
         )
-        self.queue_incoming_pods = Counter(
+        self.queue_incoming_pods = BulkCounter(
             "scheduler_queue_incoming_pods",
             "Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"],
@@ -275,9 +285,10 @@ class SchedulerMetrics:
             buckets=_exponential(0.01, 2, 20),
             registry=r,
         )
-        self.pod_scheduling_attempts = Histogram(
+        self.pod_scheduling_attempts = BulkHistogram(
             "scheduler_pod_scheduling_attempts",
             "Number of attempts to successfully schedule a pod.",
+            [],
             buckets=_exponential(1, 2, 5),
             registry=r,
         )
@@ -303,7 +314,7 @@ class SchedulerMetrics:
             ["type"],
             registry=r,
         )
-        self.bind_requests = Counter(
+        self.bind_requests = BulkCounter(
             "scheduler_py_bind_requests",
             "Binds made by kube-py-scheduler's binding cycle, by result (success, error); "
             "ApiClient.bind, a helper the daemon does not use, counts its POSTs by HTTP "
@@ -420,7 +431,7 @@ class OperationsMetrics:
             ["name"],
             registry=r,
         )
-        self.rest_client_requests = Counter(
+        self.rest_client_requests = BulkCounter(
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host.",
             ["code", "method", "host"],
@@ -434,14 +445,15 @@ class OperationsMetrics:
             registry=r,
         )
         # SchedulerAsyncAPICalls: the API dispatcher (scheduler/client/api_dispatcher.py).
-        (self.async_api_call_execution,
-         self.async_api_call_execution_duration) = _counter_and_histogram(
-            r, ["call_type", "result"], buckets=_exponential(0.001, 2, 15),
-            counter=("scheduler_async_api_call_execution",
-                     "Total number of API calls executed by the async dispatcher."),
-            histogram=("scheduler_async_api_call_execution_duration_seconds",
-                       "Duration in seconds for executing API call in the async dispatcher."),
-        )
+        # (one execution per binding: Bulk*, as the per-pod series above)
+        self.async_api_call_execution = BulkCounter(
+            "scheduler_async_api_call_execution",
+            "Total number of API calls executed by the async dispatcher.",
+            ["call_type", "result"], registry=r)
+        self.async_api_call_execution_duration = BulkHistogram(
+            "scheduler_async_api_call_execution_duration_seconds",
+            "Duration in seconds for executing API call in the async dispatcher.",
+            ["call_type", "result"], buckets=_exponential(0.001, 2, 15), registry=r)
         self.pending_async_api_calls = Gauge(
             "scheduler_pending_async_api_calls",
             "Number of API calls currently pending in the async queue.",

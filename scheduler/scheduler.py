@@ -12,7 +12,6 @@ import contextlib
 import functools
 import random
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, cast
 
@@ -30,6 +29,7 @@ from scheduler.client.api_dispatcher import (
 )
 from scheduler.client.informer import InformerFactory
 from scheduler.client.pod_status import StatusPatcher, update_nominated_node_name
+from scheduler.client.slots import Slots
 from scheduler.config import features
 from scheduler.config.load import apply_extender_ignored_resources
 from scheduler.config.types import KubeSchedulerConfiguration
@@ -70,56 +70,8 @@ def _always() -> bool:
     return True
 
 
-class BindSlots:
-    """A counting semaphore for the binds in flight whose uncontended take and give are a
-    comparison each (``asyncio.Semaphore``'s ``async with`` costs about eight calls per
-    bind).  Waiters are served first come, first served; a freed slot is handed to the
-    oldest waiter directly."""
-
-    __slots__ = ("_free", "_waiters")
-
-    def __init__(self, slots: int) -> None:
-        if slots < 1:
-            raise ValueError(f"bind slots must be at least 1, got {slots}")
-        self._free = slots
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    def try_take(self) -> bool:
-        """Take a slot if one is free and nobody waits for one."""
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
-            return True
-        return False
-
-    async def take(self) -> None:
-        """Take a slot, waiting for one if needed."""
-        if self.try_take():
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.give()  # handed a slot, then cancelled before using it
-            raise
-        finally:
-            with contextlib.suppress(ValueError):
-                self._waiters.remove(waiter)
-
-    def give(self) -> None:
-        """Give a slot back: to the oldest waiter still waiting, or to the pool."""
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._free += 1
-
-    @property
-    def free(self) -> int:
-        return self._free
+# The binds in flight: a counter (``client.slots``), not an ``asyncio.Semaphore``.
+BindSlots = Slots
 
 
 RecorderFactory = Callable[[str], EventRecorder]
@@ -157,11 +109,12 @@ class Scheduler:
         # lookup per attempt for both.
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._sli_durations = Children(metrics.pod_scheduling_sli_duration)
+        self._pod_attempts = metrics.pod_scheduling_attempts.labels()
         self.clock = clock
         self.rng = rng or random.Random()
         self.health = health or HealthState()
         self._update_pod_condition = update_pod_condition
-        self._bind_slots = BindSlots(max_concurrent_binds)
+        self._bind_slots = Slots(max_concurrent_binds, what="bind slots")
         self._binding_tasks: dict[str, asyncio.Task[None]] = {}
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._leading = True
@@ -457,7 +410,7 @@ class Scheduler:
 
     def record_scheduled(self, qpi: QueuedPodInfo) -> None:
         attempts = max(qpi.attempts, 1)
-        self.metrics.pod_scheduling_attempts.observe(attempts)
+        self._pod_attempts.observe(attempts)
         if qpi.initial_attempt_timestamp is not None:
             self._sli_durations(str(attempts)).observe(
                 max(0.0, self.clock() - qpi.initial_attempt_timestamp)

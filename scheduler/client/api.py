@@ -451,15 +451,18 @@ class ApiClient:
             data = body.encode()
         else:
             data = orjson.dumps(body)
-        backoff = Backoff(initial=self.retry.initial, cap=self.retry.cap, jitter=1.0, rng=self._rng)
+        backoff: Backoff | None = None  # made on the first retry (most requests have none)
         attempt = 0
+        limiter = self.limiter
         while True:
             attempt += 1
-            await self.limiter.acquire()
+            if limiter.qps > 0:
+                await limiter.acquire()
             try:
                 resp = await self._send_once(method, path, data, params, content_type if data is not None else None)
             except ApiConnectionError as exc:
                 if idempotent and attempt <= self.retry.max_retries:
+                    backoff = backoff or self._backoff()
                     delay = backoff.next()
                     log.debug("retrying after connection error", method=method, path=path, attempt=attempt, delay=delay, error=str(exc))
                     await self._sleep(delay)
@@ -467,6 +470,7 @@ class ApiClient:
                 raise
             retryable = resp.status == 429 or (idempotent and resp.status >= 500)
             if retryable and attempt <= self.retry.max_retries:
+                backoff = backoff or self._backoff()
                 delay = backoff.next()
                 retry_after = parse_retry_after(resp.headers.get("Retry-After"))
                 if retry_after is not None:
@@ -475,6 +479,9 @@ class ApiClient:
                 await self._sleep(delay)
                 continue
             return resp
+
+    def _backoff(self) -> Backoff:
+        return Backoff(initial=self.retry.initial, cap=self.retry.cap, jitter=1.0, rng=self._rng)
 
     async def _send_once(
         self,

@@ -331,36 +331,7 @@ class ApiDispatcher:
         self._in_flight.add(uid)
         self._executing[call_id] = task
         self._running += 1
-        started = time.perf_counter()
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = await call.execute()
-        except asyncio.CancelledError:
-            error = DispatcherClosed("the call was cancelled")
-            if call_id in self._closed_inline:
-                # ``close`` cancelled the write, not the caller: the caller hears
-                # DispatcherClosed, as a caller awaiting a queued call does.
-                task.uncancel()
-                if task.cancelling():
-                    raise
-                raise error from None
-            raise
-        except Exception as exc:
-            error = exc
-            log.warning("API call failed", call_type=call.call_type, object=uid,
-                        error=str(exc))
-            raise
-        finally:
-            self._running -= 1
-            self._executing.pop(call_id, None)
-            self._closed_inline.discard(call_id)
-            self._observe(call.call_type, "error" if error is not None else "success",
-                          time.perf_counter() - started)
-            self._finalize(queued, result)
-            if self._queue:
-                self._wakeup.set()
-        return result
+        return await self._run(queued, caller=task)
 
     def _merge(self, old: _Queued, new: _Queued) -> bool:
         """Reconcile ``new`` with ``old`` (queued or executing); False when ``new`` is dropped."""
@@ -489,7 +460,18 @@ class ApiDispatcher:
         return forget
 
     async def _execute(self, queued: _Queued) -> None:
-        call = queued.call
+        await self._run(queued, caller=None)
+
+    async def _run(self, queued: _Queued, *, caller: asyncio.Task[Any] | None) -> Any:
+        """Execute a call counted in ``_running``: its metrics, its end, the next call of its
+        object.  ``caller``: the task of a ``run_now`` caller, which hears the call's result
+        or error itself; None for a task of the dispatching loop, which hands them to the
+        call's future and logs a failure without raising it.  Cancellation: a loop task's
+        call cancelled by its caller (``_abandoned``) ends there, the dispatcher goes on, and
+        one cancelled by ``close`` re-raises; a ``run_now`` caller cancelled by ``close``
+        hears ``DispatcherClosed`` (as a caller awaiting a queued call does), unless it was
+        also cancelled itself."""
+        call, call_id = queued.call, queued.call_id
         started = time.perf_counter()
         result: Any = None
         error: BaseException | None = None
@@ -497,21 +479,36 @@ class ApiDispatcher:
             result = await call.execute()
         except asyncio.CancelledError:
             error = DispatcherClosed("the call was cancelled")
-            if self._closed:
+            if caller is None:
+                if self._closed:
+                    raise
+            elif call_id in self._closed_inline:
+                # ``close`` cancelled the write, not the caller.
+                caller.uncancel()
+                if caller.cancelling():
+                    raise
+                raise error from None
+            else:
                 raise
-            # Cancelled by its caller (see _abandoned): the dispatcher goes on.
         except Exception as exc:
             error = exc
             log.warning("API call failed", call_type=call.call_type, object=call.uid,
                         error=str(exc))
+            if caller is not None:
+                raise
         finally:
             self._running -= 1
-            if self._queue:
-                self._wakeup.set()
+            if caller is not None:
+                self._executing.pop(call_id, None)
+                self._closed_inline.discard(call_id)
             self._observe(call.call_type, "error" if error is not None else "success",
                           time.perf_counter() - started)
             self._finalize(queued, result)
-            queued.finish(result=result, error=error)
+            if caller is None:
+                queued.finish(result=result, error=error)
+            if self._queue:
+                self._wakeup.set()
+        return result
 
     def _finalize(self, queued: _Queued, result: Any) -> None:
         uid = queued.call.uid

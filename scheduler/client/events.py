@@ -60,7 +60,9 @@ _SeriesKey = tuple[str, str, str, _RefKey, _RefKey | None, str]
 
 def micro_time(dt: datetime) -> str:
     """metav1.MicroTime: ``2006-01-02T15:04:05.000000Z``."""
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat is cheaper than strftime (one per event); "+00:00" becomes "Z".
+    utc = dt if dt.tzinfo is timezone.utc else dt.astimezone(timezone.utc)
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def truncate_note(message: str, limit: int = MAX_NOTE_BYTES) -> str:

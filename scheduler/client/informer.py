@@ -484,9 +484,27 @@ class Informer:
 
     # -- dispatch
 
+    # Each event goes to every handler through its filter.  The loops call the filter and
+    # the handler directly, each in its own ``try`` (a failing filter or handler is logged
+    # and skipped, as ``_passes`` and ``_safe`` do); the key is computed once, and only for
+    # a log line: several handlers see every pod event.
+
     def _dispatch_add(self, obj: Obj) -> None:
         for h in self._handlers:
-            self._call_add(h, obj)
+            on_add, keep = h.on_add, h.filter
+            if on_add is None:
+                continue
+            if keep is not None:
+                try:
+                    if not keep(obj):
+                        continue
+                except Exception:
+                    self._log.exception("event filter failed", key=object_key(obj))
+                    continue
+            try:
+                on_add(obj)
+            except Exception:
+                self._log.exception("event handler failed", handler="add", key=object_key(obj))
 
     def _call_add(self, h: _Handler, obj: Obj) -> None:
         if h.on_add is None or not self._passes(h, obj):
@@ -494,14 +512,20 @@ class Informer:
         self._safe(h.on_add, "add", object_key(obj), obj)
 
     def _dispatch_update(self, old: Obj, new: Obj) -> None:
-        key = object_key(new)
         for h in self._handlers:
-            if h.filter is None:
-                if h.on_update is not None:
-                    self._safe(h.on_update, "update", key, old, new)
+            keep = h.filter
+            if keep is None:
+                on_update = h.on_update
+                if on_update is not None:
+                    try:
+                        on_update(old, new)
+                    except Exception:
+                        self._log.exception("event handler failed", handler="update",
+                                            key=object_key(new))
                 continue
             newer, older = self._passes(h, new), self._passes(h, old)
             # client-go's FilteringResourceEventHandler: crossing the filter is an add/delete.
+            key = object_key(new)
             if newer and older:
                 if h.on_update is not None:
                     self._safe(h.on_update, "update", key, old, new)

@@ -71,10 +71,12 @@ class FreeIndex:
         # each node-local device's bit in its node's masks (its position in the node's list)
         self._bit: dict[DeviceID, int] = {}
         self._held_mask: dict[str, int] = {}
-        # (node, selected_key, device_taints, taints version) -> [the node's devices, the
-        # mask of those first-fit accepts, the mask of those looked at], or None (pick
-        # cannot answer there); devices are looked at lazily, in first-fit order
-        self._masks: dict[tuple[str, str, bool, int], list[Any] | None] = {}
+        # (selected_key, device_taints, taints version) -> node -> [the node's devices, the
+        # mask of those first-fit accepts, the mask of those looked at, the mask of all its
+        # devices], or None (pick cannot answer there); devices are looked at lazily, in
+        # first-fit order.  Per selection first, so that Filter's pass over the nodes is one
+        # dict lookup a node (``first_fit_into``).
+        self._masks: dict[tuple[str, bool, int], dict[str, list[Any] | None]] = {}
         for node, devices in inventory.local_devices().items():
             n = 0
             self._held_mask[node] = 0
@@ -151,16 +153,16 @@ class FreeIndex:
             return None
         name = node_name if node_name is not None else \
             str((node.get("metadata") or {}).get("name") or "")
-        key = (name, alt.selected_key, device_taints, taints_version)
-        entry = self._masks.get(key)
+        table = self._masks.setdefault((alt.selected_key, device_taints, taints_version), {})
+        entry = table.get(name)
         if entry is None:
-            if key in self._masks:
+            if name in table:
                 return None
-            entry = self._masks[key] = self._candidates(node, name)
+            entry = table[name] = self._candidates(node, name)
             if entry is None:
                 return None
-        devices, cand, known = entry
-        avail = ~self._held_mask.get(name, 0) & ((1 << len(devices)) - 1)
+        devices, cand, known, full = entry
+        avail = ~self._held_mask.get(name, 0) & full
         count = alt.count
         picks: list[Device] = []
         unknown = avail & ~known
@@ -200,44 +202,51 @@ class FreeIndex:
             return None
         return allocated_at(prepared, picks, name, device_taints=device_taints, shape=alt)
 
-    def first_fit_devices(self, names: Sequence[str], *, device_taints: bool,
-                          taints_version: int, shape: _Alternative) -> list[Device | None]:
-        """For a one-device request (``shape.count`` 1): per node of ``names``, the device
-        :meth:`pick` would allocate when its masks answer at once (the node's masks known,
-        every free device below the pick looked at), else None (ask :meth:`pick`).  A
-        device, not an allocation: nothing is allocated per node (at hundreds of nodes a
-        pod, the allocations and their closures were most of Filter's cost, much of it in
-        the garbage collector)."""
+    def first_fit_into(self, names: Sequence[str], picked: dict[str, Device], *,
+                       device_taints: bool, taints_version: int, shape: _Alternative
+                       ) -> list[int]:
+        """For a one-device request (``shape.count`` 1): for each node of ``names`` whose
+        masks answer at once (the node's masks known, every free device below the pick
+        looked at), the device :meth:`pick` would allocate there goes into ``picked`` (by
+        node name); the positions in ``names`` of the other nodes are returned (ask
+        :meth:`may_fit` and :meth:`pick`).  A name the index does not know (``""`` for a
+        node without its object) is one of the others.  A device, not an allocation:
+        nothing is allocated per node (at hundreds of nodes a pod, the allocations and
+        their closures were most of Filter's cost, much of it in the garbage collector);
+        one dict lookup and a few bit operations a node."""
         assert shape.count == 1
-        masks, held, selected = self._masks, self._held_mask, shape.selected_key
-        out: list[Device | None] = []
-        for name in names:
-            entry = masks.get((name, selected, device_taints, taints_version))
+        table = self._masks.get((shape.selected_key, device_taints, taints_version))
+        if table is None:
+            return list(range(len(names)))
+        held, get = self._held_mask, table.get
+        others: list[int] = []
+        for i, name in enumerate(names):
+            entry = get(name)
             if entry is not None:
-                devices, cand, known = entry
-                avail = ~held.get(name, 0) & ((1 << len(devices)) - 1)
-                low = cand & avail
+                avail = ~held[name] & entry[3]
+                low = entry[1] & avail
                 low &= -low
-                unknown = avail & ~known
-                if low and (not unknown or (unknown & -unknown) > low):
-                    out.append(devices[low.bit_length() - 1])
-                    continue
-            out.append(None)
-        return out
+                if low:
+                    unknown = avail & ~entry[2]
+                    if not unknown or (unknown & -unknown) > low:
+                        picked[name] = entry[0][low.bit_length() - 1]
+                        continue
+            others.append(i)
+        return others
 
     def _candidates(self, node: Mapping[str, Any], name: str) -> list[Any] | None:
         """[the node's devices, the candidate mask, the mask of devices looked at] (no
         device looked at yet), or None where pick cannot answer: a device shared by
         capacity, devices offered in another order than the index's."""
-        if name in self._always:
-            return None
+        if name in self._always or name not in self._held_mask:
+            return None  # a device shared by capacity; or no node-local device at all
         local = self.inventory.local_devices().get(name, ())
         offered = self.inventory.devices_for_node(node)
         if len(offered) != len(local) or any(a is not b for a, b in zip(offered, local)):
             return None
         if any(d.multi for d in local):
             return None
-        return [local, 0, 0]
+        return [local, 0, 0, (1 << len(local)) - 1]
 
 
 def build(inventory: Inventory, held: Iterable[DeviceID]) -> FreeIndex | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from itertools import repeat
+from operator import ne
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 # nodes, 500 examined), the round robin starts each lap one node earlier than the last, so
 # no start index comes back and only a shifted window can be reused.
 MAX_SHIFT_SHARE = 8
+# A node list rebuilt by one node added or removed is followed by splicing the kept results
+# (``KeptPositions._follow_one``) when at most this many other nodes changed meanwhile.
+MAX_SPLICE_CHANGES = 64
 
 
 class Snapshot(Protocol):
@@ -173,6 +177,8 @@ class KeptPositions:
     def _follow(self, generations: list[int]) -> None:
         """Move every kept result to the position its node (same generation) holds now;
         the rest unknown.  C loops only (``map`` over lists and bytearrays)."""
+        if self._follow_one(generations):
+            return
         old = len(self.gens)
         at = dict(zip(self.gens, range(old)))
         # old position per new position; ``old`` (one past the end) for none
@@ -183,8 +189,71 @@ class KeptPositions:
         self.raw_known = (bytearray(map((self.raw_known + b"\0").__getitem__, index))
                           if self.raw else bytearray(len(generations)))
 
+    def _follow_one(self, generations: list[int]) -> bool:
+        """``_follow`` when one node was added or removed and the others kept their order
+        (a node churned: the list is the old one with one position inserted or deleted),
+        a few of them changed in place (the nodes pods went to since the last sync): the
+        kept results are spliced, and the changed nodes' marked unknown, never gathered
+        one by one.  A changed node's results are unknown even if its generation is kept
+        at some other position (never so for a list rebuilt by one node: the fallback
+        would move them; unknown is only recomputed).  False: not that case."""
+        gens = self.gens
+        grown = len(generations) - len(gens)
+        if grown not in (1, -1):
+            return False
+        shorter = gens if grown > 0 else generations
+        longer = generations if grown > 0 else gens
+        at = _common_prefix(shorter, longer)
+        differ = bytes(map(ne, shorter[at:], longer[at + 1:]))
+        if differ.count(1) > MAX_SPLICE_CHANGES:
+            return False
+        if grown > 0:  # a node at ``at``: its results unknown
+            self.status[at:at] = [None]
+            self.status_known[at:at] = b"\0"
+            for column in self.raw:
+                column[at:at] = [0]
+            if self.raw:
+                self.raw_known[at:at] = b"\0"
+            first = at + 1  # new positions of ``differ``
+        else:  # the node at ``at`` left
+            del self.status[at]
+            del self.status_known[at]
+            for column in self.raw:
+                del column[at]
+            if self.raw:
+                del self.raw_known[at]
+            first = at
+        if not self.raw:
+            self.raw_known = bytearray(len(generations))
+        i = differ.find(1)
+        while i >= 0:
+            position = first + i
+            self.status[position] = None
+            self.status_known[position] = 0
+            for column in self.raw:
+                column[position] = 0
+            self.raw_known[position] = 0
+            i = differ.find(1, i + 1)
+        return True
+
     def reset_scores(self, key: Hashable) -> None:
         self.score_key = key
         self.score_plugins = []
         self.raw = []
         self.raw_known = bytearray(max(self.num_all, 0))
+
+
+def _common_prefix(shorter: list[int], longer: list[int]) -> int:
+    """The length of the longest common prefix of two lists (``shorter`` not longer than
+    ``longer``), by halving with C slice comparisons."""
+    low, high = 0, len(shorter)
+    if shorter == longer[:high]:
+        return high
+    # shorter[:low] == longer[:low]; shorter[:high] != longer[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if shorter[low:middle] == longer[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low

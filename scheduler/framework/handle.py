@@ -7,7 +7,7 @@ the runners go through ``attach`` rather than the constructor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from scheduler.framework.cycle_state import CycleState
@@ -20,7 +20,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
-from scheduler.framework.types import PreFilterResult
+from scheduler.framework.types import PreFilterResult, ReprieveFilter
 from scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
@@ -48,6 +48,10 @@ class _FilterRunner(Protocol):
         pod_to_remove: PodInfo,
         node_info: NodeInfo,
     ) -> Status | None: ...
+
+    def reprieve_filter(
+        self, state: CycleState, *, leave_out: Collection[str]
+    ) -> ReprieveFilter: ...
 
 
 class FrameworkHandle:
@@ -148,6 +152,12 @@ class FrameworkHandle:
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> Status | None:
         return self._framework().run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+
+    def reprieve_filter(
+        self, state: CycleState, *, leave_out: Collection[str]
+    ) -> ReprieveFilter:
+        """Preemption's Filters for its dry run (``FilterSteps.reprieve_filter``)."""
+        return self._framework().reprieve_filter(state, leave_out=leave_out)
 
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo

@@ -156,6 +156,14 @@ class Framework(FilterSteps, ScoreSteps, BindingSteps):
                                         for name, _ in self._pre_filter]
         self._pre_score_evaluations = [evaluations.labels(name, PRE_SCORE, self.profile_name)
                                        for name, _ in self._pre_score]
+        # What the PreFilter and PreScore loops call, bound once: (name, method, its
+        # evaluation counter).
+        self._pre_filter_calls = [
+            (name, plugin.pre_filter, counter)
+            for (name, plugin), counter in zip(self._pre_filter, self._pre_filter_evaluations)]
+        self._pre_score_calls = [
+            (name, plugin.pre_score, counter)
+            for (name, plugin), counter in zip(self._pre_score, self._pre_score_evaluations)]
         self._filter_evaluations = [evaluations.labels(name, FILTER, self.profile_name)
                                     for name, _ in self._filter]
         self._score_evaluations = {name: evaluations.labels(name, SCORE, self.profile_name)
@@ -245,7 +253,17 @@ class Framework(FilterSteps, ScoreSteps, BindingSteps):
         return out
 
     def _sample(self) -> bool:
-        return self._sample_percent > 0 and self._rng.randrange(100) < self._sample_percent
+        """upstream's rand.Intn(100) < percent.  ``randrange(100)``'s own draw, inlined (its
+        two Python-level calls were a visible part of a cycle): the same bits taken from the
+        generator, which the scheduler shares with host selection, so ties are broken as
+        before."""
+        if self._sample_percent <= 0:
+            return False
+        getrandbits = self._rng.getrandbits
+        r = getrandbits(7)
+        while r >= 100:
+            r = getrandbits(7)
+        return r < self._sample_percent
 
     def new_cycle_state(self) -> CycleState:
         """A CycleState for one scheduling attempt; ~10% of them record per-plugin metrics."""

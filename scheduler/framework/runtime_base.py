@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         BindPlugin, FilterPlugin, PermitPlugin, PodNominator, PostBindPlugin, PostFilterPlugin,
         PreBindPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin,
     )
+    from scheduler.framework.types import PreFilterResult
     from scheduler.framework.waiting_pods import WaitingPodsMap
     from scheduler.metrics import BulkCounterChild
 
@@ -61,6 +62,10 @@ class RuntimeBase:
     # their run order (one plain increment per plugin run).
     _pre_filter_evaluations: list[BulkCounterChild]
     _pre_score_evaluations: list[BulkCounterChild]
+    # (name, bound pre_filter / pre_score, its evaluation counter) in run order.
+    _pre_filter_calls: list[tuple[str, Callable[..., tuple[PreFilterResult | None, Status | None]],
+                                  BulkCounterChild]]
+    _pre_score_calls: list[tuple[str, Callable[..., Status | None], BulkCounterChild]]
     _filter_evaluations: list[BulkCounterChild]  # Filter's, flushed from _filter_evals
     _score_evaluations: dict[str, BulkCounterChild]
     # The cycle's Filter plan (the Filter plugins its PreFilter did not skip), per state.
@@ -71,6 +76,8 @@ class RuntimeBase:
     def flush_metrics(self) -> None:
         """Publish the Filter evaluation counts gathered since the last flush."""
         counts = self._filter_evals
+        if not any(counts):
+            return  # nothing filtered since (every PreFilter after the last cycle's PreScore)
         for index, count in enumerate(counts):
             if count:
                 counts[index] = 0

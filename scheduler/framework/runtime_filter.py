@@ -19,10 +19,14 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.nominated import filter_with_nominated_pods
 from scheduler.framework.runtime_base import FilterFn, RuntimeBase, plugin_raised
 from scheduler.framework.status import Code, Status
-from scheduler.framework.types import PostFilterResult, PreFilterResult
+from scheduler.framework.types import PostFilterResult, PreFilterResult, ReprieveFilter
 from scheduler.objects.pod import PodInfo
 
 log = structlog.get_logger("scheduler.framework.runtime")
+
+# The codes the per-plugin loops compare by identity (an enum attribute costs a class lookup).
+_SKIP = Code.SKIP
+_SUCCESS = Code.SUCCESS
 
 
 class FilterSteps(RuntimeBase):
@@ -45,20 +49,23 @@ class FilterSteps(RuntimeBase):
         return_status: Status | None = None
         final: tuple[PreFilterResult | None, Status | None, set[str]] | None = None
         instr = self._instr
-        for (name, plugin), evaluations in zip(self._pre_filter, self._pre_filter_evaluations):
+        for name, pre_filter, evaluations in self._pre_filter_calls:
             if sampled:
                 r, s = instr.call_with_result(PRE_FILTER, name, sampled, pod_info.key,
-                                              plugin.pre_filter, state, pod_info, nodes)
+                                              pre_filter, state, pod_info, nodes)
             else:  # the instrumented call without its timing: one call level less per plugin
                 try:
-                    r, s = plugin.pre_filter(state, pod_info, nodes)
+                    r, s = pre_filter(state, pod_info, nodes)
                 except Exception as exc:
                     r, s = None, plugin_raised(PRE_FILTER, name, pod_info.key, exc)
-            evaluations.inc()
-            if s is not None and s.code == Code.SKIP:
+            evaluations.value += 1  # BulkCounterChild.inc(1) without the call
+            if s is None:
+                if r is None:
+                    continue  # Success on every node (nearly every plugin that does not Skip)
+            elif s.code == _SKIP:
                 skip.add(name)
                 continue
-            if s is not None and s.code != Code.SUCCESS:
+            elif s.code != _SUCCESS:
                 s.plugin = name
                 if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     rejectors.add(name)
@@ -259,6 +266,58 @@ class FilterSteps(RuntimeBase):
             run_filter=self.run_filter_plugins,
             add_pod_extension=self.run_pre_filter_extension_add_pod,
         )
+
+    def reprieve_filter(
+        self, state: CycleState, *, leave_out: Collection[str]
+    ) -> ReprieveFilter:
+        """For preemption's dry run on clones of ``state``: the plan's plugins split into
+        those in ``leave_out`` (whose answer depends on the node object and the pod only)
+        and the others, each as a Filter; see ``ReprieveFilter``."""
+        skip = state.skip_filter_plugins
+        active = any(name not in skip and plugin.pre_filter_extensions() is not None
+                     for name, plugin in self._pre_filter)
+        plan = self._filter_plan(state)
+        dependent = [entry for entry in plan if entry[1] not in leave_out]
+        run = self._plan_runner(dependent)
+        nominator, add_pod = self._nominator, self.run_pre_filter_extension_add_pod
+        # A live view of the nodes holding nominated pods (None: ask the nominator per node).
+        nominated_nodes = self.nodes_with_nominated_pods()
+
+        def run_with_nominated(
+            state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+        ) -> Status | None:
+            if nominated_nodes is not None and node_info.name not in nominated_nodes:
+                return run(state, pod_info, node_info)
+            return filter_with_nominated_pods(state, pod_info, node_info, nominator=nominator,
+                                              run_filter=run, add_pod_extension=add_pod)
+
+        return ReprieveFilter(
+            dependent=run_with_nominated,
+            independent=self._plan_runner([entry for entry in plan if entry[1] in leave_out]),
+            dependent_names=tuple(entry[1] for entry in dependent),
+            extensions=active, nominated_nodes=nominated_nodes)
+
+    def _plan_runner(self, plan: list[tuple[int, str, FilterFn]]) -> FilterFn:
+        """``run_filter_plugins`` over a part of the cycle's plan."""
+        evals, filter_one, instr = self._filter_evals, self._filter_one, self._instr
+
+        def run(state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+            sampled = state.record_plugin_metrics
+            for index, name, filter_fn in plan:
+                evals[index] += 1
+                if sampled:
+                    t0 = time.perf_counter()
+                status = filter_one(name, filter_fn, state, pod_info, node_info)
+                if sampled:
+                    instr.observe_plugin(FILTER, name, status, t0)
+                if status is not None and status.code != Code.SUCCESS:
+                    if not status.is_rejected():
+                        return _guard_error(status, f"running {name!r} filter plugin", name)
+                    status.plugin = name
+                    return status
+            return None
+
+        return run
 
     def nodes_with_nominated_pods(self) -> Collection[str] | None:
         """Names of the nodes holding nominated pods, or None when the nominator cannot

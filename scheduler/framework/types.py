@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_not
@@ -13,6 +13,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 
 if TYPE_CHECKING:
+    from scheduler.framework.cycle_state import CycleState
     from scheduler.framework.node_info import NodeInfo
 
 MAX_NODE_SCORE = 100
@@ -298,3 +299,22 @@ class ScoreTable:
     # (the highest total, how many nodes have it) when the table's maker kept them (a
     # batched window's scores, updated with its changed nodes); None: the host pick counts.
     best: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReprieveFilter:
+    """What preemption's dry run needs of the runtime for one attempt (``reprieve_filter``).
+
+    ``dependent``: Filter with the node's nominated pods, running only the plan's plugins
+    that may answer differently as pods leave or join a node; ``independent``: the plan's
+    other plugins (their answer depends on the node object and the pod only), without
+    nominated pods; ``dependent_names``: the first's plugins in plan order;
+    ``extensions``: whether any PreFilter extension (AddPod/RemovePod) is active;
+    ``nominated_nodes``: a live view of the nodes holding nominated pods (None: unknown).
+    """
+
+    dependent: Callable[[CycleState, PodInfo, NodeInfo], Status | None]
+    independent: Callable[[CycleState, PodInfo, NodeInfo], Status | None]
+    dependent_names: tuple[str, ...]
+    extensions: bool
+    nominated_nodes: Collection[str] | None

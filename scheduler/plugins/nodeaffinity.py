@@ -210,6 +210,10 @@ class NodeAffinity(
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
+        spec = pod_info.pod.get("spec")
+        if (type(spec) is dict and spec.get("affinity") is None
+                and spec.get("nodeSelector") is None and self.added_node_selector is None):
+            return None, Status(Code.SKIP)  # what the checks below answer such a pod
         required_raw = _raw_required(pod_info.pod)
         node_selector = (pod_info.pod.get("spec") or {}).get("nodeSelector")
         if required_raw is None and self.added_node_selector is None and node_selector is None:

@@ -58,6 +58,7 @@ from scheduler.plugins.volumebinding.matching import (
     pod_namespace,
     pvc_storage_class,
     spec,
+    without_volumes,
 )
 
 __all__ = [
@@ -179,6 +180,8 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
+        if without_volumes(pod_info.pod):
+            return None, Status(Code.SKIP)
         for vol in spec(pod_info.pod).get("volumes") or ():
             if not isinstance(vol, Mapping):
                 continue

@@ -47,6 +47,7 @@ from scheduler.plugins.volumebinding.matching import (
     not_found,
     pod_namespace,
     spec,
+    without_volumes,
 )
 
 __all__ = [
@@ -168,6 +169,8 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         pod = pod_info.pod
+        if without_volumes(pod):
+            return None, Status(Code.SKIP)  # nothing to check, no claim to conflict
         ns = pod_namespace(pod)
         needs_check = False
         rwop: set[str] = set()

@@ -44,6 +44,7 @@ from scheduler.plugins.volumebinding.matching import (
     pod_namespace,
     pvc_storage_class,
     spec,
+    without_volumes,
 )
 
 __all__ = ["NAME", "VolumeZone", "ERR_REASON_CONFLICT", "TOPOLOGY_LABELS"]
@@ -151,6 +152,8 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
+        if without_volumes(pod_info.pod):
+            return None, Status(Code.SKIP)  # no claim, so no topology
         topologies, status = self._pod_topologies(pod_info.pod)
         if status is not None:
             return None, status

@@ -138,7 +138,13 @@ RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
 
 
 def _utc(base: str, offset: str) -> datetime:
-    dt = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S")
+    # ``base`` matched \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d: the constructor reads it as strptime
+    # would; where it refuses a field (month 13, second 60, ...), strptime's own error follows
+    try:
+        dt = datetime(int(base[0:4]), int(base[5:7]), int(base[8:10]),
+                      int(base[11:13]), int(base[14:16]), int(base[17:19]))
+    except ValueError:
+        dt = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S")
     if offset != "Z":
         sign = 1 if offset[0] == "+" else -1
         dt -= sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
@@ -152,7 +158,11 @@ def _micro(v: Any, kind: str) -> Any:
     if m is None:
         raise ValueError(f'Event in version "{kind}" cannot be handled as a Event: parsing time "{v}" as '
                          f'"{RFC3339_MICRO}": cannot parse as RFC3339Micro')
-    return _utc(m.group(1), m.group(3)).strftime("%Y-%m-%dT%H:%M:%S") + f".{m.group(2)}Z"
+    base, offset = m.group(1), m.group(3)
+    dt = _utc(base, offset)
+    if offset == "Z" and dt.year >= 1000:
+        return f"{base}.{m.group(2)}Z"  # already canonical: what strftime would print
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{m.group(2)}Z"
 
 
 def _seconds(v: Any, kind: str) -> Any:

@@ -36,9 +36,27 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_LABEL_NAMES = {"namespaces", "services"}
 
 
+_PARSED: dict[str, Fraction | None] = {}
+_PARSED_MAX = 4096
+
+
 def parse_quantity(v: Any) -> Fraction | None:
     """The value of a resource quantity, or None if malformed (``scheduler.objects.quantity``
-    is the one parser, with upstream's grammar)."""
+    is the one parser, with upstream's grammar). Strings are remembered (a bounded cache:
+    pods repeat a handful of quantities, and a Fraction is immutable)."""
+    if type(v) is str:
+        try:
+            return _PARSED[v]
+        except KeyError:
+            pass
+        try:
+            val: Fraction | None = _parse_quantity(v)
+        except QuantityError:
+            val = None
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[v] = val
+        return val
     try:
         return _parse_quantity(v)
     except QuantityError:
@@ -177,11 +195,14 @@ def _resource_name_causes(name: str, path: str) -> list[Cause]:
     return causes
 
 
+_INTEGER_STANDARD_RESOURCES = _STANDARD_RESOURCES - _CONTAINER_RESOURCES - {
+    "requests.cpu", "requests.memory", "requests.ephemeral-storage", "limits.cpu",
+    "limits.memory", "limits.ephemeral-storage", "requests.storage"}
+
+
 def _integer_resource(name: str) -> bool:
     """helper.IsIntegerResourceName: extended resources (and quota counts) are whole."""
-    return is_extended_resource_name(name) or name in _STANDARD_RESOURCES - _CONTAINER_RESOURCES \
-        - {"requests.cpu", "requests.memory", "requests.ephemeral-storage", "limits.cpu",
-           "limits.memory", "limits.ephemeral-storage", "requests.storage"}
+    return is_extended_resource_name(name) or name in _INTEGER_STANDARD_RESOURCES
 
 
 def _overcommit_allowed(name: str) -> bool:
@@ -232,30 +253,32 @@ def _resources_causes(res: Any, path: str) -> list[Cause]:
                                f"Invalid value: \"{q}\": quantities must match the regular "
                                "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
                 continue
-            shown = canonical_quantity(q, val)
+            # the canonical form (shown in messages) only where a message is written
             if val < 0:
                 causes.append((fpath, "FieldValueInvalid",
-                               f'Invalid value: "{shown}": must be greater than or equal to 0'))
+                               f'Invalid value: "{canonical_quantity(q, val)}": must be greater than or equal to 0'))
                 continue
             if _integer_resource(str(rname)) and (val * 1000).__ceil__() % 1000 != 0:
                 causes.append((fpath, "FieldValueInvalid",
-                               f'Invalid value: "{shown}": must be an integer'))
+                               f'Invalid value: "{canonical_quantity(q, val)}": must be an integer'))
             hugepage_error = _hugepage_error(str(rname), q, val)
             if hugepage_error is not None:
                 causes.append((fpath, "FieldValueInvalid",
-                               f'Invalid value: "{shown}": {hugepage_error}'))
+                               f'Invalid value: "{canonical_quantity(q, val)}": {hugepage_error}'))
             parsed[part][rname] = val
     limits = parsed.get("limits", {})
     for rname, req in parsed.get("requests", {}).items():
-        shown = canonical_quantity(res["requests"][rname], req)
         lim = limits.get(rname)
         if lim is not None:
-            lim_shown = canonical_quantity(res["limits"][rname], lim)
             if req != lim and not _overcommit_allowed(str(rname)):
+                shown = canonical_quantity(res["requests"][rname], req)
+                lim_shown = canonical_quantity(res["limits"][rname], lim)
                 causes.append((f"{path}.requests", "FieldValueInvalid",
                                f'Invalid value: "{shown}": must be equal to {rname} limit of '
                                f"{lim_shown}"))
             elif req > lim:
+                shown = canonical_quantity(res["requests"][rname], req)
+                lim_shown = canonical_quantity(res["limits"][rname], lim)
                 causes.append((f"{path}.requests", "FieldValueInvalid",
                                f'Invalid value: "{shown}": must be less than or equal to '
                                f"{rname} limit of {lim_shown}"))

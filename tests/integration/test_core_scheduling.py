@@ -108,8 +108,8 @@ async def test_too_big_pod_reports_upstream_message_and_runs_after_node_add(
             return bool(current and current["spec"].get("nodeName") == "big-node"
                         and current["status"].get("phase") == "Running")
         await wait_until(running, timeout=10, message="pod Running on the new node")
-        moved = metrics.queue_incoming_pods.labels("active", "NodeAdd")._value.get() + \
-            metrics.queue_incoming_pods.labels("backoff", "NodeAdd")._value.get()
+        moved = metrics.queue_incoming_pods.labels("active", "NodeAdd").value + \
+            metrics.queue_incoming_pods.labels("backoff", "NodeAdd").value
         assert moved >= 1, "requeued by the NodeAdd event"
 
 
@@ -242,7 +242,7 @@ async def test_bind_conflict_from_a_rival_scheduler_is_not_retried(
         counters = sb.counters()
         binds = counters["requests"].get("create pods/binding", 0)
         successes = sum(
-            m.schedule_attempts.labels("scheduled", "py-scheduler")._value.get() for m in (m1, m2)
+            m.schedule_attempts.labels("scheduled", "py-scheduler").value for m in (m1, m2)
         )
         assert successes == 150
         # Each pod: one winning bind, at most one losing bind (no retry after a 409).

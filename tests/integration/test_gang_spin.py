@@ -52,7 +52,7 @@ async def _settled_attempts(parts: Components, names: list[str]) -> dict[str, in
 
 
 def _total_attempts(metrics: SchedulerMetrics) -> float:
-    return sum(metrics.schedule_attempts.labels(result, "py-scheduler")._value.get()
+    return sum(metrics.schedule_attempts.labels(result, "py-scheduler").value
                for result in ("scheduled", "unschedulable", "error"))
 
 

@@ -147,7 +147,7 @@ async def test_preemptor_is_held_out_of_the_queue_while_its_preemption_runs(
         notes = [e["note"] for e in await failed_events(cluster, "preemptor")]
         assert not [n for n in notes if "waiting for the preemption" in n], notes
         unschedulable = metrics.schedule_attempts.labels("unschedulable", SCHEDULER)
-        assert unschedulable._value.get() == 1
+        assert unschedulable.value == 1
 
 
 async def test_binding_cycle_error_clears_the_nomination(

@@ -12,6 +12,17 @@ classes do not dominate) or raw aiohttp where that is what a scheduler does:
    and the delay between a bind's response and its MODIFIED event at each watcher.
 
     python tests/perf/bench_sandbox.py [--nodes 5000] [--pods 10000] [--json]
+
+``--per-pod``: the sandbox's own CPU per scheduled pod, in the shape of the scheduler's bench.
+The sandbox (``--nodes`` simulated nodes, kubelet on) runs in a subprocess; this process is
+the client: one pod watch with the scheduler's field selector (and bookmarks), one node
+watch, then for each pod its create POST, its binding POST and its ``Scheduled`` Event POST
+(events.k8s.io/v1), ``--concurrency`` at a time, each phase measured apart (the sandbox's
+user+system CPU from /proc/<pid>/stat, divided by the pods), the binding phase until the
+watch has seen every pod Running (the kubelet's status write included).
+
+    nice -n 5 python tests/perf/bench_sandbox.py --per-pod --nodes 5000 --pods 5000
+    # profile the sandbox meanwhile: /work/wt/py-spy record --pid <printed pid> ...
 """
 
 from __future__ import annotations
@@ -236,6 +247,114 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+# ------------------------------------------------------------------ per pod (--per-pod)
+
+SCHEDULER_POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def _bench_pod(i: int) -> dict[str, Any]:
+    from scheduler.bench.workloads import pod
+
+    return pod(f"pod-{i:06d}", namespace="default", scheduler_name="kube-py-scheduler",
+               labels={"app": "bench", "type": "measured"})
+
+
+def _scheduled_event(name: str, node: str, i: int) -> dict[str, Any]:
+    ref = {"kind": "Pod", "namespace": "default", "name": name, "uid": "", "apiVersion": "v1"}
+    return {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{i:x}", "namespace": "default"},
+            "eventTime": "2026-11-27T05:00:00.000000Z", "reportingController": "kube-py-scheduler",
+            "reportingInstance": "kube-py-scheduler-bench", "action": "Binding", "reason": "Scheduled",
+            "regarding": ref, "note": f"Successfully assigned default/{name} to {node}",
+            "type": "Normal"}
+
+
+async def _per_pod(sp: SandboxProcess, args: argparse.Namespace) -> dict[str, Any]:
+    assert sp.proc is not None
+    pid = sp.proc.pid
+    n = args.pods
+    names = [f"pod-{i:06d}" for i in range(n)]
+    nodes = [f"node-{i:0{max(4, len(str(args.nodes - 1)))}d}" for i in range(args.nodes)]
+    running: set[str] = set()
+    all_running = asyncio.Event()
+    conn = aiohttp.TCPConnector(limit=args.concurrency + 4)
+    hdr = {"Content-Type": "application/json", "Accept": "application/json"}
+    out: dict[str, Any] = {"sandbox_pid": pid, "nodes": args.nodes, "pods": n,
+                           "concurrency": args.concurrency, "cpus": os.cpu_count()}
+    async with aiohttp.ClientSession(connector=conn) as s:
+        async with s.get(f"{sp.url}/api/v1/pods", params={"limit": "500"}) as r:
+            rv = orjson.loads(await r.read())["metadata"]["resourceVersion"]
+
+        async def pod_watch() -> None:
+            params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true",
+                      "fieldSelector": SCHEDULER_POD_SELECTOR, "timeoutSeconds": "3600"}
+            async with s.get(f"{sp.url}/api/v1/pods", params=params, headers=hdr,
+                             timeout=aiohttp.ClientTimeout(total=None)) as r:
+                async for line in r.content:
+                    ev = orjson.loads(line)
+                    if ev["type"] == "MODIFIED" and ev["object"]["status"].get("phase") == "Running":
+                        running.add(ev["object"]["metadata"]["name"])
+                        if len(running) >= n:
+                            all_running.set()
+
+        async def node_watch() -> None:
+            params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true",
+                      "timeoutSeconds": "3600"}
+            async with s.get(f"{sp.url}/api/v1/nodes", params=params, headers=hdr,
+                             timeout=aiohttp.ClientTimeout(total=None)) as r:
+                async for _line in r.content:
+                    pass
+
+        watches = [asyncio.create_task(pod_watch(), name="bench-pod-watch"),
+                   asyncio.create_task(node_watch(), name="bench-node-watch")]
+        await asyncio.sleep(0.5)
+
+        async def phase(label: str, make: Any, wait_running: bool = False) -> None:
+            todo = list(range(n - 1, -1, -1))
+
+            async def worker() -> None:
+                while todo:
+                    i = todo.pop()
+                    url, body = make(i)
+                    async with s.post(url, data=orjson.dumps(body), headers=hdr) as r:
+                        await r.read()
+                        assert r.status == 201, (label, r.status, await r.text())
+
+            cpu0 = _cpu_seconds(pid)
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+            if wait_running:
+                await asyncio.wait_for(all_running.wait(), 120)
+            wall = time.perf_counter() - t0
+            cpu = _cpu_seconds(pid) - cpu0
+            out[f"{label}_us_per_pod"] = round(1e6 * cpu / n, 1)
+            out[f"{label}_per_s"] = round(n / wall)
+
+        base = f"{sp.url}/api/v1/namespaces/default/pods"
+        await phase("create", lambda i: (base, _bench_pod(i)))
+        await phase("bind_and_status", lambda i: (
+            f"{base}/{names[i]}/binding",
+            {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": names[i], "namespace": "default"},
+             "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]}}),
+            wait_running=True)
+        await phase("event", lambda i: (f"{sp.url}/apis/events.k8s.io/v1/namespaces/default/events",
+                                        _scheduled_event(names[i], nodes[i % len(nodes)], i)))
+        for w in watches:
+            w.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+    out["total_us_per_pod"] = round(sum(v for k, v in out.items() if k.endswith("_us_per_pod")), 1)
+    return out
+
+
+def run_per_pod(args: argparse.Namespace) -> dict[str, Any]:
+    with SandboxProcess(nodes=args.nodes, watch_history=max(10000, args.pods * 4)) as sp:
+        if args.pause_for_profiler:
+            assert sp.proc is not None
+            print(f"sandbox pid {sp.proc.pid}; starting in {args.pause_for_profiler} s", flush=True)
+            time.sleep(args.pause_for_profiler)
+        return asyncio.run(_per_pod(sp, args))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=5000)
@@ -247,8 +366,12 @@ def main() -> int:
                    help="creates via ApiClient.call_api with dict bodies (raw, what a hot path should "
                         "do) or via the generated CoreV1Api methods (typed)")
     p.add_argument("--json", action="store_true", help="print JSON only")
+    p.add_argument("--per-pod", action="store_true",
+                   help="the sandbox's CPU per scheduled pod (create, bind + kubelet status, event)")
+    p.add_argument("--pause-for-profiler", type=float, default=0.0,
+                   help="with --per-pod: print the sandbox's pid and wait this long before measuring")
     args = p.parse_args()
-    res = run(args)
+    res = run_per_pod(args) if args.per_pod else run(args)
     if args.json:
         print(json.dumps(res))
     else:

@@ -49,7 +49,9 @@ def importance_key(now: float) -> Callable[[PodInfo], tuple[int, float]]:
     been running longest (upstream ``util.MoreImportantPod``)."""
 
     def key(pod_info: PodInfo) -> tuple[int, float]:
-        return (-pod_info.priority, pod_start_time(pod_info, now))
+        # pod_start_time inline: every candidate node's pods are sorted with it
+        started = parse_rfc3339((pod_info.pod.get("status") or {}).get("startTime"))
+        return (-pod_info.priority, now if started is None else started)
 
     return key
 
@@ -152,6 +154,12 @@ SelectVictims = Callable[
 ]
 
 
+# The same, on the snapshot's node itself (which it must not change); None: no answer here.
+FastSelect = Callable[
+    [CycleState, PodInfo, NodeInfo, Sequence[PDB]],
+    "tuple[list[PodInfo], int, Status | None] | None",
+]
+
 
 def reprieve_victims(
     violating: Sequence[PodInfo],
@@ -201,9 +209,14 @@ def dry_run_preemption(
     *,
     offset: int,
     num_candidates: int,
+    clone_state: bool = True,
+    fast_select: FastSelect | None = None,
 ) -> tuple[list[Candidate], dict[str, Status], list[Status]]:
     """Try preemption on the potential nodes, starting at ``offset`` and wrapping around, on
-    copies of the node and the cycle state.
+    copies of the node and the cycle state (``clone_state=False``: on the state itself,
+    for a caller that knows nothing the dry run does changes it: no PreFilter extension
+    is active).  ``fast_select``, when given, answers first from the node itself (no copy);
+    None from it means "not here": the node is copied and ``select_victims`` decides.
 
     Stops once at least one candidate respects every PDB and ``num_candidates`` were found.
     Returns (candidates with PDB-respecting ones first, status of each node that yielded no
@@ -216,11 +229,13 @@ def dry_run_preemption(
     n = len(potential_nodes)
     for i in range(n):
         node_info = potential_nodes[(offset + i) % n]
-        node_copy = node_info.clone()
         try:
-            victims, num_violations, status = select_victims(
-                state.clone(), pod_info, node_copy, pdbs
-            )
+            answer = None if fast_select is None else fast_select(
+                state, pod_info, node_info, pdbs)
+            if answer is None:
+                answer = select_victims(
+                    state.clone() if clone_state else state, pod_info, node_info.clone(), pdbs)
+            victims, num_violations, status = answer
         except Exception as exc:  # a plugin bug on one node must not hide the others
             victims, num_violations, status = [], 0, Status.from_error(exc)
         if (status is None or status.is_success()) and victims:
@@ -278,8 +293,9 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], *, now: float)
         fewest_victims,
         latest_start,
     ):
-        best = max(score(c) for c in remaining)
-        remaining = [c for c in remaining if score(c) == best]
+        scores = [score(c) for c in remaining]  # each candidate scored once per criterion
+        best = max(scores)
+        remaining = [c for c, s in zip(remaining, scores) if s == best]
         if len(remaining) == 1:
             break
     return remaining[0]

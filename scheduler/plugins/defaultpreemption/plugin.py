@@ -23,7 +23,7 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -46,7 +46,9 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Code, Status
-from scheduler.framework.types import Diagnosis, FitError, PostFilterResult, PreFilterResult
+from scheduler.framework.types import (
+    Diagnosis, FitError, PostFilterResult, PreFilterResult, ReprieveFilter,
+)
 from scheduler.objects.pod import PodInfo, is_being_deleted
 from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.evaluator import (
@@ -185,6 +187,24 @@ class _PreFilters(Protocol):
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]: ...
 
 
+# Filter plugins whose answer depends on the node object and the pod only, never on the
+# pods the node holds nor on PreFilter state that AddPod/RemovePod change: once they pass
+# on a node with every potential victim removed, they pass with any of them put back, so
+# the dry run's reprieve loop does not run them again.
+POD_INDEPENDENT_FILTERS = frozenset({
+    names.NODE_UNSCHEDULABLE, names.NODE_NAME, names.TAINT_TOLERATION, names.NODE_AFFINITY})
+
+
+
+@runtime_checkable
+class _ReprieveFilters(Protocol):
+    """The runtime's Filters for the dry run (``FilterSteps.reprieve_filter``)."""
+
+    def reprieve_filter(
+        self, state: CycleState, *, leave_out: Collection[str]
+    ) -> ReprieveFilter: ...
+
+
 @runtime_checkable
 class _Nominates(Protocol):
     """The scheduler's nominator: a gang member is nominated in memory before its status
@@ -319,6 +339,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         # neither evict nor nominate anything (no API call, no task).
         self.dry_run = False
         self.last_dry_run: DryRun | None = None
+        # While find_candidates' dry run runs: the runtime's split of the Filter plugins
+        # (None: the plain path, every plugin each time).
+        self._reprieve: ReprieveFilter | None = None
 
     # --- enqueue -----------------------------------------------------------------------------
 
@@ -837,9 +860,12 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         all_nodes = self._handle.snapshot().list()
         if not all_nodes:
             return [], (None, Status(Code.ERROR, ERR_NO_NODES))
+        # Nodes without a status were never filtered: UnschedulableAndUnresolvable (_code).
+        status_of, unschedulable = node_to_status.get, Code.UNSCHEDULABLE
         potential = [
             n for n in all_nodes
-            if _code(node_to_status.get(n.name)) == Code.UNSCHEDULABLE and n.node is not None
+            if (s := status_of(n.name)) is not None and s.code == unschedulable
+            and n.node is not None
         ]
         candidates: list[Candidate] = []
         statuses: dict[str, Status] = {}
@@ -852,10 +878,21 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             offset, num_candidates = self.get_offset_and_num_candidates(len(potential))
             if self.dry_run:
                 offset = 0  # a reproducible answer; the daemon starts at a random node
-            candidates, statuses, errors = dry_run_preemption(
-                self.select_victims_on_node, state, pod_info, potential, pdbs,
-                offset=offset, num_candidates=num_candidates,
-            )
+            reprieve = None
+            if isinstance(self._handle, _ReprieveFilters):
+                reprieve = self._handle.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
+            self._reprieve = reprieve
+            try:
+                candidates, statuses, errors = dry_run_preemption(
+                    self.select_victims_on_node, state, pod_info, potential, pdbs,
+                    offset=offset, num_candidates=num_candidates,
+                    # No active AddPod/RemovePod: nothing the dry run does changes the state.
+                    clone_state=reprieve is None or reprieve.extensions,
+                    fast_select=(self._select_victims_by_resources
+                                 if self._by_resources(reprieve, pod_info) else None),
+                )
+            finally:
+                self._reprieve = None
         if self.dry_run:
             self.last_dry_run = DryRun(candidates, None, statuses)
         if not candidates:
@@ -935,14 +972,25 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         before the others, keeping each that still leaves room for the pod.
         """
         handle = self._handle
+        # In find_candidates' dry run, the reprieve loop runs only the Filter plugins that
+        # depend on the node's pods (the others passed with every victim removed), and
+        # AddPod/RemovePod only when some PreFilter extension is active.
+        reprieve = self._reprieve
+        fits_filter, extensions = (
+            (handle.run_filter_plugins_with_nominated_pods, True) if reprieve is None
+            else (reprieve.dependent, reprieve.extensions))
 
         def remove(victim: PodInfo) -> Status | None:
             node_info.remove_pod(victim.pod)
+            if not extensions:
+                return None
             status = handle.run_pre_filter_extension_remove_pod(state, pod_info, victim, node_info)
             return None if status is None or status.is_success() else _as_error(status)
 
         def add(victim: PodInfo) -> Status | None:
             node_info.add_pod(victim)
+            if not extensions:
+                return None
             status = handle.run_pre_filter_extension_add_pod(state, pod_info, victim, node_info)
             return None if status is None or status.is_success() else _as_error(status)
 
@@ -965,7 +1013,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
 
         def fits() -> bool:
-            status = handle.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
+            status = fits_filter(state, pod_info, node_info)
             return status is None or status.is_success()
 
         victims, num_violating, error = reprieve_victims(
@@ -979,6 +1027,91 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     @staticmethod
     def _preemption_allowed(victim: PodInfo, preemptor: PodInfo) -> bool:
         return victim.priority < preemptor.priority
+
+    def _by_resources(self, reprieve: ReprieveFilter | None, pod_info: PodInfo) -> bool:
+        """Whether ``_select_victims_by_resources`` may answer for this attempt: only
+        NodeResourcesFit depends on the node's pods, no AddPod/RemovePod is active, the pod
+        asks for cpu and memory only (Fit's check is then three comparisons), the nominated
+        nodes are known, and victims are chosen by priority as here."""
+        if reprieve is None or reprieve.extensions or reprieve.nominated_nodes is None:
+            return False
+        if reprieve.dependent_names != (names.NODE_RESOURCES_FIT,):
+            return False
+        if type(self)._preemption_allowed is not DefaultPreemption._preemption_allowed:
+            return False
+        requests = pod_info.requests
+        return not requests.ephemeral_storage and not requests.scalar_resources
+
+    def _select_victims_by_resources(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_info: NodeInfo,
+        pdbs: Sequence[PDB],
+    ) -> tuple[list[PodInfo], int, Status | None] | None:
+        """``select_victims_on_node``'s answer computed on the snapshot's node itself, with
+        no copy, no pod removed or added and no Filter call per reprieve, when
+        ``_by_resources`` holds: the plugins that do not depend on the node's pods run once,
+        and NodeResourcesFit's verdict (pod count, cpu, memory against what is left) is
+        kept as sums while the same reprieve loop runs.  None (the plain path decides) for a
+        node holding nominated pods, pods without distinct UIDs, or where the pod does not
+        fit even with every lower-priority pod gone (the plain path then names why)."""
+        reprieve = self._reprieve
+        assert reprieve is not None and reprieve.nominated_nodes is not None
+        if node_info.name in reprieve.nominated_nodes:
+            return None
+        pods = node_info.pods
+        priority = pod_info.priority
+        potential = [p for p in pods if p.priority < priority]
+        if not potential:
+            return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
+        uids = {p.uid for p in pods}
+        if len(uids) != len(pods) or "" in uids:
+            return None  # NodeInfo.remove_pod finds pods by UID: let it say what happens
+        request = pod_info.requests
+        cpu, memory = request.milli_cpu, request.memory
+        allocatable = node_info.allocatable
+        allowed_pods = allocatable.allowed_pod_number
+        cpu_room = allocatable.milli_cpu - node_info.requested.milli_cpu
+        memory_room = allocatable.memory - node_info.requested.memory
+        for p in potential:
+            cpu_room += p.requests.milli_cpu
+            memory_room += p.requests.memory
+        count = len(pods) - len(potential)
+
+        def fits() -> bool:
+            # NodeResourcesFit's Filter for a cpu/memory-only request (fit.py's inline check)
+            return (count < allowed_pods and (cpu <= 0 or cpu <= cpu_room)
+                    and (memory <= 0 or memory <= memory_room))
+
+        if not fits():
+            return None
+        status = reprieve.independent(state, pod_info, node_info)
+        if status is not None and not status.is_success():
+            return None
+
+        def add(victim: PodInfo) -> Status | None:
+            nonlocal count, cpu_room, memory_room
+            count += 1
+            cpu_room -= victim.requests.milli_cpu
+            memory_room -= victim.requests.memory
+            return None
+
+        def remove(victim: PodInfo) -> Status | None:
+            nonlocal count, cpu_room, memory_room
+            count -= 1
+            cpu_room += victim.requests.milli_cpu
+            memory_room += victim.requests.memory
+            return None
+
+        now = time.time()
+        potential.sort(key=importance_key(now))
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        victims, num_violating, _ = reprieve_victims(
+            violating, non_violating, add=add, remove=remove, fits=fits)
+        if violating and non_violating:
+            victims.sort(key=importance_key(now))
+        return victims, num_violating, None
 
     # --- carrying it out ---------------------------------------------------------------------
 

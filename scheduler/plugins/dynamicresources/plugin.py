@@ -609,7 +609,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         from the free-device index's first-fit: one request of one device, no preemption
         what-if, no shared counters, no allocated claim, no extended resource) the pod's
         checks are made once and the index answers all the nodes in one pass
-        (:meth:`FreeIndex.pick_each`); a node it cannot answer takes ``filter``."""
+        (:meth:`FreeIndex.first_fit_into`); a node it cannot answer takes ``filter``."""
         data = state.get(STATE_KEY)
         if (not isinstance(data, _State) or data.allocated_selectors or data.unavailable
                 or data.ext is not None or not data.to_allocate or data.index is None
@@ -618,12 +618,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return super().filter_nodes(state, pod_info, nodes)
         index, prepared, inventory = data.index, data.prepared, data.inventory
         by_node, details = data.by_node, data.details
-        may_fit = index.may_fit
+        taints, version, shape = self._device_taints, self._rules_applied[1], data.first_fit
         out: list[Status | None] = [None] * len(nodes)
-        todo: list[int] = []  # nodes left to the index's first-fit, their names and objects
-        names: list[str] = []
-        objects: list[Mapping[str, Any]] = []
-        for i, node_info in enumerate(nodes):
+        # One pass of the index over the nodes' names: the nodes whose masks answer at once
+        # get their device in ``picked``; only the others are looked at one by one below
+        # (a node without its object has no name here, so it is one of the others).
+        if shape.count == 1:
+            names = [n.name if n.node is not None else "" for n in nodes]
+            others = index.first_fit_into(names, data.picked, device_taints=taints,
+                                          taints_version=version, shape=shape)
+        else:
+            others = list(range(len(nodes)))  # pick answers node by node
+        may_fit = index.may_fit
+        for i in others:
+            node_info = nodes[i]
             node = node_info.node
             if node is None:
                 out[i] = error("node not found")
@@ -631,26 +639,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 details[node_info.name] = Unfit(explain=self._explain_full(data, node))
                 out[i] = Status(Code.UNSCHEDULABLE, REASON_CANNOT_ALLOCATE)
             else:
-                todo.append(i)
-                names.append(node_info.name)
-                objects.append(node)
-        taints, version, shape = self._device_taints, self._rules_applied[1], data.first_fit
-        if shape.count == 1:
-            devices = index.first_fit_devices(names, device_taints=taints,
-                                              taints_version=version, shape=shape)
-        else:
-            devices = [None] * len(names)  # pick answers node by node
-        picked = data.picked
-        for i, name, obj, device in zip(todo, names, objects, devices):
-            if device is not None:
-                picked[name] = device
-                continue
-            alloc = index.pick(prepared, obj, device_taints=taints, taints_version=version,
-                               shape=shape, node_name=name)
-            if alloc is not None:
-                by_node[name] = alloc
-            else:  # the index cannot answer here: the allocator does, and says why
-                out[i] = self.filter(state, pod_info, nodes[i])
+                alloc = index.pick(prepared, node, device_taints=taints, taints_version=version,
+                                   shape=shape, node_name=node_info.name)
+                if alloc is not None:
+                    by_node[node_info.name] = alloc
+                else:  # the index cannot answer here: the allocator does, and says why
+                    out[i] = self.filter(state, pod_info, node_info)
         return out
 
     def _allocation_on(self, data: _State, node_name: str) -> Allocated | None:

@@ -136,6 +136,18 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"parsing pod: {'; '.join(terms.errors)}"
             )
         snapshot = self._handle.snapshot()
+        if not (terms.required_affinity or terms.required_anti_affinity
+                or snapshot.have_pods_with_required_anti_affinity()):
+            # Upstream's Skip without counting: no term of the pod's, and no existing pod
+            # with required anti-affinity (the snapshot's list of their nodes is empty), so
+            # all three counts are empty.  The state is written as below.
+            state.write(PRE_FILTER_STATE_KEY, PreFilterState(
+                borrowed=True, pod_info=pod_info, required_affinity=(),
+                required_anti_affinity=(),
+                namespace_labels=self._namespace_labels(pod_info.namespace),
+                existing_anti_affinity_counts=TopologyCounts(),
+                affinity_counts=TopologyCounts(), anti_affinity_counts=TopologyCounts()))
+            return None, Status(Code.SKIP)
         required_affinity = tuple(self._merge_namespaces(t) for t in terms.required_affinity)
         required_anti = tuple(self._merge_namespaces(t) for t in terms.required_anti_affinity)
         ns_labels = self._namespace_labels(pod_info.namespace)

@@ -172,7 +172,7 @@ class PreScoreState:
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 
-    __slots__ = ("name", "resources", "use_requested", "_scorer", "column_scorer")
+    __slots__ = ("name", "resources", "use_requested", "_scorer", "column_scorer", "_last")
 
     def __init__(
         self,
@@ -189,12 +189,24 @@ class ResourceAllocationScorer:
         # The same formula for exactly two resources over columns of nodes
         # (requested0s, allocatable0s, requested1s, allocatable1s): no call per node.
         self.column_scorer: ColumnScorerFn | None = getattr(scorer, "column", None)
+        # The last pod's answer: (its requests object, non-zero cpu, non-zero memory, the
+        # list).  Pods parsed alike share one requests object (PodInfo's shared parse), so
+        # a backlog of alike pods computes the list once; the list is never changed.
+        self._last: tuple[object, int, int, list[int]] | None = None
 
     def pod_requests(self, pod_info: PodInfo) -> list[int]:
-        return [
+        """The pod's request of each scored resource (a list the caller must not change)."""
+        requests = pod_info.requests
+        last = self._last
+        if (last is not None and last[0] is requests and last[1] == pod_info.non_zero_cpu
+                and last[2] == pod_info.non_zero_memory):
+            return last[3]
+        values = [
             pod_resource_request(pod_info, spec.name, use_requested=self.use_requested)
             for spec in self.resources
         ]
+        self._last = (requests, pod_info.non_zero_cpu, pod_info.non_zero_memory, values)
+        return values
 
     @staticmethod
     def is_best_effort(pod_requests: Sequence[int]) -> bool:
@@ -284,12 +296,23 @@ class DRAScoring:
     def __init__(self, listers: ObjectLister) -> None:
         self._listers = listers
         self._inventory: tuple[tuple[tuple[int, str], ...], Inventory] | None = None
+        # id(a plugin's resource list) -> (that list, the positions of extended resources)
+        self._extended_at: dict[int, tuple[Sequence[ResourceSpec], list[int]]] = {}
+
+    def _extended(self, resources: Sequence[ResourceSpec]) -> list[int]:
+        """The positions in ``resources`` (a plugin's scored resources, never changed) of
+        the names a DeviceClass can back, found once per list."""
+        kept = self._extended_at.get(id(resources))
+        if kept is None or kept[0] is not resources:
+            kept = self._extended_at[id(resources)] = (resources, [
+                i for i, spec in enumerate(resources)
+                if is_dra_extended_resource_name(spec.name)])
+        return kept[1]
 
     def backed(self, resources: Sequence[ResourceSpec], pod_requests: Sequence[int]
                ) -> dict[str, Mapping[str, Any]]:
         """The scored resources the pod asks for that a DeviceClass backs -> the class."""
-        if not any(pod_requests[i] and is_dra_extended_resource_name(spec.name)
-                   for i, spec in enumerate(resources)):
+        if not any(pod_requests[i] for i in self._extended(resources)):
             return {}
         cache = device_class_cache(self._listers)
         out: dict[str, Mapping[str, Any]] = {}

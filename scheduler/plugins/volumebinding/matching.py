@@ -83,6 +83,14 @@ def meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return m if isinstance(m, Mapping) else _EMPTY
 
 
+def without_volumes(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod``'s spec is a plain dict without volumes: the common pod, for which
+    the volume plugins' PreFilter answers Skip without looking further (False also when
+    that cannot be told this cheaply: the full check then runs)."""
+    s = pod.get("spec")
+    return type(s) is dict and not s.get("volumes")
+
+
 def spec(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     s = (obj or _EMPTY).get("spec")
     return s if isinstance(s, Mapping) else _EMPTY

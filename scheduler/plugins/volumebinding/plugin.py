@@ -72,6 +72,7 @@ from scheduler.plugins.volumebinding.matching import (
     storage_bytes,
     storage_capacity_nano,
     storage_request_nano,
+    without_volumes,
 )
 
 __all__ = [
@@ -233,6 +234,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
+        if without_volumes(pod_info.pod):
+            # No claim to look up: what the check below answers for such a pod.
+            state.write(STATE_KEY, _State())
+            return None, Status(Code.SKIP)
         has_pvc, problem = self._pod_has_pvcs(pod_info)
         if problem is not None:
             return None, unresolvable(problem)

@@ -128,3 +128,57 @@ def test_plugin_evaluations_are_a_bulk_counter_named_as_kube_scheduler() -> None
     assert "# TYPE scheduler_plugin_evaluation_total counter" in text
     assert ('scheduler_plugin_evaluation_total{extension_point="Filter",plugin="NodeName",'
             'profile="p"} 4.0') in text
+
+
+def _metric(metrics: SchedulerMetrics, path: str) -> object:
+    obj: object = metrics
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("path", [
+    "schedule_attempts", "queue_incoming_pods", "bind_requests",
+    "ops.rest_client_requests", "ops.async_api_call_execution",
+])
+def test_per_pod_counters_expose_what_prometheus_counters_would(path: str) -> None:
+    metrics = SchedulerMetrics()
+    bulk = _metric(metrics, path)
+    assert isinstance(bulk, BulkCounter)
+    plain_registry = CollectorRegistry()
+    plain = Counter(bulk._name, bulk._documentation, bulk._labelnames, registry=plain_registry)
+    for i, amount in enumerate((1, 1, 3, 0, 1)):
+        values = tuple(f"v{i % 2}{j}" for j in range(len(bulk._labelnames)))
+        bulk.labels(*values).inc(amount)
+        plain.labels(*values).inc(amount)
+    name = bulk._name + "_total"
+    mine = [line for line in _exposition(metrics.registry)
+            if line.startswith((name + "{", name + " ")) or f" {name} " in line]
+    assert mine and mine == _exposition(plain_registry)
+
+
+@pytest.mark.parametrize("path", [
+    "ops.async_api_call_execution_duration", "pod_scheduling_attempts",
+])
+@pytest.mark.parametrize("observations", [(), (1, 1, 3, 40), (0.0004, 2.5, 1e6)])
+def test_per_pod_histograms_of_the_binding_expose_what_prometheus_would(
+    path: str, observations: tuple[float, ...],
+) -> None:
+    metrics = SchedulerMetrics()
+    bulk = _metric(metrics, path)
+    assert isinstance(bulk, BulkHistogram)
+    plain_registry = CollectorRegistry()
+    plain = Histogram(bulk._name, bulk._documentation, bulk._labelnames,
+                      buckets=bulk._upper[:-1], registry=plain_registry)
+    values = tuple(f"v{i}" for i in range(len(bulk._labelnames)))
+    for value in observations:
+        if values:
+            bulk.labels(*values).observe(value)
+            plain.labels(*values).observe(value)
+        else:  # unlabelled: exported at 0 before the first observation, as Histogram's
+            bulk.observe(value)
+            plain.observe(value)
+    mine = [line for line in _exposition(metrics.registry) if line.startswith(bulk._name)
+            or f" {bulk._name} " in line]
+    assert mine == _exposition(plain_registry)
+    assert mine or (values and not observations)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -84,16 +84,18 @@ def _patch(patcher: Patcher, pod: dict[str, Any], *, reason: str | None = None,
                               nominated_node_name=nnn, always=always)
 
 
-async def _outcome(future: asyncio.Future[Any]) -> str:
+async def _outcome(call: Awaitable[Any], *, result: bool = False) -> str:
+    """How a call ended, in a word: "done" (or, with ``result``, its result as a string),
+    or why it did not run."""
     try:
-        await future
+        value = await call
     except CallSkipped:
         return "skipped"
     except CallOverwritten:
         return "overwritten"
     except DispatcherClosed:
         return "closed"
-    return "done"
+    return str(value) if result else "done"
 
 
 def _written(patcher: Patcher) -> list[tuple[str, str | None, str | None]]:
@@ -355,14 +357,7 @@ class Gate:
 
 
 async def _run_now(dispatcher: ApiDispatcher, call: PodBindingCall) -> str:
-    try:
-        return str(await dispatcher.run_now(call))
-    except CallSkipped:
-        return "skipped"
-    except CallOverwritten:
-        return "overwritten"
-    except DispatcherClosed:
-        return "closed"
+    return await _outcome(dispatcher.run_now(call), result=True)
 
 
 # (name, what is in the dispatcher before, whether run_now runs in the caller's task)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -46,6 +46,18 @@ def recorder_factory(make_client: MakeClient, fake_sleep: FakeSleep) -> Callable
         return rec, clock, metrics
 
     return make
+
+
+@pytest.mark.parametrize(("dt", "expected"), [
+    (datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc), "2024-05-06T07:08:09.123456Z"),
+    (datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc), "2024-05-06T07:08:09.000000Z"),
+    (datetime(2024, 5, 6, 9, 8, 9, 5, tzinfo=timezone(timedelta(hours=2))),
+     "2024-05-06T07:08:09.000005Z"),
+    (datetime(2024, 12, 31, 23, 30, tzinfo=timezone(timedelta(hours=-1))),
+     "2025-01-01T00:30:00.000000Z"),
+])
+def test_micro_time_is_utc_with_six_digits(dt: datetime, expected: str) -> None:
+    assert micro_time(dt) == expected
 
 
 def test_micro_time_and_truncation() -> None:

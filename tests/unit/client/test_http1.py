@@ -235,3 +235,32 @@ def test_the_pool_works_on_uvloop(pieces: list[bytes]) -> None:
             await server.close()
 
     assert uvloop.run(exchange()) == (b'{"a":1}', b"next", 1)
+
+
+@pytest.mark.parametrize("first", ["long", "short"])
+async def test_each_request_times_out_at_its_own_deadline(
+    server: ScriptedServer, pool: Callable[..., Http1Pool], first: str,
+) -> None:
+    """One timer serves every request in flight: a shorter deadline arriving after a longer
+    one still expires first, and the longer one keeps waiting."""
+    server.script = [None, None, (ok(b"after"), False)]
+    p = pool(size=2)
+    timeouts = {"long": 60.0, "short": 0.2}
+
+    def send(which: str) -> asyncio.Task[Any]:
+        return asyncio.create_task(p.request("POST", f"/{which}", head=HEAD, body=b"{}",
+                                             timeout=timeouts[which]), name=which)
+
+    tasks = {first: send(first)}
+    await asyncio.sleep(0.01)
+    second = "short" if first == "long" else "long"
+    tasks[second] = send(second)
+    with pytest.raises(HttpConnectionError, match="no response within 0.2 s"):
+        await asyncio.wait_for(tasks["short"], 30)  # guard: a timer never armed hangs
+    assert not tasks["long"].done()
+    tasks["long"].cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await tasks["long"]
+    assert (await p.request("POST", "/c", head=HEAD, body=b"{}", timeout=5)).body == b"after"
+    assert not p._deadlines
+    p.close()

@@ -8,7 +8,14 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scheduler.dra.allocator import Allocated, AllocationError, allocate, prepare
+from scheduler.dra.allocator import (
+    Allocated,
+    AllocationError,
+    allocate,
+    allocated_at,
+    first_fit_shape,
+    prepare,
+)
 from scheduler.dra.index import FreeIndex, build, needs_free_device
 from scheduler.dra.inventory import DeviceID, Inventory
 from tests.unit.dra.builders import (
@@ -162,6 +169,74 @@ def test_pick_is_the_allocators_answer(
                 assert picked.allocations == out.allocations
             else:
                 assert picked is None, (name, per_node, held)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(node_devices_st, min_size=3, max_size=3),
+       st.sampled_from(sorted(CLASSES) + ["erring"]), st.booleans(),
+       st.lists(st.tuples(st.integers(0, 8), st.booleans(), st.booleans()), max_size=20))
+# a free device below the one looked at, never looked at itself: left to pick
+@example([[("a", False), ("a", False)], [], []], "a", False, [(0, True, True), (0, False, False)])
+def test_first_fit_into_answers_as_pick_or_leaves_the_node_to_it(
+        per_node: list[list[tuple[str, bool]]], class_name: str, device_taints: bool,
+        steps: list[tuple[int, bool, bool]]) -> None:
+    """Filter's one pass (FreeIndex.first_fit_into) over the nodes' names, for one device:
+    a node it answers gets the device whose allocation is pick's (and the allocator's);
+    every other node, names it does not know among them ("" for a node without its
+    object), is left to pick; and nothing it answered was left unanswered by pick."""
+    inv, ids = _inventory(per_node)
+    index = FreeIndex(inv, ())
+    held: set[DeviceID] = set()
+    prepared = prepare([claim("c", exactly("r", class_name))], {**CLASSES, **ERRING})
+    shape = first_fit_shape(prepared)
+    assert shape is not None and shape.count == 1
+    names = [*NODES, "", "elsewhere"]
+    for i, take, ask_pick in steps:
+        if i < len(ids) and (ids[i] in held) != take:  # the tracker tells transitions only
+            (held.add if take else held.discard)(ids[i])
+            index.held_changed(ids[i], take)
+        picked: dict[str, Any] = {}
+        others = index.first_fit_into(names, picked, device_taints=device_taints,
+                                      taints_version=0, shape=shape)
+        assert sorted([*others, *(names.index(n) for n in picked)]) == list(range(len(names)))
+        assert names.index("") in others and names.index("elsewhere") in others
+        for name, dev in picked.items():
+            want = index.pick(prepared, node(name), device_taints=device_taints, shape=shape)
+            assert want is not None
+            got = allocated_at(prepared, [dev], name, device_taints=device_taints, shape=shape)
+            assert got.allocations == want.allocations
+            out = allocate(prepared, node=node(name), inventory=inv, in_use=held,
+                           device_taints=device_taints)
+            assert isinstance(out, Allocated) and out.allocations == got.allocations
+        if ask_pick:  # pick looks at devices, so first_fit_into may answer more next time
+            for name in NODES:
+                index.pick(prepared, node(name), device_taints=device_taints, shape=shape)
+
+
+def test_first_fit_into_answers_once_pick_looked() -> None:
+    inv, ids = _inventory([[("a", False), ("a", False)], [("b", False)], []])
+    index = FreeIndex(inv, ())
+    prepared = prepare([claim("c", exactly("r", "a"))], CLASSES)
+    shape = first_fit_shape(prepared)
+    assert shape is not None
+    picked: dict[str, Any] = {}
+    # nothing looked at yet: every node is left to pick
+    assert index.first_fit_into(list(NODES), picked, device_taints=True, taints_version=0,
+                                shape=shape) == [0, 1, 2]
+    for name in NODES:
+        index.pick(prepared, node(name), device_taints=True, shape=shape)
+    assert index.first_fit_into(list(NODES), picked, device_taints=True, taints_version=0,
+                                shape=shape) == [1, 2]
+    assert picked["n0"].id == ids[0]
+    index.held_changed(ids[0], True)  # the first device taken: the second, once looked at
+    picked.clear()
+    others = index.first_fit_into(list(NODES), picked, device_taints=True, taints_version=0,
+                                  shape=shape)
+    if others[:1] == [0]:
+        index.pick(prepared, node("n0"), device_taints=True, shape=shape)
+        others = index.first_fit_into(list(NODES), picked, device_taints=True,
+                                      taints_version=0, shape=shape)
+    assert others == [1, 2] and picked["n0"].id == ids[1]
 
 
 def test_pick_follows_taint_changes_by_version() -> None:

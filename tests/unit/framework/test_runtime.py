@@ -870,6 +870,22 @@ class TestMetrics:
         assert 100 < sampled < 300
         assert not Env().framework().new_cycle_state().record_plugin_metrics  # no metrics
 
+    @pytest.mark.parametrize("seed", [0, 7, 12345])
+    def test_sampling_draws_what_randrange_draws(self, seed: int) -> None:
+        """The scheduler's generator also breaks host ties: the sampling draw takes the
+        same bits from it as ``randrange(100) < percent``, so placements do not move."""
+        import random
+
+        from scheduler.framework.runtime import PLUGIN_METRICS_SAMPLE_PERCENT
+
+        fwk = Env().framework(metrics=SchedulerMetrics())
+        fwk._rng = random.Random(seed)
+        reference = random.Random(seed)
+        for _ in range(500):
+            assert fwk.new_cycle_state().record_plugin_metrics == (
+                reference.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT)
+        assert fwk._rng.getstate() == reference.getstate()
+
 
 class TestPreFilterAndPreScoreCalls:
     """Unsampled cycles call PreFilter and PreScore plugins without the timed wrapper: an

@@ -486,3 +486,45 @@ def test_prefilter_counts() -> None:
     assert s.affinity_counts.as_pairs() == {(REGION, "r1"): 1, (REGION, "r2"): 1}
     assert s.anti_affinity_counts.as_pairs() == {(ZONE, "z11"): 1, (ZONE, "z21"): 1}
     assert s.existing_anti_affinity_counts.as_pairs() == {(ZONE, "z12"): 1}
+
+
+@pytest.mark.parametrize(
+    ("existing", "skipped", "counted"),
+    [
+        # No node holds a pod with required anti-affinity: Skip without counting anything.
+        ([pod("e", app="db").node("n1").obj()], True, False),
+        # One does, but its term does not select the pod: counted, empty, Skip.
+        ([pod("g", app="guard").pod_anti_affinity_required({"app": "db"}, ZONE)
+          .node("n1").obj()], True, True),
+        # One does and its term selects the pod: counted, Filter has work.
+        ([pod("g", app="guard").pod_anti_affinity_required({"app": "web"}, ZONE)
+          .node("n1").obj()], False, True),
+    ],
+)
+def test_prefilter_skips_a_pod_without_terms_before_counting(
+    existing: list[dict[str, Any]], skipped: bool, counted: bool,
+) -> None:
+    """Upstream's Skip for a pod without required terms when no existing pod has required
+    anti-affinity, answered from the snapshot's list of such nodes (empty) without a count;
+    the state is written all the same, as the counting path writes it."""
+    plugin, infos = make_plugin([node("n1", zone="z1"), node("n2", zone="z2")], existing,
+                                namespaces=[namespace("default", team="a")])
+    asked: list[int] = []
+    count = plugin._existing_anti_affinity_counts
+
+    def spy(*args: Any) -> Any:
+        asked.append(1)
+        return count(*args)
+
+    plugin._existing_anti_affinity_counts = spy  # type: ignore[method-assign]
+    state = CycleState()
+    result, status = plugin.pre_filter(state, PodInfo.from_pod(pod(app="web").obj()), infos)
+    assert result is None
+    assert (status is not None and status.code == Code.SKIP) is skipped
+    assert bool(asked) is counted
+    s = state.read(PRE_FILTER_STATE_KEY)
+    assert isinstance(s, PreFilterState)
+    assert s.required_affinity == () and s.required_anti_affinity == ()
+    assert s.namespace_labels == {"team": "a"}
+    assert not s.affinity_counts and not s.anti_affinity_counts
+    assert bool(s.existing_anti_affinity_counts) is not skipped

@@ -454,3 +454,22 @@ def test_node_change_hint(args: dict[str, Any], pod: dict[str, Any], old: Any, n
 def test_node_change_hint_wrong_object_raises(old: Any, new: Any) -> None:
     with pytest.raises(TypeError):
         _plugin().is_schedulable_after_node_change(_POD_FOO_BAR, old, new)
+
+
+@pytest.mark.parametrize(
+    ("spec", "added", "skipped"),
+    [
+        ({}, False, True),  # the common pod: Skip before any parsing
+        ({"affinity": {}}, False, True),  # the full check, same answer
+        ({"affinity": {"podAffinity": {}}}, False, True),
+        ({"nodeSelector": {}}, False, False),  # present, even empty: Filter runs (upstream)
+        ({"nodeSelector": {"zone": "a"}}, False, False),
+        ({}, True, False),  # addedAffinity applies to every pod
+    ],
+)
+def test_prefilter_skip(spec: dict[str, Any], added: bool, skipped: bool) -> None:
+    pod = PodBuilder("p").obj()
+    pod["spec"].update(spec)
+    plugin = _plugin(_added([node_term(zone="a")]) if added else None)
+    _, status = plugin.pre_filter(CycleState(), PodInfo.from_pod(pod), [])
+    assert (status is not None and status.code == Code.SKIP) is skipped, status

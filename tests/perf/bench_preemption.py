@@ -1,0 +1,187 @@
+"""PreemptionAsync's preemptors in process (no API server): N node-default nodes each holding
+four low-priority 900m pods (the shape's existing pods) and, on every ``--fill``-th node, a
+100m measured pod; then ``--preemptors`` 3-CPU priority-10 pods, each through the real
+scheduling cycle (Filter finds no node) and DefaultPreemption's real PostFilter, whose
+API calls go to a client that answers 200.  Each decision is then carried out on the cache
+(the victims removed) and the preemptor stays nominated to its node for ``--lag`` more
+preemptors before it is placed there, so later preemptors meet nominated pods as in the
+daemon.
+
+Prints the process CPU per preemptor (the whole failed cycle, and PostFilter alone) and a
+digest of every nominated node and its victims in order: two builds must print the same
+digest.
+
+    PYTHONPATH=. python tests/perf/bench_preemption.py [--nodes 5000] [--preemptors 40]
+
+``--profile FILE`` writes a cProfile of the measured preemptors and prints the Python calls
+per preemptor (a figure the machine's load does not move).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import hashlib
+import logging
+import random
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import structlog
+
+from scheduler.bench import workloads
+from scheduler.framework.types import FitError
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins import names
+from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
+from scheduler.queue.nominator import Nominator
+from tests.offline import cache_with, default_framework, scheduling_cycle
+from tests.perf.bench_batched_cycle import node
+
+SCHEDULER = "default-scheduler"
+
+
+class _OkClient:
+    """Every API call succeeds (the victims' condition PATCH and DELETE)."""
+
+    async def request(self, method: str, path: str, **_: Any) -> Any:
+        return SimpleNamespace(status=200, body={})
+
+
+def _started(i: int) -> str:
+    # distinct start times, a few seconds apart, so victims sort and candidates compare
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + (i * 7919) % 86400))
+
+
+def existing_pods(nodes: int, fill: int) -> list[dict[str, Any]]:
+    out = []
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        for k in range(4):
+            i = n * 4 + k
+            p = workloads.pod(f"low-{i}", namespace="existing", scheduler_name=SCHEDULER,
+                              cpu="900m", node_name=name)
+            p["metadata"]["uid"] = f"low-{i}"
+            p["status"] = {"phase": "Running", "startTime": _started(i)}
+            out.append(p)
+        if fill and n % fill == 0:
+            p = workloads.pod(f"pod-{n}", namespace="measured", scheduler_name=SCHEDULER,
+                              node_name=name)
+            p["metadata"]["uid"] = f"pod-{n}"
+            p["status"] = {"phase": "Running", "startTime": _started(10**6 + n)}
+            out.append(p)
+    return out
+
+
+async def run(args: argparse.Namespace) -> None:
+    cache, snapshot = cache_with(node(i) for i in range(args.nodes))
+    for p in existing_pods(args.nodes, args.fill):
+        cache.add_pod(PodInfo.from_pod(p))
+    nominator = Nominator()
+    fwk = default_framework(snapshot, client=_OkClient(), nominator=nominator)
+    cycle = scheduling_cycle(cache, snapshot, nominator=nominator)
+    cycle.sched.has_nominated_pods = nominator.has_nominated_pods
+    plugin = fwk.get_plugin(names.DEFAULT_PREEMPTION)
+    assert isinstance(plugin, DefaultPreemption)
+    plugin._rng = random.Random(args.seed)
+    decisions: list[str] = []
+    prepare = plugin._prepare_candidate_async
+
+    def record(candidate: Any, preemptor: PodInfo) -> Any:
+        decisions.append(f"{preemptor.key}->{candidate.name}:"
+                         + ",".join(v.key for v in candidate.victims))
+        return prepare(candidate, preemptor)
+
+    plugin._prepare_candidate_async = record  # type: ignore[method-assign]
+    post_filter_cpu = [0.0]
+    post_filter = plugin.post_filter
+
+    def timed_post_filter(*a: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return post_filter(*a)
+        finally:
+            post_filter_cpu[0] += time.process_time() - t0
+
+    plugin.post_filter = timed_post_filter  # type: ignore[method-assign]
+    # The runtime kept the bound method at construction: point its PostFilter list at ours.
+    fwk._post_filter = [(n, plugin if n != names.DEFAULT_PREEMPTION else
+                         SimpleNamespace(post_filter=timed_post_filter))
+                        for n, plugin in fwk._post_filter]
+    pending: list[tuple[PodInfo, str]] = []
+
+    async def preempt(index: int) -> None:
+        _, obj = workloads.churn_object("high-priority-pod", index, scheduler_name=SCHEDULER,
+                                        node_cpu="4", node_memory="32Gi")
+        obj["metadata"]["uid"] = f"high-{index}"
+        info = PodInfo.from_pod(obj)
+        cache.update_snapshot(snapshot)
+        state = fwk.new_cycle_state()
+        try:
+            host = cycle.schedule_pod(fwk, state, info).suggested_host
+            decisions.append(f"{info.key} fits {host}")
+            return
+        except FitError as exc:
+            result, _, status = cycle._schedule_failed(fwk, state, info, exc)
+        await plugin.wait_idle()
+        nominated = result.nominating
+        if not nominated:
+            decisions.append(f"{info.key} not nominated: {status.message()[:200]}")
+            return
+        # carry it out: the victims leave, the preemptor holds the node until placed
+        victims = decisions[-1].split(":", 1)[1].split(",")
+        for key in victims:
+            ns, name = key.split("/")
+            cache.remove_pod({"metadata": {"namespace": ns, "name": name, "uid": name},
+                              "spec": {"nodeName": nominated}})
+        nominator.add_nominated_pod(info, nominated)
+        pending.append((info, nominated))
+        while len(pending) > args.lag:
+            placed, where = pending.pop(0)
+            nominator.delete_nominated_pod_if_exists(placed.pod)
+            bound = {**placed.pod, "spec": {**placed.pod["spec"], "nodeName": where}}
+            cache.add_pod(PodInfo.from_pod(bound))
+
+    for i in range(3):  # warm
+        await preempt(i)
+    gc.collect()
+    gc.freeze()
+    post_filter_cpu[0] = 0.0
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler is not None:
+        profiler.enable()
+    started = time.process_time()
+    for i in range(3, 3 + args.preemptors):
+        await preempt(i)
+    cpu = time.process_time() - started
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+        import pstats
+        calls = pstats.Stats(profiler).total_calls  # type: ignore[attr-defined]
+        print(f"Python calls per preemptor (cProfile, load-independent): "
+              f"{calls / args.preemptors:.0f}")
+    digest = hashlib.sha256("\n".join(decisions).encode()).hexdigest()[:12]
+    print(f"nodes={args.nodes} preemptors={args.preemptors} fill={args.fill} lag={args.lag}: "
+          f"CPU per preemptor {cpu / args.preemptors * 1000:.2f} ms (PostFilter "
+          f"{post_filter_cpu[0] / args.preemptors * 1000:.2f} ms); decisions {digest}")
+    print("last decision:", decisions[-1][:200])
+
+
+def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--preemptors", type=int, default=40)
+    ap.add_argument("--fill", type=int, default=2, help="a measured pod on every Nth node")
+    ap.add_argument("--lag", type=int, default=2, help="preemptors kept nominated")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", default="")
+    asyncio.run(run(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

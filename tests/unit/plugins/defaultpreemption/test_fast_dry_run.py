@@ -1,0 +1,217 @@
+"""The dry run's fast paths against the plain one, in the real Framework of the default
+profile: the reprieve loop re-running only the Filter plugins that depend on the node's
+pods (``FilterSteps.reprieve_filter``), the state not cloned when no PreFilter extension is
+active, and victims chosen from resource sums on the snapshot's node itself
+(``_select_victims_by_resources``).  The plain path is the plugin with a handle that does
+not offer ``reprieve_filter``: every Filter plugin after every reprieve, on copies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.config.defaults import default_profile
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.runtime import Framework
+from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
+from scheduler.plugins.registry import IN_TREE, in_tree_registry
+from scheduler.queue.nominator import Nominator
+from tests.builders import NodeBuilder, PodBuilder
+from tests.fakes import (
+    DictListers,
+    FakeApiClient,
+    FakeEventRecorder,
+    SnapshotLister,
+    node_infos,
+)
+from tests.unit.plugins.defaultpreemption.harness import pdb
+
+STARTS = (None, "2024-01-01T00:00:00Z", "2024-01-01T00:00:05Z", "2024-01-02T00:00:00Z")
+
+
+class _PlainHandle:
+    """The framework's handle without ``reprieve_filter``: the plugin's plain dry run."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "reprieve_filter":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+class Cluster:
+    def __init__(self, nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]],
+                 *, pdbs: Sequence[dict[str, Any]] = (),
+                 nominated: Sequence[tuple[dict[str, Any], str]] = ()) -> None:
+        for path in IN_TREE.values():
+            pytest.importorskip(path.partition(":")[0])
+        self.snapshot = SnapshotLister(node_infos(nodes, pods))
+        self.nominator = Nominator()
+        for p, node_name in nominated:
+            self.nominator.add_nominated_pod(PodInfo.from_pod(p), node_name)
+        self.fwk = Framework(
+            profile=default_profile("py-scheduler"),
+            registry=in_tree_registry(),
+            snapshot_provider=lambda: self.snapshot,
+            listers=DictListers({"poddisruptionbudgets": list(pdbs)}),
+            client=FakeApiClient(),
+            event_recorder=FakeEventRecorder(),
+            nominator=self.nominator,
+            activate=lambda pods: None,
+            clock=lambda: 1000.0,
+        )
+        plugin = self.fwk.plugins["DefaultPreemption"]
+        assert isinstance(plugin, DefaultPreemption)
+        self.plugin = plugin
+        self.plugin.dry_run = True  # offset 0: both runs walk the nodes alike
+        self.fast_answers = 0
+        by_resources = plugin._select_victims_by_resources
+
+        def counted(*args: Any) -> Any:
+            answer = by_resources(*args)
+            self.fast_answers += answer is not None
+            return answer
+
+        plugin._select_victims_by_resources = counted  # type: ignore[method-assign]
+
+    def candidates(self, preemptor: dict[str, Any], *, plain: bool) -> Any:
+        """PreFilter and Filter on a fresh state as the cycle does, then the dry run; what
+        it found, in a comparable form."""
+        pod_info = PodInfo.from_pod(preemptor)
+        state = CycleState()
+        infos = self.snapshot.list()
+        _, status, _ = self.fwk.run_pre_filter_plugins(state, pod_info, infos)
+        if status is not None and not status.is_success():
+            return ("prefilter", status.code, status.message())
+        node_to_status = {}
+        for info in infos:
+            s = self.fwk.run_filter_plugins_with_nominated_pods(state, pod_info, info)
+            if s is not None and not s.is_success():
+                node_to_status[info.name] = s
+        handle = self.plugin._handle
+        if plain:
+            self.plugin._handle = _PlainHandle(handle)  # type: ignore[assignment]
+        try:
+            candidates, early = self.plugin.find_candidates(state, pod_info, node_to_status)
+        finally:
+            self.plugin._handle = handle
+        dry = self.plugin.last_dry_run
+        statuses = sorted((name, s.code, s.message()) for name, s in
+                          (dry.node_statuses if dry else {}).items())
+        found = [(c.name, [v.key for v in c.victims], c.num_pdb_violations)
+                 for c in candidates]
+        said = None if early is None else (
+            early[0], None if early[1] is None else (early[1].code, early[1].message()))
+        return found, statuses, said
+
+
+def _node(i: int, cpu: str, pods: int, taint: bool) -> dict[str, Any]:
+    b = NodeBuilder(f"n{i}").capacity(cpu=cpu, memory="4Gi", pods=pods)
+    if taint:
+        b.taint("dedicated", "x", "NoSchedule")
+    return b.obj()
+
+
+def _pod(name: str, *, priority: int, cpu: str, memory: str, node: str = "",
+         start: str | None = None, app: str = "", port: int = 0,
+         tolerate: bool = False) -> dict[str, Any]:
+    b = PodBuilder(name, "default").uid(f"uid-{name}").req(cpu=cpu, memory=memory)
+    b.priority(priority)
+    if node:
+        b.node(node)
+    if start:
+        b.set("status.startTime", start)
+    if app:
+        b.labels({"app": app})
+    if port:
+        b.host_port(port)
+    if tolerate:
+        b.toleration("dedicated", "Equal", "x", "NoSchedule")
+    return b.obj()
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[Cluster, dict[str, Any]]:
+    n = draw(st.integers(1, 6))
+    nodes = [_node(i, draw(st.sampled_from(["1", "2", "4"])),
+                   draw(st.sampled_from([2, 3, 110])), draw(st.booleans()) and i % 3 == 2)
+             for i in range(n)]
+    pods = []
+    for i in range(draw(st.integers(0, 5 * n))):
+        pods.append(_pod(
+            f"p{i}", priority=draw(st.sampled_from([0, 5, 100, 1000])),
+            cpu=draw(st.sampled_from(["100m", "300m", "500m", "900m"])),
+            memory=draw(st.sampled_from(["100Mi", "1Gi"])),
+            node=f"n{draw(st.integers(0, n - 1))}", start=draw(st.sampled_from(STARTS)),
+            app=draw(st.sampled_from(["", "a", "b"])),
+            port=draw(st.sampled_from([0, 0, 0, 8080]))))
+    pdbs = [pdb(f"pdb-{app}", match={"app": app}, allowed=draw(st.integers(0, 2)))
+            for app in draw(st.sets(st.sampled_from(["a", "b"])))]
+    nominated = [
+        (_pod(f"nom{i}", priority=draw(st.sampled_from([5, 100, 1000])),
+              cpu=draw(st.sampled_from(["300m", "1"])), memory="100Mi"),
+         f"n{draw(st.integers(0, n - 1))}")
+        for i in range(draw(st.integers(0, 2)))]
+    preemptor = _pod("preemptor", priority=draw(st.sampled_from([100, 1000])),
+                     cpu=draw(st.sampled_from(["500m", "1", "2", "3"])),
+                     memory=draw(st.sampled_from(["100Mi", "2Gi"])),
+                     port=draw(st.sampled_from([0, 0, 0, 8080])),
+                     tolerate=draw(st.booleans()))
+    return Cluster(nodes, pods, pdbs=pdbs, nominated=nominated), preemptor
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_fast_dry_run_finds_what_the_plain_one_finds(
+    case: tuple[Cluster, dict[str, Any]],
+) -> None:
+    cluster, preemptor = case
+    plain = cluster.candidates(preemptor, plain=True)
+    assert cluster.fast_answers == 0
+    assert cluster.candidates(preemptor, plain=False) == plain
+
+
+def _low(i: int, node: str, **kw: Any) -> dict[str, Any]:
+    return _pod(f"low{i}", priority=0, cpu="900m", memory="100Mi", node=node,
+                start=STARTS[1 + i % 3], **kw)
+
+
+@pytest.mark.parametrize(
+    ("case", "preemptor", "nominated", "fast", "victims"),
+    [
+        # a plain 3-CPU preemptor: PreemptionAsync's shape, answered from sums
+        # (the oldest pod of each node is reprieved, the others go, oldest first)
+        ("resources", _pod("hi", priority=10, cpu="3", memory="100Mi"), (), 2,
+         [("n0", ["default/low3", "default/low1", "default/low2"]),
+          ("n1", ["default/low4", "default/low7", "default/low5"])]),
+        # a node holding a nominated pod goes the plain way; the other is answered
+        ("nominated", _pod("hi", priority=10, cpu="3", memory="100Mi"),
+         ((_pod("nom", priority=10, cpu="1", memory="100Mi"), "n0"),), 1,
+         [("n0", ["default/low0", "default/low3", "default/low1", "default/low2"]),
+          ("n1", ["default/low4", "default/low7", "default/low5"])]),
+        # a host port makes NodePorts depend on the node's pods: no sums
+        ("host port", _pod("hi", priority=10, cpu="3", memory="100Mi", port=8080), (), 0,
+         [("n0", ["default/low3", "default/low1", "default/low2"]),
+          ("n1", ["default/low4", "default/low7", "default/low5"])]),
+    ],
+)
+def test_which_nodes_the_sums_answer(
+    case: str, preemptor: dict[str, Any],
+    nominated: Sequence[tuple[dict[str, Any], str]], fast: int,
+    victims: list[tuple[str, list[str]]],
+) -> None:
+    nodes = [_node(0, "4", 110, False), _node(1, "4", 110, False)]
+    pods = [_low(i, f"n{i // 4}") for i in range(8)]
+    cluster = Cluster(nodes, pods, nominated=nominated)
+    found, _, said = cluster.candidates(preemptor, plain=False)
+    assert said is None
+    assert [(name, keys) for name, keys, _ in found] == victims
+    assert cluster.fast_answers == fast
+    assert cluster.candidates(preemptor, plain=True)[0] == found

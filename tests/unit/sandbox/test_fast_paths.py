@@ -1,0 +1,137 @@
+"""The sandbox's cheaper per-request paths give what the slower forms they replaced gave:
+event times read without strptime (same canonical text, same errors), UIDs without uuid
+objects (canonical version-4 text), parsed quantities remembered (same values, malformed
+ones still refused), and quantities put into messages only where a message is written (the
+messages unchanged)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from scheduler.objects.quantity import QuantityError
+from scheduler.objects.quantity import parse_quantity as reference_parse
+from scheduler.sandbox import events, validation
+from scheduler.sandbox.util import new_uid
+from tests.builders import make_pod
+
+
+def _strptime_micro(v: str) -> str:
+    """The form every event time took before: strptime, then strftime (the reference)."""
+    m = events._MICRO.match(v)
+    assert m is not None
+    dt = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")
+    offset = m.group(3)
+    if offset != "Z":
+        sign = 1 if offset[0] == "+" else -1
+        dt -= sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{m.group(2)}Z"
+
+
+def _outcome(f: Any, v: str) -> str:
+    try:
+        return str(f(v))
+    except ValueError as e:
+        return f"ValueError: {e}"
+
+
+@pytest.mark.parametrize("value", [
+    "2026-11-27T05:00:00.000000Z",
+    "2026-11-27T05:00:00.123456+01:30",
+    "2026-01-01T00:10:00.000001-05:00",
+    "2024-02-29T23:59:59.999999Z",       # a leap day
+    "0999-01-01T00:00:00.000000Z",       # a 3-digit year: strftime prints it without the 0
+    "0001-01-01T02:30:00.000000+01:00",  # a 1-digit year after the offset
+    "2026-13-01T00:00:00.000000Z",       # month 13: strptime's own error
+    "2026-00-10T00:00:00.000000Z",
+    "2026-02-30T00:00:00.000000Z",       # no such day
+    "2026-01-01T24:00:00.000000Z",
+    "2026-01-01T23:59:60.000000Z",       # a leap second
+    "0000-01-01T00:00:00.000000Z",
+])
+def test_micro_times_read_as_strptime_read_them(value: str) -> None:
+    assert _outcome(lambda v: events._micro(v, "events.k8s.io/v1"), value) == _outcome(_strptime_micro, value)
+
+
+@pytest.mark.parametrize("value, want", [
+    ("2026-11-27T05:00:07+02:00", "2026-11-27T03:00:07Z"),
+    ("2026-11-27T05:00:07.5Z", "2026-11-27T05:00:07Z"),
+    ("2026-11-27T05:00:07Z", "2026-11-27T05:00:07Z"),
+])
+def test_second_times_keep_their_canonical_form(value: str, want: str) -> None:
+    assert events._seconds(value, "v1") == want
+
+
+def test_uids_are_canonical_random_version_4_uuids() -> None:
+    seen = set()
+    for _ in range(500):
+        u = new_uid()
+        parsed = uuid.UUID(u)
+        assert str(parsed) == u and re.fullmatch(r"[0-9a-f-]{36}", u)
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        seen.add(u)
+    assert len(seen) == 500
+
+
+@pytest.mark.parametrize("text", ["100m", "500Mi", "1", "0.5", "1e3", "-1", "12Ki", "1.5Gi", "abc", "1.2.3", ""])
+def test_remembered_quantities_equal_the_parser(text: str) -> None:
+    try:
+        want: Fraction | None = reference_parse(text)
+    except QuantityError:
+        want = None
+    for _ in range(2):  # the second read comes from the cache
+        assert validation.parse_quantity(text) == want
+
+
+def test_the_quantity_cache_is_bounded() -> None:
+    for i in range(validation._PARSED_MAX + 10):
+        validation.parse_quantity(f"{i}m")
+    assert len(validation._PARSED) <= validation._PARSED_MAX
+    assert validation.parse_quantity("1500m") == Fraction(3, 2)
+
+
+@pytest.mark.parametrize("requests, limits, want", [
+    ({"cpu": "2"}, {"cpu": "1500m"},
+     'Invalid value: "2": must be less than or equal to cpu limit of 1500m'),
+    ({"cpu": "-0.5"}, {},
+     'Invalid value: "-500m": must be greater than or equal to 0'),
+    ({"example.com/gpu": "1"}, {"example.com/gpu": "2"},
+     'Invalid value: "1": must be equal to example.com/gpu limit of 2'),
+    ({"example.com/gpu": "0.5"}, {"example.com/gpu": "0.5"},
+     'Invalid value: "500m": must be an integer'),
+    ({"memory": "2048Ki"}, {"memory": "1Mi"},
+     'Invalid value: "2Mi": must be less than or equal to memory limit of 1Mi'),
+    ({"cpu": "100m", "memory": "500Mi"}, {"cpu": "100m", "memory": "500Mi"}, None),
+])
+def test_resource_messages_show_canonical_quantities(requests: dict[str, str], limits: dict[str, str],
+                                                     want: str | None) -> None:
+    pod = make_pod("p", cpu="1")
+    pod["spec"]["containers"][0]["resources"] = {"requests": requests, "limits": limits}
+    messages = [m for _, _, m in validation.validate_pod(pod)]
+    if want is None:
+        assert messages == []
+    else:
+        assert want in messages, messages
+
+
+def test_a_forked_child_draws_uids_of_its_own() -> None:
+    import os
+
+    new_uid()  # the pool is filled
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(r)
+        os.write(w, new_uid().encode())
+        os._exit(0)
+    os.close(w)
+    child = os.read(r, 64).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    parent = new_uid()
+    assert child != parent and uuid.UUID(child).version == 4
