@@ -5,19 +5,22 @@ scheduler; so the scheduler pays those pods' watch events, but not the cost of c
 them.  Creating them from the bench's own process would bill the JSON encoding and the
 POSTs to the scheduler's CPU figures, so the bench runs this module in a child process::
 
-    python -m scheduler.bench.creator --kubeconfig FILE --bodies PODS.jsonl [--concurrency N]
+    python -m scheduler.bench.creator --kubeconfig FILE --bodies PODS.jsonl \
+        [--concurrency N] [--depth D] [--loop auto|asyncio|uvloop]
 
 The protocol, one JSON object a line on stdout:
 
-1. read the bodies (one pod a line, created in its ``metadata.namespace``), encode them,
-   open ``N`` connections to the API server (a ``/version`` GET each), then print
-   ``{"ready": <pods>}``;
+1. read the bodies (one pod a line, created in its ``metadata.namespace``), build every
+   request's bytes, open ``N`` keep-alive connections to the API server (a ``/version`` GET
+   each: no handshake, and a bad credential fails here), then print ``{"ready": <pods>}``;
 2. wait for one line on stdin (the bench writes it once the scheduler has synced);
-3. create every pod from ``N`` concurrent connections, then print ``{"created", "failed",
-   "error", "started", "finished"}``: how many POSTs succeeded or failed, the first failure,
-   and ``time.monotonic()`` just before the first POST and just after the last one.  Linux's
-   monotonic clock is one clock for every process of the machine, so the bench compares
-   these with its own bind times.  The exit code is 0 when every pod was created.
+3. create every pod over the ``N`` connections, up to ``D`` requests in flight on each
+   (HTTP/1.1 pipelining), then print ``{"created", "failed", "error", "started", "finished",
+   "cpu"}``: how many POSTs succeeded or failed, the first failure (with its response body),
+   ``time.monotonic()`` just before the first POST and just after the last answer, and this
+   process's user + system CPU seconds between the two.  Linux's monotonic clock is one
+   clock for every process of the machine, so the bench compares these with its own bind
+   times.  The exit code is 0 when every pod was created.
 
 :class:`CreatorProcess` is the bench's side of it.
 """
