@@ -72,3 +72,18 @@ class Machine:
         return {"cpu_model": self.cpu_model, "cores": self.cores,
                 "scheduler_affinity": self.affinity,
                 "load_average": list(self.load) if self.load is not None else None}
+
+
+def process_cpu_seconds(pid: int, *, stat: str | None = None) -> float | None:
+    """User + system CPU seconds another process has used so far (``/proc/<pid>/stat``'s
+    utime and stime, in clock ticks), or None where there is no such file: how the bench
+    reads the sandbox's share of the cores."""
+    if stat is None:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            return None
+    # the command name (field 2) may hold spaces and parentheses: count from its last ')'
+    fields = stat[stat.rindex(")") + 2:].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")

@@ -50,9 +50,31 @@ THROUGHPUT_KEYS = frozenset({
 NO_AVERAGE = "no_average_because"
 
 
+# CPU milliseconds per measured pod of each of the three busy processes of a run.
+CPU_SPLIT = (("creator", "creator_cpu_per_pod_ms"), ("sandbox", "sandbox_cpu_per_pod_ms"),
+             ("scheduler", "scheduler_cpu_per_pod_ms"))
+
+
+def cpu_split_line(result: dict[str, Any]) -> str | None:
+    """Who used the cores, in one line: each process's CPU per measured pod and its share of
+    their sum, and how many cores they kept busy (None when the run has no split)."""
+    known = [(name, result[key]) for name, key in CPU_SPLIT if result.get(key) is not None]
+    if not known:
+        return None
+    total = sum(v for _, v in known)
+    parts = ", ".join(f"{name} {v:.3f} ms ({v / total:.0%})" if total else f"{name} {v:.3f} ms"
+                      for name, v in known)
+    line = f"CPU per measured pod: {parts}"
+    if result.get("busy_cores") is not None:
+        cores = f" of {result['cores']}" if result.get("cores") else ""
+        line += f"; {result['busy_cores']}{cores} cores busy from the release to the last bind"
+    return line
+
+
 def format_result(result: dict[str, Any]) -> str:
     """One ``key  value`` line per figure; a throughput figure the run was too short for
-    points at the reason (``no_average_because``: too few samples, and what size gives one)."""
+    points at the reason (``no_average_because``: too few samples, and what size gives one);
+    then who used the cores (:func:`cpu_split_line`)."""
     width = max(len(k) for k in result)
     lines = []
     for key, value in result.items():
@@ -60,7 +82,8 @@ def format_result(result: dict[str, Any]) -> str:
         if value is None and key in THROUGHPUT_KEYS and NO_AVERAGE in result:
             cell += f"  (too few 1 s samples: see {NO_AVERAGE})"
         lines.append(f"{key:<{width}}  {cell}")
-    return "\n".join(lines)
+    split = cpu_split_line(result)
+    return "\n".join(lines + ([split] if split else []))
 
 
 CURVE_COLUMNS = (
@@ -74,6 +97,8 @@ CURVE_COLUMNS = (
     ("cycle_p99_ms", "cycle p99 ms"),
     ("floor_pods_per_s", "floor pods/s"),
     ("floor_cycle_cpu_per_pod_ms", "floor CPU/pod ms"),
+    ("creator_cpu_per_pod_ms", "creator CPU/pod ms"),
+    ("sandbox_cpu_per_pod_ms", "sandbox CPU/pod ms"),
     ("peak_rss_mib", "peak RSS MiB"),
 )
 

@@ -38,7 +38,7 @@ from scheduler.bench.ceiling import (
     measure_raw_binding_official_client,
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
-from scheduler.bench.machine import Machine, load_average
+from scheduler.bench.machine import Machine, load_average, process_cpu_seconds
 from scheduler.bench.report import Progress, percentile
 from scheduler.bench.throughput import (
     SAMPLE_INTERVAL_S,
@@ -112,6 +112,32 @@ class SchedulerRun:
     # The measured pods were all created (pending) before the scheduler started: the
     # window then runs from the first bind to the last.
     backlog: bool = False
+    # The sandbox process's CPU seconds from the creator's release to the last bind (None
+    # when its /proc/<pid>/stat could not be read)
+    sandbox_cpu: float | None = None
+
+    @property
+    def released_to_last_bind(self) -> float:
+        return self.last_bind - self.released
+
+    def cpu_split(self) -> dict[str, float | None]:
+        """Who used the cores: CPU milliseconds per measured pod of the creator (over its
+        creation), the sandbox and the scheduler (from the release to the last bind), and
+        how many cores the three kept busy on average over that window."""
+        pods = max(self.bound, 1)
+        creator = self.creation.cpu
+        spent = [self.cycle_cpu, self.sandbox_cpu, None if self.backlog else creator]
+        span = self.released_to_last_bind
+        busy = (sum(c for c in spent if c is not None) / span
+                if span > 0 and None not in spent[:2] else None)
+        return {
+            "creator_cpu_per_pod_ms": (round(creator / max(self.creation.created, 1) * 1000, 3)
+                                       if creator is not None else None),
+            "sandbox_cpu_per_pod_ms": (round(self.sandbox_cpu / pods * 1000, 3)
+                                       if self.sandbox_cpu is not None else None),
+            "scheduler_cpu_per_pod_ms": round(self.cycle_cpu / pods * 1000, 3),
+            "busy_cores": round(busy, 2) if busy is not None else None,
+        }
 
     @property
     def sync_seconds(self) -> float:
@@ -166,12 +192,13 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         creator: CreatorProcess, timeout: float, progress: Progress,
                         label: str, batching: bool = True,
                         during: Callable[[], Coroutine[Any, Any, None]] | None = None,
-                        backlog: bool = False) -> SchedulerRun:
+                        backlog: bool = False, sandbox_pid: int | None = None) -> SchedulerRun:
     """Start the daemon's wiring and let it sync; then release ``creator`` (a ready
     :class:`CreatorProcess` holding the measured pods) and run until ``expected`` pods of
     ``namespace`` are bound; ``during`` runs beside it from the release (churn) and is
     cancelled at the end.  ``backlog``: the creator creates every measured pod before the
-    scheduler starts, so its informers list them all as pending pods."""
+    scheduler starts, so its informers list them all as pending pods.  ``sandbox_pid``: the
+    API server's process, whose CPU time over the window the run reports."""
     from scheduler.app import build_components
     from scheduler.metrics import SchedulerMetrics
 
@@ -199,21 +226,27 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     sched.cycle.schedule_one = timed  # type: ignore[method-assign]  # timing wrapper
     bind_times: list[float] = []
     cpu_at_last_bind = 0.0
+    sandbox_at_last_bind: float | None = None
     all_bound = asyncio.Event()
     bind = sched.bind
 
     async def counted(fwk: Any, state: Any, pod_info: Any, node_name: str) -> Any:
-        nonlocal cpu_at_last_bind
+        nonlocal cpu_at_last_bind, sandbox_at_last_bind
         status = await bind(fwk, state, pod_info, node_name)
         ok = status is None or status.is_success()
         if ok and pod_info.pod["metadata"].get("namespace") == namespace:
             bind_times.append(time.monotonic())
             if len(bind_times) >= expected and not all_bound.is_set():
                 cpu_at_last_bind = time.process_time()
+                sandbox_at_last_bind = sandbox_cpu()
                 all_bound.set()
         return status
 
     sched.bind = counted  # type: ignore[method-assign]  # counting wrapper
+
+    def sandbox_cpu() -> float | None:
+        return process_cpu_seconds(sandbox_pid) if sandbox_pid is not None else None
+
     backlog_created: CreatorReport | None = None
     if backlog:
         await creator.go()
@@ -229,6 +262,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     cpu_synced = time.process_time()
     loop = asyncio.create_task(sched.run(), name="bench-scheduling-loop")
     released = time.monotonic()
+    sandbox_at_release = sandbox_cpu()
     if backlog_created is None:
         await creator.go()
     side = asyncio.create_task(during(), name="bench-churn") if during is not None else None
@@ -243,6 +277,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
         last_bind = bind_times[expected - 1]
     else:
         last_bind, cpu_at_last_bind = time.monotonic(), time.process_time()
+        sandbox_at_last_bind = sandbox_cpu()
     bound = min(len(bind_times), expected)
     progress.close()
     try:
@@ -270,7 +305,10 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         cpu=cpu_at_last_bind - cpu0, cycle_cpu=cpu_at_last_bind - cpu_synced,
                         cycle_latencies=cycle_latencies, extender_calls=extender_calls,
                         batch_reused=batches.reused if batches is not None else 0,
-                        backlog=backlog)
+                        backlog=backlog,
+                        sandbox_cpu=(sandbox_at_last_bind - sandbox_at_release
+                                     if sandbox_at_release is not None
+                                     and sandbox_at_last_bind is not None else None))
 
 
 async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
@@ -324,7 +362,7 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
                   pods: list[dict[str, Any]], concurrency: int, timeout: float,
                   progress: Progress, label: str, batching: bool = True,
                   during: Callable[[], Coroutine[Any, Any, None]] | None = None,
-                  backlog: bool = False) -> SchedulerRun:
+                  backlog: bool = False, sandbox_pid: int | None = None) -> SchedulerRun:
     """The measured pods into a ready creator process, then :func:`run_scheduler` with it;
     every pod lands in the first pod's namespace."""
     creator = await CreatorProcess.start(kubeconfig, pods, concurrency=concurrency)
@@ -332,7 +370,7 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
         run = await run_scheduler(config, connection, namespace=pods[0]["metadata"]["namespace"],
                                   expected=len(pods), creator=creator, timeout=timeout,
                                   progress=progress, label=label, batching=batching,
-                                  during=during, backlog=backlog)
+                                  during=during, backlog=backlog, sandbox_pid=sandbox_pid)
     finally:
         await creator.aclose()
     if run.creation.failed:
@@ -395,7 +433,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 floor = await measure(config, connection, kubeconfig=kubeconfig,
                                       pods=floor_pods, concurrency=args.concurrency,
                                       timeout=args.timeout, progress=progress,
-                                      label="floor: scheduling", backlog=workload.backlog)
+                                      label="floor: scheduling", backlog=workload.backlog,
+                                      sandbox_pid=sandbox.pid)
                 await user.delete(f"/api/v1/namespaces/{FLOOR_NAMESPACE}")
 
             config = load_config_file(args.config) if args.config else default_config()
@@ -443,7 +482,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
             if workload.steady_batch:
                 run = await _measure_steady(config, connection, kubeconfig=kubeconfig,
                                             workload=workload, template=pods[0],
-                                            max_pods=measured, args=args, progress=progress)
+                                            max_pods=measured, args=args, progress=progress,
+                                            sandbox_pid=sandbox.pid)
                 # deleted as they go: the pods are those the run saw scheduled
                 measured_count = confirmed = run.bound
             else:
@@ -451,7 +491,7 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                     concurrency=args.concurrency, timeout=args.timeout,
                                     progress=progress, label=f"{workload.name}: scheduling",
                                     batching=args.batching, during=during,
-                                    backlog=workload.backlog)
+                                    backlog=workload.backlog, sandbox_pid=sandbox.pid)
                 measured_count = len(pods)
                 listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))
                 confirmed = sum(1 for p in listed["items"]
@@ -568,6 +608,8 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         "cycle_cpu_per_pod_ms": round(run.cycle_cpu / max(run.bound, 1) * 1000, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "batched_node_filters_per_pod": round(run.batch_reused / max(run.bound, 1), 1),
+        # who used the cores over the window (creator, sandbox, scheduler)
+        **run.cpu_split(),
     })
     if average is None:
         result["no_average_because"] = no_average_reason(
@@ -664,7 +706,7 @@ async def _allocate_claims(user: Any, workload: Workload, node_names: list[str],
 
 async def _measure_steady(config: Any, connection: Any, *, kubeconfig: str, workload: Workload,
                           template: dict[str, Any], max_pods: int, args: argparse.Namespace,
-                          progress: Progress) -> SchedulerRun:
+                          progress: Progress, sandbox_pid: int | None = None) -> SchedulerRun:
     """A steady-state shape (``steady.py``): the run lasts the workload's duration (or until
     ``max_pods`` pods were scheduled), its pods created and deleted by the driver process."""
     from scheduler.bench.steady import start_driver
@@ -676,7 +718,8 @@ async def _measure_steady(config: Any, connection: Any, *, kubeconfig: str, work
         run = await run_scheduler(config, connection, namespace=MEASURED_NAMESPACE,
                                   expected=max_pods, creator=driver,
                                   timeout=workload.steady_duration_s, progress=progress,
-                                  label=f"{workload.name}: scheduling", batching=args.batching)
+                                  label=f"{workload.name}: scheduling", batching=args.batching,
+                                  sandbox_pid=sandbox_pid)
     finally:
         await driver.aclose()
     if run.creation.failed:

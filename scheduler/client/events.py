@@ -184,11 +184,12 @@ class EventRecorder:
         now = self._clock()
         if now - self._last_sweep >= 60.0:
             self._sweep(now)
-        if not self._spam_allows(_ref_key(ref), now):
+        ref_key = _ref_key(ref)
+        if not self._spam_allows(ref_key, now):
             self._drop("rate_limited")
             return
         note = truncate_note(message)
-        key: _SeriesKey = (type, action, reason, _ref_key(ref), _ref_key(rel) if rel else None, note)
+        key: _SeriesKey = (type, action, reason, ref_key, _ref_key(rel) if rel else None, note)
         wall = self._wall()
         series = self._series.get(key)
         if series is not None and now - series.last_observed <= self._window:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -150,6 +151,10 @@ async def _serve(args: argparse.Namespace) -> None:
         await sb.start()
     except OSError as e:
         raise _ListenError(e.strerror or str(e)) from None
+    # What start-up built (the catalog, the --nodes nodes) lives as long as the process: out of
+    # the collector's full passes, which otherwise walk it again and again while requests wait
+    gc.collect()
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

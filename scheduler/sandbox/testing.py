@@ -195,6 +195,11 @@ class SandboxProcess:
         return base64.b64decode(cfg["clusters"][0]["cluster"]["certificate-authority-data"])
 
     @property
+    def pid(self) -> int | None:
+        """The sandbox process's id once started (the bench reads its CPU time by it)."""
+        return self.proc.pid if self.proc is not None else None
+
+    @property
     def admin(self) -> SandboxAdmin:
         return SandboxAdmin(self.url, self.token, ca_pem=self.ca_pem)
 

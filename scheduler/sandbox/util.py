@@ -36,10 +36,26 @@ def parse_iso(s: Any) -> float | None:
         return None
 
 
+_uid_pool = b""
+_uid_at = 0
+
+
+def _forget_uid_pool() -> None:
+    global _uid_pool, _uid_at
+    _uid_pool, _uid_at = b"", 0
+
+
+os.register_at_fork(after_in_child=_forget_uid_pool)  # a forked child never repeats its parent's UIDs
+
+
 def new_uid() -> str:
     """A random (version 4) UUID in its canonical text form, what ``str(uuid.uuid4())`` gives,
     without building a UUID object."""
-    b = bytearray(os.urandom(16))
+    global _uid_pool, _uid_at
+    if _uid_at >= len(_uid_pool):
+        _uid_pool, _uid_at = os.urandom(4096), 0  # one getrandom call for 256 UIDs
+    b = bytearray(_uid_pool[_uid_at:_uid_at + 16])
+    _uid_at += 16
     b[6] = (b[6] & 0x0F) | 0x40
     b[8] = (b[8] & 0x3F) | 0x80
     h = b.hex()

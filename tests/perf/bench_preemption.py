@@ -52,8 +52,14 @@ class _OkClient:
 
 
 def _started(i: int) -> str:
-    # distinct start times, a few seconds apart, so victims sort and candidates compare
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + (i * 7919) % 86400))
+    # One-second timestamps as the sandbox's kubelet writes them, for pods created ~2000 a
+    # second (``--distinct-starts`` spreads them: each pod its own second, a cluster whose
+    # pods started over a day, which no start-time cache of a few thousand entries holds).
+    spread = (i * 7919) % 86400 if DISTINCT_STARTS[0] else i // 2000
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + spread))
+
+
+DISTINCT_STARTS = [False]
 
 
 def existing_pods(nodes: int, fill: int) -> list[dict[str, Any]]:
@@ -168,7 +174,7 @@ async def run(args: argparse.Namespace) -> None:
     print(f"nodes={args.nodes} preemptors={args.preemptors} fill={args.fill} lag={args.lag}: "
           f"CPU per preemptor {cpu / args.preemptors * 1000:.2f} ms (PostFilter "
           f"{post_filter_cpu[0] / args.preemptors * 1000:.2f} ms); decisions {digest}")
-    print("last decision:", decisions[-1][:200])
+    print("last decision:", decisions[-1][:200], flush=True)
 
 
 def main() -> None:
@@ -180,7 +186,10 @@ def main() -> None:
     ap.add_argument("--lag", type=int, default=2, help="preemptors kept nominated")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", default="")
-    asyncio.run(run(ap.parse_args()))
+    ap.add_argument("--distinct-starts", action="store_true")
+    args = ap.parse_args()
+    DISTINCT_STARTS[0] = args.distinct_starts
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -900,9 +900,12 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 return [], (None, Status(Code.ERROR, ", ".join(e.message() for e in errors),
                                          error=errors[0].error))
             not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)
-            diagnosis = Diagnosis(
-                node_to_status={n.name: statuses.get(n.name, not_helpful) for n in all_nodes}
-            )
+            diagnosis = Diagnosis()
+            if statuses:
+                diagnosis.node_to_status = {
+                    n.name: statuses.get(n.name, not_helpful) for n in all_nodes}
+            else:  # no dry run (MixedChurn's too-big pod): one bulk record, counted in C
+                diagnosis.reject_all(all_nodes, not_helpful)
             fit_error = FitError(
                 pod_key=pod_info.key, num_all_nodes=len(all_nodes), diagnosis=diagnosis
             )
@@ -1032,13 +1035,15 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         """Whether ``_select_victims_by_resources`` may answer for this attempt: only
         NodeResourcesFit depends on the node's pods, no AddPod/RemovePod is active, the pod
         asks for cpu and memory only (Fit's check is then three comparisons), the nominated
-        nodes are known, and victims are chosen by priority as here."""
+        nodes are known, and victims are chosen as here (not by a subclass)."""
         if reprieve is None or reprieve.extensions or reprieve.nominated_nodes is None:
             return False
         if reprieve.dependent_names != (names.NODE_RESOURCES_FIT,):
             return False
-        if type(self)._preemption_allowed is not DefaultPreemption._preemption_allowed:
-            return False
+        cls = type(self)
+        if (cls._preemption_allowed is not DefaultPreemption._preemption_allowed
+                or cls.select_victims_on_node is not DefaultPreemption.select_victims_on_node):
+            return False  # a subclass choosing victims its own way (CapacityScheduling)
         requests = pod_info.requests
         return not requests.ephemeral_storage and not requests.scalar_resources
 

@@ -314,3 +314,53 @@ def test_the_result_names_the_machine_and_the_load_at_both_ends() -> None:
             result["load_average_start"], result["load_average_end"]) == (
         "AMD EPYC", 2, 2, [4.0, 3.0, 2.0], [5.0, 3.5, 2.1])
     assert "AMD EPYC" in format_result(result)
+
+
+@pytest.mark.parametrize(
+    ("creator_cpu", "sandbox_cpu", "backlog", "split"),
+    [
+        # 400 pods, released at 2.0, last bind at 6.0: 4 s of window
+        pytest.param(0.2, 1.3, False,
+                     {"creator_cpu_per_pod_ms": 0.5, "sandbox_cpu_per_pod_ms": 3.25,
+                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": 0.5},
+                     id="stream"),
+        pytest.param(None, 1.3, False,
+                     {"creator_cpu_per_pod_ms": None, "sandbox_cpu_per_pod_ms": 3.25,
+                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": 0.45},
+                     id="a-creator-that-does-not-report-its-cpu"),
+        pytest.param(0.2, None, False,
+                     {"creator_cpu_per_pod_ms": 0.5, "sandbox_cpu_per_pod_ms": None,
+                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": None},
+                     id="sandbox-unreadable"),
+        # a backlog's pods were created before the release: not in the window's cores
+        pytest.param(0.2, 1.3, True,
+                     {"creator_cpu_per_pod_ms": 0.5, "sandbox_cpu_per_pod_ms": 3.25,
+                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": 0.45},
+                     id="backlog"),
+    ],
+)
+def test_the_cpu_split_says_who_used_the_cores(creator_cpu: float | None,
+                                               sandbox_cpu: float | None, backlog: bool,
+                                               split: dict[str, float | None]) -> None:
+    binds = [2.0 + (i + 1) / 100 for i in range(400)]
+    run = SchedulerRun(
+        bound=400, started=0.0, synced=2.0, released=2.0,
+        creation=CreatorReport(created=400, failed=0, error="", started=2.01, finished=4.0,
+                               cpu=creator_cpu),
+        last_bind=6.0, bind_times=binds, cpu=1.0, cycle_cpu=0.5, cycle_latencies=[],
+        backlog=backlog, sandbox_cpu=sandbox_cpu)
+    assert run.cpu_split() == split
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400, existing=0,
+                     gated=0, confirmed=400, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=run)
+    assert {k: result[k] for k in split} == split
+
+
+def test_the_result_text_ends_with_the_cpu_split() -> None:
+    text = format_result({"cores": 2, "creator_cpu_per_pod_ms": 0.1,
+                          "sandbox_cpu_per_pod_ms": 0.6, "scheduler_cpu_per_pod_ms": 1.3,
+                          "busy_cores": 1.85})
+    assert text.splitlines()[-1] == (
+        "CPU per measured pod: creator 0.100 ms (5%), sandbox 0.600 ms (30%), "
+        "scheduler 1.300 ms (65%); 1.85 of 2 cores busy from the release to the last bind")
+    assert "CPU per measured pod" not in format_result({"scheduler_pods_per_s": 1.0})

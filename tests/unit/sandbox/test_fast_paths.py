@@ -117,3 +117,21 @@ def test_resource_messages_show_canonical_quantities(requests: dict[str, str], l
         assert messages == []
     else:
         assert want in messages, messages
+
+
+def test_a_forked_child_draws_uids_of_its_own() -> None:
+    import os
+
+    new_uid()  # the pool is filled
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(r)
+        os.write(w, new_uid().encode())
+        os._exit(0)
+    os.close(w)
+    child = os.read(r, 64).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    parent = new_uid()
+    assert child != parent and uuid.UUID(child).version == 4

@@ -18,7 +18,7 @@ from scheduler.config.defaults import default_profile
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
+from scheduler.plugins.defaultpreemption.plugin import POD_INDEPENDENT_FILTERS, DefaultPreemption
 from scheduler.plugins.registry import IN_TREE, in_tree_registry
 from scheduler.queue.nominator import Nominator
 from tests.builders import NodeBuilder, PodBuilder
@@ -215,3 +215,22 @@ def test_which_nodes_the_sums_answer(
     assert [(name, keys) for name, keys, _ in found] == victims
     assert cluster.fast_answers == fast
     assert cluster.candidates(preemptor, plain=True)[0] == found
+
+
+class _OwnVictims(DefaultPreemption):
+    """A subclass choosing victims its own way (as CapacityScheduling does with quotas)."""
+
+    def select_victims_on_node(self, *args: Any) -> Any:
+        return super().select_victims_on_node(*args)
+
+
+def test_a_subclass_choosing_its_own_victims_is_not_answered_from_sums() -> None:
+    cluster = Cluster([_node(0, "4", 110, False)], [_low(0, "n0")])
+    pod_info = PodInfo.from_pod(_pod("hi", priority=10, cpu="3", memory="100Mi"))
+    state = CycleState()
+    cluster.fwk.run_pre_filter_plugins(state, pod_info, cluster.snapshot.list())
+    reprieve = cluster.fwk.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
+    assert reprieve.dependent_names == ("NodeResourcesFit",)
+    assert cluster.plugin._by_resources(reprieve, pod_info)
+    own = _OwnVictims(None, cluster.plugin._handle)
+    assert not own._by_resources(reprieve, pod_info)
