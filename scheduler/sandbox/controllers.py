@@ -112,6 +112,13 @@ class ControllerSim:
         self._dirty: set[tuple[str, str, str]] = set()  # (plural, namespace, name)
         self._removed_uids: set[str] = set()
         self._held: dict[tuple[str, str, str], ResourceType] = {}  # owners held by GC finalizers
+        # The garbage collector's graph, as upstream's keeps one: owner uid -> its dependents
+        # (type key, namespace, name), so an owner's removal visits its dependents only
+        # instead of every stored object.  Built by one scan on the first removal (objects
+        # written before), then kept by observe()/observe_removed(), which see every write
+        # of an object with ownerReferences.
+        self._dependents: dict[str, set[tuple[str, str, str]]] | None = None
+        self._owner_types: dict[tuple[str, str], ResourceType] = {}  # (apiVersion, kind)
         cat = registry.catalog
         self.pods = cat.builtin("", "pods")
         self.rs = cat.builtin("apps", "replicasets")
@@ -132,6 +139,8 @@ class ControllerSim:
             self._wake.set()
         refs = md.get("ownerReferences")
         if refs:
+            if self._dependents is not None:
+                self._add_dependent(rt, md, refs)
             for ref in refs:
                 if isinstance(ref, dict) and ref.get("controller"):
                     plural = {"ReplicaSet": "replicasets", "Deployment": "deployments", "Job": "jobs"}.get(
@@ -141,7 +150,10 @@ class ControllerSim:
 
     def observe_removed(self, rt: ResourceType, obj: Obj) -> None:
         """An object is gone: its dependents may have to go (GC), its controller may act."""
-        self._removed_uids.add(obj["metadata"]["uid"])
+        md = obj["metadata"]
+        self._removed_uids.add(md["uid"])
+        if self._dependents is not None:
+            self._drop_dependent(rt, md)
         self.observe(rt, obj)
         self._wake.set()
 
@@ -383,18 +395,83 @@ class ControllerSim:
     def _collect_garbage(self, removed: set[str]) -> None:
         """Dependents whose owners are all gone are deleted; orphaning owners (``orphan``
         finalizer) release their dependents instead."""
+        if self._dependents is None:
+            self._dependents = self._scan_dependents()
         reg = self.registry
-        live_uids: set[str] | None = None
-        for ts in list(reg.store.types.values()):
+        keys: set[tuple[str, str, str]] = set()
+        for uid in removed:
+            keys.update(self._dependents.pop(uid, ()))
+        types = reg.store.types
+        for type_key, ns, name in sorted(keys):
+            ts = types.get(type_key)
+            entry = ts.get(ns, name) if ts is not None else None
+            if ts is None or entry is None:
+                continue
+            refs = entry.obj["metadata"].get("ownerReferences")
+            # the index may be older than the object: its refs are what counts
+            if not refs or not any(isinstance(r, dict) and r.get("uid") in removed for r in refs):
+                continue
+            self._collect_one(ts.rt, entry.obj)
+
+    def _scan_dependents(self) -> dict[str, set[tuple[str, str, str]]]:
+        self._dependents = {}
+        for ts in list(self.registry.store.types.values()):
             if ts.rt.is_view:
                 continue
-            for e in list(ts.entries()):
-                refs = e.obj["metadata"].get("ownerReferences")
-                if not refs or not any(isinstance(r, dict) and r.get("uid") in removed for r in refs):
-                    continue
-                if live_uids is None:
-                    live_uids = self._live_owner_uids()
-                self._collect_one(ts.rt, e.obj, live_uids)
+            for e in ts.entries():
+                md = e.obj["metadata"]
+                refs = md.get("ownerReferences")
+                if refs:
+                    self._add_dependent(ts.rt, md, refs)
+        return self._dependents
+
+    def _add_dependent(self, rt: ResourceType, md: Obj, refs: Any) -> None:
+        assert self._dependents is not None
+        if rt.is_view or not isinstance(refs, list):
+            return
+        key = (rt.key, md.get("namespace", ""), md["name"])
+        for ref in refs:
+            if isinstance(ref, dict) and isinstance(uid := ref.get("uid"), str):
+                self._dependents.setdefault(uid, set()).add(key)
+
+    def _drop_dependent(self, rt: ResourceType, md: Obj) -> None:
+        """A removed object leaves its owners' sets (keeps the graph bounded by what lives)."""
+        assert self._dependents is not None
+        refs = md.get("ownerReferences")
+        if not isinstance(refs, list):
+            return
+        key = (rt.key, md.get("namespace", ""), md["name"])
+        for ref in refs:
+            uid = ref.get("uid") if isinstance(ref, dict) else None
+            if isinstance(uid, str) and (deps := self._dependents.get(uid)):
+                deps.discard(key)
+                if not deps:
+                    del self._dependents[uid]
+
+    def _owner_alive(self, ref: Obj, namespace: str) -> bool:
+        """Upstream's check of an owner reference: the object of that kind and name, in the
+        dependent's namespace (or cluster-scoped), with that uid, not being deleted in the
+        foreground (which no longer holds its dependents).  A kind this server does not
+        serve resolves by uid over every stored object, as a last resort."""
+        api_version, kind = str(ref.get("apiVersion", "")), str(ref.get("kind", ""))
+        rt = self._owner_types.get((api_version, kind))
+        if rt is None:
+            group, _, version = api_version.rpartition("/")
+            for cand in self.registry.catalog.by_gvr.values():
+                if cand.kind == kind and cand.group == group and cand.version == version \
+                        and not cand.is_view:
+                    rt = self._owner_types[(api_version, kind)] = cand
+                    break
+            else:
+                return ref.get("uid") in self._live_owner_uids()
+        ts = self.registry.store.types.get(rt.key)
+        entry = ts.get(namespace if rt.namespaced else "", str(ref.get("name", ""))) \
+            if ts is not None else None
+        if entry is None:
+            return False
+        md = entry.obj["metadata"]
+        return md.get("uid") == ref.get("uid") and not (
+            md.get("deletionTimestamp") and FOREGROUND in (md.get("finalizers") or []))
 
     def _live_owner_uids(self) -> set[str]:
         out: set[str] = set()
@@ -408,7 +485,7 @@ class ControllerSim:
                     out.add(md["uid"])
         return out
 
-    def _collect_one(self, rt: ResourceType, obj: Obj, live: set[str]) -> None:
+    def _collect_one(self, rt: ResourceType, obj: Obj) -> None:
         md = obj["metadata"]
         refs = [r for r in md.get("ownerReferences") or [] if isinstance(r, dict)]
         orphaning = self._orphaning_uids(refs)
@@ -422,7 +499,8 @@ class ControllerSim:
             except ApiError as err:
                 log.warning("gc: cannot orphan %s %s: %s", rt.plural, md["name"], err.message)
             return
-        if any(r.get("uid") in live for r in refs):
+        namespace = md.get("namespace", "")
+        if any(self._owner_alive(r, namespace) for r in refs):
             return
         try:
             self.registry.delete(rt, md.get("namespace", ""), md["name"], {"propagationPolicy": "Background"})

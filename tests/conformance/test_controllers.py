@@ -281,3 +281,46 @@ async def test_namespace_waits_for_other_spec_finalizers_until_finalize(http: Ht
     assert s == 200
     s, _ = await http.get(f"{NS}/held")
     assert s == 404
+
+
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+def configmap(name: str, *owners: dict[str, Any]) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name}
+    if owners:
+        md["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"],
+                                  "uid": o["metadata"]["uid"]} for o in owners]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}
+
+
+async def test_garbage_collector_follows_owner_references_written_before_and_after_a_removal(
+    http: Http,
+) -> None:
+    """An owner's removal collects exactly the dependents whose every owner is gone, whether
+    they were written before the collector's first removal or after it; a dependent
+    released by an update, or with another owner alive, stays."""
+    _, a = await http.post(CM, configmap("owner-a"))
+    _, b = await http.post(CM, configmap("owner-b"))
+    await http.post(CM, configmap("only-a", a))
+    await http.post(CM, configmap("a-and-b", a, b))
+    _, released = await http.post(CM, configmap("released", a))
+    released["metadata"].pop("ownerReferences")
+    assert (await http.put(f"{CM}/released", released))[0] == 200
+
+    async def gone(name: str) -> bool:
+        return (await http.get(f"{CM}/{name}"))[0] == 404
+
+    assert (await http.delete(f"{CM}/owner-a"))[0] == 200
+    await wait_for(lambda: gone("only-a"))
+    assert (await http.get(f"{CM}/a-and-b"))[0] == 200
+    assert (await http.get(f"{CM}/released"))[0] == 200
+
+    _, c = await http.post(CM, configmap("owner-c"))
+    await http.post(CM, configmap("only-c", c))
+    assert (await http.delete(f"{CM}/owner-b"))[0] == 200
+    await wait_for(lambda: gone("a-and-b"))
+    assert (await http.get(f"{CM}/only-c"))[0] == 200
+    assert (await http.delete(f"{CM}/owner-c"))[0] == 200
+    await wait_for(lambda: gone("only-c"))
+    assert (await http.get(f"{CM}/released"))[0] == 200
