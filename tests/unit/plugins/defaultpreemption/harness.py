@@ -61,10 +61,11 @@ def node(name: str, *, pods: int = 110, cpu: str = "1", memory: str = "1Gi",
 def pod(name: str, *, priority: int | None = None, node_name: str = "", cpu: str | None = None,
         labels: Mapping[str, str] | None = None, start: str | None = None,
         namespace: str = "default", nominated: str = "", policy: str = "",
-        deleting: bool = False, preempted: bool = False) -> dict[str, Any]:
+        deleting: bool = False, preempted: bool = False, memory: str | None = None,
+        port: int = 0, tolerate: bool = False) -> dict[str, Any]:
     b = PodBuilder(name, namespace).uid(f"uid-{name}")
-    if cpu is not None:
-        b.req(cpu=cpu)
+    if cpu is not None or memory is not None:
+        b.req(cpu=cpu, memory=memory)
     else:
         b.container()
     if priority is not None:
@@ -83,6 +84,10 @@ def pod(name: str, *, priority: int | None = None, node_name: str = "", cpu: str
         b.deletion_timestamp()
     if preempted:
         b.condition("DisruptionTarget", "True", "PreemptionByScheduler")
+    if port:
+        b.host_port(port)
+    if tolerate:
+        b.toleration("dedicated", "Equal", "x", "NoSchedule")
     return b.obj()
 
 

@@ -21,7 +21,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import POD_INDEPENDENT_FILTERS, DefaultPreemption
 from scheduler.plugins.registry import IN_TREE, in_tree_registry
 from scheduler.queue.nominator import Nominator
-from tests.builders import NodeBuilder, PodBuilder
+from tests.builders import NodeBuilder
 from tests.fakes import (
     DictListers,
     FakeApiClient,
@@ -29,7 +29,7 @@ from tests.fakes import (
     SnapshotLister,
     node_infos,
 )
-from tests.unit.plugins.defaultpreemption.harness import pdb
+from tests.unit.plugins.defaultpreemption.harness import pdb, pod
 
 STARTS = (None, "2024-01-01T00:00:00Z", "2024-01-01T00:00:05Z", "2024-01-02T00:00:00Z")
 
@@ -119,24 +119,6 @@ def _node(i: int, cpu: str, pods: int, taint: bool) -> dict[str, Any]:
     return b.obj()
 
 
-def _pod(name: str, *, priority: int, cpu: str, memory: str, node: str = "",
-         start: str | None = None, app: str = "", port: int = 0,
-         tolerate: bool = False) -> dict[str, Any]:
-    b = PodBuilder(name, "default").uid(f"uid-{name}").req(cpu=cpu, memory=memory)
-    b.priority(priority)
-    if node:
-        b.node(node)
-    if start:
-        b.set("status.startTime", start)
-    if app:
-        b.labels({"app": app})
-    if port:
-        b.host_port(port)
-    if tolerate:
-        b.toleration("dedicated", "Equal", "x", "NoSchedule")
-    return b.obj()
-
-
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[Cluster, dict[str, Any]]:
     n = draw(st.integers(1, 6))
@@ -145,21 +127,21 @@ def clusters(draw: st.DrawFn) -> tuple[Cluster, dict[str, Any]]:
              for i in range(n)]
     pods = []
     for i in range(draw(st.integers(0, 5 * n))):
-        pods.append(_pod(
+        pods.append(pod(
             f"p{i}", priority=draw(st.sampled_from([0, 5, 100, 1000])),
             cpu=draw(st.sampled_from(["100m", "300m", "500m", "900m"])),
             memory=draw(st.sampled_from(["100Mi", "1Gi"])),
-            node=f"n{draw(st.integers(0, n - 1))}", start=draw(st.sampled_from(STARTS)),
-            app=draw(st.sampled_from(["", "a", "b"])),
+            node_name=f"n{draw(st.integers(0, n - 1))}", start=draw(st.sampled_from(STARTS)),
+            labels={"app": app} if (app := draw(st.sampled_from(["", "a", "b"]))) else None,
             port=draw(st.sampled_from([0, 0, 0, 8080]))))
     pdbs = [pdb(f"pdb-{app}", match={"app": app}, allowed=draw(st.integers(0, 2)))
             for app in draw(st.sets(st.sampled_from(["a", "b"])))]
     nominated = [
-        (_pod(f"nom{i}", priority=draw(st.sampled_from([5, 100, 1000])),
+        (pod(f"nom{i}", priority=draw(st.sampled_from([5, 100, 1000])),
               cpu=draw(st.sampled_from(["300m", "1"])), memory="100Mi"),
          f"n{draw(st.integers(0, n - 1))}")
         for i in range(draw(st.integers(0, 2)))]
-    preemptor = _pod("preemptor", priority=draw(st.sampled_from([100, 1000])),
+    preemptor = pod("preemptor", priority=draw(st.sampled_from([100, 1000])),
                      cpu=draw(st.sampled_from(["500m", "1", "2", "3"])),
                      memory=draw(st.sampled_from(["100Mi", "2Gi"])),
                      port=draw(st.sampled_from([0, 0, 0, 8080])),
@@ -179,7 +161,7 @@ def test_fast_dry_run_finds_what_the_plain_one_finds(
 
 
 def _low(i: int, node: str, **kw: Any) -> dict[str, Any]:
-    return _pod(f"low{i}", priority=0, cpu="900m", memory="100Mi", node=node,
+    return pod(f"low{i}", priority=0, cpu="900m", memory="100Mi", node_name=node,
                 start=STARTS[1 + i % 3], **kw)
 
 
@@ -188,16 +170,16 @@ def _low(i: int, node: str, **kw: Any) -> dict[str, Any]:
     [
         # a plain 3-CPU preemptor: PreemptionAsync's shape, answered from sums
         # (the oldest pod of each node is reprieved, the others go, oldest first)
-        ("resources", _pod("hi", priority=10, cpu="3", memory="100Mi"), (), 2,
+        ("resources", pod("hi", priority=10, cpu="3", memory="100Mi"), (), 2,
          [("n0", ["default/low3", "default/low1", "default/low2"]),
           ("n1", ["default/low4", "default/low7", "default/low5"])]),
         # a node holding a nominated pod goes the plain way; the other is answered
-        ("nominated", _pod("hi", priority=10, cpu="3", memory="100Mi"),
-         ((_pod("nom", priority=10, cpu="1", memory="100Mi"), "n0"),), 1,
+        ("nominated", pod("hi", priority=10, cpu="3", memory="100Mi"),
+         ((pod("nom", priority=10, cpu="1", memory="100Mi"), "n0"),), 1,
          [("n0", ["default/low0", "default/low3", "default/low1", "default/low2"]),
           ("n1", ["default/low4", "default/low7", "default/low5"])]),
         # a host port makes NodePorts depend on the node's pods: no sums
-        ("host port", _pod("hi", priority=10, cpu="3", memory="100Mi", port=8080), (), 0,
+        ("host port", pod("hi", priority=10, cpu="3", memory="100Mi", port=8080), (), 0,
          [("n0", ["default/low3", "default/low1", "default/low2"]),
           ("n1", ["default/low4", "default/low7", "default/low5"])]),
     ],
@@ -226,7 +208,7 @@ class _OwnVictims(DefaultPreemption):
 
 def test_a_subclass_choosing_its_own_victims_is_not_answered_from_sums() -> None:
     cluster = Cluster([_node(0, "4", 110, False)], [_low(0, "n0")])
-    pod_info = PodInfo.from_pod(_pod("hi", priority=10, cpu="3", memory="100Mi"))
+    pod_info = PodInfo.from_pod(pod("hi", priority=10, cpu="3", memory="100Mi"))
     state = CycleState()
     cluster.fwk.run_pre_filter_plugins(state, pod_info, cluster.snapshot.list())
     reprieve = cluster.fwk.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
