@@ -170,9 +170,16 @@ class FilterSteps(RuntimeBase):
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
     ) -> Status | None:
         """Stop at the first plugin that does not answer Success; the status names it."""
+        return self._run_plan(self._filter_plan(state), state, pod_info, node_info)
+
+    def _run_plan(
+        self, plan: list[tuple[int, str, FilterFn]], state: CycleState, pod_info: PodInfo,
+        node_info: NodeInfo,
+    ) -> Status | None:
+        """``run_filter_plugins`` over ``plan`` (the cycle's, or a part of it)."""
         sampled = state.record_plugin_metrics
         evals = self._filter_evals
-        for index, name, filter_fn in self._filter_plan(state):
+        for index, name, filter_fn in plan:
             evals[index] += 1
             if sampled:
                 t0 = time.perf_counter()
@@ -299,23 +306,10 @@ class FilterSteps(RuntimeBase):
 
     def _plan_runner(self, plan: list[tuple[int, str, FilterFn]]) -> FilterFn:
         """``run_filter_plugins`` over a part of the cycle's plan."""
-        evals, filter_one, instr = self._filter_evals, self._filter_one, self._instr
+        run_plan = self._run_plan
 
         def run(state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
-            sampled = state.record_plugin_metrics
-            for index, name, filter_fn in plan:
-                evals[index] += 1
-                if sampled:
-                    t0 = time.perf_counter()
-                status = filter_one(name, filter_fn, state, pod_info, node_info)
-                if sampled:
-                    instr.observe_plugin(FILTER, name, status, t0)
-                if status is not None and status.code != Code.SUCCESS:
-                    if not status.is_rejected():
-                        return _guard_error(status, f"running {name!r} filter plugin", name)
-                    status.plugin = name
-                    return status
-            return None
+            return run_plan(plan, state, pod_info, node_info)
 
         return run
 
