@@ -271,17 +271,15 @@ def _resources_causes(res: Any, path: str) -> list[Cause]:
         lim = limits.get(rname)
         if lim is not None:
             if req != lim and not _overcommit_allowed(str(rname)):
-                shown = canonical_quantity(res["requests"][rname], req)
-                lim_shown = canonical_quantity(res["limits"][rname], lim)
-                causes.append((f"{path}.requests", "FieldValueInvalid",
-                               f'Invalid value: "{shown}": must be equal to {rname} limit of '
-                               f"{lim_shown}"))
+                must = "must be equal to"
             elif req > lim:
-                shown = canonical_quantity(res["requests"][rname], req)
-                lim_shown = canonical_quantity(res["limits"][rname], lim)
-                causes.append((f"{path}.requests", "FieldValueInvalid",
-                               f'Invalid value: "{shown}": must be less than or equal to '
-                               f"{rname} limit of {lim_shown}"))
+                must = "must be less than or equal to"
+            else:
+                continue
+            shown = canonical_quantity(res["requests"][rname], req)
+            lim_shown = canonical_quantity(res["limits"][rname], lim)
+            causes.append((f"{path}.requests", "FieldValueInvalid",
+                           f'Invalid value: "{shown}": {must} {rname} limit of {lim_shown}'))
         elif not _overcommit_allowed(str(rname)) and rname not in (res.get("limits") or {}):
             causes.append((f"{path}.limits", "FieldValueRequired",
                            "Required value: Limit must be set for non overcommitable resources"))
