@@ -58,11 +58,23 @@ _RefKey = tuple[str, str, str, str]
 _SeriesKey = tuple[str, str, str, _RefKey, _RefKey | None, str]
 
 
+# The last second micro_time wrote: its fields and its text up to the seconds (one tuple,
+# replaced whole).
+_micro_second: tuple[Any, str] = (None, "")
+
+
 def micro_time(dt: datetime) -> str:
     """metav1.MicroTime: ``2006-01-02T15:04:05.000000Z``."""
-    # isoformat is cheaper than strftime (one per event); "+00:00" becomes "Z".
+    # One per event: the text up to the seconds is kept for the last second seen (events come
+    # many a second) and only the microseconds are formatted (isoformat was ~2 us of ~3);
+    # "+00:00" becomes "Z".
+    global _micro_second
     utc = dt if dt.tzinfo is timezone.utc else dt.astimezone(timezone.utc)
-    return utc.isoformat(timespec="microseconds")[:-6] + "Z"
+    second = (utc.second, utc.minute, utc.hour, utc.day, utc.month, utc.year)
+    last = _micro_second
+    if second != last[0]:
+        last = _micro_second = (second, utc.isoformat(timespec="seconds")[:-6])
+    return f"{last[1]}.{utc.microsecond:06d}Z"
 
 
 def truncate_note(message: str, limit: int = MAX_NOTE_BYTES) -> str:
@@ -357,7 +369,9 @@ class EventRecorder:
                     body = dict(ev)
                     if series.count > 1:
                         body["series"] = self._series_field(series)
-                    await self.client.create(resource_path("events.k8s.io/v1", "events", ns), body)
+                    # The created Event is not read: its answer is not decoded.
+                    await self.client.create_unread(
+                        resource_path("events.k8s.io/v1", "events", ns), body)
                     series.created_name = ev["metadata"]["name"]
                 else:
                     patch = {"series": self._series_field(series)}

@@ -60,6 +60,20 @@ def test_micro_time_is_utc_with_six_digits(dt: datetime, expected: str) -> None:
     assert micro_time(dt) == expected
 
 
+def test_micro_time_keeps_the_seconds_text_only_for_the_same_second() -> None:
+    """micro_time keeps the text of the last second it wrote: times in a row that share the
+    second, or differ in only one other field (the same second of another minute, hour, day,
+    month, year, or in another zone), each read as isoformat reads them."""
+    base = datetime(2024, 5, 6, 7, 8, 9, 1, tzinfo=timezone.utc)
+    times = [base, base.replace(microsecond=999999), base.replace(second=10),
+             base.replace(minute=9), base.replace(hour=8), base.replace(day=7),
+             base.replace(month=6), base.replace(year=2025), base,
+             base.astimezone(timezone(timedelta(hours=5))), base.replace(microsecond=0)]
+    for dt in times:
+        expected = dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        assert micro_time(dt) == expected.replace("+00:00", "Z"), dt
+
+
 def test_micro_time_and_truncation() -> None:
     assert micro_time(WALL) == "2024-05-06T07:08:09.123456Z"
     assert truncate_note("short") == "short"
