@@ -798,7 +798,8 @@ class _InlineRequestHandler(RequestHandler):
             self._waiter = waiter
         messages = self._messages
         while messages and self.transport is not None and not self._force_close and not self._close:
-            msg, payload = messages[0]
+            msg: Any = messages[0][0]  # a RawRequestMessage (C or Python) or a parse error
+            payload = messages[0][1]
             route = self._inline_route(app, msg, payload)
             if route is None:
                 break
