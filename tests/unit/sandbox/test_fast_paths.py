@@ -136,3 +136,35 @@ def test_a_forked_child_draws_uids_of_its_own() -> None:
     os.waitpid(pid, 0)
     parent = new_uid()
     assert child != parent and uuid.UUID(child).version == 4
+
+
+@pytest.mark.parametrize("resources", [
+    {"requests": {"cpu": "100m", "memory": "64Mi"}},
+    {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "50m"}},  # over the limit
+    {"limits": {"memory": "64Mi", "cpu": "1"}, "requests": {"cpu": "2", "memory": "1Gi"}},  # order kept
+    {"requests": {"example.com/gpu": 1}},        # a limit required
+    {"requests": {"example.com/gpu": True}},     # hashes like 1, reads otherwise
+    {"requests": {"example.com/gpu": 1.5}, "limits": {"example.com/gpu": 1.5}},
+    {"requests": {"cpu": "-1"}},
+    {"requests": {"hugepages-2Mi": "3Mi"}, "limits": {"hugepages-2Mi": "3Mi"}},
+    {"requests": {"bogus": "1"}},
+    {"requests": "not a map"},
+    {"requests": {"cpu": ["1"]}},                # not remembered: not a scalar
+    {"requests": None, "limits": {}},
+    None,
+])
+def test_remembered_resource_checks_equal_the_check(resources: Any) -> None:
+    path = "spec.containers[0].resources"
+    want = validation._resources_causes_of(resources, path)
+    # asked twice (the second answer remembered), and after a look-alike with other types
+    assert validation._resources_causes(resources, path) == want
+    assert validation._resources_causes(resources, path) == want
+    assert validation._resources_causes(resources, "spec.initContainers[0].resources") == \
+        validation._resources_causes_of(resources, "spec.initContainers[0].resources")
+
+
+def test_remembered_resource_checks_tell_equal_hashing_values_apart() -> None:
+    path = "spec.containers[0].resources"
+    for value in (1, True, 1.0, "1"):
+        res = {"requests": {"example.com/gpu": value}, "limits": {"example.com/gpu": 1}}
+        assert validation._resources_causes(res, path) == validation._resources_causes_of(res, path)
