@@ -347,6 +347,9 @@ class PodTopologySpreadBase(Plugin):
     # The default constraints' selector per pod shape, kept while the Services and
     # controllers of its namespace are unchanged (``selectors.DefaultSelectors``).
     _default_selectors: DefaultSelectors
+    # The last pod's own constraints (the list and labels objects, held so their ids stay
+    # theirs) compiled per whenUnsatisfiable: PreFilter and PreScore ask for the same pod.
+    _last_own: tuple[list[Any], Any, dict[str, list[Constraint]]] | None
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
         """Counts matching pods on a node, memoized by the NodeInfo generation."""
@@ -377,7 +380,17 @@ class PodTopologySpreadBase(Plugin):
             if own:
                 if not isinstance(own, list):
                     raise LabelSelectorError("spec.topologySpreadConstraints: expected a list")
-                return compile_own_constraints(own, labels, action)
+                last = self._last_own
+                if last is not None and last[0] is own and last[1] is meta.get("labels"):
+                    known = last[2].get(action)
+                    if known is not None:
+                        return list(known)
+                compiled = compile_own_constraints(own, labels, action)
+                if last is not None and last[0] is own and last[1] is meta.get("labels"):
+                    last[2][action] = compiled
+                else:
+                    self._last_own = (own, meta.get("labels"), {action: compiled})
+                return list(compiled)
             if not self.default_constraints:
                 return []
             constraints = self._compiled_defaults.get(action)

@@ -154,6 +154,7 @@ class PodTopologySpread(Filtering, Scoring, EnqueueExtensions):
             tuple[int, str, tuple[str, ...]], tuple[Constraint, DomainCounts]] = {}
         self._compiled_defaults: dict[str, list[Constraint]] = {}
         self._default_selectors = DefaultSelectors(handle.listers)
+        self._last_own: tuple[list[Any], Any, dict[str, list[Constraint]]] | None = None
 
     # --- events -------------------------------------------------------------------------------
 
