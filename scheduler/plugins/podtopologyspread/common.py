@@ -29,8 +29,9 @@ from scheduler.objects.taints import Taint, Toleration, find_untolerated_taint, 
 from scheduler.plugins import names
 from scheduler.plugins.node_memo import NodeMemo
 
-if TYPE_CHECKING:  # domains imports this module
+if TYPE_CHECKING:  # domains and selectors import this module
     from scheduler.plugins.podtopologyspread.domains import DomainCounts
+    from scheduler.plugins.podtopologyspread.selectors import DefaultSelectors
 
 NAME = names.POD_TOPOLOGY_SPREAD
 
@@ -343,6 +344,12 @@ class PodTopologySpreadBase(Plugin):
     # cycle, and compiling them was most of PodTopologySpread's cost in a SchedulingBasic
     # cycle.
     _compiled_defaults: dict[str, list[Constraint]]
+    # The default constraints' selector per pod shape, kept while the Services and
+    # controllers of its namespace are unchanged (``selectors.DefaultSelectors``).
+    _default_selectors: DefaultSelectors
+    # The last pod's own constraints (the list and labels objects, held so their ids stay
+    # theirs) compiled per whenUnsatisfiable: PreFilter and PreScore ask for the same pod.
+    _last_own: tuple[list[Any], Any, dict[str, list[Constraint]]] | None
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
         """Counts matching pods on a node, memoized by the NodeInfo generation."""
@@ -373,7 +380,17 @@ class PodTopologySpreadBase(Plugin):
             if own:
                 if not isinstance(own, list):
                     raise LabelSelectorError("spec.topologySpreadConstraints: expected a list")
-                return compile_own_constraints(own, labels, action)
+                last = self._last_own
+                if last is not None and last[0] is own and last[1] is meta.get("labels"):
+                    known = last[2].get(action)
+                    if known is not None:
+                        return list(known)
+                compiled = compile_own_constraints(own, labels, action)
+                if last is not None and last[0] is own and last[1] is meta.get("labels"):
+                    last[2][action] = compiled
+                else:
+                    self._last_own = (own, meta.get("labels"), {action: compiled})
+                return list(compiled)
             if not self.default_constraints:
                 return []
             constraints = self._compiled_defaults.get(action)
@@ -388,17 +405,23 @@ class PodTopologySpreadBase(Plugin):
             raise ObjectError.for_object(pod, field, detail or str(exc), kind="Pod") from None
         if not constraints:
             return []
-        selector = default_selector(pod, self._handle.listers)
+        kept = self._default_selectors.get(pod)
+        selector = kept.selector
         if selector.is_empty():
             return []
-        return [
-            Constraint(
-                max_skew=c.max_skew,
-                topology_key=c.topology_key,
-                selector=selector,
-                min_domains=c.min_domains,
-                node_affinity_policy=c.node_affinity_policy,
-                node_taints_policy=c.node_taints_policy,
-            )
-            for c in constraints
-        ]
+        built = kept.constraints.get(action)
+        if built is None:
+            built = [
+                Constraint(
+                    max_skew=c.max_skew,
+                    topology_key=c.topology_key,
+                    selector=selector,
+                    min_domains=c.min_domains,
+                    node_affinity_policy=c.node_affinity_policy,
+                    node_taints_policy=c.node_taints_policy,
+                )
+                for c in constraints
+            ]
+            if action in self._compiled_defaults:  # they do not depend on the pod's labels
+                kept.constraints[action] = built
+        return list(built)
