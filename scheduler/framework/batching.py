@@ -308,10 +308,10 @@ class Batch:
         num_all = len(nodes)
         span = window.span
         index = sorted({p for p in changed if (p - start) % num_all < span})
+        offset_of = window.index(start)
         if index:
             statuses = self.run_filter_plugins_on_nodes(
                 state, pod_info, [nodes[p] for p in index], index=index)
-            offset_of = window.offset_of
             for position, status in zip(index, statuses):
                 passed = status is None or status.code == _SUCCESS
                 if passed != (position in offset_of) or (
@@ -384,13 +384,9 @@ class Batch:
         window = windows.get(start)
         if (window is None or window.positions != where or window.span != span
                 or not window.fits(snapshot, len(feasible))):
-            num_all = len(nodes)
-            feasible_at = set(where)
-            rejected = [p % num_all for p in range(start, start + span)
-                        if p % num_all not in feasible_at]
             window = KeptWindow.scattered(
-                list_version=snapshot.list_version, num_all=num_all,
-                serial=snapshot.change_serial, span=span, positions=where, rejected=rejected)
+                list_version=snapshot.list_version, num_all=len(nodes),
+                serial=snapshot.change_serial, span=span, positions=where)
             self._put_window(start, window)
         window.filter_serial = snapshot.change_serial
         self._window = (start, feasible, window)

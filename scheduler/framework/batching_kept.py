@@ -81,30 +81,41 @@ class KeptWindow:
         # from the start index (``span``), the feasible ones' positions in the node list
         # (``size`` of them, in walk order), each one's offset into them, and the rejected
         # ones' positions.  None: the window is the run of ``size`` nodes from the start.
+        # (offset_of and rejected are built by ``index`` when the window is first reused:
+        # most windows kept are never taken again, their walk costs nothing more.)
         self.span = size
         self.positions: list[int] | None = None
-        self.offset_of: dict[int, int] = {}
+        self.offset_of: dict[int, int] | None = None
         self.rejected: list[int] = []
 
     @classmethod
     def scattered(cls, *, list_version: int, num_all: int, serial: int, span: int,
-                  positions: list[int], rejected: list[int]) -> KeptWindow:
-        """A window whose walk examined ``span`` nodes, feasible at ``positions`` and
-        rejected at ``rejected`` (positions in the node list)."""
+                  positions: list[int]) -> KeptWindow:
+        """A window whose walk examined ``span`` nodes and found them feasible at
+        ``positions`` (in the node list, in walk order)."""
         window = cls(list_version=list_version, num_all=num_all, size=len(positions),
                      serial=serial)
         window.span = span
         window.positions = positions
-        window.offset_of = dict(zip(positions, range(len(positions))))
-        window.rejected = rejected
         return window
+
+    def index(self, start: int) -> dict[int, int]:
+        """A scattered window's offset of each feasible position (and its rejected
+        positions, in walk order), built once."""
+        if self.offset_of is None:
+            positions = self.positions or []
+            self.offset_of = offset_of = dict(zip(positions, range(len(positions))))
+            num_all = self.num_all
+            self.rejected = [p % num_all for p in range(start, start + self.span)
+                             if p % num_all not in offset_of]
+        return self.offset_of
 
     def offsets_of(self, changed: list[int], *, start: int) -> list[int]:
         """The offsets into the window's feasible nodes of the ``changed`` positions among
         them, ascending and without repeats."""
         if self.positions is None:
             return window_offsets(changed, start=start, size=self.size, num_all=self.num_all)
-        offset_of = self.offset_of
+        offset_of = self.index(start)
         return sorted({offset_of[p] for p in changed if p in offset_of})
 
     def fits(self, snapshot: Snapshot, size: int) -> bool:

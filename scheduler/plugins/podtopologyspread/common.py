@@ -242,24 +242,39 @@ _COMPILED: dict[tuple[bytes, tuple[tuple[str, str], ...], str], list[Constraint]
 COMPILED_CONSTRAINTS_MAX = 256
 
 
-def compile_own_constraints(raw_constraints: list[Any], pod_labels: Mapping[str, str],
-                            action: str) -> list[Constraint]:
-    """``filter_constraints`` of a pod's own constraints, compiled once per distinct
-    constraints (a new list each call; the constraints are immutable).  A malformed
-    constraint raises each time and is never kept."""
+OwnKey = tuple[bytes, tuple[tuple[str, str], ...]]
+
+
+def own_constraints_key(raw_constraints: list[Any], pod_labels: Mapping[str, str]
+                        ) -> OwnKey | None:
+    """What compiling a pod's own constraints reads: the constraints as JSON and, when one
+    has matchLabelKeys, the pod's labels; None when they are not plain JSON."""
     try:
         raw = orjson.dumps(raw_constraints, option=orjson.OPT_SORT_KEYS)
         uses_labels = any(isinstance(c, Mapping) and c.get("matchLabelKeys")
                           for c in raw_constraints)
-        key = (raw, tuple(sorted(pod_labels.items())) if uses_labels else (), action)
-    except (TypeError, orjson.JSONEncodeError):  # not plain JSON: compile it every time
-        return filter_constraints(raw_constraints, pod_labels, action)
-    compiled = _COMPILED.get(key)
+        return raw, tuple(sorted(pod_labels.items())) if uses_labels else ()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def compile_own_constraints(raw_constraints: list[Any], pod_labels: Mapping[str, str],
+                            action: str, *, key: OwnKey | None = None) -> list[Constraint]:
+    """``filter_constraints`` of a pod's own constraints, compiled once per distinct
+    constraints (a new list each call; the constraints are immutable).  A malformed
+    constraint raises each time and is never kept.  ``key``: ``own_constraints_key`` of
+    the same arguments, when the caller has it."""
+    if key is None:
+        key = own_constraints_key(raw_constraints, pod_labels)
+        if key is None:  # not plain JSON: compile it every time
+            return filter_constraints(raw_constraints, pod_labels, action)
+    full = (key[0], key[1], action)
+    compiled = _COMPILED.get(full)
     if compiled is None:
         compiled = filter_constraints(raw_constraints, pod_labels, action)
         if len(_COMPILED) >= COMPILED_CONSTRAINTS_MAX:
             _COMPILED.clear()
-        _COMPILED[key] = compiled
+        _COMPILED[full] = compiled
     return list(compiled)
 
 
@@ -347,9 +362,10 @@ class PodTopologySpreadBase(Plugin):
     # The default constraints' selector per pod shape, kept while the Services and
     # controllers of its namespace are unchanged (``selectors.DefaultSelectors``).
     _default_selectors: DefaultSelectors
-    # The last pod's own constraints (the list and labels objects, held so their ids stay
-    # theirs) compiled per whenUnsatisfiable: PreFilter and PreScore ask for the same pod.
-    _last_own: tuple[list[Any], Any, dict[str, list[Constraint]]] | None
+    # The last pod's own constraints and labels (the objects, held so their ids stay
+    # theirs) and their ``own_constraints_key``: PreFilter and PreScore ask about the same
+    # pod, each for its whenUnsatisfiable.
+    _last_own: tuple[list[Any], Any, OwnKey] | None
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
         """Counts matching pods on a node, memoized by the NodeInfo generation."""
@@ -381,16 +397,13 @@ class PodTopologySpreadBase(Plugin):
                 if not isinstance(own, list):
                     raise LabelSelectorError("spec.topologySpreadConstraints: expected a list")
                 last = self._last_own
-                if last is not None and last[0] is own and last[1] is meta.get("labels"):
-                    known = last[2].get(action)
-                    if known is not None:
-                        return list(known)
-                compiled = compile_own_constraints(own, labels, action)
-                if last is not None and last[0] is own and last[1] is meta.get("labels"):
-                    last[2][action] = compiled
-                else:
-                    self._last_own = (own, meta.get("labels"), {action: compiled})
-                return list(compiled)
+                labels_obj = meta.get("labels")
+                if last is None or last[0] is not own or last[1] is not labels_obj:
+                    key = own_constraints_key(own, labels)
+                    if key is None:  # not plain JSON: compiled every time
+                        return filter_constraints(own, labels, action)
+                    last = self._last_own = (own, labels_obj, key)
+                return compile_own_constraints(own, labels, action, key=last[2])
             if not self.default_constraints:
                 return []
             constraints = self._compiled_defaults.get(action)

@@ -6,7 +6,6 @@ updates the counts in place.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable
 
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
@@ -22,17 +21,15 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins.podtopologyspread.domains import KeptDomains
 from scheduler.plugins.podtopologyspread.common import (
     DO_NOT_SCHEDULE,
-    HONOR,
     Constraint,
     NodeInclusion,
     _NO_FIELDS,
     _NO_LABELS,
-    count_on_node,
     node_has_all_keys,
     node_labels,
 )
 from scheduler.plugins.helper import PodDeltaExtensions
-from scheduler.plugins.podtopologyspread.common import NAME, PodTopologySpreadBase
+from scheduler.plugins.podtopologyspread.common import NAME
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 

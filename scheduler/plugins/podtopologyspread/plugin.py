@@ -47,6 +47,7 @@ from scheduler.plugins.podtopologyspread.common import (
     Constraint,
     node_has_all_keys,
     node_labels,
+    OwnKey,
 )
 from scheduler.plugins.podtopologyspread.common import NAME
 from scheduler.plugins.podtopologyspread.filtering import Filtering
@@ -154,7 +155,7 @@ class PodTopologySpread(Filtering, Scoring, EnqueueExtensions):
             tuple[int, str, tuple[str, ...]], tuple[Constraint, DomainCounts]] = {}
         self._compiled_defaults: dict[str, list[Constraint]] = {}
         self._default_selectors = DefaultSelectors(handle.listers)
-        self._last_own: tuple[list[Any], Any, dict[str, list[Constraint]]] | None = None
+        self._last_own: tuple[list[Any], Any, OwnKey] | None = None
 
     # --- events -------------------------------------------------------------------------------
 

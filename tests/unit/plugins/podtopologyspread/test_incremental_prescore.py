@@ -79,6 +79,7 @@ def _pre_score(plugin: PodTopologySpread, pod: PodInfo, snapshot: Snapshot
     assert isinstance(s, PreScoreState)
     scores, status = plugin.score_nodes(state, pod, candidates)
     assert status is None, status
+    assert scores == [plugin.score(state, pod, ni)[0] for ni in candidates]  # one by one
     node_scores = [NodeScore(ni.name, v) for ni, v in zip(candidates, scores)]
     ext = plugin.score_extensions()
     assert ext is not None and ext.normalize_score(state, pod, node_scores) is None
