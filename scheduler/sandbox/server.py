@@ -102,12 +102,12 @@ class Sandbox:
         self.kubelet: KubeletSim | None = None
         if c.simulate_kubelet:
             self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
-            self.registry.kubelet = self.kubelet
+            self.registry.graceful_pod_deletion = True
         self.registry.namespace_delay = c.namespace_controller_delay
         self.controllers: ControllerSim | None = None
         if c.simulate_controllers:
             self.controllers = ControllerSim(self.registry)
-            self.registry.controllers = self.controllers
+            self.registry.garbage_collection = True
         # kube-controller-manager's resourceclaim controller (it relies on the GC above)
         self.claim_controller: ClaimControllerSim | None = (
             ClaimControllerSim(self.registry) if c.simulate_controllers else None)
@@ -115,7 +115,6 @@ class Sandbox:
         self.pv_controller: PVControllerSim | None = None
         if c.simulate_pv_controller:
             self.pv_controller = PVControllerSim(self.registry)
-            self.registry.pv_controller = self.pv_controller
         self._runner: web.AppRunner | None = None
         self._kubelet_task: asyncio.Task[None] | None = None
         self._pv_task: asyncio.Task[None] | None = None
@@ -187,7 +186,6 @@ class Sandbox:
         if self.pv_controller is not None:
             self._pv_task = asyncio.create_task(self.pv_controller.run(), name="sandbox-pv-controller")
             self._pv_task.add_done_callback(_log_crash)
-            self.pv_controller.poke()
         if self.controllers is not None:
             self._controllers_task = asyncio.create_task(self.controllers.run(), name="sandbox-controllers")
             self._controllers_task.add_done_callback(_log_crash)
