@@ -4,13 +4,13 @@ Create/update/patch/delete with metadata rules (uid, resourceVersion, generation
 generateName, deletionTimestamp + finalizers), status subresource separation, optimistic
 concurrency, dry run and raw writes. Split by concern around it: ``catalog.py`` (served
 types), ``admission.py`` (defaulting and admission on create), ``namespaces.py`` (namespace
-deletion), ``crds.py`` (CRD registration), ``podsubresources.py`` (pods/binding and
+deletion, the API server's half), ``crds.py`` (CRD registration), ``podsubresources.py`` (pods/binding and
 pods/eviction). Transport-agnostic: the HTTP layer lives in ``app.py``.
 
 What is API-server logic stays here (graceful pod deletion setting ``deletionTimestamp`` and
 ``deletionGracePeriodSeconds``, the garbage collector's finalizers for a propagation policy,
 finalizers holding an object); the simulated controllers (``kubelet.py``, ``pvcontroller.py``,
-``claimcontroller.py``, ``controllers.py``, the namespace controller in ``namespaces.py``) are not
+``claimcontroller.py``, ``controllers.py``, ``nscontroller.py``) are not
 called from here: they watch the store (``store.Informer``) and write back through this
 registry, as kube-controller-manager's controllers watch the API.
 """
@@ -61,8 +61,6 @@ class Registry:
         self.graceful_pod_deletion = False
         # a garbage collector runs: deletions with a propagation policy get its finalizers
         self.garbage_collection = False
-        self.namespace_delay = 1.0  # seconds before the namespace controller empties a namespace
-        self.terminating_ns: set[str] = set()
         self.on_crd_change: Callable[[], None] | None = None
         self.counters: dict[str, int] = {}
 
@@ -89,7 +87,7 @@ class Registry:
         nse = self.ts_of("", "namespaces").get("", ns)
         if nse is None:
             raise errors.not_found("namespaces", ns)
-        if ns in self.terminating_ns or nse.obj["metadata"].get("deletionTimestamp"):
+        if nse.obj["metadata"].get("deletionTimestamp"):
             raise errors.forbidden(
                 rt.plural, name,
                 f"unable to create new content in namespace {ns} because it is being terminated",
@@ -261,8 +259,6 @@ class Registry:
             return Entry(new, orjson.dumps(new))
         if cmd.get("deletionTimestamp") and not new["metadata"].get("finalizers") and self._may_finalize(rt, new):
             # the last finalizer is gone: the update completes the deletion (DELETED event)
-            if rt.group == "" and rt.plural == "namespaces":
-                self.terminating_ns.discard(name)
             return self._remove(rt, ts, Entry(new, b""))
         entry = self.store.write(ts, new, cur)
         self._after_write(rt, entry.obj, cur)
@@ -456,9 +452,6 @@ class Registry:
 
     def _remove(self, rt: ResourceType, ts: TypeStore, e: Entry) -> Entry:
         out = self.store.remove(ts, e)
-        ns = e.obj["metadata"].get("namespace", "")
-        if ns and ns in self.terminating_ns:
-            namespaces.maybe_finalize(self, ns)
         if rt.plural == "customresourcedefinitions":
             crds.drop_crd(self, e.obj)
         return out

@@ -29,6 +29,7 @@ from .kubeconfig import default_kubeconfig_path, write_kubeconfig
 from .controllers import ControllerSim
 from .dradriver import DraDriverSim, parse_device_kinds
 from .kubelet import KubeletSim, make_node
+from .nscontroller import NamespaceControllerSim
 from .pvcontroller import PVControllerSim
 from .registry import Registry
 from .store import Store
@@ -103,7 +104,9 @@ class Sandbox:
         if c.simulate_kubelet:
             self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
             self.registry.graceful_pod_deletion = True
-        self.registry.namespace_delay = c.namespace_controller_delay
+        # kube-controller-manager's namespace controller (always on: namespaces must go)
+        self.namespace_controller = NamespaceControllerSim(self.registry, delay=c.namespace_controller_delay)
+        self._ns_task: asyncio.Task[None] | None = None
         self.controllers: ControllerSim | None = None
         if c.simulate_controllers:
             self.controllers = ControllerSim(self.registry)
@@ -193,6 +196,8 @@ class Sandbox:
             self.dra_driver.publish_all()  # nodes added since construction
             self._dra_task = asyncio.create_task(self.dra_driver.run(), name="sandbox-dra-driver")
             self._dra_task.add_done_callback(_log_crash)
+        self._ns_task = asyncio.create_task(self.namespace_controller.run(), name="sandbox-namespace-controller")
+        self._ns_task.add_done_callback(_log_crash)
         if self.claim_controller is not None:
             self._claim_task = asyncio.create_task(self.claim_controller.run(),
                                                    name="sandbox-resourceclaim-controller")
@@ -203,7 +208,7 @@ class Sandbox:
     async def stop(self) -> None:
         self.app.shutdown()
         for task in (self._kubelet_task, self._pv_task, self._controllers_task, self._claim_task,
-                     self._dra_task):
+                     self._dra_task, self._ns_task):
             if task is not None:
                 task.cancel()
                 try:
@@ -211,6 +216,7 @@ class Sandbox:
                 except asyncio.CancelledError:
                     pass
         self._kubelet_task = self._pv_task = self._controllers_task = self._claim_task = self._dra_task = None
+        self._ns_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -15,6 +15,7 @@ import pytest
 from scheduler.sandbox import Sandbox
 from scheduler.sandbox.controllers import ControllerSim
 from scheduler.sandbox.kubelet import KubeletSim
+from scheduler.sandbox.nscontroller import NamespaceControllerSim
 from scheduler.sandbox.pvcontroller import PVControllerSim
 from scheduler.sandbox.registry import Registry
 from scheduler.sandbox.store import ADDED, DELETED, MODIFIED, Event, Informer, Store
@@ -216,6 +217,27 @@ def _pv_case(sb: Sandbox, write: Callable[[str, Obj], None], *, first: bool) -> 
     return done
 
 
+def _namespace_case(sb: Sandbox, write: Callable[[str, Obj], None], *, first: bool) -> Callable[[], bool]:
+    """A namespace marked Terminating straight in the store: emptied, then removed."""
+    now = [0.0]
+    c = NamespaceControllerSim(sb.registry, delay=2.0, clock=lambda: now[0])
+    if first:
+        c.sync()
+    write("namespaces", {"metadata": {"name": "gone"}, "spec": {"finalizers": ["kubernetes"]}})
+    write("configmaps", {"metadata": {"name": "cm", "namespace": "gone"}})
+    write("namespaces", {"metadata": {"name": "gone", "deletionTimestamp": now_iso()},
+                         "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Terminating"}})
+
+    def done() -> bool:
+        c.sync()
+        if _get(sb, "configmaps", "gone", "cm") is None:
+            return False  # not before its delay
+        now[0] += 2.0
+        c.sync()
+        return _get(sb, "namespaces", "", "gone") is None and _get(sb, "configmaps", "gone", "cm") is None
+    return done
+
+
 CASES: dict[str, Callable[[Sandbox, Callable[[str, Obj], None]], Callable[[], bool]]] = {
     "kubelet-catches-up": _kubelet_case,
     "kubelet-watching": _kubelet_start_first,
@@ -225,6 +247,8 @@ CASES: dict[str, Callable[[Sandbox, Callable[[str, Obj], None]], Callable[[], bo
     "gc-watching": lambda sb, w: _gc_case(sb, w, first=True),
     "pv-catches-up": lambda sb, w: _pv_case(sb, w, first=False),
     "pv-watching": lambda sb, w: _pv_case(sb, w, first=True),
+    "namespace-catches-up": lambda sb, w: _namespace_case(sb, w, first=False),
+    "namespace-watching": lambda sb, w: _namespace_case(sb, w, first=True),
 }
 
 
@@ -272,6 +296,9 @@ def test_without_the_controller_nothing_happens(case: str) -> None:
     claim = _get(sb, "persistentvolumeclaims", "default", "data")
     if claim is not None:
         assert (claim.get("status") or {}).get("phase") != "Bound"
+    if ("namespaces", "gone") in wrote:
+        assert _get(sb, "namespaces", "", "gone") is not None
+        assert _get(sb, "configmaps", "gone", "cm") is not None
     if ("pods", "dependent") in wrote:
         assert _get(sb, "pods", "default", "dependent") is not None
     assert wrote
