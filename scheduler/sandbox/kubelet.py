@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .store import ADDED, DELETED, Informer
+from .resources import ResourceType
+from .store import ADDED, DELETED, Event, Informer
 from .util import SIMULATED as SIMULATED
 from .util import is_simulated_node, iso_at, now_iso, set_condition
 from .wakeloop import wake_loop
@@ -147,7 +148,7 @@ class KubeletSim:
         self.nodes_rt = cat.builtin("", "nodes")
         self.claims_rt = cat.builtin("resource.k8s.io", "resourceclaims")
         self.informer = Informer(registry.store, wake=self._wake,
-                                 types=(self.pods_rt, self.nodes_rt, self.claims_rt))
+                                 types=(self.pods_rt, self.nodes_rt, self.claims_rt), keep=self._keep)
         # pods per node, kept from the watch events (the kubelet's own pod source)
         self._node_of: dict[tuple[str, str], str] = {}
         self._by_node: dict[str, set[tuple[str, str]]] = {}
@@ -158,8 +159,7 @@ class KubeletSim:
         e = self.registry.ts_of("", "nodes").get("", name)
         return e.obj if e is not None else None
 
-    def is_simulated(self, node: Obj | None) -> bool:
-        return is_simulated_node(node)
+    is_simulated = staticmethod(is_simulated_node)
 
     # ------------------------------------------------------------ the watch
 
@@ -189,6 +189,14 @@ class KubeletSim:
                 md = md if isinstance(md, dict) else {}
                 log.warning("kubelet: ignoring malformed %s %s/%s: %r", rt.plural,
                             md.get("namespace", ""), md.get("name", ""), err)
+
+    def _keep(self, rt: ResourceType, ev: Event) -> bool:
+        """Chosen before queueing: bound pods (a removal carries the last state, so a bound
+        pod's removal is kept too), new nodes, every claim."""
+        if rt is self.pods_rt:
+            spec = ev.obj.get("spec")
+            return not isinstance(spec, dict) or bool(spec.get("nodeName"))
+        return rt is not self.nodes_rt or ev.type == ADDED
 
     def _pod_event(self, typ: str, pod: Obj) -> None:
         md = pod["metadata"]

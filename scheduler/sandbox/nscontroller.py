@@ -1,9 +1,9 @@
 """The namespace controller, as kube-controller-manager runs it (``pkg/controller/namespace``).
 
 Why: a deleted namespace (marked Terminating by the API server, ``namespaces.py``) must be
-emptied and then go, as on a cluster. The controller watches the store (an in-process
-``store.Informer``: namespaces, and the removals of objects in a Terminating namespace, chosen
-before queueing). ``delay`` seconds (default 1) after it sees a namespace Terminating, as a
+emptied and then go, as on a cluster. The controller watches the store (in-process ``store.Informer``s:
+namespaces, and, only while a namespace is being emptied, the removals of objects in it,
+chosen before queueing). ``delay`` seconds (default 1) after it sees a namespace Terminating, as a
 real controller acts after its informer and work queue, it deletes every namespaced object in
 it (background propagation): a client deleting a namespace and then its contents
 (``kubectl delete -k``, which deletes the Namespace first) finds them still there, as on a
@@ -53,29 +53,31 @@ class NamespaceControllerSim:
         self._due: list[tuple[float, str]] = []  # (when, namespace): contents to delete
         self._emptying: set[str] = set()  # contents deleted: finalized once empty
         self._check: set[str] = set()  # emptying namespaces that lost an object
-        self.informer = Informer(registry.store, wake=self._wake, every_type=True, keep=self._keep)
+        self.informer = Informer(registry.store, wake=self._wake, types=(self.ns_rt,))
+        # the removals in the namespaces being emptied: watched only while there are some
+        # (an informer started and stopped as upstream's dynamic informers are), so that
+        # the steady state's writes cost this controller nothing
+        self.contents = Informer(registry.store, wake=self._wake, every_type=True, keep=self._keep)
 
     def _keep(self, rt: ResourceType, ev: Event) -> bool:
-        """Namespace events, and removals of objects in a namespace being deleted."""
-        if rt is self.ns_rt:
-            return True
-        if ev.type != DELETED or not ev.ns:
-            return False
-        e = self.registry.ts(self.ns_rt).get("", ev.ns)
-        return e is not None and bool(e.obj["metadata"].get("deletionTimestamp"))
+        return ev.type == DELETED and ev.ns in self._emptying
 
     # ------------------------------------------------------------ the watch
 
     def sync_watch(self) -> None:
-        for rt, entries in self.informer.open():
-            if rt is self.ns_rt:
-                for e in entries:
-                    self._namespace(e.obj, deleted=False)
-        for rt, ev in self.informer.drain():
-            if rt is self.ns_rt:
-                self._namespace(ev.obj, deleted=ev.type == DELETED)
-            elif ev.ns in self._emptying:
-                self._check.add(ev.ns)
+        for _, entries in self.informer.open():
+            for e in entries:
+                self._namespace(e.obj, deleted=False)
+        for _, ev in self.informer.drain():
+            self._namespace(ev.obj, deleted=ev.type == DELETED)
+        if self._emptying:
+            if self.contents.open():
+                self._check |= self._emptying  # (re)started: look at each namespace once
+            for _, ev in self.contents.drain():
+                if ev.ns in self._emptying:
+                    self._check.add(ev.ns)
+        elif self.contents.is_open:
+            self.contents.close()
 
     def _namespace(self, obj: Obj, *, deleted: bool) -> None:
         name = obj["metadata"]["name"]
@@ -95,6 +97,7 @@ class NamespaceControllerSim:
                             before=self.sync_watch, timeout=self._until_due, iterations=iterations)
         finally:
             self.informer.close()
+            self.contents.close()
 
     def _until_due(self) -> float | None:
         if self._check:

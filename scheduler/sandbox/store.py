@@ -168,8 +168,13 @@ class Informer:
         self._queue: list[tuple[ResourceType, Event]] = []
         self._watchers: dict[str, _InformerWatcher] = {}
         self._opened = False
+        self._drops = 0
         if every_type:
             store.type_listeners.append(self._new_type)
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened
 
     def _new_type(self, ts: TypeStore) -> None:
         """A type registered after the informer opened (a CRD): watched from its first object."""
@@ -183,8 +188,11 @@ class Informer:
 
     def open(self) -> list[tuple[ResourceType, list[Entry]]]:
         """(Re)open closed watches; the initial list of each type (re)opened."""
+        if self._opened and self._drops == self.store.drops:
+            return []  # nothing closed since: only a dropped type (a CRD's) closes these watches
         out: list[tuple[ResourceType, list[Entry]]] = []
         self._opened = True
+        self._drops = self.store.drops
         if self.every_type:
             for key in [k for k, w in self._watchers.items() if w.closed]:
                 del self._watchers[key]  # a dropped type (CRD deleted)
@@ -321,6 +329,7 @@ class Store:
         # Lists continued from before this version get 410 (forced compaction).
         self.compacted_rv = 0
         self.type_listeners: list[Callable[[TypeStore], None]] = []  # informers of every type
+        self.drops = 0  # types dropped so far (their watches closed)
 
 
     def type_store(self, rt: ResourceType) -> TypeStore:
@@ -334,6 +343,7 @@ class Store:
     def drop_type(self, rt: ResourceType) -> None:
         ts = self.types.pop(rt.key, None)
         if ts is not None:
+            self.drops += 1
             for w in list(ts.watchers):
                 w.close()
 
