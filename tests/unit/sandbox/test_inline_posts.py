@@ -212,3 +212,14 @@ async def test_a_request_in_several_reads_is_answered_once_whole(where: str) -> 
     inline, used = await _split_run(req, cuts, inline=True)
     assert full.startswith(b"HTTP/1.1 201 Created\r\n") and inline == full
     assert (none, used) == (0, 1)
+
+
+async def test_an_aiohttp_without_the_parts_relied_on_serves_every_request_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler.sandbox import app as sandbox_app
+
+    monkeypatch.setattr(sandbox_app, "_HANDLER_INTERNALS", (*sandbox_app._HANDLER_INTERNALS, "_renamed_later"))
+    answers, used = await _run(SCRIPTS["creates, bindings, events and their errors"][:3], inline=True)
+    assert used == 0
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [
+        b"HTTP/1.1 201 Created", b"HTTP/1.1 409 Conflict", b"HTTP/1.1 422 Unprocessable Entity"]
