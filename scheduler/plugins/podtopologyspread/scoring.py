@@ -30,7 +30,8 @@ from scheduler.plugins.podtopologyspread.common import (
     node_has_all_keys,
     node_labels,
 )
-from scheduler.plugins.podtopologyspread.common import NAME, PodTopologySpreadBase
+from scheduler.plugins.podtopologyspread.common import NAME
+from scheduler.plugins.podtopologyspread.domains import KeptDomains
 
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 
@@ -67,7 +68,7 @@ def score_for_count(count: int, max_skew: int, weight: float) -> float:
     return float(count) * weight + float(max_skew - 1)
 
 
-class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
+class Scoring(KeptDomains, PreScorePlugin, ScorePlugin):
     """PreScore, Score and NormalizeScore of PodTopologySpread."""
 
     def pre_score(
@@ -113,8 +114,12 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
                 size = len(nodes) - len(ignored)
             weights.append(topology_normalizing_weight(size))
 
-        inclusion = NodeInclusion(pod_info.required_node_affinity, pod_info.tolerations)
         namespace = pod_info.namespace
+        if self._eligibility_is_pod_independent(constraints, pod_info):
+            self._kept_scoring_counts(constraints, namespace, counts, require_all)
+            state.write(PRE_SCORE_STATE_KEY, PreScoreState(constraints, ignored, counts, weights))
+            return None
+        inclusion = NodeInclusion(pod_info.required_node_affinity, pod_info.tolerations)
         counters = [self._counter(c, namespace) for c in constraints]
         for node_info in all_nodes:
             node = node_info.node
@@ -133,6 +138,26 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
                 domain_counts[value] += counters[i](node_info)
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(constraints, ignored, counts, weights))
         return None
+
+    def _kept_scoring_counts(self, constraints: list[Constraint], namespace: str,
+                             counts: list[dict[str, int]], require_all: bool) -> None:
+        """Fill ``counts`` (the candidate nodes' domains, at 0) with the matching pods of
+        every node of the snapshot in each domain, from per-domain sums kept across cycles
+        (``DomainCounts``: only the nodes changed since are counted again).  The same sums as
+        the walk over every node below, when no node is excluded for this pod (no Honor
+        policy consulting its affinity or tolerations): a node counts when it has every
+        constraint's key (``require_all``) or always, a missing key being the domain ""."""
+        snapshot = self._handle.snapshot()
+        nodes = snapshot.list()
+        keys = tuple(c.topology_key for c in constraints) if require_all else ()
+        for c, domain_counts in zip(constraints, counts):
+            if c.topology_key == LABEL_HOSTNAME or not domain_counts:
+                continue  # per-node counts are taken in Score
+            domains = self._domain_counts(c, namespace, keys)
+            kept = domains.refresh(nodes, topology_key=c.topology_key, required_keys=keys,
+                                   count=domains.count, snapshot=snapshot)
+            for value in domain_counts:
+                domain_counts[value] = kept.get(value, 0)
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
