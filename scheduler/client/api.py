@@ -434,11 +434,14 @@ class ApiClient:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        discard_ok_body: bool = False,
     ) -> ApiResponse:
         """Send one request (rate limited, retried where safe); HTTP errors are returned, not raised.
 
         Raises :class:`ApiConnectionError` when the server cannot be reached (after retries for
-        reads).
+        reads). ``discard_ok_body``: a 2xx answer's body is not decoded (``body`` None), for
+        callers that never read it (an Event's POST answers the whole Event); an error's body
+        is decoded as always.
         """
         method = method.upper()
         idempotent = method in ("GET", "HEAD")
@@ -459,7 +462,9 @@ class ApiClient:
             if limiter.qps > 0:
                 await limiter.acquire()
             try:
-                resp = await self._send_once(method, path, data, params, content_type if data is not None else None)
+                resp = await self._send_once(method, path, data, params,
+                                             content_type if data is not None else None,
+                                             discard_ok_body)
             except ApiConnectionError as exc:
                 if idempotent and attempt <= self.retry.max_retries:
                     backoff = backoff or self._backoff()
@@ -490,12 +495,15 @@ class ApiClient:
         data: bytes | None,
         params: Mapping[str, str] | None,
         content_type: str | None,
+        discard_ok_body: bool = False,
     ) -> ApiResponse:
         if self._rest_results is None:
-            return await self._send_uncounted(method, path, data, params, content_type)
+            return await self._send_uncounted(method, path, data, params, content_type,
+                                              discard_ok_body)
         started = time.perf_counter()
         try:
-            resp = await self._send_uncounted(method, path, data, params, content_type)
+            resp = await self._send_uncounted(method, path, data, params, content_type,
+                                              discard_ok_body)
         except ApiConnectionError:
             self._count_rest(method, "<error>", started)
             raise
@@ -514,11 +522,13 @@ class ApiClient:
         data: bytes | None,
         params: Mapping[str, str] | None,
         content_type: str | None,
+        discard_ok_body: bool = False,
     ) -> ApiResponse:
         if method in _LEAN_METHODS:
             writer = self._ensure_writer()
             if writer is not None:
-                return await self._send_lean(writer, method, path, data, params, content_type)
+                return await self._send_lean(writer, method, path, data, params, content_type,
+                                             discard_ok_body)
         session = self._ensure_session()
         try:
             async with session.request(
@@ -530,6 +540,8 @@ class ApiClient:
                 **self._request_kwargs(),
             ) as resp:
                 raw = await resp.read()
+                if discard_ok_body and 200 <= resp.status < 300:
+                    return ApiResponse(resp.status, None, dict(resp.headers))
                 return ApiResponse(resp.status, _decode(raw, resp.headers.get("Content-Type", "")), dict(resp.headers))
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             if isinstance(exc, aiohttp.ClientResponseError):  # pragma: no cover - not raised by request()
@@ -544,6 +556,7 @@ class ApiClient:
         data: bytes | None,
         params: Mapping[str, str] | None,
         content_type: str | None,
+        discard_ok_body: bool = False,
     ) -> ApiResponse:
         head = self._lean_heads.get(content_type)
         if head is None:
@@ -564,6 +577,8 @@ class ApiClient:
                                        timeout=self._request_timeout)
         except HttpConnectionError as exc:
             raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+        if discard_ok_body and 200 <= raw.status < 300:
+            return ApiResponse(raw.status, None, raw.headers)
         return ApiResponse(raw.status, _decode(raw.body, raw.headers.get("Content-Type", "")),
                            raw.headers)
 
@@ -593,6 +608,13 @@ class ApiClient:
 
     async def create(self, path: str, body: Mapping[str, Any], *, params: Mapping[str, str] | None = None) -> Any:
         return raise_for_status(await self.request("POST", path, body=dict(body), params=params)).body
+
+    async def create_unread(self, path: str, body: Mapping[str, Any]) -> None:
+        """``create`` for a caller that does not read what the server answers (the Event
+        recorder): the same request and the same typed error of a refusal, without decoding
+        the created object."""
+        raise_for_status(await self.request(
+            "POST", path, body=body if type(body) is dict else dict(body), discard_ok_body=True))
 
     async def patch(
         self,

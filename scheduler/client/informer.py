@@ -170,10 +170,12 @@ class Store:
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
-    def _put(self, key: str, obj: Obj) -> Obj | None:
+    def _put(self, key: str, obj: Obj, ns: str | None = None) -> Obj | None:
+        """``ns``: the object's namespace when the caller has read it ("" for none)."""
         old = self._items.get(key)
         self._items[key] = obj
-        ns = (obj.get("metadata") or {}).get("namespace") or ""
+        if ns is None:
+            ns = (obj.get("metadata") or {}).get("namespace") or ""
         self._by_ns.setdefault(ns, {})[key] = obj
         for index_key, buckets in self._indexes.values():
             if old is not None:
@@ -458,7 +460,10 @@ class Informer:
             if code == 410 or reason in ("Expired", "Gone"):
                 raise Gone(410, reason or "Expired", message, obj)
             raise ApiError(code or 500, reason or "WatchError", message, obj)
-        rv = _rv(obj)
+        # The metadata read once for the resourceVersion, the key and the namespace (what
+        # _rv, object_key and the store's _put each read of it).
+        meta = obj.get("metadata") or {}
+        rv = str(meta.get("resourceVersion") or "")
         if etype == "BOOKMARK":
             if rv:
                 self._last_rv = rv
@@ -467,9 +472,11 @@ class Informer:
             obj.setdefault("kind", self.kind)
         if self.api_version:
             obj.setdefault("apiVersion", self.api_version)
-        key = object_key(obj)
+        name = meta.get("name") or ""
+        ns = meta.get("namespace")
+        key = f"{ns}/{name}" if ns else str(name)
         if etype in ("ADDED", "MODIFIED"):
-            old = self.store._put(key, obj)
+            old = self.store._put(key, obj, ns or "")
             if old is None:
                 self._dispatch_add(obj)
             else:

@@ -57,7 +57,7 @@ class FreeIndex:
     """Per node, how many of its devices no claim holds (see the module docstring)."""
 
     __slots__ = ("inventory", "_node_of", "_free", "_always", "_freeable", "_open", "_bit",
-                 "_held_mask", "_masks")
+                 "_held_mask", "_masks", "_ready")
 
     def __init__(self, inventory: Inventory, held: Iterable[DeviceID]) -> None:
         self.inventory = inventory
@@ -77,6 +77,11 @@ class FreeIndex:
         # first-fit order.  Per selection first, so that Filter's pass over the nodes is one
         # dict lookup a node (``first_fit_into``).
         self._masks: dict[tuple[str, bool, int], dict[str, list[Any] | None]] = {}
+        # per selection as ``_masks``: node -> the device first-fit takes there, for the nodes
+        # whose masks answer at once (``_answer``); kept as the held masks and the looked-at
+        # masks change, so that Filter's pass over the nodes is one dict lookup a node
+        # (``first_fit_into``)
+        self._ready: dict[tuple[str, bool, int], dict[str, Device]] = {}
         for node, devices in inventory.local_devices().items():
             n = 0
             self._held_mask[node] = 0
@@ -110,6 +115,19 @@ class FreeIndex:
             else:
                 self._held_mask[node] &= ~self._bit[ident]
             self._recheck(node)
+            for key, table in self._masks.items():
+                entry = table.get(node)
+                if entry is not None:
+                    self._set_ready(key, node, entry)
+
+    def _set_ready(self, key: tuple[str, bool, int], name: str, entry: list[Any]) -> None:
+        """Record whether ``name``'s masks (``entry``) answer at once, and with which device."""
+        ready = self._ready.setdefault(key, {})
+        device = _answer(entry, self._held_mask[name])
+        if device is None:
+            ready.pop(name, None)
+        else:
+            ready[name] = device
 
     def reserved_changed(self, devices: Iterable[DeviceID], delta: int) -> None:
         """A claim reserved for one pod alone came (+1) or went (-1) with these devices."""
@@ -153,7 +171,8 @@ class FreeIndex:
             return None
         name = node_name if node_name is not None else \
             str((node.get("metadata") or {}).get("name") or "")
-        table = self._masks.setdefault((alt.selected_key, device_taints, taints_version), {})
+        key = (alt.selected_key, device_taints, taints_version)
+        table = self._masks.setdefault(key, {})
         entry = table.get(name)
         if entry is None:
             if name in table:
@@ -161,6 +180,7 @@ class FreeIndex:
             entry = table[name] = self._candidates(node, name)
             if entry is None:
                 return None
+            self._set_ready(key, name, entry)
         devices, cand, known, full = entry
         avail = ~self._held_mask.get(name, 0) & full
         count = alt.count
@@ -191,7 +211,9 @@ class FreeIndex:
             except AllocationError:
                 return None  # the allocator reports it
             finally:
-                entry[1], entry[2] = cand, known
+                if entry[1] != cand or entry[2] != known:
+                    entry[1], entry[2] = cand, known
+                    self._set_ready(key, name, entry)
         else:
             free = cand & avail
             while free and len(picks) < count:
@@ -212,26 +234,20 @@ class FreeIndex:
         :meth:`may_fit` and :meth:`pick`).  A name the index does not know (``""`` for a
         node without its object) is one of the others.  A device, not an allocation:
         nothing is allocated per node (at hundreds of nodes a pod, the allocations and
-        their closures were most of Filter's cost, much of it in the garbage collector);
-        one dict lookup and a few bit operations a node."""
+        their closures were most of Filter's cost, much of it in the garbage collector).
+        The answers are kept as the masks change (``_ready``): one dict lookup a node."""
         assert shape.count == 1
-        table = self._masks.get((shape.selected_key, device_taints, taints_version))
-        if table is None:
+        ready = self._ready.get((shape.selected_key, device_taints, taints_version))
+        if ready is None:
             return list(range(len(names)))
-        held, get = self._held_mask, table.get
+        get = ready.get
         others: list[int] = []
         for i, name in enumerate(names):
-            entry = get(name)
-            if entry is not None:
-                avail = ~held[name] & entry[3]
-                low = entry[1] & avail
-                low &= -low
-                if low:
-                    unknown = avail & ~entry[2]
-                    if not unknown or (unknown & -unknown) > low:
-                        picked[name] = entry[0][low.bit_length() - 1]
-                        continue
-            others.append(i)
+            device = get(name)
+            if device is not None:
+                picked[name] = device
+            else:
+                others.append(i)
         return others
 
     def _candidates(self, node: Mapping[str, Any], name: str) -> list[Any] | None:
@@ -247,6 +263,23 @@ class FreeIndex:
         if any(d.multi for d in local):
             return None
         return [local, 0, 0, (1 << len(local)) - 1]
+
+
+def _answer(entry: list[Any], held: int) -> Device | None:
+    """The device first-fit takes on a node from its masks (``entry``: its devices, the
+    candidate mask, the looked-at mask, all its devices; ``held``: its held mask), when they
+    answer at once: the lowest free candidate, no free device below it still to be looked
+    at; else None."""
+    avail = ~held & entry[3]
+    low = entry[1] & avail
+    low &= -low
+    if not low:
+        return None
+    unknown = avail & ~entry[2]
+    if unknown and (unknown & -unknown) < low:
+        return None
+    device: Device = entry[0][low.bit_length() - 1]
+    return device
 
 
 def build(inventory: Inventory, held: Iterable[DeviceID]) -> FreeIndex | None:

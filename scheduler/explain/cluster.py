@@ -42,11 +42,13 @@ class ReadOnlyApiClient(ApiClient):
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        discard_ok_body: bool = False,
     ) -> ApiResponse:
         if method.upper() not in ("GET", "HEAD"):
             raise ReadOnlyViolation(f"explain is read-only: refused {method.upper()} {path}")
         return await super().request(
-            method, path, body=body, params=params, content_type=content_type
+            method, path, body=body, params=params, content_type=content_type,
+            discard_ok_body=discard_ok_body,
         )
 
 

@@ -394,10 +394,27 @@ def resize_report(pod: Mapping[str, Any]) -> tuple[Any, ...]:
     status = pod.get("status")
     if type(status) is not dict and not isinstance(status, Mapping):
         return (None, None, None, None, None)
-    return (_reported_sizes(status.get("containerStatuses")),
-            _reported_sizes(status.get("initContainerStatuses")),
-            _resize_pending_reason(pod), status.get("allocatedResources"),
-            status.get("resources"))
+    # (Every pod update reads it twice or more: the empty lists and the conditions'
+    # scan are read inline, _reported_sizes and _resize_pending_reason only called for
+    # what they would not answer at once.)
+    sizes = status.get("containerStatuses")
+    init_sizes = status.get("initContainerStatuses")
+    conditions = status.get("conditions")
+    pending: str | None = None
+    if type(conditions) is list:
+        for c in conditions:
+            if type(c) is dict:
+                if c.get("type") == POD_RESIZE_PENDING:
+                    pending = _resize_pending_reason(pod)
+                    break
+            elif isinstance(c, Mapping):
+                pending = _resize_pending_reason(pod)
+                break
+    elif conditions is not None:
+        pending = _resize_pending_reason(pod)
+    return (None if sizes is None or sizes == [] else _reported_sizes(sizes),
+            None if init_sizes is None or init_sizes == [] else _reported_sizes(init_sizes),
+            pending, status.get("allocatedResources"), status.get("resources"))
 
 
 def _reported_sizes(raw: Any) -> Any:
@@ -850,6 +867,8 @@ _SPEC_MEMO: dict[bytes, _SpecParse] = {}
 class PodInfo:
     """Everything the scheduler reads from a pod, parsed once (raises ObjectError if malformed)."""
 
+    # Its own slots, then the shared parse's (from_pod copies each of those from the
+    # _SpecParse: named once, there; a test checks every one is copied).
     __slots__ = (
         "pod",
         "key",
@@ -857,24 +876,10 @@ class PodInfo:
         "namespace",
         "name",
         "labels",
-        "priority",
-        "requests",
-        "non_zero_cpu",
-        "non_zero_memory",
-        "host_ports",
-        "tolerations",
-        "required_node_affinity",
-        "preferred_node_affinity",
-        "has_affinity",
-        "has_required_affinity",
-        "has_required_anti_affinity",
-        "has_preferred_affinity",
-        "has_preferred_anti_affinity",
         "resource_version",
         "node_name",
-        "scheduler_name",
         "pvc_names",
-        "scheduling_gates",
+        *_SpecParse.__slots__,
     )
 
     pod: dict[str, Any]

@@ -133,11 +133,19 @@ def from_core(e: Obj) -> Obj:
 # ---------------------------------------------------------------- time fields
 
 _MICRO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{6})(Z|[+-]\d\d:\d\d)$")
-_SECONDS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,]\d+)?(Z|[+-]\d\d:\d\d)$")
+_SECONDS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:\d\d)$")
 RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
 
 
-def _utc(base: str, offset: str) -> datetime:
+# Go's calendar runs on past year 1 and year 9999 (time.Parse reads "0001-01-01T00:30:00+01:00"
+# as 23:30 on 31 December of year 0 and Format writes that year as "0000"); Python's datetime
+# stops at both ends. The Gregorian calendar repeats every 400 years, so an instant pushed
+# out of range by its offset is computed 400 years inside and its year moved back.
+_CYCLE = 400
+
+
+def _utc(base: str, offset: str) -> tuple[datetime, int]:
+    """The UTC wall time of ``base`` at ``offset``, as (datetime, years to add to its year)."""
     # ``base`` matched \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d: the constructor reads it as strptime
     # would; where it refuses a field (month 13, second 60, ...), strptime's own error follows
     try:
@@ -145,10 +153,29 @@ def _utc(base: str, offset: str) -> datetime:
                       int(base[11:13]), int(base[14:16]), int(base[17:19]))
     except ValueError:
         dt = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S")
-    if offset != "Z":
-        sign = 1 if offset[0] == "+" else -1
-        dt -= sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
-    return dt
+    if offset == "Z":
+        return dt, 0
+    sign = 1 if offset[0] == "+" else -1
+    delta = sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
+    try:
+        return dt - delta, 0
+    except OverflowError:
+        shift = _CYCLE if dt.year <= _CYCLE else -_CYCLE
+        return dt.replace(year=dt.year + shift) - delta, -shift
+
+
+def _format(dt: datetime, years: int) -> str:
+    """Go's ``Format`` of the date and time (four-digit year, more digits past 9999)."""
+    return (f"{dt.year + years:04d}-{dt.month:02d}-{dt.day:02d}T"
+            f"{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}")
+
+
+def _is_zero(dt: datetime, years: int, fraction: str) -> bool:
+    """Go's ``IsZero``: the instant 0001-01-01T00:00:00Z, which metav1 encodes as null."""
+    return years == 0 and dt == _GO_ZERO and fraction.strip("0") == ""
+
+
+_GO_ZERO = datetime(1, 1, 1)
 
 
 def _micro(v: Any, kind: str) -> Any:
@@ -159,10 +186,13 @@ def _micro(v: Any, kind: str) -> Any:
         raise ValueError(f'Event in version "{kind}" cannot be handled as a Event: parsing time "{v}" as '
                          f'"{RFC3339_MICRO}": cannot parse as RFC3339Micro')
     base, offset = m.group(1), m.group(3)
-    dt = _utc(base, offset)
-    if offset == "Z" and dt.year >= 1000:
-        return f"{base}.{m.group(2)}Z"  # already canonical: what strftime would print
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{m.group(2)}Z"
+    if offset == "Z" and base[0] != "0":
+        _utc(base, offset)  # the fields' errors
+        return f"{base}.{m.group(2)}Z"  # already canonical: what Format would print
+    dt, years = _utc(base, offset)
+    if _is_zero(dt, years, m.group(2)):
+        return None
+    return f"{_format(dt, years)}.{m.group(2)}Z"
 
 
 def _seconds(v: Any, kind: str) -> Any:
@@ -172,7 +202,10 @@ def _seconds(v: Any, kind: str) -> Any:
     if m is None:
         raise ValueError(f'Event in version "{kind}" cannot be handled as a Event: parsing time "{v}" as '
                          '"2006-01-02T15:04:05Z07:00": cannot parse as RFC3339')
-    return _utc(m.group(1), m.group(2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    dt, years = _utc(m.group(1), m.group(3))
+    if _is_zero(dt, years, m.group(2) or ""):
+        return None
+    return f"{_format(dt, years)}Z"
 
 
 def canonical_times(e: Obj, *, version: str) -> Obj:

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from .app import SandboxApp
+from .app import SandboxApp, SandboxRunner
 from .auth import AuthTable
 from .claimcontroller import ClaimControllerSim
 from .errors import ApiError
@@ -170,7 +170,7 @@ class Sandbox:
     async def start(self) -> Sandbox:
         c = self.config
         app = self.app.make_app()
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        runner = SandboxRunner(self.app, app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, c.host, c.port, backlog=1024, reuse_address=True,
                            ssl_context=self.certs.server_context() if self.certs else None)

@@ -223,7 +223,51 @@ def _hugepage_error(name: str, text: Any, value: Fraction) -> str | None:
     return f"{shown} is not positive integer multiple of {name}"
 
 
+# What _resources_causes found for a container's resources, by their exact contents (in order)
+# and path: a stream of pods made from one template asks the same question each time.
+_RESOURCES_SEEN: dict[tuple[Any, ...], tuple[Cause, ...]] = {}
+_RESOURCES_SEEN_MAX = 4096
+_HASHABLE_SCALARS = (str, int, float, bool, type(None))
+
+
+def _resources_key(res: Any, path: str) -> tuple[Any, ...] | None:
+    """A key naming exactly what ``_resources_causes_of`` reads of ``res`` (its limits and
+    requests, items in order, each value with its type: 1, 1.0 and True hash alike), or None
+    when that is not maps of scalars."""
+    if type(res) is not dict:
+        return None
+    key: list[Any] = [path]
+    for part in ("limits", "requests"):
+        vals = res.get(part)
+        if vals is None:
+            key.append(None)
+            continue
+        if type(vals) is not dict:
+            return None
+        items = []
+        for k, v in vals.items():
+            if type(k) is not str or not isinstance(v, _HASHABLE_SCALARS):
+                return None
+            items.append((k, type(v), v))
+        key.append(tuple(items))
+    return tuple(key)
+
+
 def _resources_causes(res: Any, path: str) -> list[Cause]:
+    """``_resources_causes_of``, remembered for resources seen before (it is a pure function
+    of them)."""
+    key = _resources_key(res, path)
+    if key is None:
+        return _resources_causes_of(res, path)
+    seen = _RESOURCES_SEEN.get(key)
+    if seen is None:
+        if len(_RESOURCES_SEEN) >= _RESOURCES_SEEN_MAX:
+            _RESOURCES_SEEN.clear()
+        seen = _RESOURCES_SEEN[key] = tuple(_resources_causes_of(res, path))
+    return list(seen)
+
+
+def _resources_causes_of(res: Any, path: str) -> list[Cause]:
     """ValidateResourceRequirements (pkg/apis/core/validation), with upstream's messages:
     well-formed non-negative quantities; resource names a container may use; extended
     resources whole numbers that cannot be overcommitted (a request needs a limit and must

@@ -142,6 +142,26 @@ async def test_events_v1_strict_validation(http: Http) -> None:
     assert s == 200  # the core view does not enforce immutability
 
 
+async def test_event_times_beyond_year_1_and_9999(http: Http) -> None:
+    # Go's time.Parse reads these (its years run on past both ends) and Format writes them in UTC;
+    # the zero instant is encoded as null, so events.k8s.io/v1 then finds eventTime missing
+    cases = [("y0", "0001-01-01T00:30:00.000000+01:00", 201, "0000-12-31T23:30:00.000000Z"),
+             ("y10k", "9999-12-31T23:30:00.000000-01:00", 201, "10000-01-01T00:30:00.000000Z"),
+             ("zero", "0001-01-01T01:00:00.000000+01:00", 422, None)]
+    for name, sent, code, want in cases:
+        s, body = await http.post(EV, {**v1_event(name, "p", "u"), "eventTime": sent})
+        assert s == code, (name, body)
+        if code == 201:
+            assert body["eventTime"] == want
+            _, core = await http.get(f"{CORE}/{name}")
+            assert core["eventTime"] == want
+        else:
+            assert [c["field"] for c in body["details"]["causes"]] == ["eventTime"]
+    s, ok = await http.post(CORE, {"metadata": {"name": "t0"}, "involvedObject": {"namespace": "default"},
+                                   "firstTimestamp": "0001-01-01T00:30:00+01:00"})
+    assert s == 201 and ok["firstTimestamp"] == "0000-12-31T23:30:00Z"
+
+
 # ---------------------------------------------------------------- official client + kubectl
 
 

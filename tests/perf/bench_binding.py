@@ -59,6 +59,10 @@ class InstantClient:
         await asyncio.sleep(0)
         return body
 
+    async def create_unread(self, path: str, body: Any) -> None:
+        self.requests += 1
+        await asyncio.sleep(0)
+
 
 def _node(i: int) -> dict[str, Any]:
     capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}

@@ -246,21 +246,30 @@ class ClaimTracker:
         key = key_of(claim)
         alloc = allocation_of(claim)
         devices = tuple(device_ids_of(alloc))
-        old = self._held.pop(key, None)
-        if old:
-            self._sub(old)
-        self._share(self._shared_alloc.pop(key, None), -1)
-        if devices:
-            self._held[key] = devices
-            self._add(devices)
+        # Most updates of an allocated claim (a finalizer, reservedFor, a driver's device
+        # status) keep its devices: then the counts and the index stay as they are (letting
+        # go of the devices and taking them again ends in the same state, at the cost of
+        # two index updates a device).
+        old = self._held.get(key, ())
+        if old != devices:
+            if old:
+                del self._held[key]
+                self._sub(old)
+            if devices:
+                self._held[key] = devices
+                self._add(devices)
+        if self._shared_alloc:
+            self._share(self._shared_alloc.pop(key, None), -1)
         if alloc is not None and cap.consumed_of(alloc):
             self._shared_alloc[key] = alloc
             self._share(alloc, 1)
-        self._drop_single(key)
-        if devices and len(reserved_for(claim)) == 1:
-            self._single[key] = devices
-            if self.on_reserved is not None:
-                self.on_reserved(devices, 1)
+        single = devices if devices and len(reserved_for(claim)) == 1 else None
+        if self._single.get(key) != single:
+            self._drop_single(key)
+            if single is not None:
+                self._single[key] = single
+                if self.on_reserved is not None:
+                    self.on_reserved(single, 1)
         if alloc is not None:
             self._drop_in_flight(key)  # the API shows it now
 

@@ -260,6 +260,15 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self._index: free_index.FreeIndex | None = None
         self._index_for: Inventory | None = None
         self._extended = features.DEFAULT.enabled("DRAExtendedResource")
+        # Follow the claim and slice informers from the start, as upstream's DRA manager
+        # (its assume cache and slice tracker register their handlers when the plugin is
+        # made): their objects then reach the tracker as the informers list them, during
+        # the scheduler's sync, instead of being replayed by the first pod's PreFilter
+        # (2500 claims and 500 slices took ~90 ms of the first DRA pod's cycle at 500
+        # nodes).  Listers that deliver no events are listed on first use, as before.
+        if isinstance(handle.listers, ObjectWatcher):
+            self._in_use()
+            self._slice_inventory()
 
     @property
     def follows_claim_events(self) -> bool:

@@ -288,7 +288,7 @@ class InterPodAffinityBase(Plugin):
         return subset, None
 
     def terms_of(self, pod: Mapping[str, Any]) -> PodAffinityTerms:
-        """Parsed terms of a pod (memoized by uid + resourceVersion)."""
+        """Parsed terms of a pod (memoized by what the parse reads: ``TermsCache``)."""
         return self._terms.get(pod)
 
     def _existing_terms(self, pod_info: PodInfo) -> PodAffinityTerms:

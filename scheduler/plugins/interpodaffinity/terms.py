@@ -2,8 +2,7 @@
 
 Every scheduling cycle of a pod with inter-pod affinity looks at the terms of many existing
 pods; parsing their label selectors again for every incoming pod would dominate the cycle.
-Terms are immutable once parsed, so they are memoized by (uid, resourceVersion), which changes
-whenever the pod's spec or labels do.
+Terms are immutable once parsed, so they are memoized by what the parse reads (``TermsCache``).
 
 Semantics follow kube-scheduler's ``framework.AffinityTerm``: a term applies to the namespaces
 it lists, or the owner pod's own namespace when it lists none and has no namespaceSelector;
@@ -15,9 +14,10 @@ the same requirement twice does not change what the selector matches.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.labels import (
@@ -40,6 +40,7 @@ __all__ = [
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _EMPTY_LABELS: Mapping[str, str] = {}
+_NO_META: Mapping[str, Any] = {}
 
 
 class AffinityTerm:
@@ -295,45 +296,61 @@ def _describe(pod: Mapping[str, Any], message: str) -> str:
 
 
 class TermsCache:
-    """Bounded LRU memo of parsed terms keyed by (uid, resourceVersion).
+    """Bounded memo of parsed terms, keyed by what a parse reads: the pod's namespace (the
+    default of a term listing no namespace), its ``spec.affinity`` as JSON (``orjson``) and,
+    when a term has ``matchLabelKeys`` / ``mismatchLabelKeys``, its labels.
 
-    A pod without a resourceVersion (unit tests, hand-made objects) is only reused while the
-    very same dict is asked about, so an edited copy with the same uid is parsed afresh.
+    The replicas of a workload carry the same affinity, and every pod is asked about again
+    for each watch event that carries it (pending, then bound: a new resourceVersion), so a
+    memo by uid and resourceVersion parsed each replica two or three times; by content, a
+    workload's terms are parsed once.  Parsed terms are immutable and shared.  A parse with
+    errors is never kept (its messages name the pod), nor is an affinity that is not plain
+    JSON; the memo starts over when full.
     """
 
     __slots__ = ("_entries", "_max_size", "hits", "misses")
 
-    def __init__(self, max_size: int = 20_000) -> None:
-        # The pod itself is kept only for entries without a resourceVersion (see above).
-        self._entries: OrderedDict[
-            tuple[str, str], tuple[Mapping[str, Any] | None, PodAffinityTerms]
-        ] = OrderedDict()
+    def __init__(self, max_size: int = 4096) -> None:
+        self._entries: dict[tuple[str, bytes, tuple[tuple[str, str], ...]],
+                            PodAffinityTerms] = {}
         self._max_size = max_size
         self.hits = 0
         self.misses = 0
 
     def get(self, pod: Mapping[str, Any]) -> PodAffinityTerms:
         spec = pod.get("spec")
-        if not isinstance(spec, Mapping) or not spec.get("affinity"):
+        if not isinstance(spec, Mapping):
             return EMPTY_TERMS
-        meta = pod.get("metadata") or {}
-        uid = str(meta.get("uid") or "")
-        rv = str(meta.get("resourceVersion") or "")
-        if not uid:
+        affinity = spec.get("affinity")
+        if not affinity:
+            return EMPTY_TERMS
+        meta = pod.get("metadata") or _NO_META
+        try:
+            raw = orjson.dumps(affinity)
+        except TypeError:  # not plain JSON (a test's hand-made object): parsed every time
             self.misses += 1
             return parse_pod_affinity_terms(pod)
-        key = (uid, rv)
-        entry = self._entries.get(key)
-        if entry is not None and (rv or entry[0] is pod):
-            self._entries.move_to_end(key)
+        labels: tuple[tuple[str, str], ...] = ()
+        if b"LabelKeys" in raw:  # matchLabelKeys / mismatchLabelKeys read the pod's labels
+            pod_labels = meta.get("labels") if isinstance(meta, Mapping) else None
+            if isinstance(pod_labels, Mapping):
+                try:
+                    labels = tuple(sorted(pod_labels.items()))
+                except TypeError:  # labels that are not strings: not kept
+                    self.misses += 1
+                    return parse_pod_affinity_terms(pod)
+        namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+        key = (str(namespace or ""), raw, labels)
+        terms = self._entries.get(key)
+        if terms is not None:
             self.hits += 1
-            return entry[1]
+            return terms
         self.misses += 1
         terms = parse_pod_affinity_terms(pod)
-        self._entries[key] = (None if rv else pod, terms)
-        self._entries.move_to_end(key)
-        if len(self._entries) > self._max_size:
-            self._entries.popitem(last=False)
+        if not terms.errors:
+            if len(self._entries) >= self._max_size:
+                self._entries.clear()
+            self._entries[key] = terms
         return terms
 
     def __len__(self) -> int:

@@ -29,8 +29,9 @@ from scheduler.objects.taints import Taint, Toleration, find_untolerated_taint, 
 from scheduler.plugins import names
 from scheduler.plugins.node_memo import NodeMemo
 
-if TYPE_CHECKING:  # domains imports this module
+if TYPE_CHECKING:  # domains and selectors import this module
     from scheduler.plugins.podtopologyspread.domains import DomainCounts
+    from scheduler.plugins.podtopologyspread.selectors import DefaultSelectors
 
 NAME = names.POD_TOPOLOGY_SPREAD
 
@@ -241,24 +242,39 @@ _COMPILED: dict[tuple[bytes, tuple[tuple[str, str], ...], str], list[Constraint]
 COMPILED_CONSTRAINTS_MAX = 256
 
 
-def compile_own_constraints(raw_constraints: list[Any], pod_labels: Mapping[str, str],
-                            action: str) -> list[Constraint]:
-    """``filter_constraints`` of a pod's own constraints, compiled once per distinct
-    constraints (a new list each call; the constraints are immutable).  A malformed
-    constraint raises each time and is never kept."""
+OwnKey = tuple[bytes, tuple[tuple[str, str], ...]]
+
+
+def own_constraints_key(raw_constraints: list[Any], pod_labels: Mapping[str, str]
+                        ) -> OwnKey | None:
+    """What compiling a pod's own constraints reads: the constraints as JSON and, when one
+    has matchLabelKeys, the pod's labels; None when they are not plain JSON."""
     try:
         raw = orjson.dumps(raw_constraints, option=orjson.OPT_SORT_KEYS)
         uses_labels = any(isinstance(c, Mapping) and c.get("matchLabelKeys")
                           for c in raw_constraints)
-        key = (raw, tuple(sorted(pod_labels.items())) if uses_labels else (), action)
-    except (TypeError, orjson.JSONEncodeError):  # not plain JSON: compile it every time
-        return filter_constraints(raw_constraints, pod_labels, action)
-    compiled = _COMPILED.get(key)
+        return raw, tuple(sorted(pod_labels.items())) if uses_labels else ()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def compile_own_constraints(raw_constraints: list[Any], pod_labels: Mapping[str, str],
+                            action: str, *, key: OwnKey | None = None) -> list[Constraint]:
+    """``filter_constraints`` of a pod's own constraints, compiled once per distinct
+    constraints (a new list each call; the constraints are immutable).  A malformed
+    constraint raises each time and is never kept.  ``key``: ``own_constraints_key`` of
+    the same arguments, when the caller has it."""
+    if key is None:
+        key = own_constraints_key(raw_constraints, pod_labels)
+        if key is None:  # not plain JSON: compile it every time
+            return filter_constraints(raw_constraints, pod_labels, action)
+    full = (key[0], key[1], action)
+    compiled = _COMPILED.get(full)
     if compiled is None:
         compiled = filter_constraints(raw_constraints, pod_labels, action)
         if len(_COMPILED) >= COMPILED_CONSTRAINTS_MAX:
             _COMPILED.clear()
-        _COMPILED[key] = compiled
+        _COMPILED[full] = compiled
     return list(compiled)
 
 
@@ -343,6 +359,13 @@ class PodTopologySpreadBase(Plugin):
     # cycle, and compiling them was most of PodTopologySpread's cost in a SchedulingBasic
     # cycle.
     _compiled_defaults: dict[str, list[Constraint]]
+    # The default constraints' selector per pod shape, kept while the Services and
+    # controllers of its namespace are unchanged (``selectors.DefaultSelectors``).
+    _default_selectors: DefaultSelectors
+    # The last pod's own constraints and labels (the objects, held so their ids stay
+    # theirs) and their ``own_constraints_key``: PreFilter and PreScore ask about the same
+    # pod, each for its whenUnsatisfiable.
+    _last_own: tuple[list[Any], Any, OwnKey] | None
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
         """Counts matching pods on a node, memoized by the NodeInfo generation."""
@@ -373,7 +396,14 @@ class PodTopologySpreadBase(Plugin):
             if own:
                 if not isinstance(own, list):
                     raise LabelSelectorError("spec.topologySpreadConstraints: expected a list")
-                return compile_own_constraints(own, labels, action)
+                last = self._last_own
+                labels_obj = meta.get("labels")
+                if last is None or last[0] is not own or last[1] is not labels_obj:
+                    key = own_constraints_key(own, labels)
+                    if key is None:  # not plain JSON: compiled every time
+                        return filter_constraints(own, labels, action)
+                    last = self._last_own = (own, labels_obj, key)
+                return compile_own_constraints(own, labels, action, key=last[2])
             if not self.default_constraints:
                 return []
             constraints = self._compiled_defaults.get(action)
@@ -388,17 +418,23 @@ class PodTopologySpreadBase(Plugin):
             raise ObjectError.for_object(pod, field, detail or str(exc), kind="Pod") from None
         if not constraints:
             return []
-        selector = default_selector(pod, self._handle.listers)
+        kept = self._default_selectors.get(pod)
+        selector = kept.selector
         if selector.is_empty():
             return []
-        return [
-            Constraint(
-                max_skew=c.max_skew,
-                topology_key=c.topology_key,
-                selector=selector,
-                min_domains=c.min_domains,
-                node_affinity_policy=c.node_affinity_policy,
-                node_taints_policy=c.node_taints_policy,
-            )
-            for c in constraints
-        ]
+        built = kept.constraints.get(action)
+        if built is None:
+            built = [
+                Constraint(
+                    max_skew=c.max_skew,
+                    topology_key=c.topology_key,
+                    selector=selector,
+                    min_domains=c.min_domains,
+                    node_affinity_policy=c.node_affinity_policy,
+                    node_taints_policy=c.node_taints_policy,
+                )
+                for c in constraints
+            ]
+            if action in self._compiled_defaults:  # they do not depend on the pod's labels
+                kept.constraints[action] = built
+        return list(built)

@@ -7,17 +7,26 @@ remembers each node's contribution with the NodeInfo generation it was computed 
 updates the per-domain sums for changed, added and removed nodes only.
 
 It is used when node eligibility does not depend on the incoming pod (no Honor policy that
-would consult the pod's node affinity or tolerations); otherwise PreFilter counts afresh.
+would consult the pod's node affinity or tolerations), by PreFilter (``DoNotSchedule``) and
+PreScore (``ScheduleAnyway`` but hostname); otherwise they count afresh.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from scheduler.framework.interfaces import NodeInfoLister
 from scheduler.framework.node_info import NodeInfo
+from scheduler.objects.pod import PodInfo
 from scheduler.plugins.node_memo import NodeChanges
-from scheduler.plugins.podtopologyspread.common import node_labels
+from scheduler.plugins.podtopologyspread.common import (
+    HONOR,
+    Constraint,
+    PodTopologySpreadBase,
+    count_on_node,
+    node_labels,
+)
 
 # (generation, domain value or None when the node is not eligible, matching pods)
 _Entry = tuple[int, str | None, int]
@@ -71,7 +80,8 @@ class DomainCounts:
         if node is not None:
             labels = node_labels(node)
             if all(key in labels for key in required_keys):
-                value = labels[topology_key]
+                # A key not required (PreScore's system defaults) missing: the domain "".
+                value = labels.get(topology_key, "")
                 found = count(node_info)
         entry = (node_info.generation, value, found)
         self._per_node[name] = entry
@@ -88,3 +98,46 @@ class DomainCounts:
             return
         self._nodes_in_domain[value] = nodes
         self.counts[value] = self.counts.get(value, 0) + sign * found
+
+
+# Distinct (selector, namespace, topology key) tables kept at once; oldest dropped first.
+MAX_DOMAIN_TABLES = 64
+
+
+class KeptDomains(PodTopologySpreadBase):
+    """The per-domain sums kept across cycles, for PreFilter and PreScore alike."""
+
+    @staticmethod
+    def _eligibility_is_pod_independent(
+        constraints: list[Constraint], pod_info: PodInfo
+    ) -> bool:
+        """True when no constraint's node policies consult the incoming pod."""
+        affinity_free = pod_info.required_node_affinity.is_empty()
+        return all(
+            (c.node_affinity_policy != HONOR or affinity_free) and c.node_taints_policy != HONOR
+            for c in constraints
+        )
+
+    def _domain_counts(self, c: Constraint, namespace: str,
+                       keys: tuple[str, ...]) -> DomainCounts:
+        """The kept counts of ``c`` (its selector over ``keys``, in ``namespace``).
+
+        Compiled constraints are shared between the pods that carry the same ones, so the
+        table is found by the constraint's identity first (held in the entry, so the id
+        cannot be reused while it is there) and only then by the selector's value."""
+        by_id = self._domains_by_id
+        entry = by_id.get((id(c), namespace, keys))
+        if entry is not None and entry[0] is c:
+            return entry[1]
+        domain_key = (c.selector, namespace, c.topology_key, keys)
+        domains = self._domains.get(domain_key)
+        if domains is None:
+            domains = self._domains[domain_key] = DomainCounts(
+                counter=functools.partial(count_on_node, c.selector, namespace))
+            if len(self._domains) > MAX_DOMAIN_TABLES:
+                self._domains.pop(next(iter(self._domains)))
+                by_id.clear()  # the evicted table must not stay reachable
+        if len(by_id) >= 4 * MAX_DOMAIN_TABLES:
+            by_id.clear()
+        by_id[(id(c), namespace, keys)] = (c, domains)
+        return domains

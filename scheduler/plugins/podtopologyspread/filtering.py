@@ -6,7 +6,6 @@ updates the counts in place.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable
 
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
@@ -19,20 +18,18 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.podtopologyspread.domains import DomainCounts
+from scheduler.plugins.podtopologyspread.domains import KeptDomains
 from scheduler.plugins.podtopologyspread.common import (
     DO_NOT_SCHEDULE,
-    HONOR,
     Constraint,
     NodeInclusion,
     _NO_FIELDS,
     _NO_LABELS,
-    count_on_node,
     node_has_all_keys,
     node_labels,
 )
 from scheduler.plugins.helper import PodDeltaExtensions
-from scheduler.plugins.podtopologyspread.common import NAME, PodTopologySpreadBase
+from scheduler.plugins.podtopologyspread.common import NAME
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 
@@ -86,10 +83,6 @@ class CriticalPaths:
 
     def __repr__(self) -> str:
         return f"CriticalPaths({list(zip(self.values, self.nums))!r})"
-
-
-# Distinct (selector, namespace, topology key) tables kept at once; oldest dropped first.
-MAX_DOMAIN_TABLES = 64
 
 
 class PreFilterState:
@@ -206,7 +199,7 @@ class PreFilterState:
         return copy
 
 
-class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
+class Filtering(KeptDomains, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
     """PreFilter, the PreFilter extensions and Filter of PodTopologySpread."""
 
     def pre_filter(
@@ -235,17 +228,6 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
         )
         return None, None
 
-    @staticmethod
-    def _eligibility_is_pod_independent(
-        constraints: list[Constraint], pod_info: PodInfo
-    ) -> bool:
-        """True when no constraint's node policies consult the incoming pod."""
-        affinity_free = pod_info.required_node_affinity.is_empty()
-        return all(
-            (c.node_affinity_policy != HONOR or affinity_free) and c.node_taints_policy != HONOR
-            for c in constraints
-        )
-
     def _incremental_counts(
         self, constraints: list[Constraint], namespace: str
     ) -> list[dict[str, int]]:
@@ -262,30 +244,6 @@ class Filtering(PodTopologySpreadBase, PodDeltaExtensions, PreFilterPlugin, Filt
             # A copy: preemption's add/remove extensions change the counts in the state.
             counts.append(dict(current))
         return counts
-
-    def _domain_counts(self, c: Constraint, namespace: str,
-                       keys: tuple[str, ...]) -> DomainCounts:
-        """The kept counts of ``c`` (its selector over ``keys``, in ``namespace``).
-
-        Compiled constraints are shared between the pods that carry the same ones, so the
-        table is found by the constraint's identity first (held in the entry, so the id
-        cannot be reused while it is there) and only then by the selector's value."""
-        by_id = self._domains_by_id
-        entry = by_id.get((id(c), namespace, keys))
-        if entry is not None and entry[0] is c:
-            return entry[1]
-        domain_key = (c.selector, namespace, c.topology_key, keys)
-        domains = self._domains.get(domain_key)
-        if domains is None:
-            domains = self._domains[domain_key] = DomainCounts(
-                counter=functools.partial(count_on_node, c.selector, namespace))
-            if len(self._domains) > MAX_DOMAIN_TABLES:
-                self._domains.pop(next(iter(self._domains)))
-                by_id.clear()  # the evicted table must not stay reachable
-        if len(by_id) >= 4 * MAX_DOMAIN_TABLES:
-            by_id.clear()
-        by_id[(id(c), namespace, keys)] = (c, domains)
-        return domains
 
     def _fresh_counts(
         self, constraints: list[Constraint], namespace: str, inclusion: NodeInclusion

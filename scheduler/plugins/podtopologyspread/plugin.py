@@ -47,10 +47,12 @@ from scheduler.plugins.podtopologyspread.common import (
     Constraint,
     node_has_all_keys,
     node_labels,
+    OwnKey,
 )
 from scheduler.plugins.podtopologyspread.common import NAME
 from scheduler.plugins.podtopologyspread.filtering import Filtering
 from scheduler.plugins.podtopologyspread.scoring import Scoring
+from scheduler.plugins.podtopologyspread.selectors import DefaultSelectors
 
 SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
@@ -152,6 +154,8 @@ class PodTopologySpread(Filtering, Scoring, EnqueueExtensions):
         self._domains_by_id: dict[
             tuple[int, str, tuple[str, ...]], tuple[Constraint, DomainCounts]] = {}
         self._compiled_defaults: dict[str, list[Constraint]] = {}
+        self._default_selectors = DefaultSelectors(handle.listers)
+        self._last_own: tuple[list[Any], Any, OwnKey] | None = None
 
     # --- events -------------------------------------------------------------------------------
 

@@ -27,10 +27,13 @@ from scheduler.plugins.podtopologyspread.common import (
     SCHEDULE_ANYWAY,
     Constraint,
     NodeInclusion,
+    _NO_LABELS,
+    count_pods_match_selector,
     node_has_all_keys,
     node_labels,
 )
-from scheduler.plugins.podtopologyspread.common import NAME, PodTopologySpreadBase
+from scheduler.plugins.podtopologyspread.common import NAME
+from scheduler.plugins.podtopologyspread.domains import KeptDomains
 
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 
@@ -67,7 +70,7 @@ def score_for_count(count: int, max_skew: int, weight: float) -> float:
     return float(count) * weight + float(max_skew - 1)
 
 
-class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
+class Scoring(KeptDomains, PreScorePlugin, ScorePlugin):
     """PreScore, Score and NormalizeScore of PodTopologySpread."""
 
     def pre_score(
@@ -90,31 +93,35 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
 
         ignored: set[str] = set()
         counts: list[dict[str, int]] = [{} for _ in constraints]
-        sizes = [0] * len(constraints)
+        # The candidates' domains (at 0) per constraint but hostname's (per-node counts are
+        # taken in Score); node_labels inlined: a pass over every feasible node.
+        spread_over = [(c.topology_key, counts[i]) for i, c in enumerate(constraints)
+                       if c.topology_key != LABEL_HOSTNAME]
         for node_info in nodes:
             node = node_info.node
             if node is None:
                 continue
-            labels = node_labels(node)
+            labels = (node.get("metadata") or _NO_FIELDS).get("labels") or _NO_LABELS
             if require_all and not node_has_all_keys(labels, constraints):
                 ignored.add(node_info.name)
                 continue
-            for i, c in enumerate(constraints):
-                if c.topology_key == LABEL_HOSTNAME:
-                    continue  # per-node counts are taken in Score
-                value = labels.get(c.topology_key, "")
-                if value not in counts[i]:
-                    counts[i][value] = 0
-                    sizes[i] += 1
+            for key, domain_counts in spread_over:
+                value = labels.get(key, "")
+                if value not in domain_counts:
+                    domain_counts[value] = 0
         weights = []
         for i, c in enumerate(constraints):
-            size = sizes[i]
+            size = len(counts[i])
             if c.topology_key == LABEL_HOSTNAME:
                 size = len(nodes) - len(ignored)
             weights.append(topology_normalizing_weight(size))
 
-        inclusion = NodeInclusion(pod_info.required_node_affinity, pod_info.tolerations)
         namespace = pod_info.namespace
+        if self._eligibility_is_pod_independent(constraints, pod_info):
+            self._kept_scoring_counts(constraints, namespace, counts, require_all)
+            state.write(PRE_SCORE_STATE_KEY, PreScoreState(constraints, ignored, counts, weights))
+            return None
+        inclusion = NodeInclusion(pod_info.required_node_affinity, pod_info.tolerations)
         counters = [self._counter(c, namespace) for c in constraints]
         for node_info in all_nodes:
             node = node_info.node
@@ -133,6 +140,26 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
                 domain_counts[value] += counters[i](node_info)
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(constraints, ignored, counts, weights))
         return None
+
+    def _kept_scoring_counts(self, constraints: list[Constraint], namespace: str,
+                             counts: list[dict[str, int]], require_all: bool) -> None:
+        """Fill ``counts`` (the candidate nodes' domains, at 0) with the matching pods of
+        every node of the snapshot in each domain, from per-domain sums kept across cycles
+        (``DomainCounts``: only the nodes changed since are counted again).  The same sums as
+        the walk over every node below, when no node is excluded for this pod (no Honor
+        policy consulting its affinity or tolerations): a node counts when it has every
+        constraint's key (``require_all``) or always, a missing key being the domain ""."""
+        snapshot = self._handle.snapshot()
+        nodes = snapshot.list()
+        keys = tuple(c.topology_key for c in constraints) if require_all else ()
+        for c, domain_counts in zip(constraints, counts):
+            if c.topology_key == LABEL_HOSTNAME or not domain_counts:
+                continue  # per-node counts are taken in Score
+            domains = self._domain_counts(c, namespace, keys)
+            kept = domains.refresh(nodes, topology_key=c.topology_key, required_keys=keys,
+                                   count=domains.count, snapshot=snapshot)
+            for value in domain_counts:
+                domain_counts[value] = kept.get(value, 0)
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
@@ -163,32 +190,50 @@ class Scoring(PodTopologySpreadBase, PreScorePlugin, ScorePlugin):
         s = read_state(state, PRE_SCORE_STATE_KEY, PreScoreState)
         if isinstance(s, Status):
             return [], s
+        # Per constraint: its key, the memo of per-node counts (hostname: counted per node)
+        # or the per-domain counts, and score_for_count's terms.  The loop inlines
+        # node_labels, score_for_count and the memo's lookup: it runs for every feasible
+        # node of every cycle (the sums are the same floats in the same order).
+        namespace = pod_info.namespace
         per_constraint = [
             (
                 c.topology_key,
-                self._counter(c, pod_info.namespace) if c.topology_key == LABEL_HOSTNAME
-                else None,
+                self._counts.table((c.selector, namespace))
+                if c.topology_key == LABEL_HOSTNAME else None,
+                c.selector,
                 s.counts[i],
-                c.max_skew,
                 s.weights[i],
+                float(c.max_skew - 1),
             )
             for i, c in enumerate(s.constraints)
         ]
         ignored = s.ignored_nodes
         out: list[int] = []
+        append = out.append
+        floor = math.floor
         for node_info in nodes:
             if node_info.name in ignored:
-                out.append(0)
+                append(0)
                 continue
-            labels = node_labels(node_info.node)
+            node = node_info.node
+            labels = _NO_LABELS if node is None else (
+                (node.get("metadata") or _NO_FIELDS).get("labels") or _NO_LABELS)
             total = 0.0
-            for key, counter, counts, max_skew, weight in per_constraint:
+            for key, table, selector, counts, weight, tolerance in per_constraint:
                 value = labels.get(key)
                 if value is None:
                     continue
-                count = counter(node_info) if counter is not None else counts.get(value, 0)
-                total += score_for_count(count, max_skew, weight)
-            out.append(int(math.floor(total + 0.5)))
+                if table is None:
+                    count = counts.get(value, 0)
+                else:
+                    entry = table.get(node_info.name)
+                    if entry is not None and entry[0] == node_info.generation:
+                        count = entry[1]
+                    else:
+                        count = count_pods_match_selector(node_info.pods, selector, namespace)
+                        table[node_info.name] = (node_info.generation, count)
+                total += float(count) * weight + tolerance
+            append(int(floor(total + 0.5)))
         return out, None
 
     def score_extensions(self) -> ScoreExtensions | None:

@@ -343,3 +343,42 @@ async def test_watch_is_not_rate_limited(server: FakeApiServer, make_client: Mak
         server.end_watches()
         assert await task == 0
     assert fake_sleep.calls == []
+
+
+@pytest.mark.parametrize(("existing", "fault", "error", "decoded"), [
+    (False, None, None, 0),             # created: the answer (the object) is not decoded
+    (True, None, AlreadyExists, 1),     # refused: the Status is decoded for the typed error
+    (False, 500, ServerError, 1),       # and a 5xx is neither retried nor left unread
+    (False, 403, Forbidden, 1),
+])
+async def test_create_unread_decodes_only_a_refusal(
+    server: FakeApiServer, make_client: MakeClient, monkeypatch: pytest.MonkeyPatch,
+    existing: bool, fault: int | None, error: type[ApiError] | None, decoded: int,
+) -> None:
+    import scheduler.client.api as api_module
+
+    decodes: list[bytes] = []
+    real = api_module._decode
+
+    def counting(raw: bytes, content_type: str) -> Any:
+        decodes.append(raw)
+        return real(raw, content_type)
+
+    monkeypatch.setattr(api_module, "_decode", counting)
+    path = "/apis/events.k8s.io/v1/namespaces/ns/events"
+    if existing:
+        server.objects[f"{path}/e1"] = {"metadata": {"name": "e1"}}
+    if fault is not None:
+        server.fail("POST", path, status=fault)
+    c = make_client()
+    body = {"metadata": {"name": "e1", "namespace": "ns"}, "note": "n"}
+    if error is None:
+        assert await c.create_unread(path, body) is None
+        assert server.objects[f"{path}/e1"]["note"] == "n"
+    else:
+        with pytest.raises(error):
+            await c.create_unread(path, body)
+    # The same request create makes: one POST of the body, never retried here.
+    assert [(r.body["metadata"]["name"], r.body["note"])
+            for r in server.requests_for("POST", path)] == [("e1", "n")]
+    assert len(decodes) == decoded

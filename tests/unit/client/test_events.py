@@ -60,6 +60,20 @@ def test_micro_time_is_utc_with_six_digits(dt: datetime, expected: str) -> None:
     assert micro_time(dt) == expected
 
 
+def test_micro_time_keeps_the_seconds_text_only_for_the_same_second() -> None:
+    """micro_time keeps the text of the last second it wrote: times in a row that share the
+    second, or differ in only one other field (the same second of another minute, hour, day,
+    month, year, or in another zone), each read as isoformat reads them."""
+    base = datetime(2024, 5, 6, 7, 8, 9, 1, tzinfo=timezone.utc)
+    times = [base, base.replace(microsecond=999999), base.replace(second=10),
+             base.replace(minute=9), base.replace(hour=8), base.replace(day=7),
+             base.replace(month=6), base.replace(year=2025), base,
+             base.astimezone(timezone(timedelta(hours=5))), base.replace(microsecond=0)]
+    for dt in times:
+        expected = dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        assert micro_time(dt) == expected.replace("+00:00", "Z"), dt
+
+
 def test_micro_time_and_truncation() -> None:
     assert micro_time(WALL) == "2024-05-06T07:08:09.123456Z"
     assert truncate_note("short") == "short"
@@ -306,3 +320,65 @@ async def test_spam_filter_answers_as_client_gos_token_bucket(
         allowed += bucket.try_acquire()
         rec.event(pod(name, uid=name), type="Normal", reason="R", action="A", message=f"m{i}")
         assert dropped(metrics, "rate_limited") == i + 1 - allowed
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+async def test_key_line_answers_as_asyncio_queue(seed: int) -> None:
+    """The recorder's line of keys against asyncio.Queue, driven alike by random steps (put,
+    a getter started, a waiting getter cancelled, a loop turn, task_done, a join started):
+    the same puts refused, the same keys taken in the same order by the same getters, the
+    same joins finished."""
+    import random
+
+    from scheduler.client.events import _KeyLine
+
+    rng = random.Random(seed)
+    maxsize = rng.choice([0, 1, 3])
+    line = _KeyLine(maxsize)
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=maxsize)
+    took: tuple[list[Any], list[Any]] = ([], [])
+    getters: list[tuple[asyncio.Task[Any], asyncio.Task[Any]]] = []
+    joins: list[tuple[asyncio.Task[None], asyncio.Task[None]]] = []
+    done = [0, 0]
+
+    async def get(side: int, which: Any, i: int) -> None:
+        took[side].append((i, await which.get()))
+
+    for step in range(200):
+        action = rng.choice(["put", "put", "get", "cancel", "turn", "done", "join"])
+        if action == "put":
+            key: Any = ("k", step)
+            refused = False
+            try:
+                queue.put_nowait(key)
+            except asyncio.QueueFull:
+                refused = True
+            assert line.put_nowait(key) is not refused
+        elif action == "get":
+            i = len(getters)
+            getters.append((asyncio.create_task(get(0, line, i)),
+                            asyncio.create_task(get(1, queue, i))))
+        elif action == "cancel":
+            waiting = [g for g in getters if not g[0].done()]
+            if waiting:
+                for task in rng.choice(waiting):
+                    task.cancel()
+        elif action == "done":
+            taken = len(took[0]) - done[0]
+            assert taken == len(took[1]) - done[1]
+            if taken:
+                line.task_done()
+                queue.task_done()
+                done[0] += 1
+                done[1] += 1
+        elif action == "join":
+            joins.append((asyncio.create_task(line.join()), asyncio.create_task(queue.join())))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert took[0] == took[1], step
+        assert line.qsize() == queue.qsize()
+        assert [j[0].done() for j in joins] == [j[1].done() for j in joins], step
+    for pair in getters + joins:
+        for task in pair:
+            task.cancel()
+    await asyncio.gather(*(t for pair in getters + joins for t in pair), return_exceptions=True)

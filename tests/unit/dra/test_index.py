@@ -200,6 +200,9 @@ def test_first_fit_into_answers_as_pick_or_leaves_the_node_to_it(
                                       taints_version=0, shape=shape)
         assert sorted([*others, *(names.index(n) for n in picked)]) == list(range(len(names)))
         assert names.index("") in others and names.index("elsewhere") in others
+        # the answers kept across held changes and picks are those the masks give now
+        key = (shape.selected_key, device_taints, 0)
+        assert set(picked) == {n for n in NODES if _masks_answer(index, key, n)}
         for name, dev in picked.items():
             want = index.pick(prepared, node(name), device_taints=device_taints, shape=shape)
             assert want is not None
@@ -211,6 +214,20 @@ def test_first_fit_into_answers_as_pick_or_leaves_the_node_to_it(
         if ask_pick:  # pick looks at devices, so first_fit_into may answer more next time
             for name in NODES:
                 index.pick(prepared, node(name), device_taints=device_taints, shape=shape)
+
+
+def _masks_answer(index: FreeIndex, key: tuple[str, bool, int], name: str) -> bool:
+    """Whether the node's masks, read afresh, give first-fit's device at once: the lowest
+    free candidate, with no free device below it never looked at."""
+    entry = index._masks.get(key, {}).get(name)
+    if entry is None:
+        return False
+    devices, cand, known, full = entry
+    avail = ~index._held_mask[name] & full
+    low = cand & avail
+    low &= -low
+    unknown = avail & ~known
+    return bool(low) and (not unknown or (unknown & -unknown) > low)
 
 
 def test_first_fit_into_answers_once_pick_looked() -> None:

@@ -827,6 +827,9 @@ class TestMetrics:
         assert get("scheduler_framework_extension_point_duration_seconds_count", labels) == 1
         total = get("scheduler_framework_extension_point_duration_seconds_sum", labels)
         assert total is not None and (total > 0) is with_plugin
+        if not with_plugin:  # zero seconds: in the smallest bucket, as observe(0.0) puts it
+            assert get("scheduler_framework_extension_point_duration_seconds_bucket",
+                       {**labels, "le": "0.0001"}) == 1
 
     def test_filter_evaluations_counted_in_bulk(self) -> None:
         metrics = SchedulerMetrics()

@@ -144,3 +144,62 @@ def test_with_node_name_copies_every_slot() -> None:
         if slot not in ("pod", "node_name"):
             assert getattr(copy, slot) is getattr(info, slot), slot
     assert copy.pod is bound and copy.node_name == "n1"
+
+
+@pytest.mark.parametrize("remembered", [False, True])
+def test_from_pod_copies_every_slot_of_the_shared_parse(remembered: bool) -> None:
+    """PodInfo's slots include _SpecParse's (named there only): from_pod sets each from the
+    parse it took, fresh or remembered."""
+    pod = _base().priority(7).obj()
+    if remembered:
+        PodInfo.from_pod(pod)  # the parse is kept for the next pod with this spec
+    info = PodInfo.from_pod(pod)
+    (parsed,) = pod_module._SPEC_MEMO.values()
+    assert set(pod_module._SpecParse.__slots__) <= set(PodInfo.__slots__)
+    for slot in pod_module._SpecParse.__slots__:
+        assert getattr(info, slot) is getattr(parsed, slot), slot
+
+
+def _report_by_parts(pod: dict[str, Any]) -> tuple[Any, ...]:
+    """resize_report as the composition of the helpers it reads inline."""
+    status = pod.get("status")
+    if not isinstance(status, dict):
+        return (None, None, None, None, None)
+    return (pod_module._reported_sizes(status.get("containerStatuses")),
+            pod_module._reported_sizes(status.get("initContainerStatuses")),
+            pod_module._resize_pending_reason(pod), status.get("allocatedResources"),
+            status.get("resources"))
+
+
+_CONDITIONS: list[Any] = [
+    None, [], "nope", ("PodResizePending",), 3,
+    [{"type": "PodScheduled", "status": "True"}],
+    [{"type": "Ready"}, {"type": "PodResizePending", "reason": "Deferred"}],
+    [{"type": "PodResizePending", "reason": "Infeasible"},
+     {"type": "PodResizePending", "reason": "Deferred"}],
+    [{"type": "PodResizePending"}], [{"type": "PodResizePending", "reason": 7}],
+    ["x", 1, None, {"type": "PodResizePending", "reason": "Infeasible"}],
+    [MappingProxyType({"type": "PodResizePending", "reason": "Deferred"})],
+    [MappingProxyType({"type": "Ready"}), {"type": "PodResizePending", "reason": "Infeasible"}],
+]
+_SIZES: list[Any] = [
+    None, [], "nope", [{"name": "c0", "restartCount": 1}], [7],
+    [{"name": "c0", "resources": {"requests": {"cpu": "1"}}}, {"name": "c1"}],
+    [{"name": "c0", "allocatedResources": {"cpu": "2"}}],
+]
+
+
+@pytest.mark.parametrize("conditions", _CONDITIONS)
+@pytest.mark.parametrize("sizes", _SIZES)
+def test_resize_report_reads_as_its_helpers(conditions: Any, sizes: Any) -> None:
+    """The report reads the empty lists and the conditions' scan inline: the same report as
+    the helpers give, for every shape of conditions and container statuses (malformed
+    included)."""
+    for status in ({"conditions": conditions, "containerStatuses": sizes},
+                   {"conditions": conditions, "initContainerStatuses": sizes,
+                    "allocatedResources": {"cpu": "1"}, "resources": {"requests": {}}}):
+        pod = {"metadata": {"name": "p"}, "status": {k: v for k, v in status.items()
+                                                     if v is not None}}
+        assert resize_report(pod) == _report_by_parts(pod), status
+    for bare in ({"metadata": {"name": "p"}}, {"status": None}, {"status": "nope"}):
+        assert resize_report(bare) == (None, None, None, None, None)

@@ -22,7 +22,8 @@ from tests.builders import make_pod
 
 
 def _strptime_micro(v: str) -> str:
-    """The form every event time took before: strptime, then strftime (the reference)."""
+    """The form every event time took before: strptime, then the fields written as Go's
+    ``Format`` writes them (the reference; strftime left years below 1000 unpadded)."""
     m = events._MICRO.match(v)
     assert m is not None
     dt = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")
@@ -30,7 +31,7 @@ def _strptime_micro(v: str) -> str:
     if offset != "Z":
         sign = 1 if offset[0] == "+" else -1
         dt -= sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{m.group(2)}Z"
+    return f"{dt.year:04d}-" + dt.strftime("%m-%dT%H:%M:%S") + f".{m.group(2)}Z"
 
 
 def _outcome(f: Any, v: str) -> str:
@@ -45,7 +46,7 @@ def _outcome(f: Any, v: str) -> str:
     "2026-11-27T05:00:00.123456+01:30",
     "2026-01-01T00:10:00.000001-05:00",
     "2024-02-29T23:59:59.999999Z",       # a leap day
-    "0999-01-01T00:00:00.000000Z",       # a 3-digit year: strftime prints it without the 0
+    "0999-01-01T00:00:00.000000Z",       # a 3-digit year: Go writes it with its 0
     "0001-01-01T02:30:00.000000+01:00",  # a 1-digit year after the offset
     "2026-13-01T00:00:00.000000Z",       # month 13: strptime's own error
     "2026-00-10T00:00:00.000000Z",
@@ -135,3 +136,35 @@ def test_a_forked_child_draws_uids_of_its_own() -> None:
     os.waitpid(pid, 0)
     parent = new_uid()
     assert child != parent and uuid.UUID(child).version == 4
+
+
+@pytest.mark.parametrize("resources", [
+    {"requests": {"cpu": "100m", "memory": "64Mi"}},
+    {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "50m"}},  # over the limit
+    {"limits": {"memory": "64Mi", "cpu": "1"}, "requests": {"cpu": "2", "memory": "1Gi"}},  # order kept
+    {"requests": {"example.com/gpu": 1}},        # a limit required
+    {"requests": {"example.com/gpu": True}},     # hashes like 1, reads otherwise
+    {"requests": {"example.com/gpu": 1.5}, "limits": {"example.com/gpu": 1.5}},
+    {"requests": {"cpu": "-1"}},
+    {"requests": {"hugepages-2Mi": "3Mi"}, "limits": {"hugepages-2Mi": "3Mi"}},
+    {"requests": {"bogus": "1"}},
+    {"requests": "not a map"},
+    {"requests": {"cpu": ["1"]}},                # not remembered: not a scalar
+    {"requests": None, "limits": {}},
+    None,
+])
+def test_remembered_resource_checks_equal_the_check(resources: Any) -> None:
+    path = "spec.containers[0].resources"
+    want = validation._resources_causes_of(resources, path)
+    # asked twice (the second answer remembered), and after a look-alike with other types
+    assert validation._resources_causes(resources, path) == want
+    assert validation._resources_causes(resources, path) == want
+    assert validation._resources_causes(resources, "spec.initContainers[0].resources") == \
+        validation._resources_causes_of(resources, "spec.initContainers[0].resources")
+
+
+def test_remembered_resource_checks_tell_equal_hashing_values_apart() -> None:
+    path = "spec.containers[0].resources"
+    for value in (1, True, 1.0, "1"):
+        res = {"requests": {"example.com/gpu": value}, "limits": {"example.com/gpu": 1}}
+        assert validation._resources_causes(res, path) == validation._resources_causes_of(res, path)

@@ -149,12 +149,57 @@ def watching_plugin(claims: list[dict[str, Any]]) -> tuple[DynamicResources, Fak
     return DynamicResources(None, handle), handle, listers  # type: ignore[arg-type]
 
 
+def test_plugin_follows_the_informers_from_its_construction() -> None:
+    """As upstream's DRA manager: the claims and slices the informers list reach the
+    tracker before any pod is scheduled, not replayed by the first pod's PreFilter."""
+    held = claim("held", exactly("r"), allocation=allocation("g0"))
+    p, _handle, listers = watching_plugin([held])
+    assert len(listers.handlers["resourceclaims"]) == 1
+    assert len(listers.handlers["resourceslices"]) == 1
+    assert set(p.tracker.held()) == {(DRIVER, "n1", "g0")}
+    assert p.follows_claim_events
+    # listers that deliver no events are listed on first use, as before
+    handle = FakeHandle(node_infos(NODES))
+    handle._listers = DictListers({"resourceclaims": [held], "resourceslices": SLICES,
+                                   "deviceclasses": [gpu_class()]})
+    assert not DynamicResources(None, handle).follows_claim_events  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("change", ["finalizer", "reserved", "deleting"])
+def test_an_update_keeping_the_devices_leaves_the_index_alone(change: str) -> None:
+    """A claim update that keeps its devices (finalizer, reservedFor, deletionTimestamp)
+    changes no held device: the index hears nothing (it heard a let-go and a take before),
+    and only a change of the claim's single user is told to it."""
+    tracker = ClaimTracker()
+    told: list[tuple[Any, ...]] = []
+    tracker.on_held = lambda d, held: told.append(("held", d, held))
+    tracker.on_reserved = lambda devs, delta: told.append(("reserved", devs, delta))
+    c = claim("a", exactly("r"), allocation=allocation("g0"))
+    c["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "u1"}]
+    tracker.claim_added(c)
+    g0 = (DRIVER, "n1", "g0")
+    assert told == [("held", g0, True), ("reserved", (g0,), 1)]
+    told.clear()
+    new = copy.deepcopy(c)
+    if change == "finalizer":
+        new["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    elif change == "deleting":
+        new["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    else:  # a second user: no longer a claim of one pod alone
+        new["status"]["reservedFor"].append({"resource": "pods", "name": "q", "uid": "u2"})
+    tracker.claim_updated(c, new)
+    assert told == ([("reserved", (g0,), -1)] if change == "reserved" else [])
+    assert set(tracker.held()) == {g0}
+    tracker.claim_deleted(new)
+    assert set(tracker.held()) == set() and ("held", g0, False) in told
+
+
 def test_plugin_follows_claim_events_instead_of_scanning() -> None:
     held = claim("held", exactly("r"), allocation=allocation("g0"))
     p, handle, listers = watching_plugin([held, claim("mine", exactly("r"))])
     pod = pod_with("p", "mine")
     _, by_node = filter_all(p, pod, handle)
-    assert len(listers.handlers["resourceclaims"]) == 1  # subscribed once, on first use
+    assert len(listers.handlers["resourceclaims"]) == 1  # subscribed once, when made
     st_ = by_node["n1"]
     assert st_ is not None and st_.code == Code.UNSCHEDULABLE
     assert st_.message() == REASON_CANNOT_ALLOCATE
@@ -198,7 +243,7 @@ def test_plugin_follows_slice_events_instead_of_listing_them() -> None:
     listers.delete(SLICES[0], "resourceslices")
     _, by_node = filter_all(p, pod, handle)
     assert by_node["n1"] is not None and by_node["n2"] is None
-    assert len(listers.handlers["resourceslices"]) == 1  # subscribed once, on first use
+    assert len(listers.handlers["resourceslices"]) == 1  # subscribed once, when made
     assert "resourceslices" not in listers.listed  # never walked per pod
 
 

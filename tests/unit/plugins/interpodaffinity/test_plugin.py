@@ -70,18 +70,65 @@ def test_terms_with_namespace_selector_do_not_add_own_namespace() -> None:
     assert not term.matches("ns1", {"a": "b"}, {})
 
 
-def test_terms_cache_memoizes_by_uid_and_resource_version() -> None:
+def test_terms_cache_memoizes_by_content() -> None:
     cache = TermsCache(max_size=2)
     pod = PodBuilder("p").resource_version(1).pod_affinity_required({"a": "b"}, ZONE).obj()
     first = cache.get(pod)
-    assert cache.get(dict(pod)) is first  # same uid + rv: parsed once
-    assert cache.misses == 1 and cache.hits == 1
+    assert cache.get(dict(pod)) is first  # same content: parsed once
+    replica = PodBuilder("q").resource_version(7).pod_affinity_required({"a": "b"}, ZONE).obj()
+    assert cache.get(replica) is first  # another pod, the same affinity: shared
+    assert cache.misses == 1 and cache.hits == 2
     changed = PodBuilder("p").resource_version(2).pod_affinity_required({"c": "d"}, ZONE).obj()
     assert cache.get(changed) is not first
     for i in range(3):
         cache.get(PodBuilder(f"o{i}").resource_version(1)
-                  .pod_affinity_required({"a": "b"}, ZONE).obj())
-    assert len(cache) == 2  # bounded
+                  .pod_affinity_required({"a": f"b{i}"}, ZONE).obj())
+    assert len(cache) <= 2  # bounded
+
+
+# What a parse reads besides the affinity: (first pod, second pod, whether they share terms).
+@pytest.mark.parametrize("first, second, shared", [
+    (PodBuilder("p", "ns1").pod_affinity_required({"a": "b"}, ZONE),
+     PodBuilder("q", "ns1").labels(x="1").pod_affinity_required({"a": "b"}, ZONE), True),
+    # a term without namespaces applies to its pod's namespace
+    (PodBuilder("p", "ns1").pod_affinity_required({"a": "b"}, ZONE),
+     PodBuilder("p", "ns2").pod_affinity_required({"a": "b"}, ZONE), False),
+    # matchLabelKeys read the pod's labels
+    (PodBuilder("p", "ns1").labels(app="x").pod_affinity_required(
+        {"a": "b"}, ZONE, match_label_keys=["app"]),
+     PodBuilder("q", "ns1").labels(app="y").pod_affinity_required(
+        {"a": "b"}, ZONE, match_label_keys=["app"]), False),
+    (PodBuilder("p", "ns1").labels(app="x").pod_affinity_required(
+        {"a": "b"}, ZONE, match_label_keys=["app"]),
+     PodBuilder("q", "ns1").labels(app="x").pod_affinity_required(
+        {"a": "b"}, ZONE, match_label_keys=["app"]), True),
+])
+def test_terms_cache_keys_on_what_the_parse_reads(first: PodBuilder, second: PodBuilder,
+                                                  shared: bool) -> None:
+    cache = TermsCache()
+    a, b = first.obj(), second.obj()
+    terms_a, terms_b = cache.get(a), cache.get(b)
+    assert (terms_a is terms_b) is shared
+    # Whatever the memo answers is what a parse of that pod gives.
+    for pod, terms in ((a, terms_a), (b, terms_b)):
+        expected = parse_pod_affinity_terms(pod)
+        assert [t.key for t in terms.required_affinity] == [
+            t.key for t in expected.required_affinity]
+
+
+def test_terms_cache_never_keeps_a_parse_with_errors() -> None:
+    cache = TermsCache()
+    broken = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Bogus"}]},
+         "topologyKey": ZONE}]}}
+    p = PodBuilder("p").obj()
+    p["spec"]["affinity"] = broken
+    q = PodBuilder("q").obj()
+    q["spec"]["affinity"] = broken
+    first, second = cache.get(p), cache.get(q)
+    assert first.errors and second.errors and len(cache) == 0
+    assert "Pod default/p:" in first.errors[0] and "Pod default/q:" in second.errors[0]
+    assert cache.misses == 2
 
 
 def test_terms_cache_without_resource_version_reparses_copies() -> None:

@@ -54,3 +54,42 @@ def test_a_malformed_constraint_raises_every_time_and_is_not_kept() -> None:
         with pytest.raises(LabelSelectorError, match="maxSkew"):
             compile_own_constraints(bad, {}, DO_NOT_SCHEDULE)
     assert not common._COMPILED
+
+
+def test_the_plugin_reads_a_pods_constraints_once_for_both_actions() -> None:
+    """PreFilter and PreScore ask about the same pod object: what the compile reads of it
+    (its constraints as JSON) is taken once, and another pod is read afresh."""
+    from scheduler.plugins.podtopologyspread.common import SCHEDULE_ANYWAY
+    from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
+    from tests.builders import PodBuilder
+    from tests.fakes import FakeHandle
+
+    def pod(name: str, skew: int) -> dict[str, Any]:
+        p = PodBuilder(name).labels(app="x").obj()
+        p["spec"]["topologySpreadConstraints"] = [
+            constraint(maxSkew=skew),
+            constraint(maxSkew=skew + 1, whenUnsatisfiable=SCHEDULE_ANYWAY)]
+        return p
+
+    plugin = PodTopologySpread({}, FakeHandle())
+    first, second = pod("a", 1), pod("b", 2)
+    for p in (first, first, second, first):
+        for action in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, DO_NOT_SCHEDULE):
+            got = plugin.constraints_for(p, action)
+            raw = p["spec"]["topologySpreadConstraints"]
+            assert got == filter_constraints(raw, p["metadata"]["labels"], action)
+            got.clear()  # callers get their own list
+    calls: list[int] = []
+    real = common.own_constraints_key
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    common_name = "scheduler.plugins.podtopologyspread.common.own_constraints_key"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(common_name, counting)
+        third = pod("c", 3)
+        for action in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            plugin.constraints_for(third, action)
+    assert len(calls) == 1  # once for the pod, whatever the action
