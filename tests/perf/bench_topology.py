@@ -5,7 +5,7 @@ measured pod assumed and then confirmed by an informer-like ``add_pod`` a few po
 (the bound MODIFIED event), process CPU per pod of the loop alone.
 
     PYTHONPATH=. python tests/perf/bench_topology.py TopologySpreading [--nodes 5000]
-        [--pods 2000] [--lag 8] [--profile]
+        [--pods 2000] [--lag 8] [--profile] [--owned]
 
 No API server, informer or binding: what the bench's ``cycle_cpu_per_pod_ms`` holds of the
 plugins and batching.  The digest of the chosen hosts says two builds placed the same pods
@@ -29,6 +29,7 @@ from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.types import FitError
 from scheduler.objects.pod import PodInfo
+from tests.fakes import DictListers
 from tests.offline import default_framework, scheduling_cycle
 
 
@@ -53,6 +54,9 @@ def main() -> None:
     ap.add_argument("--lag", type=int, default=8, help="pods assumed before the first "
                     "confirmation (the binding's round trip)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--owned", action="store_true", help="measured pods labelled app=web and "
+                    "owned by a ReplicaSet the listers hold: PodTopologySpread's system "
+                    "default constraints apply")
     args = ap.parse_args()
     shape = workloads.WORKLOADS[args.workload]
     cache, snapshot = Cache(), Snapshot()
@@ -68,7 +72,11 @@ def main() -> None:
         pod["spec"]["nodeName"] = names[rng.randrange(args.nodes)] if (
             args.workload != "SchedulingPodAntiAffinity") else names[i % args.nodes]
         cache.add_pod(PodInfo.from_pod(pod))
-    fwk = default_framework(snapshot)
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+             "metadata": {"name": "web", "namespace": workloads.MEASURED_NAMESPACE},
+             "spec": {"selector": {"matchLabels": {"app": "web"}}}}
+    fwk = default_framework(snapshot, **(
+        {"listers": DictListers({"replicasets": [owner]})} if args.owned else {}))
     cycle = scheduling_cycle(cache, snapshot)
     hosts: list[str] = []
     pending: deque[PodInfo] = deque()
@@ -76,6 +84,11 @@ def main() -> None:
     def run(count: int, first: int) -> None:
         for i in range(first, first + count):
             pod = shape.measured(i, "default-scheduler")
+            if args.owned:
+                pod["metadata"]["labels"] = {**pod["metadata"].get("labels", {}), "app": "web"}
+                pod["metadata"]["ownerReferences"] = [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs",
+                    "controller": True}]
             pod["metadata"]["uid"] = f"u{i}"
             info = PodInfo.from_pod(pod)
             cache.update_snapshot(snapshot)
