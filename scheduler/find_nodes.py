@@ -138,9 +138,12 @@ def filter_nodes_from(
     if windowed:
         assert batch is not None
         # The window this walk found from ``start`` last time, if it is still all feasible.
-        window = batch.filter_window(state, pod_info, nodes, start=start, size=to_find)
+        # A window found among rejected nodes covers more nodes than it keeps feasible:
+        # taken only when no node holds a nominated pod (it is not checked past to_find).
+        window = batch.filter_window(state, pod_info, nodes, start=start, size=to_find,
+                                     diagnosis=None if nominated else diagnosis)
         if window is not None:
-            return window, to_find
+            return window
 
     # Filter in chunks sized to the feasible nodes still wanted, so the nodes examined,
     # their statuses and the next start index are those of the node-by-node walk; only a
@@ -176,6 +179,9 @@ def filter_nodes_from(
                 if where is not None and processed:
                     where.extend(_run(first, wanted, num_all))
                     _note_positions(batch, feasible, where)
+                    if windowed and not nominated:
+                        _keep_scattered(batch, nodes, feasible, where, start=start,
+                                        span=processed + wanted)
                 return feasible, processed + wanted
             feasible.extend(chunk)
             if where is not None:
@@ -208,6 +214,8 @@ def filter_nodes_from(
             break
     if where is not None and feasible:
         _note_positions(batch, feasible, where)
+        if windowed and not nominated and len(feasible) == to_find:
+            _keep_scattered(batch, nodes, feasible, where, start=start, span=processed)
     return feasible, processed
 
 
@@ -218,6 +226,12 @@ def _run(first: int, size: int, num_all: int) -> Iterable[int]:
     if end <= num_all:
         return range(first, end)
     return chain(range(first, num_all), range(end - num_all))
+
+
+def _keep_scattered(batch: Batch | None, nodes: list[NodeInfo], feasible: list[NodeInfo],
+                    where: list[int], *, start: int, span: int) -> None:
+    if batch is not None:
+        batch.keep_scattered(nodes, feasible, where, start=start % len(nodes), span=span)
 
 
 def _note_positions(batch: Batch | None, feasible: list[NodeInfo], where: list[int]) -> None:

@@ -290,7 +290,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                note=f"upstream's {fill}_500nodes (run with --nodes 500): 10 devices a node, "
                     f"{what}; {STEADY_BATCH} pods kept, each with its own claim from a "
                     "template, each deleted once scheduled and replaced at once (upstream: "
-                    "batch by batch), for 10 s; upstream's floor with queueing hints is {floor_qh}")
+                    f"batch by batch), for 10 s; upstream's floor with queueing hints is {floor_qh}")
       for fill, floor, floor_qh, claims, what in (
           ("empty", 64, 64, None, "no device allocated before"),
           ("half", 70, 60, _half, "half of them allocated to claims of no pod before"),

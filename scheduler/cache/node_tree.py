@@ -9,6 +9,9 @@ second node ...) keeps a sample from piling into one zone, as kube-scheduler's n
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
+from itertools import chain, zip_longest
+from operator import is_not
 from typing import Any
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -98,15 +101,15 @@ class NodeTree:
         return names is not None and _name(node) in names
 
     def list(self) -> list[str]:
-        """All node names, one per zone per round, zones in first-seen order."""
-        if len(self._zones) == 1:
-            return list(self._tree[self._zones[0]])
-        out: list[str] = []
-        lists = [list(self._tree[z]) for z in self._zones]
-        index = 0
-        while len(out) < self._num_nodes:
-            for names in lists:
-                if index < len(names):
-                    out.append(names[index])
-            index += 1
-        return out
+        """All node names, one per zone per round, zones in first-seen order.  C loops only
+        (``zip_longest`` takes one name of every zone per round, a zone that ran out giving
+        the ``None`` that is filtered out): the snapshot's node list is rebuilt from this on
+        every node added or removed, at 5000 nodes a Python step per name cost milliseconds."""
+        zones = self._zones
+        if len(zones) == 1:
+            return list(self._tree[zones[0]])
+        rounds = zip_longest(*map(self._tree.__getitem__, zones))
+        return list(filter(_NOT_NONE, chain.from_iterable(rounds)))
+
+
+_NOT_NONE = partial(is_not, None)

@@ -41,24 +41,32 @@ import operator
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.status import Code, Status
 from scheduler.framework.batching_kept import MAX_SHIFT_SHARE, KeptPositions, KeptWindow
 from scheduler.framework.batching_kept import Snapshot as Snapshot
-from scheduler.framework.batching_kept import window_offsets
+from scheduler.framework.batching_kept import (  # the helpers over kept lists
+    _best,
+    _best_after,
+    _gather,
+    _missing,
+    _positions_of,
+    window_offsets,
+)
+from scheduler.framework.batching_kept import wrapped_slice as wrapped_slice
 from scheduler.framework.types import ScoreTable
 
 _NODE_NAME = operator.attrgetter("name")
+_SUCCESS = Code.SUCCESS
+_ERROR = Code.ERROR
 
 if TYPE_CHECKING:
     from scheduler.framework.cycle_state import CycleState
     from scheduler.framework.node_info import NodeInfo
     from scheduler.framework.runtime import Framework, RawScores
+    from scheduler.framework.types import Diagnosis
     from scheduler.objects.pod import PodInfo
-
-# What kept results are held in: lists (statuses, scores, nodes) and known-masks.
-_Seq = TypeVar("_Seq", list[Any], bytearray)
 
 # scheduler_batch_attempts_total{result} and scheduler_batch_cache_flushed_total{reason}: upstream's
 # values.  A "hint" here is the results kept for the pod's signature (used whenever present).
@@ -159,59 +167,6 @@ def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
     return tuple(parts), frozenset(unsigned)
 
 
-def _best(totals: list[int]) -> tuple[int, int]:
-    """The highest total and how many nodes have it (``totals`` is not empty)."""
-    top = max(totals)
-    return top, totals.count(top)
-
-
-def _best_after(best: tuple[int, int], old: list[int], new: list[int],
-                offsets: list[int]) -> tuple[int, int]:
-    """``_best(new)`` from ``_best(old)`` when the two lists differ at most at ``offsets``:
-    the window's changed nodes, a few of hundreds (a count over the whole list only when
-    every node that had the highest total lost it)."""
-    top, count = best
-    for o in offsets:
-        if old[o] == top:
-            count -= 1
-    changed = [new[o] for o in offsets]
-    high = max(changed)
-    if high > top:
-        return high, changed.count(high)
-    if high == top:
-        count += changed.count(top)
-    return (top, count) if count > 0 else _best(new)
-
-
-def _missing(known: bytes | bytearray) -> list[int]:
-    """The offsets of the zero bytes of ``known`` (C scans from one to the next)."""
-    missing: list[int] = []
-    i = known.find(0)
-    while i >= 0:
-        missing.append(i)
-        i = known.find(0, i + 1)
-    return missing
-
-
-def _positions_of(offsets: list[int], first: int, index: list[int] | None,
-                  num_all: int) -> list[int]:
-    """The node-list positions of these offsets into a run from ``first`` (``index`` None)
-    or into the nodes at ``index``."""
-    if index is None:
-        return [(first + o) % num_all for o in offsets]
-    return [index[o] for o in offsets]
-
-
-def _gather(values: _Seq, first: int, index: list[int] | None, size: int) -> _Seq:
-    """``size`` items of ``values`` from ``first`` (wrapping) when ``index`` is None, else
-    the items at ``index``."""
-    if index is None:
-        return wrapped_slice(values, first, size)
-    if isinstance(values, bytearray):
-        return bytearray(map(values.__getitem__, index))
-    return list(map(values.__getitem__, index))
-
-
 class _Results:
     """The kept results of one signature (and skip sets) on one profile."""
 
@@ -231,7 +186,8 @@ class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_contiguous", "_fwk", "_results", "_scattered", "_signed_filters",
+    __slots__ = ("_cache", "_changed", "_contiguous", "_fwk", "_results", "_scattered",
+                 "_signed_filters",
                  "_signs", "_snapshot", "_unsigned_before", "_unsigned_filters", "_window",
                  "reused", "evaluated")
 
@@ -259,6 +215,9 @@ class Batch:
         self._scattered: tuple[list[NodeInfo], list[int]] | None = None
         # This cycle's window, once the walk found one: (start, feasible nodes, window).
         self._window: tuple[int, list[NodeInfo], KeptWindow] | None = None
+        # What the change log answered the kept window's Filter: (the serial asked about,
+        # the positions changed since), for its Score asking about the same serial.
+        self._changed: tuple[int, list[int]] | None = None
         self.reused = 0
         self.evaluated = 0
 
@@ -281,15 +240,22 @@ class Batch:
 
     def filter_window(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *, start: int,
-        size: int,
-    ) -> list[NodeInfo] | None:
-        """The walk's answer from ``start`` when the window kept there is still all feasible:
-        its ``size`` nodes (the walk examined exactly those).  None: walk as usual."""
+        size: int, diagnosis: Diagnosis | None = None,
+    ) -> tuple[list[NodeInfo], int] | None:
+        """The walk's answer from ``start`` when the window kept there still holds: its
+        ``size`` feasible nodes and how many nodes the walk examined (exactly those).  A
+        window the walk found among rejected nodes (scattered) is taken only with a
+        ``diagnosis`` (its rejections go there) and when every changed node it examined
+        passes or fails as before.  None: walk as usual."""
         snapshot = self._snapshot
         if self._unsigned_filters or nodes is not snapshot.node_info_list:
             return None
         windows = self._results.windows
         window = windows.get(start)
+        if window is not None and window.positions is not None:
+            if diagnosis is None or not window.fits(snapshot, size):
+                return None
+            return self._filter_scattered(state, pod_info, nodes, start, window, diagnosis)
         by = 0
         if window is None or not window.fits(snapshot, size):
             near = self._window_near(start, size)
@@ -299,6 +265,8 @@ class Batch:
         changed = snapshot.changed_positions_since(window.filter_serial)
         if changed is None:
             return None
+        if not by:
+            self._changed = (window.filter_serial, changed)
         num_all = len(nodes)
         offsets = window_offsets(changed, start=start, size=size, num_all=num_all)
         if by:
@@ -323,7 +291,53 @@ class Batch:
         self._cache.windows_reused += 1
         self._window = (start, feasible, window)
         self._contiguous = (feasible, start)
-        return feasible
+        return feasible, size
+
+    def _filter_scattered(
+        self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], start: int,
+        window: KeptWindow, diagnosis: Diagnosis,
+    ) -> tuple[list[NodeInfo], int] | None:
+        """``filter_window`` for a scattered window: the nodes the walk examined that
+        changed since are filtered again; when each still passes or fails as it did, the
+        walk would examine the same nodes and find the same ones feasible."""
+        snapshot = self._snapshot
+        changed = snapshot.changed_positions_since(window.filter_serial)
+        if changed is None:
+            return None
+        self._changed = (window.filter_serial, changed)
+        num_all = len(nodes)
+        span = window.span
+        index = sorted({p for p in changed if (p - start) % num_all < span})
+        offset_of = window.index(start)
+        if index:
+            statuses = self.run_filter_plugins_on_nodes(
+                state, pod_info, [nodes[p] for p in index], index=index)
+            for position, status in zip(index, statuses):
+                passed = status is None or status.code == _SUCCESS
+                if passed != (position in offset_of) or (
+                        status is not None and status.code == _ERROR):
+                    return None
+        kept = self._results.positions
+        kept.sync(snapshot)
+        rejected = window.rejected
+        if rejected:
+            known = kept.status_known
+            if not all(map(known.__getitem__, rejected)):
+                return None
+            statuses = list(map(kept.status.__getitem__, rejected))
+            diagnosis.add_rejected(list(map(nodes.__getitem__, rejected)), statuses,
+                                   len(rejected))
+        assert window.positions is not None  # a scattered window
+        feasible = list(map(nodes.__getitem__, window.positions))
+        window.filter_serial = snapshot.change_serial
+        reused = span - len(index)
+        self.reused += reused
+        self._cache.reused += reused
+        self._cache.windows_reused += 1
+        self._cache.scattered_windows_reused += 1
+        self._window = (start, feasible, window)
+        self._scattered = (feasible, window.positions)
+        return feasible, span
 
     def _window_near(self, start: int, size: int) -> tuple[int, KeptWindow] | None:
         """A kept window of ``size`` nodes starting at most ``size / MAX_SHIFT_SHARE``
@@ -333,7 +347,7 @@ class Batch:
         reach = size // MAX_SHIFT_SHARE
         best: tuple[int, KeptWindow] | None = None
         for kept_start, window in self._results.windows.items():
-            if not window.fits(snapshot, size):
+            if window.positions is not None or not window.fits(snapshot, size):
                 continue
             by = (kept_start - start) % num_all
             if by > num_all - by:
@@ -350,14 +364,38 @@ class Batch:
             return
         windows = self._results.windows
         window = windows.get(start)
-        if window is None or not window.fits(snapshot, size):
+        if window is None or window.positions is not None or not window.fits(snapshot, size):
             window = KeptWindow(list_version=snapshot.list_version, num_all=len(nodes),
                              size=size, serial=snapshot.change_serial)
-            windows[start] = window
-            while len(windows) > MAX_WINDOWS:
-                del windows[next(iter(windows))]
+            self._put_window(start, window)
         window.filter_serial = snapshot.change_serial
         self._window = (start, feasible, window)
+
+    def keep_scattered(self, nodes: list[NodeInfo], feasible: list[NodeInfo],
+                       where: list[int], *, start: int, span: int) -> None:
+        """The walk from ``start`` examined ``span`` nodes and found ``feasible`` (all it
+        wanted) at positions ``where``, rejected nodes among them: keep that window (its
+        kept scores too when the same nodes were feasible last time)."""
+        snapshot = self._snapshot
+        if (self._unsigned_filters or nodes is not snapshot.node_info_list
+                or len(where) != len(feasible)):
+            return
+        windows = self._results.windows
+        window = windows.get(start)
+        if (window is None or window.positions != where or window.span != span
+                or not window.fits(snapshot, len(feasible))):
+            window = KeptWindow.scattered(
+                list_version=snapshot.list_version, num_all=len(nodes),
+                serial=snapshot.change_serial, span=span, positions=where)
+            self._put_window(start, window)
+        window.filter_serial = snapshot.change_serial
+        self._window = (start, feasible, window)
+
+    def _put_window(self, start: int, window: KeptWindow) -> None:
+        windows = self._results.windows
+        windows[start] = window
+        while len(windows) > MAX_WINDOWS:
+            del windows[next(iter(windows))]
 
     def run_filter_plugins_on_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *,
@@ -488,14 +526,17 @@ class Batch:
         snapshot = self._snapshot
         changed: list[int] | None = None
         if window.score_key == key and window.score_serial >= 0:
-            changed = snapshot.changed_positions_since(window.score_serial)
+            asked = self._changed
+            # the same question as the window's Filter (both serials move together) is
+            # answered once
+            changed = (asked[1] if asked is not None and asked[0] == window.score_serial
+                       else snapshot.changed_positions_since(window.score_serial))
         if changed is None:
             return self._score_window_fully(state, pod_info, window, key, nodes)
         self._cache.score_windows_reused += 1
         fwk = self._fwk
         started = time.perf_counter()
-        offsets = window_offsets(changed, start=start, size=window.size,
-                                 num_all=window.num_all)
+        offsets = window.offsets_of(changed, start=start)
         # Nodes joined a shifted window: every column is finished again (a normalizing
         # plugin's over the window's new set of nodes).
         joined = bool(window.entering)
@@ -652,6 +693,8 @@ class BatchCache:
         self.reused = 0
         # Cycles that took a whole kept window (checked through the change log only).
         self.windows_reused = 0
+        # ... of which windows the walk had found among rejected nodes.
+        self.scattered_windows_reused = 0
         # Cycles that scored a kept window from its kept scores (the change log's nodes only).
         self.score_windows_reused = 0
         # (id(metrics), profile) -> (those metrics, their hint_used attempts child)
@@ -720,20 +763,3 @@ class BatchCache:
                   for k, name in enumerate(order) if name in signed}
         return Batch(self, fwk, results, snapshot=snapshot, signed_filters=signed,
                      unsigned_filters=unsigned, unsigned_before=before, signs=signs)
-
-
-
-def wrapped_slice(values: _Seq, first: int, size: int) -> _Seq:
-    """``size`` items (nodes, or batching's kept results) from index ``first`` on, wrapping
-    past the end (``size`` <= len).
-
-    Costs the slice, not the cluster: rotating the whole node list per cycle (as a
-    ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
-    """
-    num_all = len(values)
-    if first >= num_all:
-        first -= num_all
-    end = first + size
-    if end <= num_all:
-        return values[first:end]
-    return values[first:] + values[:end - num_all]

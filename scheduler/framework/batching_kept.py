@@ -7,10 +7,11 @@ across a rebuilt list, and a window is reused shifted when the round robin drift
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable, Mapping
 from itertools import repeat
 from operator import ne
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from scheduler.framework.node_info import NodeInfo
@@ -24,6 +25,9 @@ MAX_SHIFT_SHARE = 8
 # A node list rebuilt by one node added or removed is followed by splicing the kept results
 # (``KeptPositions._follow_one``) when at most this many other nodes changed meanwhile.
 MAX_SPLICE_CHANGES = 64
+
+# What kept results are held in: lists (statuses, scores, nodes) and known-masks.
+_Seq = TypeVar("_Seq", list[Any], bytearray)
 
 
 class Snapshot(Protocol):
@@ -54,7 +58,8 @@ class KeptWindow:
     the signature) and its scores, as of change-log serials of the snapshot."""
 
     __slots__ = ("best", "entering", "filter_serial", "list_version", "names", "num_all",
-                 "plugins", "raw", "score_key", "score_serial", "size", "totals", "weighted")
+                 "offset_of", "plugins", "positions", "raw", "rejected", "score_key",
+                 "score_serial", "size", "span", "totals", "weighted")
 
     def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
         self.list_version = list_version
@@ -72,6 +77,46 @@ class KeptWindow:
         # Offsets whose nodes joined when the window was shifted (``shifted``): scored as
         # changed nodes by the next cycle that scores the window.
         self.entering: list[int] = []
+        # A scattered window (the walk met rejected nodes): the nodes the walk examined
+        # from the start index (``span``), the feasible ones' positions in the node list
+        # (``size`` of them, in walk order), each one's offset into them, and the rejected
+        # ones' positions.  None: the window is the run of ``size`` nodes from the start.
+        # (offset_of and rejected are built by ``index`` when the window is first reused:
+        # most windows kept are never taken again, their walk costs nothing more.)
+        self.span = size
+        self.positions: list[int] | None = None
+        self.offset_of: dict[int, int] | None = None
+        self.rejected: list[int] = []
+
+    @classmethod
+    def scattered(cls, *, list_version: int, num_all: int, serial: int, span: int,
+                  positions: list[int]) -> KeptWindow:
+        """A window whose walk examined ``span`` nodes and found them feasible at
+        ``positions`` (in the node list, in walk order)."""
+        window = cls(list_version=list_version, num_all=num_all, size=len(positions),
+                     serial=serial)
+        window.span = span
+        window.positions = positions
+        return window
+
+    def index(self, start: int) -> dict[int, int]:
+        """A scattered window's offset of each feasible position (and its rejected
+        positions, in walk order), built once."""
+        if self.offset_of is None:
+            positions = self.positions or []
+            self.offset_of = offset_of = dict(zip(positions, range(len(positions))))
+            num_all = self.num_all
+            self.rejected = [p % num_all for p in range(start, start + self.span)
+                             if p % num_all not in offset_of]
+        return self.offset_of
+
+    def offsets_of(self, changed: list[int], *, start: int) -> list[int]:
+        """The offsets into the window's feasible nodes of the ``changed`` positions among
+        them, ascending and without repeats."""
+        if self.positions is None:
+            return window_offsets(changed, start=start, size=self.size, num_all=self.num_all)
+        offset_of = self.index(start)
+        return sorted({offset_of[p] for p in changed if p in offset_of})
 
     def fits(self, snapshot: Snapshot, size: int) -> bool:
         return (self.list_version == snapshot.list_version and self.size == size
@@ -257,3 +302,92 @@ def _common_prefix(shorter: list[int], longer: list[int]) -> int:
         else:
             high = middle
     return low
+
+
+def _best(totals: list[int]) -> tuple[int, int]:
+    """The highest total and how many nodes have it (``totals`` is not empty)."""
+    top = max(totals)
+    return top, totals.count(top)
+
+
+def _best_after(best: tuple[int, int], old: list[int], new: list[int],
+                offsets: list[int]) -> tuple[int, int]:
+    """``_best(new)`` from ``_best(old)`` when the two lists differ at most at ``offsets``:
+    the window's changed nodes, a few of hundreds (a count over the whole list only when
+    every node that had the highest total lost it)."""
+    top, count = best
+    for o in offsets:
+        if old[o] == top:
+            count -= 1
+    changed = [new[o] for o in offsets]
+    high = max(changed)
+    if high > top:
+        return high, changed.count(high)
+    if high == top:
+        count += changed.count(top)
+    return (top, count) if count > 0 else _best(new)
+
+
+def _missing(known: bytes | bytearray) -> list[int]:
+    """The offsets of the zero bytes of ``known`` (C scans from one to the next)."""
+    missing: list[int] = []
+    i = known.find(0)
+    while i >= 0:
+        missing.append(i)
+        i = known.find(0, i + 1)
+    return missing
+
+
+def _positions_of(offsets: list[int], first: int, index: list[int] | None,
+                  num_all: int) -> list[int]:
+    """The node-list positions of these offsets into a run from ``first`` (``index`` None)
+    or into the nodes at ``index``."""
+    if index is None:
+        return [(first + o) % num_all for o in offsets]
+    return [index[o] for o in offsets]
+
+
+def _gather(values: _Seq, first: int, index: list[int] | None, size: int) -> _Seq:
+    """``size`` items of ``values`` from ``first`` (wrapping) when ``index`` is None, else
+    the items at ``index``."""
+    if index is None:
+        return wrapped_slice(values, first, size)
+    pick = _picker(index)
+    if pick is None:  # one node or none
+        return values.__class__(map(values.__getitem__, index))
+    if isinstance(values, bytearray):
+        return bytearray(pick(values))
+    return list(pick(values))
+
+
+# _picker's last answer: [the index list, its length, its itemgetter].  A cycle gathers
+# the same positions from every kept list (statuses, known-masks, each plugin's raw scores):
+# one ``itemgetter`` built, then a C loop per list (half of ``map(list.__getitem__)``).
+_last_picker: list[Any] = [None, -1, None]
+
+
+def _picker(index: list[int]) -> operator.itemgetter[Any] | None:
+    """``itemgetter(*index)`` (None for fewer than two items: it would not answer a
+    tuple), built once for the index list gathered from last (held here, so never another
+    list at the same address; its length checked too)."""
+    last = _last_picker
+    if last[0] is not index or last[1] != len(index):
+        last[:] = (index, len(index),
+                   operator.itemgetter(*index) if len(index) > 1 else None)
+    return last[2]  # type: ignore[no-any-return]  # the getter kept above
+
+
+def wrapped_slice(values: _Seq, first: int, size: int) -> _Seq:
+    """``size`` items (nodes, or batching's kept results) from index ``first`` on, wrapping
+    past the end (``size`` <= len).
+
+    Costs the slice, not the cluster: rotating the whole node list per cycle (as a
+    ``nodes[start:] + nodes[:start]`` would) made every cycle proportional to the cluster.
+    """
+    num_all = len(values)
+    if first >= num_all:
+        first -= num_all
+    end = first + size
+    if end <= num_all:
+        return values[first:end]
+    return values[first:] + values[:end - num_all]

@@ -147,12 +147,19 @@ class ScoreSteps(RuntimeBase):
     ) -> tuple[ScoreTable, Status | None]:
         """NormalizeScore, the range check and the weights over every node's raw scores."""
         table = ScoreTable(names, [0] * len(names), {})
+        totals: list[int] | None = None
         for name, values in raw:
             weighted, status = self.finish_column(state, pod_info, names, name, values)
             if status is not None:
                 return table, status
             table.by_plugin[name] = weighted
-            table.totals = list(map(operator.add, table.totals, weighted))
+            # the first column is the running total; columns of zeros add nothing
+            if totals is None:
+                totals = list(weighted)
+            elif any(weighted):
+                totals = list(map(operator.add, totals, weighted))
+        if totals is not None:
+            table.totals = totals
         return table, None
 
     def normalizes(self, name: str) -> bool:
@@ -201,7 +208,7 @@ class ScoreSteps(RuntimeBase):
                 plugin=name,
             )
         weight = self.score_weights.get(name, 1)
-        if weight != 1:
+        if weight != 1 and any(values):  # a column of zeros stays one (C scans, no product)
             return list(map(functools.partial(operator.mul, weight), values)), None
         return list(values), None
 

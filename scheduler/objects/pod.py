@@ -867,6 +867,8 @@ _SPEC_MEMO: dict[bytes, _SpecParse] = {}
 class PodInfo:
     """Everything the scheduler reads from a pod, parsed once (raises ObjectError if malformed)."""
 
+    # Its own slots, then the shared parse's (from_pod copies each of those from the
+    # _SpecParse: named once, there; a test checks every one is copied).
     __slots__ = (
         "pod",
         "key",
@@ -874,24 +876,10 @@ class PodInfo:
         "namespace",
         "name",
         "labels",
-        "priority",
-        "requests",
-        "non_zero_cpu",
-        "non_zero_memory",
-        "host_ports",
-        "tolerations",
-        "required_node_affinity",
-        "preferred_node_affinity",
-        "has_affinity",
-        "has_required_affinity",
-        "has_required_anti_affinity",
-        "has_preferred_affinity",
-        "has_preferred_anti_affinity",
         "resource_version",
         "node_name",
-        "scheduler_name",
         "pvc_names",
-        "scheduling_gates",
+        *_SpecParse.__slots__,
     )
 
     pod: dict[str, Any]

@@ -5,8 +5,9 @@ cannot be scheduled until its ResourceClaim exists, and a claim whose pod is gon
 devices until something releases them. On a cluster this controller does both; the sandbox
 reproduces what it writes, each write going through the registry (new resourceVersion,
 watch events, kube-apiserver's validation), a few milliseconds after the triggering write.
-It watches pods, ResourceClaims and ResourceClaimTemplates in the store like any watcher
-(so it also sees what the simulated kubelet writes), and:
+It watches pods, ResourceClaims and ResourceClaimTemplates in the store (an in-process
+``store.Informer``, so it also sees what the simulated kubelet writes), keeps its indexes
+(claims per pod, pods per claim, reservations, owners) from the events, and:
 
 * creates a pod's claim from its template: ``generateName`` ``<pod>-<pod claim>-`` (both parts
   shortened proportionally past 57 characters), the template's labels and annotations plus
@@ -41,7 +42,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
-from .store import DELETED, InternalWatcher
+from .store import DELETED, Informer
 from .util import now_iso
 from .wakeloop import wake_loop
 
@@ -122,7 +123,8 @@ class ClaimControllerSim:
         self.templates_rt = cat.builtin("resource.k8s.io", "resourceclaimtemplates")
         self.events_rt = cat.builtin("", "events")
         self._wake = asyncio.Event()
-        self._watchers: dict[str, InternalWatcher] = {}
+        self.informer = Informer(registry.store, wake=self._wake,
+                                 types=(self.pods_rt, self.claims_rt, self.templates_rt))
         self._pods: set[tuple[str, str]] = set()
         self._claims: set[tuple[str, str]] = set()
         self._waiting_for_template: set[tuple[str, str]] = set()
@@ -139,37 +141,25 @@ class ClaimControllerSim:
 
     def _watch(self) -> bool:
         """(Re)open the watches; True when they had to be opened (a full resync is due)."""
-        fresh = False
-        for rt in (self.pods_rt, self.claims_rt, self.templates_rt):
-            w = self._watchers.get(rt.plural)
-            if w is not None and not w.closed:
-                continue
-            w = InternalWatcher(rt, None, None)
-            w.wake = self._wake
-            self.registry.ts(rt).watchers.add(w)
-            self._watchers[rt.plural] = w
-            fresh = True
-        return fresh
+        return bool(self.informer.open())
 
     def _drain(self) -> None:
-        for plural, w in self._watchers.items():
-            buf, w.buf = w.buf, []
-            for typ, ev in buf:
-                if typ in ("BOOKMARK", "ERROR"):
-                    continue
-                try:
-                    if plural == "pods":
-                        self._pod_event(typ, ev.obj)
-                    elif plural == "resourceclaims":
-                        self._claim_event(typ, ev.obj)
-                    elif typ != DELETED:  # a template appeared or changed: retry pods waiting for one
-                        ns = ev.obj["metadata"].get("namespace", "")
-                        self._pods |= {k for k in self._waiting_for_template if k[0] == ns}
-                except (AttributeError, KeyError, TypeError, ValueError) as err:
-                    # a malformed object (written around validation): named, skipped, the rest goes on
-                    md = ev.obj.get("metadata") if isinstance(ev.obj.get("metadata"), dict) else {}
-                    log.warning("resourceclaim controller: ignoring malformed %s %s/%s: %r", plural,
-                                md.get("namespace", ""), md.get("name", ""), err)
+        for rt, ev in self.informer.drain():
+            plural, typ = rt.plural, ev.type
+            try:
+                if plural == "pods":
+                    self._pod_event(typ, ev.obj)
+                elif plural == "resourceclaims":
+                    self._claim_event(typ, ev.obj)
+                elif typ != DELETED:  # a template appeared or changed: retry pods waiting for one
+                    ns = ev.obj["metadata"].get("namespace", "")
+                    self._pods |= {k for k in self._waiting_for_template if k[0] == ns}
+            except (AttributeError, KeyError, TypeError, ValueError) as err:
+                # a malformed object (written around validation): named, skipped, the rest goes on
+                md = ev.obj.get("metadata")
+                md = md if isinstance(md, dict) else {}
+                log.warning("resourceclaim controller: ignoring malformed %s %s/%s: %r", plural,
+                            md.get("namespace", ""), md.get("name", ""), err)
 
     def _pod_event(self, typ: str, pod: Obj) -> None:
         md = pod["metadata"]
@@ -252,9 +242,7 @@ class ClaimControllerSim:
             await wake_loop(self._wake, self.sync, delay=self.delay, before=rewatch,
                             what="resourceclaim controller simulation", iterations=iterations)
         finally:
-            for w in self._watchers.values():
-                self.registry.ts(w.rt).watchers.discard(w)
-            self._watchers.clear()
+            self.informer.close()
 
     def resync_all(self) -> None:
         """Every pod and claim, as after an informer's initial list."""

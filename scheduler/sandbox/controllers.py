@@ -23,6 +23,12 @@ a few milliseconds after the triggering write:
   ``foregroundDeletion`` finalizer until its dependents are gone; ``Orphan`` (and the
   ``orphan`` finalizer) removes the owner's reference from its dependents instead.
 
+Like kube-controller-manager's, these controllers watch the API instead of being called by
+it: one in-process ``Informer`` on the store (every type but the event views; workloads in
+full, other types only their events that can matter: objects with owner references, objects
+being deleted, removals) feeds the work queue and the garbage collector's owner -> dependents
+graph, built from the initial list and kept from the events.
+
 All controlled objects carry an ``ownerReferences`` entry with ``controller: true`` and
 ``blockOwnerDeletion: true``, as the real controllers write it.
 
@@ -41,8 +47,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .errors import ApiError
+from .registry import FOREGROUND as FOREGROUND  # the finalizers the API server sets for the GC
+from .registry import ORPHAN as ORPHAN
 from .resources import ResourceType
 from .selectors import selector_dict_matches
+from .store import DELETED, Event, Informer
 from .util import now_iso, set_condition
 from .wakeloop import wake_loop
 
@@ -52,8 +61,6 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 log = logging.getLogger("scheduler.sandbox")
 
-FOREGROUND = "foregroundDeletion"
-ORPHAN = "orphan"
 REVISION = "deployment.kubernetes.io/revision"
 HASH_LABEL = "pod-template-hash"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -98,6 +105,16 @@ def _ready(pod: Obj) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [] if isinstance(c, dict))
 
 
+def _keep(rt: ResourceType, ev: Event) -> bool:
+    """The events the controllers and the GC look at, chosen before queueing: every event
+    of a workload, removals (an owner gone), and writes of owned objects or of objects being
+    deleted (held by a GC finalizer)."""
+    if ev.type == DELETED or (rt.group, rt.plural) in _WORKLOADS:
+        return True
+    md = ev.obj["metadata"]
+    return bool(md.get("ownerReferences") or md.get("deletionTimestamp"))
+
+
 def _int(v: Any, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
@@ -114,10 +131,9 @@ class ControllerSim:
         self._held: dict[tuple[str, str, str], ResourceType] = {}  # owners held by GC finalizers
         # The garbage collector's graph, as upstream's keeps one: owner uid -> its dependents
         # (type key, namespace, name), so an owner's removal visits its dependents only
-        # instead of every stored object.  Built by one scan on the first removal (objects
-        # written before), then kept by observe()/observe_removed(), which see every write
-        # of an object with ownerReferences.
-        self._dependents: dict[str, set[tuple[str, str, str]]] | None = None
+        # instead of every stored object.  Built from the informer's initial list, then kept
+        # from its events (observe()/observe_removed()).
+        self._dependents: dict[str, set[tuple[str, str, str]]] = {}
         self._owner_types: dict[tuple[str, str], ResourceType] = {}  # (apiVersion, kind)
         cat = registry.catalog
         self.pods = cat.builtin("", "pods")
@@ -125,8 +141,38 @@ class ControllerSim:
         self.deploy = cat.builtin("apps", "deployments")
         self.jobs = cat.builtin("batch", "jobs")
         self._by_plural = {"replicasets": self.rs, "deployments": self.deploy, "jobs": self.jobs}
+        self.informer = Informer(registry.store, wake=self._wake, every_type=True, keep=_keep)
 
-    # ------------------------------------------------------------ triggers (from the registry)
+    # ------------------------------------------------------------ the watch
+
+    def sync_watch(self) -> None:
+        """Apply the initial list (when the watches (re)open) and the events since the last call."""
+        for rt, entries in self.informer.open():
+            for e in entries:
+                self._observe_listed(rt, e.obj)
+        for rt, ev in self.informer.drain():
+            try:
+                if ev.type == DELETED:
+                    self.observe_removed(rt, ev.obj)
+                else:
+                    self.observe(rt, ev.obj)
+            except (AttributeError, KeyError, TypeError, ValueError) as err:
+                # a malformed object (written around validation): named, skipped, the rest goes on
+                md = ev.obj.get("metadata")
+                md = md if isinstance(md, dict) else {}
+                log.warning("controllers: ignoring malformed %s %s/%s: %r", rt.plural,
+                            md.get("namespace", ""), md.get("name", ""), err)
+
+    def _observe_listed(self, rt: ResourceType, obj: Obj) -> None:
+        md = obj["metadata"]
+        if (rt.group, rt.plural) in _WORKLOADS or md.get("ownerReferences") or md.get("deletionTimestamp"):
+            try:
+                self.observe(rt, obj)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                log.warning("controllers: ignoring malformed %s %s/%s", rt.plural, md.get("namespace", ""),
+                            md.get("name", ""))
+
+    # ------------------------------------------------------------ handlers of the watch events
 
     def observe(self, rt: ResourceType, obj: Obj) -> None:
         """An object was written: reconcile it (workloads) or its controller (owned objects)."""
@@ -139,8 +185,7 @@ class ControllerSim:
             self._wake.set()
         refs = md.get("ownerReferences")
         if refs:
-            if self._dependents is not None:
-                self._add_dependent(rt, md, refs)
+            self._add_dependent(rt, md, refs)
             for ref in refs:
                 if isinstance(ref, dict) and ref.get("controller"):
                     plural = {"ReplicaSet": "replicasets", "Deployment": "deployments", "Job": "jobs"}.get(
@@ -151,11 +196,11 @@ class ControllerSim:
     def observe_removed(self, rt: ResourceType, obj: Obj) -> None:
         """An object is gone: its dependents may have to go (GC), its controller may act."""
         md = obj["metadata"]
-        self._removed_uids.add(md["uid"])
-        if self._dependents is not None:
+        if md["uid"] in self._dependents:
+            self._removed_uids.add(md["uid"])
+        if md.get("ownerReferences"):
             self._drop_dependent(rt, md)
         self.observe(rt, obj)
-        self._wake.set()
 
     def _mark(self, plural: str, ns: str, name: str) -> None:
         self._dirty.add((plural, ns, name))
@@ -164,11 +209,20 @@ class ControllerSim:
     # ------------------------------------------------------------ loop
 
     async def run(self, *, iterations: int | None = None) -> None:
-        await wake_loop(self._wake, self.sync, delay=self.delay, what="controller simulation",
-                        iterations=iterations)
+        try:
+            await wake_loop(self._wake, self.sync, delay=self.delay, what="controller simulation",
+                            before=self._open, iterations=iterations)
+        finally:
+            self.informer.close()
+
+    def _open(self) -> None:
+        self.sync_watch()
+        if self._dirty or self._removed_uids or self._held:
+            self._wake.set()
 
     def sync(self, max_passes: int = 10) -> None:
         for _ in range(max_passes):
+            self.sync_watch()
             if not self._dirty and not self._removed_uids:
                 self._finish_held()
                 return
@@ -395,8 +449,6 @@ class ControllerSim:
     def _collect_garbage(self, removed: set[str]) -> None:
         """Dependents whose owners are all gone are deleted; orphaning owners (``orphan``
         finalizer) release their dependents instead."""
-        if self._dependents is None:
-            self._dependents = self._scan_dependents()
         reg = self.registry
         keys: set[tuple[str, str, str]] = set()
         for uid in removed:
@@ -413,20 +465,7 @@ class ControllerSim:
                 continue
             self._collect_one(ts.rt, entry.obj)
 
-    def _scan_dependents(self) -> dict[str, set[tuple[str, str, str]]]:
-        self._dependents = {}
-        for ts in list(self.registry.store.types.values()):
-            if ts.rt.is_view:
-                continue
-            for e in ts.entries():
-                md = e.obj["metadata"]
-                refs = md.get("ownerReferences")
-                if refs:
-                    self._add_dependent(ts.rt, md, refs)
-        return self._dependents
-
     def _add_dependent(self, rt: ResourceType, md: Obj, refs: Any) -> None:
-        assert self._dependents is not None
         if rt.is_view or not isinstance(refs, list):
             return
         key = (rt.key, md.get("namespace", ""), md["name"])
@@ -436,7 +475,6 @@ class ControllerSim:
 
     def _drop_dependent(self, rt: ResourceType, md: Obj) -> None:
         """A removed object leaves its owners' sets (keeps the graph bounded by what lives)."""
-        assert self._dependents is not None
         refs = md.get("ownerReferences")
         if not isinstance(refs, list):
             return

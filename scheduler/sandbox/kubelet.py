@@ -6,6 +6,14 @@ shortly after binding (status writes are batched per tick so they do not compete
 binding rate), finishes after ``run-seconds`` if annotated, and a deleted pod disappears
 after its grace period, capped at ``max_grace`` seconds of real time.
 
+Like the real kubelet it watches the API (an in-process ``Informer`` on the store: pods,
+nodes, ResourceClaims) instead of being told about writes, and keeps its own index of pods per
+node from the events: a bound Pending pod on a simulated node is started, a pod whose
+deletion set ``deletionTimestamp`` with a grace period is removed once that period is over
+(the API server keeps such a pod, finalizers or not, until the kubelet confirms with a zero
+grace period), a new node starts the pods already bound to it, a written claim starts the
+pods that waited for it.
+
 A node is simulated unless it carries the annotation
 ``sandbox.kube-py-scheduler.io/simulated: "false"`` (the sandbox's own nodes carry "true";
 nodes created by clients are simulated by default, so tests can add nodes freely).
@@ -23,19 +31,23 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .util import iso_at, now_iso, set_condition
+from .resources import ResourceType
+from .store import ADDED, DELETED, Event, Informer
+from .util import SIMULATED as SIMULATED
+from .util import is_simulated_node, iso_at, now_iso, set_condition
 from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
 
 Obj = dict[str, Any]
+log = logging.getLogger("scheduler.sandbox")
 
-SIMULATED = "sandbox.kube-py-scheduler.io/simulated"
 RUN_SECONDS = "sandbox.kube-py-scheduler.io/run-seconds"
 EXIT_CODE = "sandbox.kube-py-scheduler.io/exit-code"
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -131,6 +143,15 @@ class KubeletSim:
         self._wake = asyncio.Event()
         # (namespace, claim name) -> pods (ns, name, uid) that wait for that claim
         self._claim_waiters: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+        cat = registry.catalog
+        self.pods_rt = cat.builtin("", "pods")
+        self.nodes_rt = cat.builtin("", "nodes")
+        self.claims_rt = cat.builtin("resource.k8s.io", "resourceclaims")
+        self.informer = Informer(registry.store, wake=self._wake,
+                                 types=(self.pods_rt, self.nodes_rt, self.claims_rt), keep=self._keep)
+        # pods per node, kept from the watch events (the kubelet's own pod source)
+        self._node_of: dict[tuple[str, str], str] = {}
+        self._by_node: dict[str, set[tuple[str, str]]] = {}
 
     # ------------------------------------------------------------ policy
 
@@ -138,33 +159,72 @@ class KubeletSim:
         e = self.registry.ts_of("", "nodes").get("", name)
         return e.obj if e is not None else None
 
-    def is_simulated(self, node: Obj | None) -> bool:
-        if node is None:
-            return False
-        return ((node["metadata"].get("annotations") or {}).get(SIMULATED)) != "false"
+    is_simulated = staticmethod(is_simulated_node)
 
-    def grace_for_delete(self, pod: Obj, requested: Any) -> float:
-        """Grace period to record for a pod deletion; 0 means remove immediately."""
-        spec = pod.get("spec") or {}
-        phase = (pod.get("status") or {}).get("phase")
-        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-            return 0
-        if not self.is_simulated(self.node(spec["nodeName"])):
-            return 0
-        g = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
-        try:
-            g = float(g)
-        except (TypeError, ValueError):
-            g = 30.0
-        if g <= 0:
-            return 0
-        return int(g) if g >= 1 else 1
+    # ------------------------------------------------------------ the watch
 
-    def may_remove(self, pod: Obj) -> bool:
+    def sync_watch(self) -> None:
+        """Apply the initial list (when the watches (re)open) and the events since the last call."""
+        for rt, entries in self.informer.open():
+            if rt is self.pods_rt:
+                self._node_of.clear()
+                self._by_node.clear()
+                for e in entries:
+                    try:
+                        self._pod_event(ADDED, e.obj)
+                    except (AttributeError, KeyError, TypeError, ValueError):
+                        log.warning("kubelet: ignoring malformed pod %s", e.obj.get("metadata"))
+        for rt, ev in self.informer.drain():
+            try:
+                if rt is self.pods_rt:
+                    self._pod_event(ev.type, ev.obj)
+                elif rt is self.nodes_rt:
+                    if ev.type == ADDED:
+                        self.node_added(ev.obj)
+                elif ev.type != DELETED:
+                    self.claim_changed(ev.obj)
+            except (AttributeError, KeyError, TypeError, ValueError) as err:
+                # a malformed object (written around validation): named, skipped, the rest goes on
+                md = ev.obj.get("metadata")
+                md = md if isinstance(md, dict) else {}
+                log.warning("kubelet: ignoring malformed %s %s/%s: %r", rt.plural,
+                            md.get("namespace", ""), md.get("name", ""), err)
+
+    def _keep(self, rt: ResourceType, ev: Event) -> bool:
+        """Chosen before queueing: bound pods (a removal carries the last state, so a bound
+        pod's removal is kept too), new nodes, every claim."""
+        if rt is self.pods_rt:
+            spec = ev.obj.get("spec")
+            return not isinstance(spec, dict) or bool(spec.get("nodeName"))
+        return rt is not self.nodes_rt or ev.type == ADDED
+
+    def _pod_event(self, typ: str, pod: Obj) -> None:
         md = pod["metadata"]
-        return (md.get("namespace", ""), md["name"]) not in self._terminating
-
-    # ------------------------------------------------------------ hooks from the registry
+        key = (md.get("namespace", ""), md["name"])
+        node = "" if typ == DELETED else str((pod.get("spec") or {}).get("nodeName") or "")
+        old = self._node_of.get(key, "")
+        if node != old:
+            if old:
+                pods = self._by_node.get(old)
+                if pods is not None:
+                    pods.discard(key)
+                    if not pods:
+                        del self._by_node[old]
+            if node:
+                self._node_of[key] = node
+                self._by_node.setdefault(node, set()).add(key)
+            else:
+                self._node_of.pop(key, None)
+        if typ == DELETED:
+            self._terminating.discard(key)
+            return
+        if md.get("deletionTimestamp"):
+            grace = md.get("deletionGracePeriodSeconds")
+            if (key not in self._terminating and isinstance(grace, (int, float)) and grace > 0
+                    and node and self.is_simulated(self.node(node))):
+                self.pod_terminating(pod, float(grace))
+            return
+        self.pod_changed(pod)
 
     def pod_changed(self, pod: Obj) -> None:
         spec = pod.get("spec") or {}
@@ -181,9 +241,10 @@ class KubeletSim:
     def node_added(self, node: Obj) -> None:
         if not self.is_simulated(node):
             return
-        name = node["metadata"]["name"]
-        for e in self.registry.ts_of("", "pods").entries():
-            if (e.obj.get("spec") or {}).get("nodeName") == name:
+        pods = self.registry.ts(self.pods_rt)
+        for ns, name in sorted(self._by_node.get(node["metadata"]["name"], ())):
+            e = pods.get(ns, name)
+            if e is not None:
                 self.pod_changed(e.obj)
 
     def claim_changed(self, claim: Obj) -> None:
@@ -254,8 +315,11 @@ class KubeletSim:
 
     async def run(self, *, iterations: int | None = None) -> None:
         # a tick lets a burst of bindings accumulate, so status writes are batched
-        await wake_loop(self._wake, self.step, delay=self.tick, what="kubelet simulation",
-                        timeout=self._until_due, iterations=iterations)
+        try:
+            await wake_loop(self._wake, self.step, delay=self.tick, what="kubelet simulation",
+                            before=self.sync_watch, timeout=self._until_due, iterations=iterations)
+        finally:
+            self.informer.close()
 
     def _until_due(self) -> float | None:
         """How long the loop may wait for a wake: not at all while pods wait to start, until
@@ -267,7 +331,9 @@ class KubeletSim:
         return None
 
     def step(self) -> None:
-        """Apply everything due now: pending starts, completions, removals."""
+        """Apply everything due now: what the watch delivered, pending starts, completions,
+        removals."""
+        self.sync_watch()
         starts, self._start = self._start, {}
         for (ns, name), uid in starts.items():
             self._run_pod(ns, name, uid)
@@ -288,10 +354,7 @@ class KubeletSim:
 
     def _write(self, old: Obj, new: Obj) -> None:
         reg = self.registry
-        pods = reg.ts_of("", "pods")
-        entry = reg.store.write(pods, new, old)
-        if reg.controllers is not None and entry.obj["metadata"].get("ownerReferences"):
-            reg.controllers.observe(pods.rt, entry.obj)  # ready/finished pods change their owner's status
+        reg.store.write(reg.ts(self.pods_rt), new, old)
 
     def _run_pod(self, ns: str, name: str, uid: str) -> None:
         pod = self._current(ns, name, uid)
@@ -394,10 +457,19 @@ class KubeletSim:
         self._write(pod, {**pod, "metadata": dict(pod["metadata"]), "status": status})
 
     def _remove(self, ns: str, name: str, uid: str) -> None:
-        if self._current(ns, name, uid) is None:
+        """The grace period is over: the kubelet's delete with a zero grace period. A pod
+        that finalizers still hold stays, with ``deletionGracePeriodSeconds: 0`` (it goes
+        when its last finalizer does)."""
+        pod = self._current(ns, name, uid)
+        if pod is None:
             return
         reg = self.registry
-        reg.remove_now(reg.catalog.builtin("", "pods"), ns, name)
+        md = pod["metadata"]
+        if md.get("finalizers"):
+            if md.get("deletionGracePeriodSeconds"):
+                reg.store.write(reg.ts(self.pods_rt), {**pod, "metadata": {**md, "deletionGracePeriodSeconds": 0}}, pod)
+            return
+        reg.remove_now(self.pods_rt, ns, name)
 
 
 def deletion_time(grace: float, clock: Callable[[], float] = time.time) -> str:

@@ -56,10 +56,8 @@ def bind(reg: Registry, ns: str, name: str, binding: Any) -> None:
     if bmd.get("annotations"):
         nmd["annotations"] = {**(md.get("annotations") or {}), **bmd["annotations"]}
     new = {**pod, "metadata": nmd, "spec": {**spec, "nodeName": node}, "status": status}
-    entry = reg.store.write(ts, new, pod)
+    reg.store.write(ts, new, pod)
     reg.bump("bindings")
-    if reg.kubelet is not None:
-        reg.kubelet.pod_changed(entry.obj)
 
 # ------------------------------------------------------------ pods/eviction
 

@@ -5,7 +5,10 @@ provisioner) completes what the scheduler starts: the scheduler pre-binds a PV b
 ``spec.claimRef`` or asks for provisioning by annotating the PVC with
 ``volume.kubernetes.io/selected-node``; without a controller no PVC would ever become Bound.
 This module reproduces the visible effects, each write going through the registry (new
-resourceVersion, normal watch events), within a few milliseconds of the triggering write:
+resourceVersion, normal watch events), within a few milliseconds of the triggering write. Like
+the real controller it watches PersistentVolumes, PersistentVolumeClaims and StorageClasses
+(an in-process ``Informer`` on the store), keeps its own view of them from the events, and
+syncs every volume and claim of that view when something changed:
 
 * binding (``pkg/controller/volume/persistentvolume``): a PV whose claimRef names an existing
   claim is bound to it -- PV claimRef uid and phase Bound, PVC ``spec.volumeName`` with the
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
 from .selectors import selector_dict_matches
+from .store import DELETED, Informer
 from .util import new_uid
 from .validation import parse_quantity
 from .wakeloop import wake_loop
@@ -88,36 +92,85 @@ class PVControllerSim:
         self.registry = registry
         self.delay = delay
         self._wake = asyncio.Event()
-        self._syncing = False
+        self._resync = False
         self.pv_rt = registry.catalog.builtin("", "persistentvolumes")
         self.pvc_rt = registry.catalog.builtin("", "persistentvolumeclaims")
+        self.sc_rt = registry.catalog.builtin("storage.k8s.io", "storageclasses")
+        self.informer = Informer(registry.store, wake=self._wake, types=(self.pv_rt, self.pvc_rt, self.sc_rt))
+        # the controller's view, kept from the watch events (its informers' caches)
+        self._pvs: dict[str, Obj] = {}
+        self._claims: dict[tuple[str, str], Obj] = {}
+        self._classes: dict[str, Obj] = {}
 
     def poke(self) -> None:
-        """A PV, PVC or StorageClass changed: sync soon (bursts coalesce)."""
-        if not self._syncing:
-            self._wake.set()
+        """Sync soon even if nothing changed (a resync)."""
+        self._resync = True
+        self._wake.set()
 
     async def run(self, *, iterations: int | None = None) -> None:
-        await wake_loop(self._wake, self.sync, delay=self.delay,
-                        what="pv controller simulation", iterations=iterations)
+        try:
+            await wake_loop(self._wake, self.sync, delay=self.delay, before=self._open,
+                            what="pv controller simulation", iterations=iterations)
+        finally:
+            self.informer.close()
+
+    def _open(self) -> None:
+        if self._apply_list():
+            self._wake.set()
+
+    # ------------------------------------------------------------ the view
+
+    def _apply_list(self) -> bool:
+        listed = self.informer.open()
+        for rt, entries in listed:
+            view = self._view(rt.plural)
+            view.clear()
+            for e in entries:
+                view[self._key(rt.plural, e.obj)] = e.obj
+        return bool(listed)
+
+    def _view(self, plural: str) -> dict[Any, Obj]:
+        if plural == "persistentvolumes":
+            return self._pvs
+        if plural == "persistentvolumeclaims":
+            return self._claims
+        return self._classes
+
+    @staticmethod
+    def _key(plural: str, obj: Obj) -> Any:
+        md = obj["metadata"]
+        return (md.get("namespace", ""), md["name"]) if plural == "persistentvolumeclaims" else md["name"]
+
+    def _refresh(self) -> bool:
+        """Bring the view up to date (initial list, then the watch events); True if it changed."""
+        changed = self._apply_list()
+        for rt, ev in self.informer.drain():
+            view = self._view(rt.plural)
+            key = self._key(rt.plural, ev.obj)
+            if ev.type == DELETED:
+                view.pop(key, None)
+            else:
+                view[key] = ev.obj
+            changed = True
+        return changed
 
     # ------------------------------------------------------------ one pass
 
     def sync(self, max_passes: int = 5) -> None:
-        self._syncing = True
-        try:
-            for _ in range(max_passes):
-                if not self._pass():
-                    break
-        finally:
-            self._syncing = False
+        """Sync every volume and claim once something they depend on changed; again after
+        the pass's own writes (seen through the watch), until nothing is left to write."""
+        resync, self._resync = self._resync, False
+        if not self._refresh() and not resync:
+            return
+        for _ in range(max_passes):
+            if not self._pass():
+                break
+            self._refresh()
 
     def _pass(self) -> bool:
-        reg = self.registry
-        pvs = {e.obj["metadata"]["name"]: e.obj for e in reg.ts(self.pv_rt).entries()}
-        claims = {(e.obj["metadata"].get("namespace", ""), e.obj["metadata"]["name"]): e.obj
-                  for e in reg.ts(self.pvc_rt).entries()}
-        classes = {e.obj["metadata"]["name"]: e.obj for e in reg.ts_of("storage.k8s.io", "storageclasses").entries()}
+        pvs = dict(self._pvs)
+        claims = dict(self._claims)
+        classes = self._classes
         wrote = False
         claimed: set[tuple[str, str]] = set()
         for name in sorted(pvs):

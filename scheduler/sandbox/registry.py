@@ -4,9 +4,15 @@ Create/update/patch/delete with metadata rules (uid, resourceVersion, generation
 generateName, deletionTimestamp + finalizers), status subresource separation, optimistic
 concurrency, dry run and raw writes. Split by concern around it: ``catalog.py`` (served
 types), ``admission.py`` (defaulting and admission on create), ``namespaces.py`` (namespace
-deletion), ``crds.py`` (CRD registration), ``podsubresources.py`` (pods/binding and
-pods/eviction), ``controllers.py`` (Deployment/ReplicaSet/Job controllers and garbage
-collection). Transport-agnostic: the HTTP layer lives in ``app.py``.
+deletion, the API server's half), ``crds.py`` (CRD registration), ``podsubresources.py`` (pods/binding and
+pods/eviction). Transport-agnostic: the HTTP layer lives in ``app.py``.
+
+What is API-server logic stays here (graceful pod deletion setting ``deletionTimestamp`` and
+``deletionGracePeriodSeconds``, the garbage collector's finalizers for a propagation policy,
+finalizers holding an object); the simulated controllers (``kubelet.py``, ``pvcontroller.py``,
+``claimcontroller.py``, ``controllers.py``, ``nscontroller.py``) are not
+called from here: they watch the store (``store.Informer``) and write back through this
+registry, as kube-controller-manager's controllers watch the API.
 """
 
 from __future__ import annotations
@@ -14,29 +20,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import yaml
 
-from . import admission, controllers, crds, dra, errors, events, namespaces, validation
+from . import admission, crds, dra, errors, events, namespaces, validation
 from .catalog import Catalog
 from .errors import ApiError
 from .patch import json_patch, merge_patch, strategic_merge_patch
 from .resources import ResourceType
 from .selectors import Matcher
 from .store import Entry, Store, TypeStore
-from .util import iso_at, name_suffix, new_uid, now_iso
-
-if TYPE_CHECKING:
-    from .controllers import ControllerSim
-    from .kubelet import KubeletSim
-    from .pvcontroller import PVControllerSim
+from .util import is_simulated_node, iso_at, name_suffix, new_uid, now_iso
 
 Obj = dict[str, Any]
 log = logging.getLogger("scheduler.sandbox")
 
-_PV_CONTROLLER_INPUTS = frozenset({"persistentvolumes", "persistentvolumeclaims", "storageclasses"})
+# The finalizers a deletion's propagation policy puts on the owner for the garbage collector.
+FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
+
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
@@ -53,11 +57,10 @@ class Registry:
         self.store = store
         self.catalog = Catalog()
         self.clock = clock
-        self.kubelet: KubeletSim | None = None
-        self.pv_controller: PVControllerSim | None = None
-        self.controllers: ControllerSim | None = None
-        self.namespace_delay = 1.0  # seconds before the namespace controller empties a namespace
-        self.terminating_ns: set[str] = set()
+        # pods bound to simulated nodes are deleted gracefully (a simulated kubelet runs them)
+        self.graceful_pod_deletion = False
+        # a garbage collector runs: deletions with a propagation policy get its finalizers
+        self.garbage_collection = False
         self.on_crd_change: Callable[[], None] | None = None
         self.counters: dict[str, int] = {}
 
@@ -84,7 +87,7 @@ class Registry:
         nse = self.ts_of("", "namespaces").get("", ns)
         if nse is None:
             raise errors.not_found("namespaces", ns)
-        if ns in self.terminating_ns or nse.obj["metadata"].get("deletionTimestamp"):
+        if nse.obj["metadata"].get("deletionTimestamp"):
             raise errors.forbidden(
                 rt.plural, name,
                 f"unable to create new content in namespace {ns} because it is being terminated",
@@ -256,8 +259,6 @@ class Registry:
             return Entry(new, orjson.dumps(new))
         if cmd.get("deletionTimestamp") and not new["metadata"].get("finalizers") and self._may_finalize(rt, new):
             # the last finalizer is gone: the update completes the deletion (DELETED event)
-            if rt.group == "" and rt.plural == "namespaces":
-                self.terminating_ns.discard(name)
             return self._remove(rt, ts, Entry(new, b""))
         entry = self.store.write(ts, new, cur)
         self._after_write(rt, entry.obj, cur)
@@ -265,9 +266,10 @@ class Registry:
 
     def _may_finalize(self, rt: ResourceType, obj: Obj) -> bool:
         """Objects with deletionTimestamp go away once finalizers are empty, except pods that a
-        simulated kubelet is still terminating gracefully."""
-        if rt.group == "" and rt.plural == "pods" and self.kubelet is not None:
-            return self.kubelet.may_remove(obj)
+        kubelet is still terminating gracefully (``deletionGracePeriodSeconds`` > 0)."""
+        if rt.group == "" and rt.plural == "pods":
+            # a pod in its grace period stays until the kubelet confirms (grace 0)
+            return not obj["metadata"].get("deletionGracePeriodSeconds")
         if rt.group == "" and rt.plural == "namespaces":
             return not (obj.get("spec") or {}).get("finalizers")  # spec finalizers hold it too
         return True
@@ -390,16 +392,14 @@ class Registry:
         grace = options.get("gracePeriodSeconds")
         if rt.group == "" and rt.plural == "namespaces":
             return namespaces.start_deletion(self, ts, e), False
-        if rt.group == "" and rt.plural == "pods" and self.kubelet is not None:
-            g = self.kubelet.grace_for_delete(obj, grace)
+        if rt.group == "" and rt.plural == "pods" and self.graceful_pod_deletion:
+            g = self._pod_grace(obj, grace)
             if g > 0:
                 if md.get("deletionTimestamp"):
                     return e, False
                 nmd = {**md, "deletionTimestamp": iso_at(self.clock() + g), "deletionGracePeriodSeconds": g}
                 new = {**obj, "metadata": nmd}
-                entry = self.store.write(ts, new, obj)
-                self.kubelet.pod_terminating(entry.obj, g)
-                return entry, False
+                return self.store.write(ts, new, obj), False
         fin = self._propagation_finalizer(rt, options)
         if fin and fin not in (md.get("finalizers") or []) and not md.get("deletionTimestamp"):
             md = {**md, "finalizers": [*(md.get("finalizers") or []), fin]}
@@ -409,19 +409,35 @@ class Registry:
             nmd = {**md, "deletionTimestamp": now_iso(), "deletionGracePeriodSeconds": 0}
             if rt.tracks_generation:
                 nmd["generation"] = int(md.get("generation", 1)) + 1
-            entry = self.store.write(ts, {**obj, "metadata": nmd}, obj)
-            if self.controllers is not None:
-                self.controllers.observe(rt, entry.obj)
-            return entry, False
+            return self.store.write(ts, {**obj, "metadata": nmd}, obj), False
         if rt.plural == "customresourcedefinitions":
             crds.drop_crd(self, obj)
         return self._remove(rt, ts, e), True
+
+    def _pod_grace(self, pod: Obj, requested: Any) -> float:
+        """Grace period to record for a pod deletion; 0 means remove immediately: a pod not
+        bound, finished, or on a node no simulated kubelet runs (nobody would confirm)."""
+        spec = pod.get("spec") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            return 0
+        node = self.ts_of("", "nodes").get("", spec["nodeName"])
+        if not is_simulated_node(node.obj if node is not None else None):
+            return 0
+        g = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
+        try:
+            g = float(g)
+        except (TypeError, ValueError):
+            g = 30.0
+        if g <= 0:
+            return 0
+        return int(g) if g >= 1 else 1
 
     def _propagation_finalizer(self, rt: ResourceType, options: Obj) -> str | None:
         """The finalizer a deletion's propagation policy puts on the owner while the garbage
         collector works: Foreground waits for the dependents, Orphan releases them. Without a
         policy, batch/v1 Jobs orphan their pods (upstream's default for that kind)."""
-        if self.controllers is None:
+        if not self.garbage_collection:
             return None
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
@@ -429,26 +445,19 @@ class Registry:
         if policy is None and rt.group == "batch" and rt.plural == "jobs":
             policy = "Orphan"
         if policy == "Foreground":
-            return controllers.FOREGROUND
+            return FOREGROUND
         if policy == "Orphan":
-            return controllers.ORPHAN
+            return ORPHAN
         return None
 
     def _remove(self, rt: ResourceType, ts: TypeStore, e: Entry) -> Entry:
         out = self.store.remove(ts, e)
-        if self.controllers is not None:
-            self.controllers.observe_removed(rt, e.obj)
-        if self.pv_controller is not None and rt.plural in _PV_CONTROLLER_INPUTS and rt.group in ("", "storage.k8s.io"):
-            self.pv_controller.poke()
-        ns = e.obj["metadata"].get("namespace", "")
-        if ns and ns in self.terminating_ns:
-            namespaces.maybe_finalize(self, ns)
         if rt.plural == "customresourcedefinitions":
             crds.drop_crd(self, e.obj)
         return out
 
     def remove_now(self, rt: ResourceType, ns: str, name: str) -> None:
-        """Final removal used by the kubelet simulation once a pod's grace period is over."""
+        """Final removal (the kubelet's zero-grace delete once a pod's grace period is over)."""
         ts = self.ts(rt)
         e = ts.get(ns, name)
         if e is None:
@@ -512,25 +521,14 @@ class Registry:
         try:
             self._after_write(rt, entry.obj, prev)
         except Exception:  # simulations must survive the malformed object they were handed
-            log.exception("sandbox: reacting to raw object %s %s/%s failed", kind, ns, name)
+            log.exception("sandbox: registering raw object %s %s/%s failed", kind, ns, name)
         return events.from_core(entry.obj) if rt.is_view else entry.obj
 
     # ------------------------------------------------------------ CRDs
 
     def _after_write(self, rt: ResourceType, obj: Obj, prev: Obj | None) -> None:
-        if self.pv_controller is not None and rt.plural in _PV_CONTROLLER_INPUTS and rt.group in ("", "storage.k8s.io"):
-            self.pv_controller.poke()
         if rt.plural == "customresourcedefinitions":
             crds.register_crd(self, obj, prev)
-        elif rt.group == "" and rt.plural == "pods" and self.kubelet is not None:
-            self.kubelet.pod_changed(obj)
-        elif rt.group == "" and rt.plural == "nodes" and self.kubelet is not None and prev is None:
-            self.kubelet.node_added(obj)
-        elif rt.plural == "resourceclaims" and rt.group == "resource.k8s.io" and self.kubelet is not None:
-            self.kubelet.claim_changed(obj)
-        if self.controllers is not None and (rt.plural in controllers.WORKLOAD_PLURALS
-                                             or obj["metadata"].get("ownerReferences")):
-            self.controllers.observe(rt, obj)
 
 def _event_times(obj: Obj, rt: ResourceType) -> Obj:
     try:

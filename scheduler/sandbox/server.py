@@ -29,6 +29,7 @@ from .kubeconfig import default_kubeconfig_path, write_kubeconfig
 from .controllers import ControllerSim
 from .dradriver import DraDriverSim, parse_device_kinds
 from .kubelet import KubeletSim, make_node
+from .nscontroller import NamespaceControllerSim
 from .pvcontroller import PVControllerSim
 from .registry import Registry
 from .store import Store
@@ -102,12 +103,14 @@ class Sandbox:
         self.kubelet: KubeletSim | None = None
         if c.simulate_kubelet:
             self.kubelet = KubeletSim(self.registry, tick=c.kubelet_tick, max_grace=c.max_grace_seconds)
-            self.registry.kubelet = self.kubelet
-        self.registry.namespace_delay = c.namespace_controller_delay
+            self.registry.graceful_pod_deletion = True
+        # kube-controller-manager's namespace controller (always on: namespaces must go)
+        self.namespace_controller = NamespaceControllerSim(self.registry, delay=c.namespace_controller_delay)
+        self._ns_task: asyncio.Task[None] | None = None
         self.controllers: ControllerSim | None = None
         if c.simulate_controllers:
             self.controllers = ControllerSim(self.registry)
-            self.registry.controllers = self.controllers
+            self.registry.garbage_collection = True
         # kube-controller-manager's resourceclaim controller (it relies on the GC above)
         self.claim_controller: ClaimControllerSim | None = (
             ClaimControllerSim(self.registry) if c.simulate_controllers else None)
@@ -115,7 +118,6 @@ class Sandbox:
         self.pv_controller: PVControllerSim | None = None
         if c.simulate_pv_controller:
             self.pv_controller = PVControllerSim(self.registry)
-            self.registry.pv_controller = self.pv_controller
         self._runner: web.AppRunner | None = None
         self._kubelet_task: asyncio.Task[None] | None = None
         self._pv_task: asyncio.Task[None] | None = None
@@ -187,7 +189,6 @@ class Sandbox:
         if self.pv_controller is not None:
             self._pv_task = asyncio.create_task(self.pv_controller.run(), name="sandbox-pv-controller")
             self._pv_task.add_done_callback(_log_crash)
-            self.pv_controller.poke()
         if self.controllers is not None:
             self._controllers_task = asyncio.create_task(self.controllers.run(), name="sandbox-controllers")
             self._controllers_task.add_done_callback(_log_crash)
@@ -195,6 +196,8 @@ class Sandbox:
             self.dra_driver.publish_all()  # nodes added since construction
             self._dra_task = asyncio.create_task(self.dra_driver.run(), name="sandbox-dra-driver")
             self._dra_task.add_done_callback(_log_crash)
+        self._ns_task = asyncio.create_task(self.namespace_controller.run(), name="sandbox-namespace-controller")
+        self._ns_task.add_done_callback(_log_crash)
         if self.claim_controller is not None:
             self._claim_task = asyncio.create_task(self.claim_controller.run(),
                                                    name="sandbox-resourceclaim-controller")
@@ -205,7 +208,7 @@ class Sandbox:
     async def stop(self) -> None:
         self.app.shutdown()
         for task in (self._kubelet_task, self._pv_task, self._controllers_task, self._claim_task,
-                     self._dra_task):
+                     self._dra_task, self._ns_task):
             if task is not None:
                 task.cancel()
                 try:
@@ -213,6 +216,7 @@ class Sandbox:
                 except asyncio.CancelledError:
                     pass
         self._kubelet_task = self._pv_task = self._controllers_task = self._claim_task = self._dra_task = None
+        self._ns_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -7,6 +7,13 @@ Writers build new dicts (sharing unchanged sub-dicts) instead of mutating stored
 
 Watch history is a bounded deque per resource type, like kube-apiserver's watch cache; a
 watch from a resourceVersion older than what the deque still holds gets 410 Expired.
+
+The sandbox's simulated controllers (kubelet, PV, resourceclaim, workload controllers and
+garbage collector, namespace controller) are not called by the registry: each runs an
+``Informer`` here, the in-process form of a client's list+watch. It lists the types it watches
+once (its initial list, at the store's resourceVersion), then receives every later event of
+those types, in resourceVersion order across them, as the same ``Event`` objects the HTTP
+watch serves (no encoding: an event costs an append), filtered per type before queueing.
 """
 
 from __future__ import annotations
@@ -100,11 +107,126 @@ class Watcher:
 
 
 class InternalWatcher(Watcher):
-    """A watch of an in-process simulation (the resourceclaim controller): it sees every event
-    like a client's watch, but the drop-watches fault, which ends client connections, leaves
-    it alone."""
+    """A watch of an in-process simulation (the DRA driver): it sees every event like a
+    client's watch, but the drop-watches fault, which ends client connections, leaves it
+    alone."""
 
     __slots__ = ()
+
+
+Keep = Callable[[ResourceType, "Event"], bool]
+
+
+class _InformerWatcher(InternalWatcher):
+    """One type's watch of an ``Informer``: events go, unencoded and filtered, to the
+    informer's shared queue, so that they stay in resourceVersion order across types."""
+
+    __slots__ = ("sink", "keep")
+
+    def __init__(self, rt: ResourceType, sink: list[tuple[ResourceType, Event]], wake: asyncio.Event,
+                 keep: Keep | None) -> None:
+        super().__init__(rt, None, None)
+        self.sink = sink
+        self.wake = wake
+        self.keep = keep
+
+    def offer(self, ev: Event) -> None:
+        if self.keep is not None and not self.keep(self.rt, ev):
+            return
+        self.sink.append((self.rt, ev))
+        self.wake.set()
+
+    def push(self, item: tuple[str, Any]) -> None:
+        pass  # bookmarks and errors are for clients
+
+
+class Informer:
+    """An in-process list+watch of some resource types (or of every stored type but the
+    event views): what an informer is to a controller of kube-controller-manager.
+
+    ``open()`` (re)opens the watches and returns, for each type whose watch had to be opened,
+    its current objects (the initial list; the watch starts right after it, at the same
+    resourceVersion, since the event loop is the only writer). ``drain()`` returns the events
+    since the last drain, in order. ``keep(rt, event)`` filters at commit time: what it
+    rejects is never queued. Every queued event sets ``wake``."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        wake: asyncio.Event,
+        types: tuple[ResourceType, ...] = (),
+        every_type: bool = False,
+        keep: Keep | None = None,
+    ) -> None:
+        self.store = store
+        self.wake = wake
+        self.types = types
+        self.every_type = every_type
+        self.keep = keep
+        self.rv = 0  # the store's resourceVersion at the last (re)list
+        self._queue: list[tuple[ResourceType, Event]] = []
+        self._watchers: dict[str, _InformerWatcher] = {}
+        self._opened = False
+        self._drops = 0
+        if every_type:
+            store.type_listeners.append(self._new_type)
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened
+
+    def _new_type(self, ts: TypeStore) -> None:
+        """A type registered after the informer opened (a CRD): watched from its first object."""
+        if self._opened and not ts.rt.is_view and ts.rt.key not in self._watchers:
+            self._add(ts)
+
+    def _add(self, ts: TypeStore) -> None:
+        w = _InformerWatcher(ts.rt, self._queue, self.wake, self.keep)
+        ts.watchers.add(w)
+        self._watchers[ts.rt.key] = w
+
+    def open(self) -> list[tuple[ResourceType, list[Entry]]]:
+        """(Re)open closed watches; the initial list of each type (re)opened."""
+        if self._opened and self._drops == self.store.drops:
+            return []  # nothing closed since: only a dropped type (a CRD's) closes these watches
+        out: list[tuple[ResourceType, list[Entry]]] = []
+        self._opened = True
+        self._drops = self.store.drops
+        if self.every_type:
+            for key in [k for k, w in self._watchers.items() if w.closed]:
+                del self._watchers[key]  # a dropped type (CRD deleted)
+            stores = [ts for ts in self.store.types.values() if not ts.rt.is_view]
+        else:
+            stores = [self.store.type_store(rt) for rt in self.types]
+        for ts in stores:
+            w = self._watchers.get(ts.rt.key)
+            if w is not None and not w.closed:
+                continue
+            self._add(ts)
+            out.append((ts.rt, list(ts.entries())))
+        if out:
+            self.rv = self.store.rv
+        return out
+
+    def drain(self) -> list[tuple[ResourceType, Event]]:
+        if not self._queue:
+            return []
+        out = self._queue[:]
+        self._queue.clear()
+        return out
+
+    def close(self) -> None:
+        for w in self._watchers.values():
+            ts = self.store.types.get(w.rt.key)
+            if ts is not None:
+                ts.watchers.discard(w)
+            w.closed = True
+        self._watchers.clear()
+        self._queue.clear()
+        self._opened = False
+        if self.every_type and self._new_type in self.store.type_listeners:
+            self.store.type_listeners.remove(self._new_type)
 
 
 class TypeStore:
@@ -206,16 +328,22 @@ class Store:
         self.types: dict[str, TypeStore] = {}
         # Lists continued from before this version get 410 (forced compaction).
         self.compacted_rv = 0
+        self.type_listeners: list[Callable[[TypeStore], None]] = []  # informers of every type
+        self.drops = 0  # types dropped so far (their watches closed)
+
 
     def type_store(self, rt: ResourceType) -> TypeStore:
         ts = self.types.get(rt.key)
         if ts is None:
             ts = self.types[rt.key] = TypeStore(rt, self.watch_history, self.rv)
+            for listener in self.type_listeners:
+                listener(ts)
         return ts
 
     def drop_type(self, rt: ResourceType) -> None:
         ts = self.types.pop(rt.key, None)
         if ts is not None:
+            self.drops += 1
             for w in list(ts.watchers):
                 w.close()
 

@@ -121,3 +121,13 @@ def set_condition(conditions: list[dict[str, Any]], cond: dict[str, Any]) -> lis
     if not found:
         out.append(cond)
     return out
+
+
+SIMULATED = "sandbox.kube-py-scheduler.io/simulated"
+"""Node annotation: "false" takes a node away from the simulated kubelet (default: simulated)."""
+
+
+def is_simulated_node(node: dict[str, Any] | None) -> bool:
+    if node is None:
+        return False
+    return ((node["metadata"].get("annotations") or {}).get(SIMULATED)) != "false"

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import compress, repeat
+from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
 
 import structlog
@@ -96,6 +98,13 @@ MIN_CANDIDATE_NODES_ABSOLUTE = "minCandidateNodesAbsolute"
 DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
 DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 _TYPE_META_KEYS = frozenset({"apiVersion", "kind"})
+
+# find_candidates' scan of every node's status: a node with none reads as this (not
+# UNSCHEDULABLE, so never a potential node).
+_NO_STATUS = Status(Code.SUCCESS)
+_NODE_NAME = attrgetter("name")
+_CODE = attrgetter("code")
+_NODE = attrgetter("node")
 
 # Upstream wording (users grep for these).
 MESSAGE_PREFIX = "preemption: "
@@ -861,12 +870,12 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if not all_nodes:
             return [], (None, Status(Code.ERROR, ERR_NO_NODES))
         # Nodes without a status were never filtered: UnschedulableAndUnresolvable (_code).
-        status_of, unschedulable = node_to_status.get, Code.UNSCHEDULABLE
-        potential = [
-            n for n in all_nodes
-            if (s := status_of(n.name)) is not None and s.code == unschedulable
-            and n.node is not None
-        ]
+        # C loops (``map``, ``compress``): every node of the cluster is read per preemptor.
+        found = map(node_to_status.get, map(_NODE_NAME, all_nodes), repeat(_NO_STATUS))
+        unschedulable = compress(all_nodes, map(Code.UNSCHEDULABLE.__eq__, map(_CODE, found)))
+        potential = list(unschedulable)
+        if potential and not all(map(_NODE, potential)):
+            potential = [n for n in potential if n.node is not None]
         candidates: list[Candidate] = []
         statuses: dict[str, Status] = {}
         errors: list[Status] = []

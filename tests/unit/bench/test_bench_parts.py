@@ -81,6 +81,13 @@ def test_anti_affinity_pods_repel_each_other_across_both_namespaces() -> None:
         assert p["metadata"]["labels"] == term["labelSelector"]["matchLabels"]
 
 
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_workload_notes_have_no_unfilled_placeholder(name: str) -> None:
+    # a note missing its f prefix printed "{floor_qh}" literally
+    note = WORKLOADS[name].note or ""
+    assert "{" not in note and "}" not in note, note
+
+
 def test_workload_names_are_the_parser_choices() -> None:
     parser = build_parser()
     args = parser.parse_args(["--workload", "MixedChurn", "--curve", "500,1000"])

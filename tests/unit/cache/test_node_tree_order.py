@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from scheduler.cache import NodeTree
 from tests.builders import make_node
@@ -50,3 +52,49 @@ def test_node_tree_add_answers_whether_it_changed() -> None:
     assert tree.remove_node(zoned("a1", "a"))
     assert not tree.remove_node(zoned("a1", "a"))
     assert tree.list() == [] and tree.zones() == []
+
+
+def _round_robin(tree: NodeTree) -> list[str]:
+    """The listing as a plain round-robin loop over the zones' names (what ``list`` did
+    before it was written as C loops)."""
+    lists = [[n for n in tree._tree[z]] for z in tree.zones()]
+    out: list[str] = []
+    index = 0
+    while len(out) < tree.num_nodes:
+        for names in lists:
+            if index < len(names):
+                out.append(names[index])
+        index += 1
+    return out
+
+
+@pytest.mark.parametrize(
+    ("zones", "expected"),
+    [
+        pytest.param([], [], id="empty"),
+        pytest.param(["a", "a", "a"], ["n0", "n1", "n2"], id="one-zone"),
+        pytest.param(["a", "b", "a", "a", "c"], ["n0", "n1", "n4", "n2", "n3"],
+                     id="uneven-zones"),
+        pytest.param(["", "a", "", ""], ["n0", "n1", "n2", "n3"], id="no-zone-first"),
+    ],
+)
+def test_listing_interleaves_uneven_zones(zones: list[str], expected: list[str]) -> None:
+    tree = NodeTree()
+    for i, zone in enumerate(zones):
+        tree.add_node(zoned(f"n{i}", zone) if zone else make_node(f"n{i}"))
+    assert tree.list() == expected == _round_robin(tree)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 11), st.sampled_from(["", "a", "b", "c"])),
+                max_size=40))
+def test_listing_equals_the_round_robin_through_any_changes(
+        ops: list[tuple[bool, int, str]]) -> None:
+    tree = NodeTree()
+    for add, number, zone in ops:
+        node = zoned(f"n{number}", zone) if zone else make_node(f"n{number}")
+        if add:
+            tree.add_node(node)
+        else:
+            tree.remove_node(node)
+        assert tree.list() == _round_robin(tree)

@@ -116,6 +116,35 @@ def test_lists_rebuilt_when_nodes_come_and_go() -> None:
     assert snapshot.get("n1") is None
 
 
+@pytest.mark.parametrize(
+    ("removed", "with_pods", "left"),
+    [
+        pytest.param(["n1"], [], ["n3", "n2", "n4"], id="one-removed"),
+        pytest.param(["n2"], ["n2"], ["n1", "n4", "n3"], id="one-kept-for-its-pods"),
+        pytest.param(["n1", "n3"], ["n3"], ["n2", "n4"], id="removed-and-kept-in-one-update"),
+        pytest.param(["n1", "n2", "n3", "n4"], ["n2", "n4"], [], id="all"),
+    ],
+)
+def test_removed_nodes_leave_the_snapshot_whether_or_not_pods_keep_them_cached(
+        removed: list[str], with_pods: list[str], left: list[str]) -> None:
+    """Zone a holds n1 and n3, zone b n2 and n4 (listed n1 n2 n3 n4); a removed node whose
+    pods keep it cached (a ghost) leaves the snapshot like one the cache forgot."""
+    cache = Cache()
+    for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "a"), ("n4", "b")):
+        cache.add_node(zoned(name, zone))
+    for name in with_pods:
+        cache.add_pod(PodInfo.from_pod(make_pod(f"on-{name}", node=name)))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    for name in removed:
+        cache.remove_node(zoned(name, "a" if name in ("n1", "n3") else "b"))
+    cache.update_snapshot(snapshot)
+    assert [i.name for i in snapshot.list()] == left
+    assert sorted(snapshot.node_info_map) == sorted(left)
+    assert snapshot.positions == {name: i for i, name in enumerate(left)}
+    assert cache.node_count() == len(left) + len(set(with_pods) & set(removed))
+
+
 def test_affinity_lists_track_membership() -> None:
     cache = Cache()
     cache.add_node(make_node("n1"))

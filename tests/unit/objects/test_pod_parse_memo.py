@@ -146,6 +146,20 @@ def test_with_node_name_copies_every_slot() -> None:
     assert copy.pod is bound and copy.node_name == "n1"
 
 
+@pytest.mark.parametrize("remembered", [False, True])
+def test_from_pod_copies_every_slot_of_the_shared_parse(remembered: bool) -> None:
+    """PodInfo's slots include _SpecParse's (named there only): from_pod sets each from the
+    parse it took, fresh or remembered."""
+    pod = _base().priority(7).obj()
+    if remembered:
+        PodInfo.from_pod(pod)  # the parse is kept for the next pod with this spec
+    info = PodInfo.from_pod(pod)
+    (parsed,) = pod_module._SPEC_MEMO.values()
+    assert set(pod_module._SpecParse.__slots__) <= set(PodInfo.__slots__)
+    for slot in pod_module._SpecParse.__slots__:
+        assert getattr(info, slot) is getattr(parsed, slot), slot
+
+
 def _report_by_parts(pod: dict[str, Any]) -> tuple[Any, ...]:
     """resize_report as the composition of the helpers it reads inline."""
     status = pod.get("status")

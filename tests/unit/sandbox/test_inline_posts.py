@@ -87,6 +87,14 @@ SCRIPTS: dict[str, list[Step]] = {
                                        _request("POST", PODS, _pod("p4"))]),
         ("a delete then a create of the same name", [_request("DELETE", f"{PODS}/p4"),
                                                      _request("POST", PODS, _pod("p4"))]),
+        # more than aiohttp queues per connection (32): its reading pauses and resumes
+        ("80 creates and binds in one send", [
+            _request("POST", PODS, _pod(f"b{i}")) if i % 2 == 0 else
+            _request("POST", f"{PODS}/b{i - 1}/binding", _binding(f"b{i - 1}", "node-0000"))
+            for i in range(80)]),
+        ("40 creates with a GET in the middle", [
+            _request("GET", f"{PODS}/b0") if i == 20 else _request("POST", PODS, _pod(f"g{i}"))
+            for i in range(40)]),
     ],
     "what the inline path leaves to aiohttp": [
         ("bad token: 401", [_request("POST", PODS, _pod("t"), auth="wrong")]),
@@ -165,15 +173,53 @@ async def test_inline_answers_equal_aiohttps(name: str) -> None:
         assert used >= len(labels) // 2  # the inline path really answered
 
 
-async def test_a_body_split_across_reads_goes_through_aiohttp() -> None:
-    async with Sandbox(nodes=1, simulate_kubelet=False) as sb:
+async def _split_run(req: bytes, cuts: list[int], *, inline: bool) -> tuple[bytes, int]:
+    used = 0
+    async with Sandbox(nodes=1, simulate_kubelet=False, token=TOKEN, tls=False) as sb:
+        sb.app.inline_posts = inline
+        real = sb.app.fast_post
+
+        def counted(*args: Any) -> Any:
+            nonlocal used
+            used += 1
+            return real(*args)
+
+        sb.app.fast_post = counted  # type: ignore[method-assign]
         reader, writer = await asyncio.open_connection("127.0.0.1", sb.port)
-        req = _request("POST", PODS, _pod("split"), auth=None)
-        cut = len(req) - 10
-        writer.write(req[:cut])
-        await writer.drain()
-        await _until_idle(sb)
-        writer.write(req[cut:])
-        answer = await _read_answer(reader)
+        writer.write(_request("GET", "/api/v1/namespaces/default/pods"))
+        await _read_answer(reader)
+        last = 0
+        for cut in [*cuts, len(req)]:
+            await _until_idle(sb)
+            writer.write(req[last:cut])
+            await writer.drain()
+            for _ in range(20):  # let the server read this piece before the next is sent
+                await asyncio.sleep(0)
+            last = cut
+        answer = _mask(await _read_answer(reader))
         writer.close()
-    assert answer.startswith(b"HTTP/1.1 201 Created\r\n")
+    return answer, used
+
+
+@pytest.mark.parametrize("where", ["the head, then the body", "mid-body, three pieces", "mid-head"])
+async def test_a_request_in_several_reads_is_answered_once_whole(where: str) -> None:
+    req = _request("POST", PODS, _pod("split"))
+    head_end = req.index(b"\r\n\r\n") + 4
+    cuts = {"the head, then the body": [head_end],
+            "mid-body, three pieces": [head_end + 10, len(req) - 5],
+            "mid-head": [20]}[where]
+    full, none = await _split_run(req, cuts, inline=False)
+    inline, used = await _split_run(req, cuts, inline=True)
+    assert full.startswith(b"HTTP/1.1 201 Created\r\n") and inline == full
+    assert (none, used) == (0, 1)
+
+
+async def test_an_aiohttp_without_the_parts_relied_on_serves_every_request_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler.sandbox import app as sandbox_app
+
+    monkeypatch.setattr(sandbox_app, "_HANDLER_INTERNALS", (*sandbox_app._HANDLER_INTERNALS, "_renamed_later"))
+    answers, used = await _run(SCRIPTS["creates, bindings, events and their errors"][:3], inline=True)
+    assert used == 0
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [
+        b"HTTP/1.1 201 Created", b"HTTP/1.1 409 Conflict", b"HTTP/1.1 422 Unprocessable Entity"]
