@@ -68,3 +68,13 @@ def place(cache: Cache, snapshot: Snapshot, fwk: Framework, cycle: SchedulingCyc
     host = cycle.schedule_pod(fwk, fwk.new_cycle_state(), info).suggested_host
     cache.assume_pod(PodInfo.from_pod({**pod, "spec": {**pod["spec"], "nodeName": host}}))
     return host
+
+
+def windows_reused(cycle: SchedulingCycle) -> str:
+    """For a bench's line: batching's kept windows taken over the run (warm-up included),
+    whole, and of those the ones the walk had found among rejected nodes."""
+    batches = cycle.batches
+    if batches is None:
+        return ""
+    return (f" windows reused {batches.windows_reused}"
+            f" (scattered {batches.scattered_windows_reused})")

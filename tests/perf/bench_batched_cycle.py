@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from scheduler.bench import workloads
-from tests.offline import cache_with, default_framework, place, scheduling_cycle
+from tests.offline import cache_with, default_framework, place, scheduling_cycle, windows_reused
 
 
 def node(i: int) -> dict[str, Any]:
@@ -68,17 +68,7 @@ def main() -> None:
         total = sum(entry.callcount for entry in profiler.getstats())
         calls = f" Python calls per pod {total / args.pods:.0f}"
     print(f"nodes={args.nodes} pods={args.pods} cycle CPU per pod {cpu / args.pods * 1000:.3f} ms "
-          f"hosts {digest}{calls}{_windows(cycle)}")
-
-
-def _windows(cycle: Any) -> str:
-    """Batching's kept windows taken over the run (warm-up included): whole, and of those
-    the ones the walk had found among rejected nodes."""
-    batches = cycle.batches
-    if batches is None:
-        return ""
-    return (f" windows reused {batches.windows_reused}"
-            f" (scattered {batches.scattered_windows_reused})")
+          f"hosts {digest}{calls}{windows_reused(cycle)}")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.types import FitError
 from scheduler.objects.pod import PodInfo
 from tests.fakes import DictListers
-from tests.offline import default_framework, scheduling_cycle
+from tests.offline import default_framework, scheduling_cycle, windows_reused
 
 
 def node(i: int) -> dict[str, Any]:
@@ -117,21 +117,11 @@ def main() -> None:
     cpu = time.process_time() - started
     digest = hashlib.sha256(",".join(hosts).encode()).hexdigest()[:12]
     print(f"{args.workload} nodes={args.nodes} pods={args.pods} cycle CPU per pod "
-          f"{cpu / args.pods * 1000:.3f} ms hosts {digest}{_windows(cycle)}")
+          f"{cpu / args.pods * 1000:.3f} ms hosts {digest}{windows_reused(cycle)}")
     if profiler is not None:
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(30)
         stats.sort_stats("cumulative").print_stats(45)
-
-
-def _windows(cycle: Any) -> str:
-    """Batching's kept windows taken over the run (warm-up included): whole, and of those
-    the ones the walk had found among rejected nodes."""
-    batches = cycle.batches
-    if batches is None:
-        return ""
-    return (f" windows reused {batches.windows_reused}"
-            f" (scattered {batches.scattered_windows_reused})")
 
 
 if __name__ == "__main__":
