@@ -143,20 +143,10 @@ def _pvc() -> Obj:
                      "resources": {"requests": {"storage": "1Gi"}}}}
 
 
-def _kubelet_case(sb: Sandbox, write: Callable[[str, Obj], None]) -> Callable[[], bool]:
+def _kubelet_case(sb: Sandbox, write: Callable[[str, Obj], None], *, first: bool) -> Callable[[], bool]:
     k = KubeletSim(sb.registry)
-    write("pods", _bound_pod("p"))
-
-    def done() -> bool:
-        k.step()
-        pod = _get(sb, "pods", "default", "p")
-        return pod is not None and pod["status"]["phase"] == "Running"
-    return done
-
-
-def _kubelet_start_first(sb: Sandbox, write: Callable[[str, Obj], None]) -> Callable[[], bool]:
-    k = KubeletSim(sb.registry)
-    k.step()  # watching before the write
+    if first:
+        k.step()  # watching before the write
     write("pods", _bound_pod("p"))
 
     def done() -> bool:
@@ -239,8 +229,8 @@ def _namespace_case(sb: Sandbox, write: Callable[[str, Obj], None], *, first: bo
 
 
 CASES: dict[str, Callable[[Sandbox, Callable[[str, Obj], None]], Callable[[], bool]]] = {
-    "kubelet-catches-up": _kubelet_case,
-    "kubelet-watching": _kubelet_start_first,
+    "kubelet-catches-up": lambda sb, w: _kubelet_case(sb, w, first=False),
+    "kubelet-watching": lambda sb, w: _kubelet_case(sb, w, first=True),
     "replicaset-catches-up": lambda sb, w: _replicaset_case(sb, w, first=False),
     "replicaset-watching": lambda sb, w: _replicaset_case(sb, w, first=True),
     "gc-catches-up": lambda sb, w: _gc_case(sb, w, first=False),

@@ -134,18 +134,23 @@ async def _until_idle(sb: Sandbox) -> None:
         await asyncio.sleep(0)
 
 
+def _count_inline_answers(sb: Sandbox, *, inline: bool) -> list[int]:
+    """Turn the inline path on or off; the returned list's one item counts its answers."""
+    sb.app.inline_posts = inline
+    real = sb.app.fast_post
+    used = [0]
+
+    def counted(*args: Any) -> Any:
+        used[0] += 1
+        return real(*args)
+
+    sb.app.fast_post = counted  # type: ignore[method-assign]
+    return used
+
+
 async def _run(script: list[Step], *, inline: bool) -> tuple[list[bytes], int]:
-    inline_answers = 0
     async with Sandbox(nodes=2, token=TOKEN, tls=False, simulate_kubelet=False) as sb:
-        sb.app.inline_posts = inline
-        real = sb.app.fast_post
-
-        def counted(*args: Any) -> Any:
-            nonlocal inline_answers
-            inline_answers += 1
-            return real(*args)
-
-        sb.app.fast_post = counted  # type: ignore[method-assign]
+        inline_answers = _count_inline_answers(sb, inline=inline)
         reader, writer = await asyncio.open_connection("127.0.0.1", sb.port)
         answers = []
         try:
@@ -156,7 +161,7 @@ async def _run(script: list[Step], *, inline: bool) -> tuple[list[bytes], int]:
                     answers.append(_mask(await _read_answer(reader)))
         finally:
             writer.close()
-    return answers, inline_answers
+    return answers, inline_answers[0]
 
 
 @pytest.mark.parametrize("name", list(SCRIPTS))
@@ -174,17 +179,8 @@ async def test_inline_answers_equal_aiohttps(name: str) -> None:
 
 
 async def _split_run(req: bytes, cuts: list[int], *, inline: bool) -> tuple[bytes, int]:
-    used = 0
     async with Sandbox(nodes=1, simulate_kubelet=False, token=TOKEN, tls=False) as sb:
-        sb.app.inline_posts = inline
-        real = sb.app.fast_post
-
-        def counted(*args: Any) -> Any:
-            nonlocal used
-            used += 1
-            return real(*args)
-
-        sb.app.fast_post = counted  # type: ignore[method-assign]
+        used = _count_inline_answers(sb, inline=inline)
         reader, writer = await asyncio.open_connection("127.0.0.1", sb.port)
         writer.write(_request("GET", "/api/v1/namespaces/default/pods"))
         await _read_answer(reader)
@@ -198,7 +194,7 @@ async def _split_run(req: bytes, cuts: list[int], *, inline: bool) -> tuple[byte
             last = cut
         answer = _mask(await _read_answer(reader))
         writer.close()
-    return answer, used
+    return answer, used[0]
 
 
 @pytest.mark.parametrize("where", ["the head, then the body", "mid-body, three pieces", "mid-head"])
