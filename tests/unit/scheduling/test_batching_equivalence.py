@@ -196,6 +196,28 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
     return outcomes, reused
 
 
+# The shapes the example-based tests below start from: a 4-CPU node of zone a, and
+# upstream's pod-default-like 100m pod.
+NODE_SHAPE: dict[str, Any] = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
+                              "cordoned": False, "images": []}
+POD_SHAPE: dict[str, Any] = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
+                             "prefer_zone": None, "image": "x", "host_port": None}
+
+
+def _batched_like_plain(nodes: list[dict[str, Any]], stream: list[Any], *, seed: int,
+                        pod_shape: dict[str, Any] = POD_SHAPE,
+                        ) -> tuple[list[str], int, dict[str, int]]:
+    """The stream run unbatched, then batched (every node examined, pods of one shape): the
+    batched outcomes must be the unbatched ones. Returns those outcomes, the results the
+    batched run reused and batching's counters."""
+    plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed, percentage=0)
+    stats: dict[str, int] = {}
+    batched, reused = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
+                           percentage=0, stats=stats)
+    assert batched == plain
+    return plain, reused, stats
+
+
 # 60 streams per CI run (was 150, 6.4 s of the suite).
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -220,17 +242,10 @@ def test_batched_cycles_place_and_reject_like_unbatched_ones(
 
 def test_a_stream_of_alike_pods_reuses_results() -> None:
     """The property above could pass by never batching: here batching must kick in."""
-    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
-             "cordoned": False, "images": ["img-small"]}
-    nodes = [_node(i, shape) for i in range(120)]
-    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
-                 "prefer_zone": None, "image": "img-small", "host_port": None}
-    stream = [("pod", 0)] * 30
-    plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=3, percentage=0)
-    stats: dict[str, int] = {}
-    batched, reused = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=3,
-                           percentage=0, stats=stats)
-    assert batched == plain
+    nodes = [_node(i, dict(NODE_SHAPE, images=["img-small"])) for i in range(120)]
+    stream: list[Any] = [("pod", 0)] * 30
+    _, reused, stats = _batched_like_plain(nodes, stream, seed=3,
+                                           pod_shape=dict(POD_SHAPE, image="img-small"))
     # 30 cycles over 100 of 120 nodes: all but the first pass and the changed nodes reused.
     assert reused > 20 * 100
     # 120 nodes, 100 examined per cycle: the walk comes back to each of 6 start indexes,
@@ -247,24 +262,16 @@ def test_kept_windows_follow_node_changes_that_move_a_normalized_column() -> Non
     that did not change), then is cordoned (it leaves
     the feasible set, so the window is walked again): placements stay those of the
     unbatched cycle, and windows were reused around the changes."""
-    plain_shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
-                   "cordoned": False, "images": []}
+    plain_shape = NODE_SHAPE
     tainted = dict(plain_shape, taints=["PreferNoSchedule", "PreferNoSchedule"])
     cordoned = dict(plain_shape, cordoned=True)
     nodes = [_node(i, plain_shape) for i in range(8)]
-    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
-                 "prefer_zone": None, "image": "x", "host_port": None}
     nodes[1] = _node(1, dict(plain_shape, taints=["PreferNoSchedule"]))
     stream: list[Any] = [("pod", 0)] * 5 + [("node", 3, tainted)] + [("pod", 0)] * 5
     stream += [("node", 3, cordoned)] + [("pod", 0)] * 5 + [("node", 3, plain_shape)]
     stream += [("pod", 0)] * 5
     for seed in range(5):
-        plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed,
-                        percentage=0)
-        stats: dict[str, int] = {}
-        batched, _ = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
-                          percentage=0, stats=stats)
-        assert batched == plain
+        plain, _, stats = _batched_like_plain(nodes, stream, seed=seed)
         assert any(o.startswith("n003 ") for o in plain)  # the node came back, picked again
         assert stats["windows_reused"] >= 10
 
@@ -273,17 +280,10 @@ def test_plugins_that_cannot_sign_run_every_cycle_while_the_others_are_reused() 
     """Pods with required anti-affinity run InterPodAffinity, which has no ``sign``: it
     filters afresh each cycle (each replica takes a node of its own, the sixth finds none)
     while the signed plugins' results are reused (partial batching)."""
-    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
-             "cordoned": False, "images": []}
-    nodes = [_node(i, shape) for i in range(5)]
-    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
-                 "prefer_zone": None, "image": "x", "host_port": None,
-                 "anti_affinity": True}
+    nodes = [_node(i, NODE_SHAPE) for i in range(5)]
     stream: list[Any] = [("pod", 0)] * 6
-    plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=1, percentage=0)
-    batched, reused = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=1,
-                           percentage=0)
-    assert batched == plain
+    plain, reused, _ = _batched_like_plain(nodes, stream, seed=1,
+                                           pod_shape=dict(POD_SHAPE, anti_affinity=True))
     assert len(set(plain[:5])) == 5 and plain[5].startswith("rejected")
     assert "didn't match pod anti-affinity rules" in plain[5]
     assert reused >= 4 * 5 - 5  # every node unchanged since the last cycle
@@ -308,23 +308,14 @@ def test_node_churn_between_cycles_places_like_unbatched_and_keeps_results() -> 
     position moves by one) replaced every few pods, with pods scheduled while it is gone.
     Placements stay those of the unbatched cycle, and the kept results follow their nodes
     across each rebuilt node list (by NodeInfo generation) instead of being dropped."""
-    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
-             "cordoned": False, "images": []}
-    nodes = [_node(i, dict(shape, zone=ZONES[i % 3])) for i in range(120)]
-    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
-                 "prefer_zone": None, "image": "x", "host_port": None}
-    churn = dict(shape, zone="")
+    nodes = [_node(i, dict(NODE_SHAPE, zone=ZONES[i % 3])) for i in range(120)]
+    churn = dict(NODE_SHAPE, zone="")
     stream: list[Any] = [("pod", 0)] * 10
     for _ in range(6):
         stream += [("add", churn, True)] + [("pod", 0)] * 8 + [("remove", -1), ("pod", 0)]
     cycles = sum(1 for step in stream if step[0] == "pod")
     for seed in range(3):
-        plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed,
-                        percentage=0)
-        stats: dict[str, int] = {}
-        batched, reused = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
-                               percentage=0, stats=stats)
-        assert batched == plain
+        plain, reused, stats = _batched_like_plain(nodes, stream, seed=seed)
         assert any(host.startswith("n1") for host in plain)  # churn nodes were picked
         # 100 nodes examined per cycle; only the first pass, the nodes that changed and
         # the joining nodes are filtered again (dropping every kept result at each of
@@ -341,20 +332,11 @@ def test_a_window_kept_a_few_nodes_away_is_reused_shifted() -> None:
     nodes.  Nodes with PreferNoSchedule taints (TaintToleration normalizes by the highest
     count in the window) enter and leave the window as it moves: placements and every
     score table stay those of the unbatched cycle."""
-    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
-             "cordoned": False, "images": []}
-    nodes = [_node(i, dict(shape, taints=["PreferNoSchedule"] * (i % 3 == 0) * (1 + i % 2)))
+    nodes = [_node(i, dict(NODE_SHAPE, taints=["PreferNoSchedule"] * (i % 3 == 0) * (1 + i % 2)))
              for i in range(103)]
-    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
-                 "prefer_zone": None, "image": "x", "host_port": None}
     stream: list[Any] = [("pod", 0)] * 40
     for seed in range(3):
-        plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed,
-                        percentage=0)
-        stats: dict[str, int] = {}
-        batched, _ = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
-                          percentage=0, stats=stats)
-        assert batched == plain
+        _, _, stats = _batched_like_plain(nodes, stream, seed=seed)
         assert stats["windows_reused"] >= 30
         assert stats["score_windows_reused"] >= 30
 
@@ -367,12 +349,9 @@ def test_a_window_found_among_rejected_nodes_is_reused_while_its_nodes_answer_al
     and a rejected one cordoned (still rejected, another reason) change it.  Placements,
     the nodes examined and found feasible, and every score table stay those of the
     unbatched cycle."""
-    shape = {"cpu": "4", "memory": "4Gi", "pods": "110", "zone": "a", "taints": [],
-             "cordoned": False, "images": []}
+    shape = NODE_SHAPE
     tainted = dict(shape, taints=["NoSchedule"])
     cordoned = dict(shape, cordoned=True)
-    pod_shape = {"cpu": "100m", "memory": "128Mi", "tolerate": None, "zone": None,
-                 "prefer_zone": None, "image": "x", "host_port": None}
     for count in (125, 250):
         nodes = [_node(i, tainted if i % 5 == 0 else shape) for i in range(count)]
         stream: list[Any] = [("pod", 0)] * 12 + [("node", 7, tainted)] + [("pod", 0)] * 6
@@ -380,11 +359,6 @@ def test_a_window_found_among_rejected_nodes_is_reused_while_its_nodes_answer_al
         stream += [("pod", 0)] * 6 + [("node", 7, shape), ("node", 10, tainted)]
         stream += [("pod", 0)] * 6
         for seed in range(3):
-            plain, _ = _run(nodes, [pod_shape] * 4, stream, batched=False, seed=seed,
-                            percentage=0)
-            stats: dict[str, int] = {}
-            batched, _ = _run(nodes, [pod_shape] * 4, stream, batched=True, seed=seed,
-                              percentage=0, stats=stats)
-            assert batched == plain
+            _, _, stats = _batched_like_plain(nodes, stream, seed=seed)
             assert stats["scattered_windows_reused"] >= 15
             assert stats["score_windows_reused"] >= 15
