@@ -74,6 +74,55 @@ class DictListers:
         return [o for o in self.objects.get(resource, []) if key(o) == value]
 
 
+def _object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class WatchingListers(DictListers):
+    """DictListers that deliver their objects' events right after changing them, as the
+    informer-backed listers do: ``watch`` replays the objects held as adds, then ``put`` and
+    ``delete`` call the handlers. A resource absent from ``objects`` has no informer
+    (``watch`` raises KeyError); ``listed`` records the resource of every ``list`` call."""
+
+    def __init__(self, objects: Mapping[str, Iterable[dict[str, Any]]] | None = None) -> None:
+        super().__init__(objects)
+        self.handlers: dict[str, builtins.list[tuple[Callable[..., None], ...]]] = {}
+        self.listed: builtins.list[str] = []
+
+    def list(self, resource: str, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
+        self.listed.append(resource)
+        return super().list(resource, namespace)
+
+    def watch(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
+              on_update: Callable[[dict[str, Any], dict[str, Any]], None],
+              on_delete: Callable[[dict[str, Any]], None]) -> None:
+        if resource not in self.objects:
+            raise KeyError(resource)
+        self.handlers.setdefault(resource, []).append((on_add, on_update, on_delete))
+        for obj in self.objects[resource]:
+            on_add(obj)
+
+    def put(self, resource: str, obj: dict[str, Any]) -> None:
+        """Create or replace ``obj`` (by namespace and name), then tell the handlers."""
+        items = self.objects[resource]
+        for i, current in enumerate(items):
+            if _object_key(current) == _object_key(obj):
+                items[i] = obj
+                for _add, update, _delete in self.handlers.get(resource, []):
+                    update(current, obj)
+                return
+        items.append(obj)
+        for add, _update, _delete in self.handlers.get(resource, []):
+            add(obj)
+
+    def delete(self, resource: str, obj: dict[str, Any]) -> None:
+        key = _object_key(obj)
+        self.objects[resource] = [o for o in self.objects[resource] if _object_key(o) != key]
+        for _add, _update, delete in self.handlers.get(resource, []):
+            delete(obj)
+
+
 @dataclass
 class FakeResponse:
     status: int

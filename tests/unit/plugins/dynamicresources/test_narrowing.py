@@ -15,10 +15,9 @@ from scheduler.plugins.dynamicresources.plugin import (
     DynamicResources,
 )
 from tests.builders import make_node
-from tests.fakes import FakeHandle, node_infos
+from tests.fakes import FakeHandle, WatchingListers, node_infos
 from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
 from tests.unit.plugins.dynamicresources.test_plugin import pod_with
-from tests.unit.plugins.dynamicresources.test_tracker import WatchingListers
 
 
 def _holder(i: int, node: str, reserved_for: str | None) -> dict[str, Any]:
@@ -92,11 +91,11 @@ def test_candidates_follow_claim_events() -> None:
         return None if result is None else result.node_names
 
     assert narrowed() == {"m1"}
-    listers.delete(_holder(3, "m3", None), "resourceclaims")  # m3's device freed
+    listers.delete("resourceclaims", _holder(3, "m3", None))  # m3's device freed
     assert narrowed() == {"m1", "m3"}
-    listers.put(_holder(1, "m1", "q"))  # m1 taken by a claim reserved for one pod
+    listers.put("resourceclaims", _holder(1, "m1", "q"))  # m1 taken by a claim reserved for one pod
     assert narrowed() == {"m1", "m3"}
-    listers.put(_holder(1, "m1", None))  # ... then reserved for nobody: not freeable
+    listers.put("resourceclaims", _holder(1, "m1", None))  # ... then reserved for nobody: not freeable
     assert narrowed() == {"m3"}
 
 

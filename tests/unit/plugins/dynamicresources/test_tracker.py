@@ -4,7 +4,6 @@ of claim events and Reserve/Unreserve; the plugin follows the claim informer's e
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,13 +13,13 @@ from hypothesis import strategies as st
 from scheduler.dra.inventory import DeviceID, device_ids_of
 from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.dynamicresources.claims import ClaimTracker, allocation_of, key_of
+from scheduler.plugins.dynamicresources.claims import ClaimTracker, allocation_of
 from scheduler.plugins.dynamicresources.plugin import (
     REASON_CANNOT_ALLOCATE,
     DynamicResources,
 )
 from tests.builders import make_node
-from tests.fakes import DictListers, FakeHandle, node_infos
+from tests.fakes import DictListers, FakeHandle, WatchingListers, node_infos
 from tests.unit.dra.builders import DRIVER, claim, device, exactly, gpu_class, resource_slice
 from tests.unit.plugins.dynamicresources.test_plugin import NODES, SLICES, filter_all, pod_with
 
@@ -100,46 +99,6 @@ def test_incremental_held_devices_equal_a_full_recount(ops: list[tuple[Any, ...]
         assert scan.in_use(list(store.values())) == want
 
 
-class WatchingListers(DictListers):
-    """DictListers that deliver their objects' events (claims, slices), as the
-    informer-backed listers do."""
-
-    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
-        super().__init__(objects)
-        self.handlers: dict[str, list[tuple[Callable[..., None], ...]]] = {}
-        self.listed: list[str] = []
-
-    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        self.listed.append(resource)
-        return super().list(resource, namespace)
-
-    def watch(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
-              on_update: Callable[[dict[str, Any], dict[str, Any]], None],
-              on_delete: Callable[[dict[str, Any]], None]) -> None:
-        if resource not in self.objects:
-            raise KeyError(resource)
-        self.handlers.setdefault(resource, []).append((on_add, on_update, on_delete))
-        for obj in self.objects[resource]:
-            on_add(obj)
-
-    def put(self, obj: dict[str, Any], resource: str = "resourceclaims") -> None:
-        items = self.objects[resource]
-        for i, cur in enumerate(items):
-            if key_of(cur) == key_of(obj):
-                items[i] = obj
-                for _add, update, _delete in self.handlers.get(resource, []):
-                    update(cur, obj)
-                return
-        items.append(obj)
-        for add, _update, _delete in self.handlers.get(resource, []):
-            add(obj)
-
-    def delete(self, obj: dict[str, Any], resource: str = "resourceclaims") -> None:
-        self.objects[resource] = [c for c in self.objects[resource] if key_of(c) != key_of(obj)]
-        for _add, _update, delete in self.handlers.get(resource, []):
-            delete(obj)
-
-
 def watching_plugin(claims: list[dict[str, Any]]) -> tuple[DynamicResources, FakeHandle,
                                                            WatchingListers]:
     handle = FakeHandle(node_infos(NODES))
@@ -207,7 +166,7 @@ def test_plugin_follows_claim_events_instead_of_scanning() -> None:
     freed = copy.deepcopy(held)
     del freed["status"]
     freed["metadata"]["resourceVersion"] = "2"
-    listers.put(freed)
+    listers.put("resourceclaims", freed)
     state, by_node = filter_all(p, pod, handle)
     assert by_node["n1"] is None
     assert len(listers.handlers["resourceclaims"]) == 1
@@ -221,10 +180,10 @@ def test_plugin_follows_claim_events_instead_of_scanning() -> None:
     _, by_node = filter_all(p, other, handle)
     assert by_node["n1"] is None
     # The holder is deleted while allocated: its device is free again.
-    listers.put(held)
+    listers.put("resourceclaims", held)
     _, by_node = filter_all(p, pod, handle)
     assert by_node["n1"] is not None
-    listers.delete(held)
+    listers.delete("resourceclaims", held)
     _, by_node = filter_all(p, pod, handle)
     assert by_node["n1"] is None
 
@@ -236,11 +195,11 @@ def test_plugin_follows_slice_events_instead_of_listing_them() -> None:
     assert by_node["n1"] is None
     assert by_node["n2"] is not None and by_node["n2"].code == Code.UNSCHEDULABLE
     # A driver publishes devices on n2: the event makes them usable.
-    listers.put(resource_slice("n2-gpus", node="n2", devices=[device("g0")]), "resourceslices")
+    listers.put("resourceslices", resource_slice("n2-gpus", node="n2", devices=[device("g0")]))
     _, by_node = filter_all(p, pod, handle)
     assert by_node["n2"] is None
     # n1's slice goes away: its device with it.
-    listers.delete(SLICES[0], "resourceslices")
+    listers.delete("resourceslices", SLICES[0])
     _, by_node = filter_all(p, pod, handle)
     assert by_node["n1"] is not None and by_node["n2"] is None
     assert len(listers.handlers["resourceslices"]) == 1  # subscribed once, when made
@@ -251,7 +210,7 @@ def test_shared_counters_follow_the_watched_slices() -> None:
     p, _handle, listers = watching_plugin([])
     first = p.counters()
     assert p.counters() is first  # nothing changed: nothing rebuilt
-    listers.put(resource_slice("n2-gpus", node="n2", devices=[device("g0")]), "resourceslices")
+    listers.put("resourceslices", resource_slice("n2-gpus", node="n2", devices=[device("g0")]))
     assert p.counters() is not first
 
 
@@ -281,7 +240,7 @@ def test_full_nodes_are_told_by_the_free_device_index(nodes: int) -> None:
         assert index is not None and not any(index.may_fit(n) for n in names)
     assert "needs 1, 1 match, 0 free" in p.node_details(state, names[-1])[0]
     # a holder deleted: its node has a free device again, and the pod fits there
-    handle._listers.delete(holders[0], "resourceclaims")
+    handle._listers.delete("resourceclaims", holders[0])
     state, by_node = filter_all(p, pod_with("p", "mine"), handle)
     assert by_node[names[0]] is None
     assert all(by_node[n] is not None for n in names[1:])

@@ -18,59 +18,18 @@ from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from scheduler.plugins.podtopologyspread.scoring import PRE_SCORE_STATE_KEY, PreScoreState
 from scheduler.plugins.podtopologyspread.selectors import DEFAULTING_RESOURCES, DefaultSelectors
 from tests.builders import PodBuilder
-from tests.fakes import DictListers, FakeHandle, node_infos
+from tests.fakes import DictListers, FakeHandle, WatchingListers, node_infos
 from tests.unit.plugins.podtopologyspread.helpers import node
 
-_Handlers = tuple[Callable[..., None], Callable[..., None], Callable[..., None]]
 
-
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj["metadata"]
-    return meta.get("namespace") or "", meta["name"]
-
-
-class WatchingListers(DictListers):
-    """DictListers that deliver their objects' events right after changing them, as the
-    informer-backed listers do; ``missing`` resources have no informer."""
-
-    def __init__(self, objects: dict[str, list[dict[str, Any]]] | None = None,
-                 missing: tuple[str, ...] = ()) -> None:
-        super().__init__({r: [] for r in DEFAULTING_RESOURCES if r not in missing})
-        self.handlers: dict[str, list[_Handlers]] = {}
-        self.lists = 0
-        for resource, items in (objects or {}).items():
-            for obj in items:
-                self.put(resource, obj)
-
-    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        self.lists += 1
-        return super().list(resource, namespace)
-
-    def watch(self, resource: str, *, on_add: Callable[[dict[str, Any]], None],
-              on_update: Callable[[dict[str, Any], dict[str, Any]], None],
-              on_delete: Callable[[dict[str, Any]], None]) -> None:
-        if resource not in self.objects:
-            raise KeyError(resource)
-        self.handlers.setdefault(resource, []).append((on_add, on_update, on_delete))
-        for obj in self.objects[resource]:
-            on_add(obj)
-
-    def put(self, resource: str, obj: dict[str, Any]) -> None:
-        items = self.objects[resource]
-        for i, current in enumerate(items):
-            if _key(current) == _key(obj):
-                items[i] = obj
-                for _, update, _ in self.handlers.get(resource, []):
-                    update(current, obj)
-                return
-        items.append(obj)
-        for add, _, _ in self.handlers.get(resource, []):
-            add(obj)
-
-    def delete(self, resource: str, obj: dict[str, Any]) -> None:
-        self.objects[resource] = [o for o in self.objects[resource] if _key(o) != _key(obj)]
-        for _, _, on_delete in self.handlers.get(resource, []):
-            on_delete(obj)
+def _listers(objects: dict[str, list[dict[str, Any]]] | None = None,
+             missing: tuple[str, ...] = ()) -> WatchingListers:
+    """Listers of the four defaulting resources but ``missing`` (those have no informer)."""
+    listers = WatchingListers({r: [] for r in DEFAULTING_RESOURCES if r not in missing})
+    for resource, items in (objects or {}).items():
+        for obj in items:
+            listers.put(resource, obj)
+    return listers
 
 
 def service(name: str, namespace: str = "default", **selector: str) -> dict[str, Any]:
@@ -139,7 +98,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_kept_answer_is_what_the_listers_say_now(case: Case) -> None:
-    listers = WatchingListers(case.before)
+    listers = _listers(case.before)
     selectors = DefaultSelectors(listers)
     pod = case.pod()
     first = selectors.get(pod)
@@ -147,15 +106,15 @@ def test_kept_answer_is_what_the_listers_say_now(case: Case) -> None:
     assert selectors.get(pod) is first and selectors.hits == 1  # kept
     case.change(listers)
     second_pod = case.second_pod() if case.second_pod is not None else pod
-    lists = listers.lists
+    lists = len(listers.listed)
     second = selectors.get(second_pod)
-    assert (listers.lists > lists) is case.dropped  # read again only when dropped
+    assert (len(listers.listed) > lists) is case.dropped  # read again only when dropped
     assert (second is not first) is case.dropped
     assert second.selector == default_selector(second_pod, listers)
 
 
 def test_the_answer_follows_every_change_in_a_sequence() -> None:
-    listers = WatchingListers()
+    listers = _listers()
     selectors = DefaultSelectors(listers)
     pod = rs_pod()
     steps: list[Callable[[], None]] = [
@@ -174,7 +133,7 @@ def test_the_answer_follows_every_change_in_a_sequence() -> None:
 
 @pytest.mark.parametrize("listers", [
     pytest.param(DictListers({"services": [service("svc")]}), id="listers-without-events"),
-    pytest.param(WatchingListers({"services": [service("svc")]}, missing=("statefulsets",)),
+    pytest.param(_listers({"services": [service("svc")]}, missing=("statefulsets",)),
                  id="an-informer-missing"),
 ])
 def test_nothing_is_kept_without_events_for_every_resource(listers: DictListers) -> None:
@@ -204,7 +163,7 @@ def test_plugin_pre_score_uses_the_current_selector() -> None:
     """PreScore over watching listers builds the constraints a plugin over plain listers
     (which reads them every time) builds, through a ReplicaSet's life."""
     nodes = [node("node-a", "zone1"), node("node-b", "zone2")]
-    listers = WatchingListers()
+    listers = _listers()
     handle = FakeHandle(node_infos(nodes, []))
     handle._listers = listers
     plugin = PodTopologySpread({}, handle)
