@@ -241,8 +241,11 @@ def _condition_statuses(status: dict[str, Any]) -> dict[str, Any]:
     return {c.get("type"): c.get("status") for c in status.get("conditions") or []}
 
 
-def pod_update_action(old: dict[str, Any], new: dict[str, Any]) -> ActionType:
-    """Which kinds of pod change happened, for both assigned and unscheduled pods."""
+def pod_update_action(old: dict[str, Any], new: dict[str, Any], *,
+                      same_sizing: bool = False) -> ActionType:
+    """Which kinds of pod change happened, for both assigned and unscheduled pods.
+    ``same_sizing``: the caller compared both versions' spec and resize report already and
+    found them equal (their effective requests cannot differ: no scale-down to look for)."""
     action = ActionType(0)
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
     if old_meta.get("labels") != new_meta.get("labels"):
@@ -252,7 +255,7 @@ def pod_update_action(old: dict[str, Any], new: dict[str, Any]) -> ActionType:
         action |= ActionType.UPDATE_POD_TOLERATION
     if old_spec.get("schedulingGates") and not new_spec.get("schedulingGates"):
         action |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-    if _scaled_down(old, new) or _terminated(new) and not _terminated(old):
+    if not same_sizing and _scaled_down(old, new) or _terminated(new) and not _terminated(old):
         action |= ActionType.UPDATE_POD_SCALE_DOWN
     return action or ActionType.UPDATE_OTHER
 

@@ -335,8 +335,9 @@ class SchedulingQueue:
         obj = pod.pod if isinstance(pod, PodInfo) else pod
         self.move_all_to_active_or_backoff_queue(ASSIGNED_POD_ADD, None, obj)
 
-    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        action = pod_update_action(old, new)
+    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any], *,
+                             same_sizing: bool = False) -> None:
+        action = pod_update_action(old, new, same_sizing=same_sizing)
         event = ClusterEvent(EventResource.POD, action, ASSIGNED_POD_UPDATE.label)
         self.move_all_to_active_or_backoff_queue(event, old, new)
 
@@ -635,7 +636,7 @@ class SchedulingQueue:
         backoff is not over goes to backoffQ instead (True: it is on its way to activeQ),
         unless ``pending_resolved``: a Pending plugin said the event it waited for came (a
         Pending rejection is not a failure to penalise; upstream queueImmediately)."""
-        key = qpi.key
+        key = qpi.pod_info.key
         self._run_pre_enqueue(qpi)
         if qpi.gated:
             self._backoff.remove(key)
