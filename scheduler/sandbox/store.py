@@ -331,7 +331,6 @@ class Store:
         self.type_listeners: list[Callable[[TypeStore], None]] = []  # informers of every type
         self.drops = 0  # types dropped so far (their watches closed)
 
-
     def type_store(self, rt: ResourceType) -> TypeStore:
         ts = self.types.get(rt.key)
         if ts is None:
