@@ -107,7 +107,7 @@ class Watcher:
 
 
 class InternalWatcher(Watcher):
-    """A watch of an in-process simulation (the DRA driver): it sees every event like a
+    """A watch of an in-process simulation (an ``Informer``'s): it sees every event like a
     client's watch, but the drop-watches fault, which ends client connections, leaves it
     alone."""
 
