@@ -19,7 +19,7 @@ from scheduler.sandbox.kubelet import KubeletSim
 from scheduler.sandbox.nscontroller import NamespaceControllerSim
 from scheduler.sandbox.pvcontroller import PVControllerSim
 from scheduler.sandbox.registry import Registry
-from scheduler.sandbox.store import ADDED, DELETED, MODIFIED, Event, Informer, Store
+from scheduler.sandbox.store import ADDED, DELETED, MODIFIED, Event, Informer, Store, TypeStore
 from scheduler.sandbox.util import new_uid, now_iso
 from tests.builders import make_pod
 
@@ -395,3 +395,50 @@ def test_the_namespace_controller_finalizes_through_the_finalize_subresource(
     monkeypatch.setattr(reg, "update", update)
     reg.update(ns_rt, "", "gone", {**left, "metadata": {**left["metadata"], "finalizers": []}})
     assert _get(sb, "namespaces", "", "gone") is None
+
+
+@pytest.mark.parametrize("policy, owner_plural, owner_group", [
+    ("Foreground", "priorityclasses", "scheduling.k8s.io"),  # a cluster-scoped owner
+    ("Foreground", "configmaps", ""),
+    ("Orphan", "configmaps", ""),
+    ("Orphan", "priorityclasses", "scheduling.k8s.io"),
+])
+def test_the_gc_follows_its_graph_not_a_scan(
+    policy: str, owner_plural: str, owner_group: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A foreground deletion waits for the owner's dependents and an orphaning one releases
+    them, as before, through the collector's owner -> dependents graph (as upstream's GC):
+    no stored type is listed whole while it works."""
+    sb = _sandbox()
+    reg = sb.registry
+    owner_rt = reg.catalog.builtin(owner_group, owner_plural)
+    cms = reg.catalog.builtin("", "configmaps")
+    body: Obj = {"metadata": {"name": "owner", "namespace": "default"}}
+    if owner_plural == "priorityclasses":
+        body = {"metadata": {"name": "owner"}, "value": 10}
+    owner = reg.create(owner_rt, "default", body).obj
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": "owner",
+           "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
+    for i in range(2):
+        reg.create(cms, "default", {"metadata": {"name": f"dep-{i}", "ownerReferences": [ref]}})
+    for i in range(20):
+        reg.create(cms, "default", {"metadata": {"name": f"other-{i}"}})
+    c = ControllerSim(reg)
+    c.sync()  # the initial list
+    listed: list[str] = []
+    entries = TypeStore.entries
+
+    def spy(self: TypeStore) -> Any:
+        listed.append(self.rt.plural)
+        return entries(self)
+    monkeypatch.setattr(TypeStore, "entries", spy)
+    reg.delete(owner_rt, "default", "owner", {"propagationPolicy": policy})
+    for _ in range(3):
+        c.sync()
+    assert _get(sb, owner_plural, "default" if owner_rt.namespaced else "", "owner", group=owner_group) is None
+    deps = [_get(sb, "configmaps", "default", f"dep-{i}") for i in range(2)]
+    if policy == "Orphan":
+        assert all(d is not None and "ownerReferences" not in d["metadata"] for d in deps)
+    else:
+        assert deps == [None, None]
+    assert listed == []
