@@ -323,6 +323,16 @@ async def test_finalize_of_a_missing_namespace_is_not_found(http: Http) -> None:
     assert s == 404 and o["reason"] == "NotFound"
 
 
+@pytest.mark.parametrize("method", ["GET", "PATCH", "POST", "DELETE"])
+async def test_finalize_serves_update_only(http: Http, method: str) -> None:
+    """The subresource's one verb is update (discovery says so): the others are 405."""
+    body = {"spec": {"finalizers": []}} if method in ("PATCH", "POST") else None
+    s, o = await http.req(method, f"{NS}/default/finalize", body, ct="application/merge-patch+json")
+    assert s == 405 and o["reason"] == "MethodNotAllowed"
+    _, ns = await http.get(f"{NS}/default")
+    assert ns["spec"]["finalizers"] == ["kubernetes"]
+
+
 CM = "/api/v1/namespaces/default/configmaps"
 
 
