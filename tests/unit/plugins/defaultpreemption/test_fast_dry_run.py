@@ -16,20 +16,13 @@ from hypothesis import strategies as st
 
 from scheduler.config.defaults import default_profile
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import POD_INDEPENDENT_FILTERS, DefaultPreemption
-from scheduler.plugins.registry import IN_TREE, in_tree_registry
+from scheduler.plugins.registry import IN_TREE
 from scheduler.queue.nominator import Nominator
 from tests.builders import NodeBuilder
-from tests.fakes import (
-    DictListers,
-    FakeApiClient,
-    FakeEventRecorder,
-    SnapshotLister,
-    node_infos,
-)
+from tests.fakes import DictListers, SnapshotLister, in_tree_framework, node_infos
 from tests.unit.plugins.defaultpreemption.harness import pdb, pod
 
 STARTS = (None, "2024-01-01T00:00:00Z", "2024-01-01T00:00:05Z", "2024-01-02T00:00:00Z")
@@ -57,17 +50,9 @@ class Cluster:
         self.nominator = Nominator()
         for p, node_name in nominated:
             self.nominator.add_nominated_pod(PodInfo.from_pod(p), node_name)
-        self.fwk = Framework(
-            profile=default_profile("py-scheduler"),
-            registry=in_tree_registry(),
-            snapshot_provider=lambda: self.snapshot,
-            listers=DictListers({"poddisruptionbudgets": list(pdbs)}),
-            client=FakeApiClient(),
-            event_recorder=FakeEventRecorder(),
-            nominator=self.nominator,
-            activate=lambda pods: None,
-            clock=lambda: 1000.0,
-        )
+        self.fwk = in_tree_framework(default_profile("py-scheduler"), snapshot_provider=lambda: self.snapshot,
+                                     listers=DictListers({"poddisruptionbudgets": list(pdbs)}),
+                                     nominator=self.nominator)
         plugin = self.fwk.plugins["DefaultPreemption"]
         assert isinstance(plugin, DefaultPreemption)
         self.plugin = plugin
