@@ -440,14 +440,15 @@ def _reparsed(pod: dict[str, Any], held: PodInfo) -> PodInfo | None:
     """``held`` (the parse of an earlier version of ``pod``) re-pointed at ``pod``, when
     nothing a PodInfo is parsed from differs: spec, the kubelet's resize report, name,
     namespace, labels (what ``PodInfo.from_pod`` reads besides uid and resourceVersion).
-    None when something does (then ``pod`` must be parsed).  The held version's resize
-    report is the one its parse kept (``PodInfo.resize``): only ``pod``'s is computed."""
-    held_pod = held.pod
-    meta, held_meta = _meta(pod), _meta(held_pod)
-    if (pod.get("spec") != held_pod.get("spec")
-            or meta.get("labels") != held_meta.get("labels")
-            or meta.get("name") != held_meta.get("name")
-            or meta.get("namespace") != held_meta.get("namespace")
+    None when something does (then ``pod`` must be parsed).  The held version's name,
+    namespace, labels and resize report are read from its parse (what ``from_pod`` made of
+    them: a missing namespace is "", missing labels {}): only ``pod``'s are read."""
+    meta = _meta(pod)
+    labels = meta.get("labels")
+    if (pod.get("spec") != held.pod.get("spec")
+            or ({} if labels is None else labels) != held.labels
+            or meta.get("name") != held.name
+            or (meta.get("namespace") or "") != held.namespace
             or resize_report(pod) != held.resize):
         return None
     info = held.with_node_name(pod)

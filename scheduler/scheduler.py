@@ -215,7 +215,7 @@ class Scheduler:
         return self.profiles.get(self._profile_of(pod))
 
     def _run_pre_enqueue(self, pod_info: PodInfo) -> Status | None:
-        fwk = self.framework_for_pod(pod_info.pod)
+        fwk = self.profiles.get(pod_info.scheduler_name)  # (framework_for_pod, parsed)
         if fwk is None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "no profile for this pod")
         return fwk.run_pre_enqueue_plugins(pod_info)
