@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from .namespaces import name_labelled
 from .resources import ResourceType, storage_version
 from .util import now_iso
 
@@ -103,7 +104,7 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
         obj["status"] = status
     elif g == "" and p == "namespaces":
         md = obj["metadata"]
-        md["labels"] = {**(md.get("labels") or {}), "kubernetes.io/metadata.name": md.get("name", "")}
+        md["labels"] = name_labelled(md.get("labels"), md.get("name", ""))
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     elif g == "" and p == "persistentvolumes":
