@@ -244,23 +244,33 @@ def _filter_with_nominated(
     nominated: Collection[str], batch: Batch | None, *, first: int | None = None,
 ) -> list[Status | None]:
     """Nodes holding nominated pods take upstream's two-pass Filter one by one; the others
-    (whose two-pass run is the plain run) are filtered as a batch, as without nominations."""
-    two_pass = [i for i, node_info in enumerate(chunk) if node_info.name in nominated]
+    (whose two-pass run is the plain run) are filtered as without nominations: the runs
+    between the nominated nodes as batches, read from batching's kept results by position
+    when the chunk has one (``first``).  A positioned chunk finds its nominated nodes by a
+    lookup per nominated node, not a pass over the chunk."""
+    if first is not None and batch is not None:
+        two_pass = batch.offsets_in_run(nominated, first=first, size=len(chunk))
+    else:
+        two_pass = [i for i, node_info in enumerate(chunk) if node_info.name in nominated]
     if not two_pass:
         if batch is not None:
             return batch.run_filter_plugins_on_nodes(state, pod_info, chunk, first=first)
         return fwk.run_filter_plugins_on_nodes(state, pod_info, chunk)
-    statuses: list[Status | None] = [None] * len(chunk)
-    marked = set(two_pass)
-    plain = [i for i in range(len(chunk)) if i not in marked]
-    if plain:
-        results = (batch or fwk).run_filter_plugins_on_nodes(
-            state, pod_info, [chunk[i] for i in plain])
-        for i, status in zip(plain, results):
-            statuses[i] = status
-    for i in two_pass:
-        status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, chunk[i])
-        statuses[i] = None if status is None or status.code == Code.SUCCESS else status
+    statuses: list[Status | None] = []
+    done = 0
+    for i in [*two_pass, len(chunk)]:
+        if i > done:
+            # the plain nodes between two nominated ones: one run, positioned if the chunk is
+            run = chunk[done:i]
+            if batch is not None:
+                statuses.extend(batch.run_filter_plugins_on_nodes(
+                    state, pod_info, run, first=None if first is None else first + done))
+            else:
+                statuses.extend(fwk.run_filter_plugins_on_nodes(state, pod_info, run))
+        if i < len(chunk):
+            status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, chunk[i])
+            statuses.append(None if status is None or status.code == Code.SUCCESS else status)
+        done = i + 1
     return statuses
 
 

@@ -238,6 +238,24 @@ class Batch:
                 return True
         return False
 
+    def offsets_in_run(self, names: Collection[str], *, first: int, size: int) -> list[int]:
+        """The offsets, in ascending order, of the nodes of ``names`` that lie in the run of
+        ``size`` nodes of the snapshot's node list from position ``first`` (wrapping): a
+        lookup per name, no pass over the run (``names`` are few: nodes holding nominated
+        pods)."""
+        snapshot = self._snapshot
+        positions = snapshot.positions
+        num_all = len(snapshot.node_info_list)
+        offsets = []
+        for name in names:
+            position = positions.get(name)
+            if position is not None:
+                offset = (position - first) % num_all
+                if offset < size:
+                    offsets.append(offset)
+        offsets.sort()
+        return offsets
+
     def filter_window(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo], *, start: int,
         size: int, diagnosis: Diagnosis | None = None,

@@ -12,6 +12,11 @@ digest of every nominated node and its victims in order: two builds must print t
 digest.
 
     PYTHONPATH=. python tests/perf/bench_preemption.py [--nodes 5000] [--preemptors 40]
+        [--plain 200]
+
+``--plain N`` then schedules N priority-0 100m pods (each assumed on its host) while the
+last ``--lag`` preemptors stay nominated, measured apart (CPU, Python calls per plain pod
+into ``FILE.plain``, a digest of their hosts): what a plain pod pays for nominated nodes.
 
 ``--profile FILE`` writes a cProfile of the measured preemptors and prints the Python calls
 per preemptor (a figure the machine's load does not move).
@@ -32,7 +37,7 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from scheduler.queue.nominator import Nominator
-from tests.offline import attempt, cache_with, default_framework, scheduling_cycle
+from tests.offline import attempt, cache_with, default_framework, place, scheduling_cycle
 from tests.perf._harness import measured, quiet_logs
 from tests.perf.bench_batched_cycle import node
 
@@ -157,6 +162,34 @@ async def run(args: argparse.Namespace) -> None:
           f"CPU per preemptor {cpu / args.preemptors * 1000:.2f} ms (PostFilter "
           f"{post_filter_cpu[0] / args.preemptors * 1000:.2f} ms); decisions {digest}")
     print("last decision:", decisions[-1][:200], flush=True)
+    if args.plain:
+        await _plain_pods(args, cache, snapshot, fwk, cycle, len(pending))
+
+
+async def _plain_pods(args: argparse.Namespace, cache: Any, snapshot: Any, fwk: Any,
+                      cycle: Any, nominated: int) -> None:
+    """``--plain`` priority-0 pods of the measured pods' shape, each through the cycle and
+    assumed on its host, while the last ``--lag`` preemptors stay nominated (higher
+    priority: the nodes holding them take the two-pass Filter); their hosts' digest."""
+    hosts: list[str] = []
+
+    def one(i: int) -> None:
+        p = workloads.pod(f"plain-{i}", namespace="measured", scheduler_name=SCHEDULER)
+        p["metadata"]["uid"] = f"plain-{i}"
+        hosts.append(place(cache, snapshot, fwk, cycle, p))
+
+    for i in range(3):  # warm
+        one(i)
+    profile = f"{args.profile}.plain" if args.profile else ""
+    with measured(profile) as part:
+        for i in range(3, 3 + args.plain):
+            one(i)
+    if args.profile:
+        print(f"Python calls per plain pod (cProfile, load-independent): "
+              f"{part.calls / args.plain:.0f}")
+    digest = hashlib.sha256("\n".join(hosts).encode()).hexdigest()[:12]
+    print(f"plain pods={args.plain} with {nominated} nominated preemptors: CPU per plain pod "
+          f"{part.cpu / args.plain * 1000:.3f} ms; hosts {digest}", flush=True)
 
 
 def main() -> None:
@@ -169,6 +202,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", default="")
     ap.add_argument("--distinct-starts", action="store_true")
+    ap.add_argument("--plain", type=int, default=0,
+                    help="then this many plain pods, measured apart, beside the nominated")
     args = ap.parse_args()
     DISTINCT_STARTS[0] = args.distinct_starts
     asyncio.run(run(args))
