@@ -323,7 +323,10 @@ class ReprieveFilter:
     other plugins (their answer depends on the node object and the pod only), without
     nominated pods; ``dependent_names``: the first's plugins in plan order;
     ``extensions``: whether any PreFilter extension (AddPod/RemovePod) is active;
-    ``nominated_nodes``: a live view of the nodes holding nominated pods (None: unknown).
+    ``nominated_nodes``: a live view of the nodes holding nominated pods (None: unknown);
+    ``after_independent``: the plan's plugins placed after every plugin of ``independent``
+    (a node the cycle's Filter rejected with one of these passed ``independent`` already:
+    Filter stops at the first plugin that rejects).
     """
 
     dependent: Callable[[CycleState, PodInfo, NodeInfo], Status | None]
@@ -331,3 +334,4 @@ class ReprieveFilter:
     dependent_names: tuple[str, ...]
     extensions: bool
     nominated_nodes: Collection[str] | None
+    after_independent: frozenset[str] = frozenset()

@@ -205,7 +205,14 @@ class Registry:
                 new.pop("status", None)
         elif sub == "finalize":  # namespaces/finalize: only spec.finalizers changes
             fins = (body.get("spec") or {}).get("finalizers") if isinstance(body.get("spec"), dict) else None
-            new = {**cur, "metadata": dict(cmd), "spec": {**(cur.get("spec") or {}), "finalizers": list(fins or [])}}
+            if fins is not None and not isinstance(fins, list):
+                raise errors.bad_request(
+                    f'Namespace in version "v1" cannot be handled as a Namespace: json: cannot unmarshal '
+                    f"{type(fins).__name__} into Go struct field NamespaceSpec.spec.finalizers of type "
+                    "[]v1.FinalizerName")
+            fins = list(fins or [])
+            validation.raise_if(namespaces.finalize_causes(fins), rt, name)
+            new = {**cur, "metadata": dict(cmd), "spec": {**(cur.get("spec") or {}), "finalizers": fins}}
         else:
             md = dict(bmd)
             for k in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",

@@ -283,6 +283,46 @@ async def test_namespace_waits_for_other_spec_finalizers_until_finalize(http: Ht
     assert s == 404
 
 
+_NOT_QUALIFIED = "name is neither a standard finalizer name nor is it fully qualified"
+
+
+@pytest.mark.parametrize("change, code, want", [
+    # only spec.finalizers changes: labels and status in the body are not taken
+    ({"spec": {"finalizers": ["kubernetes", "example.com/x", "orphan"]},
+      "metadata": {"labels": {"taken": "no"}}, "status": {"phase": "Terminating"}},
+     200, ["kubernetes", "example.com/x", "orphan"]),
+    ({"spec": {}}, 200, []),
+    ({"spec": {"finalizers": ["mine"]}}, 422, [("spec.finalizers[0]", _NOT_QUALIFIED)]),
+    ({"spec": {"finalizers": ["kubernetes", "example.com/a b"]}}, 422,
+     [("spec.finalizers[1]", "name part must consist of")]),
+    ({"spec": {"finalizers": ["Example.com/x"]}}, 422, [("spec.finalizers[0]", "prefix part a lowercase")]),
+    ({"spec": {"finalizers": "kubernetes"}}, 400, None),
+    ({"metadata": {"resourceVersion": "1"}}, 409, None),  # stale
+    ({"metadata": {"name": "other"}}, 400, None),
+])
+async def test_finalize_subresource(http: Http, change: dict[str, Any], code: int, want: Any) -> None:
+    """PUT namespaces/{name}/finalize: spec.finalizers as given, validated as upstream's
+    ValidateNamespaceFinalizeUpdate (qualified names, unprefixed ones standard: 422)."""
+    _, ns = await http.post(NS, {"metadata": {"name": "fin"}})
+    body = {**ns, **change, "metadata": {**ns["metadata"], **change.get("metadata", {})}}
+    s, o = await http.put(f"{NS}/fin/finalize", body)
+    assert s == code, o
+    _, now = await http.get(f"{NS}/fin")
+    if code == 200:
+        assert o["spec"]["finalizers"] == want == now["spec"]["finalizers"]
+        assert "taken" not in (now["metadata"].get("labels") or {}) and now["status"] == {"phase": "Active"}
+    else:
+        assert now["spec"]["finalizers"] == ["kubernetes"]
+    if code == 422:
+        assert [(c["field"], c["message"].split(": ", 2)[-1][:len(m)]) for c, (_, m) in
+                zip(o["details"]["causes"], want, strict=True)] == want
+
+
+async def test_finalize_of_a_missing_namespace_is_not_found(http: Http) -> None:
+    s, o = await http.put(f"{NS}/nowhere/finalize", {"metadata": {"name": "nowhere"}, "spec": {"finalizers": []}})
+    assert s == 404 and o["reason"] == "NotFound"
+
+
 CM = "/api/v1/namespaces/default/configmaps"
 
 
