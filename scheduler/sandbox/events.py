@@ -262,32 +262,23 @@ def _legacy(e: Obj) -> list[Cause]:
             causes.append(("reportingController", "FieldValueRequired", "Required value"))
         else:
             causes += _qualified_name_causes("reportingController", rc)
-        ri = _s(e.get("reportingInstance"))
-        if not ri:
-            causes.append(("reportingInstance", "FieldValueRequired", "Required value"))
-        if len(ri) > REPORTING_INSTANCE_LENGTH_LIMIT:
-            causes.append(("reportingInstance", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {REPORTING_INSTANCE_LENGTH_LIMIT} characters'))
-        action = _s(e.get("action"))
-        if not action:
-            causes.append(("action", "FieldValueRequired", "Required value"))
-        if len(action) > ACTION_LENGTH_LIMIT:
-            causes.append(("action", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {ACTION_LENGTH_LIMIT} characters'))
-        reason = _s(e.get("reason"))
-        if not reason:
-            causes.append(("reason", "FieldValueRequired", "Required value"))
-        if len(reason) > REASON_LENGTH_LIMIT:
-            causes.append(("reason", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {REASON_LENGTH_LIMIT} characters'))
-        if len(_s(e.get("message"))) > NOTE_LENGTH_LIMIT:
-            causes.append(("message", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {NOTE_LENGTH_LIMIT} characters'))
+        for field, limit, required in _LIMITED_FIELDS:
+            v = _s(e.get(field))
+            if required and not v:
+                causes.append((field, "FieldValueRequired", "Required value"))
+            if len(v) > limit:
+                causes.append((field, "FieldValueInvalid", f'Invalid value: "": can have at most {limit} characters'))
     if ns and not _DNS_SUBDOMAIN.match(ns):
         causes.append(("namespace", "FieldValueInvalid",
                        f'Invalid value: "{ns}": a lowercase RFC 1123 subdomain must consist of lower case '
                        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"))
     return causes
+
+
+# the string fields events.k8s.io/v1 validation bounds, in its order: (field, at most, required)
+_LIMITED_FIELDS = (("reportingInstance", REPORTING_INSTANCE_LENGTH_LIMIT, True),
+                   ("action", ACTION_LENGTH_LIMIT, True), ("reason", REASON_LENGTH_LIMIT, True),
+                   ("message", NOTE_LENGTH_LIMIT, False))
 
 
 def _qualified_name_causes(path: str, v: str) -> list[Cause]:

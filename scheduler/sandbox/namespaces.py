@@ -6,16 +6,19 @@ in it is 403 Forbidden (``NamespaceTerminating``, ``Registry._check_namespace``)
 the namespace controller's (``nscontroller.py``): it sees the Terminating namespace through
 its watch, deletes everything in it, and once nothing is left removes the ``kubernetes``
 finalizer from ``spec.finalizers`` through the ``finalize`` subresource (PUT
-namespaces/{name}/finalize, which changes nothing else); with no finalizers left that update
-removes the namespace.
+namespaces/{name}/finalize: an update that, unlike the plain one, takes the spec from the body;
+only the status is kept); with no finalizers left that update removes the namespace.
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
-from .dra import DNS_SUBDOMAIN_MSG, invalid_value
+from scheduler.objects.labels import validate_qualified_name
+
+from . import errors, validation
+from .dra import invalid_value
+from .resources import ResourceType
 from .store import Entry, TypeStore
 from .util import now_iso
 
@@ -24,13 +27,15 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 FINALIZER = "kubernetes"
+NAME_LABEL = "kubernetes.io/metadata.name"
 # the finalizer names that need no domain (core's standardFinalizers)
 STANDARD_FINALIZERS = frozenset({FINALIZER, "orphan", "foregroundDeletion"})
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-             "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-             "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+
+
+def name_labelled(labels: Any, name: str) -> dict[str, Any]:
+    """A namespace's labels with ``kubernetes.io/metadata.name`` set to its name, as the
+    namespace strategy's Canonicalize sets it on every create and update."""
+    return {**(labels if isinstance(labels, dict) else {}), NAME_LABEL: name}
 
 
 def start_deletion(reg: Registry, ts: TypeStore, e: Entry) -> Entry:
@@ -49,25 +54,25 @@ def finalize_causes(finalizers: list[Any]) -> list[tuple[str, str, str]]:
     out = []
     for i, f in enumerate(finalizers):
         path = f"spec.finalizers[{i}]"
-        if not isinstance(f, str):
-            out.append(invalid_value(path, f, "must be a string"))
-            continue
-        prefix, slash, name = f.rpartition("/")
-        if slash and "/" in prefix:
-            out.append(invalid_value(path, f, f"a qualified name {_NAME_MSG} with an optional DNS "
-                                              "subdomain prefix and '/' (e.g. 'example.com/MyName')"))
-            continue
-        if slash and not prefix:
-            out.append(invalid_value(path, f, "prefix part must be non-empty"))
-        elif slash and (len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
-            out.append(invalid_value(path, f, f"prefix part {DNS_SUBDOMAIN_MSG}"))
-        if not name:
-            out.append(invalid_value(path, f, "name part must be non-empty"))
-        elif len(name) > 63:
-            out.append(invalid_value(path, f, "name part must be no more than 63 characters"))
-        elif not _NAME.match(name):
-            out.append(invalid_value(path, f, f"name part {_NAME_MSG}"))
-        if not slash and f not in STANDARD_FINALIZERS:
+        err = validate_qualified_name(f)
+        if err:
+            out.append(invalid_value(path, f, err))
+        if isinstance(f, str) and "/" not in f and f not in STANDARD_FINALIZERS:
             out.append(invalid_value(path, f, "name is neither a standard finalizer name nor is it "
                                               "fully qualified"))
     return out
+
+
+def finalize_spec(body: Obj, rt: ResourceType, name: str) -> Obj:
+    """The spec a PUT namespaces/{name}/finalize stores: the body's, its finalizers validated
+    (400 when they do not decode, 422 when a name is invalid); empty finalizers are omitted
+    as Go's omitempty does."""
+    spec = body.get("spec")
+    fins = spec.get("finalizers") if isinstance(spec, dict) else None
+    if fins is not None and not isinstance(fins, list):
+        raise errors.bad_request(
+            f'Namespace in version "v1" cannot be handled as a Namespace: json: cannot unmarshal '
+            f"{type(fins).__name__} into Go struct field NamespaceSpec.spec.finalizers of type "
+            "[]v1.FinalizerName")
+    validation.raise_if(finalize_causes(fins or []), rt, name)
+    return {"finalizers": list(fins)} if fins else {}

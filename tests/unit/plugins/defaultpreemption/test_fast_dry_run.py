@@ -7,6 +7,7 @@ not offer ``reprieve_filter``: every Filter plugin after every reprieve, on copi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,20 +17,14 @@ from hypothesis import strategies as st
 
 from scheduler.config.defaults import default_profile
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.evaluator import earliest_start_of_highest_priority
 from scheduler.plugins.defaultpreemption.plugin import POD_INDEPENDENT_FILTERS, DefaultPreemption
-from scheduler.plugins.registry import IN_TREE, in_tree_registry
+from scheduler.plugins.registry import IN_TREE
 from scheduler.queue.nominator import Nominator
 from tests.builders import NodeBuilder
-from tests.fakes import (
-    DictListers,
-    FakeApiClient,
-    FakeEventRecorder,
-    SnapshotLister,
-    node_infos,
-)
+from tests.fakes import DictListers, SnapshotLister, in_tree_framework, node_infos
 from tests.unit.plugins.defaultpreemption.harness import pdb, pod
 
 STARTS = (None, "2024-01-01T00:00:00Z", "2024-01-01T00:00:05Z", "2024-01-02T00:00:00Z")
@@ -57,17 +52,9 @@ class Cluster:
         self.nominator = Nominator()
         for p, node_name in nominated:
             self.nominator.add_nominated_pod(PodInfo.from_pod(p), node_name)
-        self.fwk = Framework(
-            profile=default_profile("py-scheduler"),
-            registry=in_tree_registry(),
-            snapshot_provider=lambda: self.snapshot,
-            listers=DictListers({"poddisruptionbudgets": list(pdbs)}),
-            client=FakeApiClient(),
-            event_recorder=FakeEventRecorder(),
-            nominator=self.nominator,
-            activate=lambda pods: None,
-            clock=lambda: 1000.0,
-        )
+        self.fwk = in_tree_framework(default_profile("py-scheduler"), snapshot_provider=lambda: self.snapshot,
+                                     listers=DictListers({"poddisruptionbudgets": list(pdbs)}),
+                                     nominator=self.nominator)
         plugin = self.fwk.plugins["DefaultPreemption"]
         assert isinstance(plugin, DefaultPreemption)
         self.plugin = plugin
@@ -270,3 +257,22 @@ def test_the_pod_independent_plugins_run_only_when_the_cycle_did_not_pass_them(
     assert answer is not None
     assert [v.key for v in answer[0]] == ["default/low3", "default/low1", "default/low2"]
     assert calls == (["independent"] if runs_independent else [])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_start_times_the_dry_run_knows_are_the_picks(
+    case: tuple[Cluster, dict[str, Any]],
+) -> None:
+    """Each start time the by-resources dry run records for the pick is the one the pick
+    would read from the candidate's victims (the earliest among the highest-priority ones,
+    a victim that has not started counting as starting at the pick's ``now``)."""
+    cluster, preemptor = case
+    cluster.candidates(preemptor, plain=False)
+    dry = cluster.plugin.last_dry_run
+    known = cluster.plugin._top_starts
+    assert set(known) <= {c.name for c in (dry.candidates if dry else [])}
+    for candidate in dry.candidates if dry else []:
+        if candidate.name in known:
+            assert known[candidate.name] == earliest_start_of_highest_priority(
+                candidate.victims, time.time())
