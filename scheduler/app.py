@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import pickle
 import ssl
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ import structlog
 
 from scheduler.client.api import ApiClient
 from scheduler.client.connection import ConfigurationError, ConnectionConfig, load_connection
+from scheduler.client.event_process import EventProcess, RemoteEventRecorder, use_event_process
 from scheduler.client.events import EventRecorder
 from scheduler.client.informer import InformerFactory
 from scheduler.client.leader_election import (
@@ -86,6 +88,10 @@ class AppOptions:
     context: str | None
     serving: ServingOptions
     stop_grace_seconds: float = 10.0
+    # --event-process: write Events from a child process (auto: when this process may use
+    # two CPUs or more; scheduler.client.event_process). The command line's default is
+    # auto; an embedder building AppOptions itself keeps one process unless it asks.
+    event_process: str = "off"
 
 
 def validate_profiles(
@@ -212,8 +218,11 @@ class Components:
 
     client: ApiClient
     informers: InformerFactory
-    recorders: list[EventRecorder]
+    recorders: list[EventRecorder | RemoteEventRecorder]
     scheduler: Scheduler
+    # The child process that writes the recorders' Events (--event-process), or None when
+    # they are written from this process; the recorders start and stop it.
+    event_process: EventProcess | None = None
     _started: bool = field(default=False, init=False)
     _scheduling_stopped: bool = field(default=False, init=False)
     _closed: bool = field(default=False, init=False)
@@ -267,21 +276,27 @@ def build_components(
     metrics: SchedulerMetrics,
     health: HealthState | None = None,
     registry: Registry | None = None,
+    event_process: str = "off",
 ) -> Components:
     """Wire a scheduler (client, informers, event recorders, cache, queue, profiles) without
-    I/O.  ``registry`` defaults to the in-tree plugins."""
+    I/O.  ``registry`` defaults to the in-tree plugins; ``event_process`` (auto, on, off)
+    says whether a child process writes the Events."""
     client = ApiClient(
         connection, qps=config.client_connection.qps, burst=config.client_connection.burst,
         metrics=metrics,
     )
     informers = InformerFactory(client, pod_field_selector=POD_FIELD_SELECTOR)
-    recorders: list[EventRecorder] = []
+    recorders: list[EventRecorder | RemoteEventRecorder] = []
+    process = _event_process(config, connection, metrics=metrics, mode=event_process)
 
-    def recorder_factory(scheduler_name: str) -> EventRecorder:
+    def recorder_factory(scheduler_name: str) -> EventRecorder | RemoteEventRecorder:
         # reportingInstance names the replica: in a cluster the hostname is the pod's
         # name (POD_NAME); replicas sharing one host (the soak's) stay apart by it.
-        recorder = EventRecorder(client, scheduler_name=scheduler_name, metrics=metrics,
-                                 hostname=os.environ.get("POD_NAME") or None)
+        hostname = os.environ.get("POD_NAME") or None
+        recorder: EventRecorder | RemoteEventRecorder = (
+            process.recorder(scheduler_name, hostname=hostname) if process is not None
+            else EventRecorder(client, scheduler_name=scheduler_name, metrics=metrics,
+                               hostname=hostname))
         recorders.append(recorder)
         return recorder
 
@@ -291,7 +306,26 @@ def build_components(
         registry=registry if registry is not None else in_tree_registry(), metrics=metrics,
         health=health,
     )
-    return Components(client=client, informers=informers, recorders=recorders, scheduler=sched)
+    return Components(client=client, informers=informers, recorders=recorders, scheduler=sched,
+                      event_process=process)
+
+
+def _event_process(config: KubeSchedulerConfiguration, connection: ConnectionConfig, *,
+                   metrics: SchedulerMetrics, mode: str) -> EventProcess | None:
+    """The event process when ``mode`` asks for it and the connection can be handed to a
+    child (a credential plugin held in memory cannot: then Events are written from this
+    process, with a warning)."""
+    if not use_event_process(mode):
+        return None
+    try:
+        pickle.dumps(connection)
+    except Exception as exc:  # noqa: BLE001 - whatever a credential object refuses
+        log.warning("the event process cannot use this connection's credentials; writing "
+                    "Events from the scheduler's process", source=connection.source,
+                    error=str(exc))
+        return None
+    return EventProcess(connection, qps=config.client_connection.qps,
+                        burst=config.client_connection.burst, metrics=metrics)
 
 
 class App:
@@ -337,7 +371,7 @@ class App:
             return EXIT_FAILURE
         parts = build_components(
             self.options.config, connection, metrics=self.metrics, health=self.health,
-            registry=self.registry,
+            registry=self.registry, event_process=self.options.event_process,
         )
         assert self._serving is not None, "prepare() binds the serving port"
         server = HealthServer.serving(

@@ -47,11 +47,23 @@ def parse_level(level: str) -> int:
     return int(getattr(logging, level.upper()))
 
 
+# The (format, level) configure_logging was last called with: a child process of the
+# daemon (scheduler.client.event_process) configures its logging the same way.
+_current: tuple[str, str] | None = None
+
+
+def current_settings() -> tuple[str, str] | None:
+    """(fmt, level) of the last configure_logging, None when it was never called."""
+    return _current
+
+
 def configure_logging(*, fmt: str = "console", level: str = "info") -> None:
     """Configure structlog and the stdlib root logger (aiohttp and kopf log through it)."""
+    global _current
     if fmt not in ("json", "console"):
         raise ValueError(f"--log-format: must be 'json' or 'console', got {fmt!r}")
     numeric = parse_level(level)
+    _current = (fmt, level)
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"

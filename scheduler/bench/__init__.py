@@ -102,6 +102,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print one JSON object (default: a table)")
     p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
                    help="the event loop the scheduler runs on (default %(default)s)")
+    p.add_argument("--event-process", choices=("auto", "on", "off"), default="auto",
+                   help="write Kubernetes Events from a child process, as the daemon's "
+                        "--event-process (default %(default)s: when the process may use two "
+                        "CPUs or more)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,7 +120,7 @@ def _point_argv(args: argparse.Namespace, nodes: int) -> list[str]:
     argv = [sys.executable, "-m", "scheduler", "bench", "--json", "--nodes", str(nodes),
             "--workload", args.workload, "--concurrency", str(args.concurrency),
             "--raw-binds", str(args.raw_binds), "--qps", str(args.qps),
-            "--timeout", str(args.timeout)]
+            "--timeout", str(args.timeout), "--event-process", args.event_process]
     for flag, value in (("--pods", args.pods), ("--gang-size", args.gang_size), ("--existing", args.existing),
                         ("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory),
                         ("--config", args.config)):

@@ -50,9 +50,11 @@ THROUGHPUT_KEYS = frozenset({
 NO_AVERAGE = "no_average_because"
 
 
-# CPU milliseconds per measured pod of each of the three busy processes of a run.
+# CPU milliseconds per measured pod of each of the busy processes of a run (the event
+# process only with --event-process on).
 CPU_SPLIT = (("creator", "creator_cpu_per_pod_ms"), ("sandbox", "sandbox_cpu_per_pod_ms"),
-             ("scheduler", "scheduler_cpu_per_pod_ms"))
+             ("scheduler", "scheduler_cpu_per_pod_ms"),
+             ("event process", "event_process_cpu_per_pod_ms"))
 
 
 def cpu_split_line(result: dict[str, Any]) -> str | None:

@@ -115,6 +115,9 @@ class SchedulerRun:
     # The sandbox process's CPU seconds from the creator's release to the last bind (None
     # when its /proc/<pid>/stat could not be read)
     sandbox_cpu: float | None = None
+    # The event process's CPU seconds over the same window (--event-process on; None when
+    # the Events were written from the scheduler's process)
+    event_process_cpu: float | None = None
 
     @property
     def released_to_last_bind(self) -> float:
@@ -126,7 +129,8 @@ class SchedulerRun:
         how many cores the three kept busy on average over that window."""
         pods = max(self.bound, 1)
         creator = self.creation.cpu
-        spent = [self.cycle_cpu, self.sandbox_cpu, None if self.backlog else creator]
+        spent = [self.cycle_cpu, self.sandbox_cpu, None if self.backlog else creator,
+                 self.event_process_cpu]
         span = self.released_to_last_bind
         busy = (sum(c for c in spent if c is not None) / span
                 if span > 0 and None not in spent[:2] else None)
@@ -136,6 +140,8 @@ class SchedulerRun:
             "sandbox_cpu_per_pod_ms": (round(self.sandbox_cpu / pods * 1000, 3)
                                        if self.sandbox_cpu is not None else None),
             "scheduler_cpu_per_pod_ms": round(self.cycle_cpu / pods * 1000, 3),
+            "event_process_cpu_per_pod_ms": (round(self.event_process_cpu / pods * 1000, 3)
+                                             if self.event_process_cpu is not None else None),
             "busy_cores": round(busy, 2) if busy is not None else None,
         }
 
@@ -192,7 +198,8 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         creator: CreatorProcess, timeout: float, progress: Progress,
                         label: str, batching: bool = True,
                         during: Callable[[], Coroutine[Any, Any, None]] | None = None,
-                        backlog: bool = False, sandbox_pid: int | None = None) -> SchedulerRun:
+                        backlog: bool = False, sandbox_pid: int | None = None,
+                        event_process: str = "off") -> SchedulerRun:
     """Start the daemon's wiring and let it sync; then release ``creator`` (a ready
     :class:`CreatorProcess` holding the measured pods) and run until ``expected`` pods of
     ``namespace`` are bound; ``during`` runs beside it from the release (churn) and is
@@ -203,7 +210,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     from scheduler.metrics import SchedulerMetrics
 
     metrics = SchedulerMetrics()
-    parts = build_components(config, connection, metrics=metrics)
+    parts = build_components(config, connection, metrics=metrics, event_process=event_process)
     sched = parts.scheduler
     if not batching:
         sched.cycle.batches = None
@@ -227,11 +234,12 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     bind_times: list[float] = []
     cpu_at_last_bind = 0.0
     sandbox_at_last_bind: float | None = None
+    events_at_last_bind: float | None = None
     all_bound = asyncio.Event()
     bind = sched.bind
 
     async def counted(fwk: Any, state: Any, pod_info: Any, node_name: str) -> Any:
-        nonlocal cpu_at_last_bind, sandbox_at_last_bind
+        nonlocal cpu_at_last_bind, sandbox_at_last_bind, events_at_last_bind
         status = await bind(fwk, state, pod_info, node_name)
         ok = status is None or status.is_success()
         if ok and pod_info.pod["metadata"].get("namespace") == namespace:
@@ -239,6 +247,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
             if len(bind_times) >= expected and not all_bound.is_set():
                 cpu_at_last_bind = time.process_time()
                 sandbox_at_last_bind = sandbox_cpu()
+                events_at_last_bind = events_cpu()
                 all_bound.set()
         return status
 
@@ -246,6 +255,12 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
 
     def sandbox_cpu() -> float | None:
         return process_cpu_seconds(sandbox_pid) if sandbox_pid is not None else None
+
+    def events_cpu() -> float | None:
+        """The event process's CPU seconds so far (a child the scheduler started: the
+        scheduler's CPU per pod is its own process's, this is the rest of its cost)."""
+        pid = parts.event_process.pid if parts.event_process is not None else None
+        return process_cpu_seconds(pid) if pid is not None else None
 
     backlog_created: CreatorReport | None = None
     if backlog:
@@ -258,11 +273,14 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                                f"{backlog_created.error}")
     cpu0, started = time.process_time(), time.monotonic()
     await parts.start(sync_timeout=120)
+    if parts.event_process is not None:
+        await parts.event_process.wait_ready()
     synced = time.monotonic()
     cpu_synced = time.process_time()
     loop = asyncio.create_task(sched.run(), name="bench-scheduling-loop")
     released = time.monotonic()
     sandbox_at_release = sandbox_cpu()
+    events_at_release = events_cpu()
     if backlog_created is None:
         await creator.go()
     side = asyncio.create_task(during(), name="bench-churn") if during is not None else None
@@ -278,6 +296,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     else:
         last_bind, cpu_at_last_bind = time.monotonic(), time.process_time()
         sandbox_at_last_bind = sandbox_cpu()
+        events_at_last_bind = events_cpu()
     bound = min(len(bind_times), expected)
     progress.close()
     try:
@@ -308,7 +327,10 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         backlog=backlog,
                         sandbox_cpu=(sandbox_at_last_bind - sandbox_at_release
                                      if sandbox_at_release is not None
-                                     and sandbox_at_last_bind is not None else None))
+                                     and sandbox_at_last_bind is not None else None),
+                        event_process_cpu=(events_at_last_bind - events_at_release
+                                           if events_at_release is not None
+                                           and events_at_last_bind is not None else None))
 
 
 async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
@@ -362,7 +384,8 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
                   pods: list[dict[str, Any]], concurrency: int, timeout: float,
                   progress: Progress, label: str, batching: bool = True,
                   during: Callable[[], Coroutine[Any, Any, None]] | None = None,
-                  backlog: bool = False, sandbox_pid: int | None = None) -> SchedulerRun:
+                  backlog: bool = False, sandbox_pid: int | None = None,
+                  event_process: str = "off") -> SchedulerRun:
     """The measured pods into a ready creator process, then :func:`run_scheduler` with it;
     every pod lands in the first pod's namespace."""
     creator = await CreatorProcess.start(kubeconfig, pods, concurrency=concurrency)
@@ -370,7 +393,8 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
         run = await run_scheduler(config, connection, namespace=pods[0]["metadata"]["namespace"],
                                   expected=len(pods), creator=creator, timeout=timeout,
                                   progress=progress, label=label, batching=batching,
-                                  during=during, backlog=backlog, sandbox_pid=sandbox_pid)
+                                  during=during, backlog=backlog, sandbox_pid=sandbox_pid,
+                                  event_process=event_process)
     finally:
         await creator.aclose()
     if run.creation.failed:
@@ -434,7 +458,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                       pods=floor_pods, concurrency=args.concurrency,
                                       timeout=args.timeout, progress=progress,
                                       label="floor: scheduling", backlog=workload.backlog,
-                                      sandbox_pid=sandbox.pid)
+                                      sandbox_pid=sandbox.pid,
+                                      event_process=args.event_process)
                 await user.delete(f"/api/v1/namespaces/{FLOOR_NAMESPACE}")
 
             config = load_config_file(args.config) if args.config else default_config()
@@ -491,7 +516,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                     concurrency=args.concurrency, timeout=args.timeout,
                                     progress=progress, label=f"{workload.name}: scheduling",
                                     batching=args.batching, during=during,
-                                    backlog=workload.backlog, sandbox_pid=sandbox.pid)
+                                    backlog=workload.backlog, sandbox_pid=sandbox.pid,
+                                    event_process=args.event_process)
                 measured_count = len(pods)
                 listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))
                 confirmed = sum(1 for p in listed["items"]
@@ -563,12 +589,17 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         })
     if run.backlog:
         result["backlog"] = True
+    # --event-process: whether a child process wrote the Events (its CPU is in cpu_split)
+    result["event_process"] = run.event_process_cpu is not None
     if floor is not None:
         result["floor_pods_per_s"] = round(floor.rate, 1)
         result["floor_pods_per_s_avg"] = _rounded(floor.throughput().average)
         result["floor_cpu_per_pod_ms"] = round(floor.cpu / max(floor.bound, 1) * 1000, 3)
         result["floor_cycle_cpu_per_pod_ms"] = round(
             floor.cycle_cpu / max(floor.bound, 1) * 1000, 3)
+        if floor.event_process_cpu is not None:
+            result["floor_event_process_cpu_per_pod_ms"] = round(
+                floor.event_process_cpu / max(floor.bound, 1) * 1000, 3)
         if floor.backlog:
             result["floor_time_to_first_bind_s"] = _rounded(floor.first_bind_seconds, 3)
     result.update({
@@ -719,7 +750,8 @@ async def _measure_steady(config: Any, connection: Any, *, kubeconfig: str, work
                                   expected=max_pods, creator=driver,
                                   timeout=workload.steady_duration_s, progress=progress,
                                   label=f"{workload.name}: scheduling", batching=args.batching,
-                                  sandbox_pid=sandbox_pid)
+                                  sandbox_pid=sandbox_pid,
+                                  event_process=args.event_process)
     finally:
         await driver.aclose()
     if run.creation.failed:

@@ -53,6 +53,15 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--stop-grace-seconds", type=float, default=10.0,
                      help="on SIGTERM, how long in-flight bindings may finish "
                      "(default %(default)s)")
+    add_event_process_flag(run)
+
+
+def add_event_process_flag(parser: argparse.ArgumentParser) -> None:
+    """--event-process, for run and bench."""
+    parser.add_argument("--event-process", choices=("auto", "on", "off"), default="auto",
+                        help="write Kubernetes Events from a child process, on a second core: "
+                        "auto (default) when this process may use two CPUs or more (its "
+                        "affinity and its cgroup's cpu.max)")
 
 
 def load_config(path: str | None) -> tuple[KubeSchedulerConfiguration, str]:
@@ -104,6 +113,7 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         context=args.context,
         serving=serving,
         stop_grace_seconds=args.stop_grace_seconds,
+        event_process=args.event_process,
     )
 
 

@@ -67,6 +67,17 @@ class TokenFileCredentials(CredentialSource):
         self._read_at = float("-inf")
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled for the event process (scheduler.client.event_process): the same file,
+        # re-read by the child; a lock does not cross processes.
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def authorization(self) -> str | None:
         now = self._clock()
         if now - self._read_at < self._reread and self._header is not None:

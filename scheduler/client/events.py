@@ -268,7 +268,26 @@ class EventRecorder:
             log.error("event regarding an object without a name; not recorded", reason=reason)
             return
         rel = object_reference(related) if related else None
-        now = self._clock()
+        self.record(ref, rel, type=type, reason=reason, action=action, message=message,
+                    now=self._clock())
+
+    def record(
+        self,
+        ref: dict[str, Any],
+        rel: dict[str, Any] | None,
+        *,
+        type: str,
+        reason: str,
+        action: str,
+        message: str,
+        now: float,
+        wall: datetime | None = None,
+    ) -> None:
+        """An Event about ``ref`` (an ObjectReference with a name) observed at ``now`` (the
+        recorder's clock) and ``wall`` (default: the wall clock read when it is written
+        first): the spam filter, the aggregation into series and the queue. ``event``
+        calls it; so does the event process's child (scheduler.client.event_process),
+        with the references and times its parent recorded."""
         if now - self._last_sweep >= 60.0:
             self._sweep(now)
         ref_key = _ref_key(ref)
@@ -277,7 +296,8 @@ class EventRecorder:
             return
         note = truncate_note(message)
         key: _SeriesKey = (type, action, reason, ref_key, _ref_key(rel) if rel else None, note)
-        wall = self._wall()
+        if wall is None:
+            wall = self._wall()
         series = self._series.get(key)
         if series is not None and now - series.last_observed <= self._window:
             series.count += 1
@@ -372,6 +392,14 @@ class EventRecorder:
         """Start the sender task (inside the event loop); idempotent."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name=f"event-recorder:{self.reporting_controller}")
+
+    async def flush(self, timeout: float = 5.0) -> bool:
+        """Until every Event queued so far is written (or given up); False on timeout."""
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting events, flush what is queued (up to ``timeout``), then stop the

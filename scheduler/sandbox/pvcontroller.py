@@ -54,8 +54,8 @@ ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 ANN_BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
-ANN_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
+BETA_CLASS = "volume.beta.kubernetes.io/storage-class"  # a claim's or volume's class, the old way
 WFFC = "WaitForFirstConsumer"
 
 
@@ -74,17 +74,18 @@ def _ann(o: Obj) -> dict[str, str]:
     return a if isinstance(a, dict) else {}
 
 
+def _class_of(o: Obj) -> str:
+    """A claim's or a volume's class: the beta annotation first, then the field (upstream's
+    GetPersistentVolumeClaimClass / GetPersistentVolumeClass); "" for none."""
+    ann = _ann(o)
+    if BETA_CLASS in ann:
+        return str(ann[BETA_CLASS] or "")
+    return str(_spec(o).get("storageClassName") or "")
+
+
 def _qty(v: Any) -> Fraction:
     q = parse_quantity(v)
     return q if q is not None else Fraction(-1)
-
-
-def default_class(classes: list[Obj]) -> Obj | None:
-    """The default StorageClass (newest if several), as the DefaultStorageClass admission picks."""
-    defaults = [c for c in classes if _ann(c).get(ANN_DEFAULT_CLASS) == "true"]
-    if not defaults:
-        return None
-    return max(defaults, key=lambda c: (str(c["metadata"].get("creationTimestamp", "")), c["metadata"]["name"]))
 
 
 class PVControllerSim:
@@ -227,7 +228,7 @@ class PVControllerSim:
             if not ref and self._satisfies(pv, claim):
                 return self._bind(pv, claim)  # pre-bound claim: take the free volume
             return False
-        cls_name = str(spec.get("storageClassName") or "")
+        cls_name = _class_of(claim)
         sc = classes.get(cls_name)
         if sc is not None and sc.get("volumeBindingMode") == WFFC:
             node = _ann(claim).get(ANN_SELECTED_NODE)
@@ -253,7 +254,7 @@ class PVControllerSim:
 
     def _satisfies(self, pv: Obj, claim: Obj) -> bool:
         ps, cs = _spec(pv), _spec(claim)
-        if str(ps.get("storageClassName") or "") != str(cs.get("storageClassName") or ""):
+        if _class_of(pv) != _class_of(claim):
             return False
         if (ps.get("volumeMode") or "Filesystem") != (cs.get("volumeMode") or "Filesystem"):
             return False

@@ -119,11 +119,13 @@ async def running_scheduler(
     *,
     config: KubeSchedulerConfiguration | None = None,
     metrics: SchedulerMetrics | None = None,
+    event_process: str = "off",
 ) -> AsyncIterator[Components]:
     """The daemon's components, synced and scheduling, stopped on exit."""
     connection = load_connection(kubeconfig=str(kubeconfig))
     parts = build_components(
-        config or scheduler_config(), connection, metrics=metrics or SchedulerMetrics()
+        config or scheduler_config(), connection, metrics=metrics or SchedulerMetrics(),
+        event_process=event_process,
     )
     await parts.start(sync_timeout=15)
     loop_task = asyncio.create_task(parts.scheduler.run(), name="test-scheduling-loop")

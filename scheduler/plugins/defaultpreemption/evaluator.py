@@ -33,6 +33,7 @@ __all__ = [
     "parse_rfc3339",
     "pick_one_node_for_preemption",
     "pod_start_time",
+    "started_at",
 ]
 
 # Added to every priority before summing so that a node with several negative-priority
@@ -59,6 +60,11 @@ def _started(value: Any) -> float | None:
         return _parse_cached(value)
     except TypeError:
         return parse_rfc3339(value)
+
+
+def started_at(pod_info: PodInfo) -> float | None:
+    """``status.startTime`` parsed (cached); None when the pod has not started."""
+    return _started((pod_info.pod.get("status") or {}).get("startTime"))
 
 
 def importance_key(now: float) -> Callable[[PodInfo], tuple[int, float]]:
@@ -299,42 +305,43 @@ def earliest_start_of_highest_priority(victims: Sequence[PodInfo], now: float) -
     return earliest
 
 
-def pick_one_node_for_preemption(candidates: Sequence[Candidate], *, now: float) -> Candidate | None:
+def pick_one_node_for_preemption(
+    candidates: Sequence[Candidate], *, now: float,
+    known_starts: Mapping[str, float] | None = None,
+) -> Candidate | None:
     """Choose among candidates by, in turn: fewest PDB violations, lowest highest-victim
     priority, smallest sum of victim priorities, fewest victims, latest start among the
-    highest-priority victims (disturb the youngest work), and finally the first one."""
+    highest-priority victims (disturb the youngest work), and finally the first one.
+    ``known_starts``: that last start per candidate node where the dry run already knew it
+    (the candidate's victims as it chose them)."""
     if not candidates:
         return None
 
-    def fewest_violations(c: Candidate) -> float:
-        return -c.num_pdb_violations
-
-    def lowest_top_priority(c: Candidate) -> float:
-        return -max(map(_PRIORITY, c.victims), default=0)
-
-    def smallest_priority_sum(c: Candidate) -> float:
-        victims = c.victims
-        return -(sum(map(_PRIORITY, victims)) + _PRIORITY_OFFSET * len(victims))
-
-    def fewest_victims(c: Candidate) -> float:
-        return -len(c.victims)
+    def summary(c: Candidate) -> tuple[float, float, float, float]:
+        # the first four criteria in one pass over the victims (one call a candidate)
+        priorities = list(map(_PRIORITY, c.victims))
+        return (-c.num_pdb_violations, -max(priorities, default=0),
+                -(sum(priorities) + _PRIORITY_OFFSET * len(priorities)), -len(priorities))
 
     def latest_start(c: Candidate) -> float:
         if not c.victims:
             return -math.inf
+        if known_starts:
+            known = known_starts.get(c.name)
+            if known is not None:
+                return known
         return earliest_start_of_highest_priority(c.victims, now)
 
-    remaining = list(candidates)
-    for score in (
-        fewest_violations,
-        lowest_top_priority,
-        smallest_priority_sum,
-        fewest_victims,
-        latest_start,
-    ):
-        scores = list(map(score, remaining))  # each candidate scored once per criterion
-        best = max(scores)
-        remaining = [c for c, s in zip(remaining, scores) if s == best]
-        if len(remaining) == 1:
-            break
+    # Criterion after criterion, each over the candidates the ones before left tied: the
+    # first four compared at once as a tuple (the same order), the start times then read
+    # only for the candidates tied on all four.
+    if len(candidates) == 1:
+        return candidates[0]
+    summaries = list(map(summary, candidates))
+    best_summary = max(summaries)
+    remaining = [c for c, s in zip(candidates, summaries) if s == best_summary]
+    if len(remaining) > 1:
+        starts = list(map(latest_start, remaining))
+        best = max(starts)
+        remaining = [c for c, s in zip(remaining, starts) if s == best]
     return remaining[0]

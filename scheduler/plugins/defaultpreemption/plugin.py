@@ -62,6 +62,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
     reprieve_victims,
+    started_at,
 )
 from scheduler.plugins.defaultpreemption.gang import (
     GangMember,
@@ -351,6 +352,12 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         # While find_candidates' dry run runs: the runtime's split of the Filter plugins
         # (None: the plain path, every plugin each time).
         self._reprieve: ReprieveFilter | None = None
+        # ... and the cycle's Filter statuses of the nodes (which plugin rejected each).
+        self._rejected: Mapping[str, Status] = {}
+        # Filled by the by-resources dry run of the last find_candidates: per candidate node,
+        # the earliest start among its highest-priority victims (the pick's last criterion),
+        # where the victims' order made it known.
+        self._top_starts: dict[str, float] = {}
 
     # --- enqueue -----------------------------------------------------------------------------
 
@@ -413,7 +420,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return narrowed
         if isinstance(narrowed, _GangPlanned):
             return self._carry_out_gang_plan(pod_info, narrowed.group, narrowed.plan)
+        known_starts: Mapping[str, float] | None = None
         if narrowed is not None:
+            # the extenders' narrowing may have changed the victims: no known start times
             candidates: list[Candidate] = narrowed
         else:
             shortfall = bound_gang_shortfall(self._handle, pod_info)
@@ -431,7 +440,10 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             candidates, early = self.find_candidates(state, pod_info, node_to_status)
             if early is not None:
                 return early
-        best = pick_one_node_for_preemption(candidates, now=time.time())
+            # the candidates as the dry run chose them: its start times hold
+            known_starts = self._top_starts
+        best = pick_one_node_for_preemption(candidates, now=time.time(),
+                                            known_starts=known_starts)
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
         if self.dry_run:
@@ -891,6 +903,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             if isinstance(self._handle, _ReprieveFilters):
                 reprieve = self._handle.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
             self._reprieve = reprieve
+            self._rejected = node_to_status
+            self._top_starts = {}
             try:
                 candidates, statuses, errors = dry_run_preemption(
                     self.select_victims_on_node, state, pod_info, potential, pdbs,
@@ -902,6 +916,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 )
             finally:
                 self._reprieve = None
+                self._rejected = {}
         if self.dry_run:
             self.last_dry_run = DryRun(candidates, None, statuses)
         if not candidates:
@@ -1100,31 +1115,48 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
 
         if not fits():
             return None
-        status = reprieve.independent(state, pod_info, node_info)
-        if status is not None and not status.is_success():
-            return None
-
-        def add(victim: PodInfo) -> Status | None:
-            nonlocal count, cpu_room, memory_room
-            count += 1
-            cpu_room -= victim.requests.milli_cpu
-            memory_room -= victim.requests.memory
-            return None
-
-        def remove(victim: PodInfo) -> Status | None:
-            nonlocal count, cpu_room, memory_room
-            count -= 1
-            cpu_room += victim.requests.milli_cpu
-            memory_room += victim.requests.memory
-            return None
+        # The plugins that do not depend on the node's pods: passed already when the
+        # cycle's Filter rejected this node with a plugin placed after all of them (it
+        # stops at the first rejection), else run once here.
+        rejected = self._rejected.get(node_info.name)
+        if rejected is None or rejected.plugin not in reprieve.after_independent:
+            status = reprieve.independent(state, pod_info, node_info)
+            if status is not None and not status.is_success():
+                return None
 
         now = time.time()
         potential.sort(key=importance_key(now))
-        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
-        victims, num_violating, _ = reprieve_victims(
-            violating, non_violating, add=add, remove=remove, fits=fits)
+        if pdbs:
+            violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        else:
+            violating, non_violating = [], potential
+        # reprieve_victims' loop on the sums, inline (no call per reprieve): put each pod
+        # back, PDB-protected ones first, keeping it when the pod still fits, else it is a
+        # victim (fits() after the add, as NodeResourcesFit's inline check).
+        victims: list[PodInfo] = []
+        num_violating = 0
+        for group, violates in ((violating, 1), (non_violating, 0)):
+            for victim in group:
+                requests = victim.requests
+                cpu_left = cpu_room - requests.milli_cpu
+                memory_left = memory_room - requests.memory
+                if (count + 1 < allowed_pods and (cpu <= 0 or cpu <= cpu_left)
+                        and (memory <= 0 or memory <= memory_left)):
+                    count += 1
+                    cpu_room, memory_room = cpu_left, memory_left
+                else:
+                    victims.append(victim)
+                    num_violating += violates
         if violating and non_violating:
             victims.sort(key=importance_key(now))
+        if victims:
+            # Most important first: the first victim has the highest priority and, when it
+            # started (at or before ``now``, or it would sort after a pod that has not),
+            # the earliest start among those of that priority, whatever ``now`` the pick
+            # gives the ones that have not started.
+            started = started_at(victims[0])
+            if started is not None and started <= now:
+                self._top_starts[node_info.name] = started
         return victims, num_violating, None
 
     # --- carrying it out ---------------------------------------------------------------------

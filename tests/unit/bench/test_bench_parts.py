@@ -329,20 +329,30 @@ def test_the_result_names_the_machine_and_the_load_at_both_ends() -> None:
         # 400 pods, released at 2.0, last bind at 6.0: 4 s of window
         pytest.param(0.2, 1.3, False,
                      {"creator_cpu_per_pod_ms": 0.5, "sandbox_cpu_per_pod_ms": 3.25,
-                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": 0.5},
+                      "scheduler_cpu_per_pod_ms": 1.25, "event_process_cpu_per_pod_ms": None,
+                      "busy_cores": 0.5},
                      id="stream"),
+        # --event-process on: the child's CPU is a fourth share of the window's cores
+        pytest.param(0.2, 1.3, False,
+                     {"creator_cpu_per_pod_ms": 0.5, "sandbox_cpu_per_pod_ms": 3.25,
+                      "scheduler_cpu_per_pod_ms": 1.25, "event_process_cpu_per_pod_ms": 1.0,
+                      "busy_cores": 0.6},
+                     id="event-process"),
         pytest.param(None, 1.3, False,
                      {"creator_cpu_per_pod_ms": None, "sandbox_cpu_per_pod_ms": 3.25,
-                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": 0.45},
+                      "scheduler_cpu_per_pod_ms": 1.25, "event_process_cpu_per_pod_ms": None,
+                      "busy_cores": 0.45},
                      id="a-creator-that-does-not-report-its-cpu"),
         pytest.param(0.2, None, False,
                      {"creator_cpu_per_pod_ms": 0.5, "sandbox_cpu_per_pod_ms": None,
-                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": None},
+                      "scheduler_cpu_per_pod_ms": 1.25, "event_process_cpu_per_pod_ms": None,
+                      "busy_cores": None},
                      id="sandbox-unreadable"),
         # a backlog's pods were created before the release: not in the window's cores
         pytest.param(0.2, 1.3, True,
                      {"creator_cpu_per_pod_ms": 0.5, "sandbox_cpu_per_pod_ms": 3.25,
-                      "scheduler_cpu_per_pod_ms": 1.25, "busy_cores": 0.45},
+                      "scheduler_cpu_per_pod_ms": 1.25, "event_process_cpu_per_pod_ms": None,
+                      "busy_cores": 0.45},
                      id="backlog"),
     ],
 )
@@ -355,12 +365,14 @@ def test_the_cpu_split_says_who_used_the_cores(creator_cpu: float | None,
         creation=CreatorReport(created=400, failed=0, error="", started=2.01, finished=4.0,
                                cpu=creator_cpu),
         last_bind=6.0, bind_times=binds, cpu=1.0, cycle_cpu=0.5, cycle_latencies=[],
-        backlog=backlog, sandbox_cpu=sandbox_cpu)
+        backlog=backlog, sandbox_cpu=sandbox_cpu,
+        event_process_cpu=0.4 if split["event_process_cpu_per_pod_ms"] is not None else None)
     assert run.cpu_split() == split
     result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400, existing=0,
                      gated=0, confirmed=400, raw_rate=1000.0, official_rate=900.0,
                      with_event_rate=800.0, floor=None, run=run)
     assert {k: result[k] for k in split} == split
+    assert result["event_process"] is (split["event_process_cpu_per_pod_ms"] is not None)
 
 
 def test_the_result_text_ends_with_the_cpu_split() -> None:
@@ -371,3 +383,7 @@ def test_the_result_text_ends_with_the_cpu_split() -> None:
         "CPU per measured pod: creator 0.100 ms (5%), sandbox 0.600 ms (30%), "
         "scheduler 1.300 ms (65%); 1.85 of 2 cores busy from the release to the last bind")
     assert "CPU per measured pod" not in format_result({"scheduler_pods_per_s": 1.0})
+    with_child = format_result({"scheduler_cpu_per_pod_ms": 0.9,
+                                "event_process_cpu_per_pod_ms": 0.1})
+    assert with_child.splitlines()[-1] == (
+        "CPU per measured pod: scheduler 0.900 ms (90%), event process 0.100 ms (10%)")
