@@ -37,7 +37,14 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from scheduler.queue.nominator import Nominator
-from tests.offline import attempt, cache_with, default_framework, place, scheduling_cycle
+from tests.offline import (
+    attempt,
+    cache_with,
+    default_framework,
+    place,
+    scheduling_cycle,
+    windows_reused,
+)
 from tests.perf._harness import measured, quiet_logs
 from tests.perf.bench_batched_cycle import node
 
@@ -189,7 +196,8 @@ async def _plain_pods(args: argparse.Namespace, cache: Any, snapshot: Any, fwk: 
               f"{part.calls / args.plain:.0f}")
     digest = hashlib.sha256("\n".join(hosts).encode()).hexdigest()[:12]
     print(f"plain pods={args.plain} with {nominated} nominated preemptors: CPU per plain pod "
-          f"{part.cpu / args.plain * 1000:.3f} ms; hosts {digest}", flush=True)
+          f"{part.cpu / args.plain * 1000:.3f} ms; hosts {digest};"
+          f"{windows_reused(cycle)}", flush=True)
 
 
 def main() -> None:
