@@ -505,7 +505,9 @@ class EventProcess:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._python, "-m", "scheduler.client.event_process", "--back-fd", str(write_fd),
-                stdin=asyncio.subprocess.PIPE, pass_fds=(write_fd,), env=env,
+                # Its stdout is the parent's stderr: nothing it prints can mix with what
+                # the parent prints (the bench's JSON).
+                stdin=asyncio.subprocess.PIPE, stdout=2, pass_fds=(write_fd,), env=env,
             )
         except BaseException:
             os.close(read_fd)
@@ -637,11 +639,12 @@ async def child_main(stdin: Any, back_fd: int) -> int:
         settings = await frame()
     except asyncio.IncompleteReadError:
         return 0
-    if settings.get("log"):
-        from scheduler.logging import configure_logging
+    from scheduler.logging import configure_logging
 
-        fmt, level = settings["log"]
-        configure_logging(fmt=fmt, level=level)
+    # As the parent logs (a parent that never configured its logging: structlog's console
+    # format, on stderr).
+    fmt, level = settings.get("log") or ("console", "info")
+    configure_logging(fmt=fmt, level=level)
     shipped = ShippedMetrics()
     metrics = cast(SchedulerMetrics, shipped)
     client = ApiClient(settings["connection"], qps=settings["qps"], burst=settings["burst"],
@@ -714,9 +717,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "of the daemon; not run by hand)")
     parser.add_argument("--back-fd", type=int, required=True)
     args = parser.parse_args(argv)
-    # The parent's SIGINT (a terminal's ^C) is the parent's to handle: it stops the child
-    # through the one stop path.
+    # SIGINT (a terminal's ^C) and SIGTERM sent to the process group are the parent's to
+    # handle: it stops the child through the one stop path, after a flush. A parent gone
+    # without stopping it closes its stdin, which ends it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return asyncio.run(child_main(sys.stdin.buffer, args.back_fd))
 
 
