@@ -35,14 +35,15 @@ def pod(i: int, run: str) -> dict[str, Any]:
 
 
 async def one(mode: str, kubeconfig: str, *, events: int, per_turn: int,
-              rate: float) -> dict[str, Any]:
+              rate: float, flush_delay: float = 0.0) -> dict[str, Any]:
     connection = load_connection(kubeconfig=kubeconfig)
     metrics = SchedulerMetrics()
     client = ApiClient(connection, qps=0, metrics=metrics)
     process: EventProcess | None = None
     recorder: EventRecorder | RemoteEventRecorder
     if mode == "on":
-        process = EventProcess(connection, qps=0, burst=0, metrics=metrics)
+        process = EventProcess(connection, qps=0, burst=0, metrics=metrics,
+                               flush_delay=flush_delay)
         recorder = process.recorder("py-scheduler", hostname="bench")
     else:
         recorder = EventRecorder(client, scheduler_name="py-scheduler", hostname="bench",
@@ -81,6 +82,7 @@ async def one(mode: str, kubeconfig: str, *, events: int, per_turn: int,
         "written": recorder.sent - 1,
         "dropped": dropped,
         "frames": process.frames if process is not None else None,
+        "flush_delay": flush_delay if process is not None else None,
     }
 
 
@@ -89,6 +91,8 @@ async def main() -> None:
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--per-turn", type=int, default=8)
     parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--flush-delay", type=float, default=0.0,
+                        help="on: seconds records wait for others before the pipe write")
     parser.add_argument("--modes", default="off,on,off,on")
     args = parser.parse_args()
     configure_logging(fmt="console", level="warning")
@@ -96,7 +100,8 @@ async def main() -> None:
     try:
         for mode in args.modes.split(","):
             print(await one(mode, str(sandbox.kubeconfig_path), events=args.events,
-                            per_turn=args.per_turn, rate=args.rate), flush=True)
+                            per_turn=args.per_turn, rate=args.rate,
+                            flush_delay=args.flush_delay), flush=True)
     finally:
         sandbox.stop()
 

@@ -302,14 +302,18 @@ async def test_stop_flushes_then_stops_the_child(server: FakeApiServer, spawn: A
     await rec.stop(5)  # a second stop is the same stop
 
 
-async def test_records_are_batched_per_loop_turn(server: FakeApiServer, spawn: Any) -> None:
-    process, (rec,), _ = spawn()
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+async def test_records_are_batched_into_one_frame(server: FakeApiServer, spawn: Any,
+                                                  delay: float) -> None:
+    process, (rec,), _ = spawn(flush_delay=delay)
     rec.start()
     await process.wait_ready()
     for i in range(40):
         rec.event(pod(f"p{i}"), type="Normal", reason="Scheduled", action="Binding", message="m")
+        if delay:
+            await asyncio.sleep(0)  # turns of the loop within the delay
     assert process.frames == 0
-    await asyncio.sleep(0)
+    await until(lambda: process.frames > 0)
     assert process.frames == 1
     assert await process.flush(5)
     assert len(server.requests_for("POST", EVENTS)) == 40
