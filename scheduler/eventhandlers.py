@@ -67,24 +67,25 @@ _MAX_REMEMBERED = 50_000
 
 
 class _Once:
-    """Remembers the last problem reported per object key."""
+    """Remembers the last problem reported per object key.  ``seen`` is empty while no
+    problem is remembered (nearly always): callers test it before building a key to clear."""
 
-    __slots__ = ("_seen",)
+    __slots__ = ("seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[str, str] = {}
+        self.seen: dict[str, str] = {}
 
     def first(self, key: str, problem: str) -> bool:
         """True the first time ``problem`` is seen for ``key`` (until it changes or clears)."""
-        if self._seen.get(key) == problem:
+        if self.seen.get(key) == problem:
             return False
-        if len(self._seen) >= _MAX_REMEMBERED:
-            self._seen.clear()
-        self._seen[key] = problem
+        if len(self.seen) >= _MAX_REMEMBERED:
+            self.seen.clear()
+        self.seen[key] = problem
         return True
 
     def clear(self, key: str) -> None:
-        self._seen.pop(key, None)
+        self.seen.pop(key, None)
 
 
 _NODE_UPDATE = "NodeUpdate"  # upstream's label for a node update, whatever changed
@@ -179,7 +180,8 @@ class EventHandlers:
         except ObjectError as exc:
             self._report_malformed(pod, exc)
             return
-        self._once.clear(f"Pod:{_uid_or_key(pod)}")
+        if self._once.seen:
+            self._once.clear(f"Pod:{_uid_or_key(pod)}")
         # A new pending pod can help others (a gang's missing sibling arriving).
         self.sched.queue.move_all_to_active_or_backoff_queue(ev.UNSCHEDULED_POD_ADD, None, pod)
 
@@ -197,13 +199,15 @@ class EventHandlers:
             self.sched.queue.delete(old)
             self._report_malformed(new, exc)
             return
-        self._once.clear(f"Pod:{_uid_or_key(new)}")
+        if self._once.seen:
+            self._once.clear(f"Pod:{_uid_or_key(new)}")
 
     def delete_pod_from_queue(self, pod: dict[str, Any], *, bound: bool) -> None:
         sched = self.sched
         sched.queue.delete(pod, bound=bound)
-        self._once.clear(f"Pod:{_uid_or_key(pod)}")
         uid = _uid_or_key(pod)
+        if self._once.seen:
+            self._once.clear(f"Pod:{uid}")
         if sched.reject_waiting_pod(uid):
             # A waiting pod held reserved resources; others may fit now.
             sched.queue.move_all_to_active_or_backoff_queue(ev.ASSIGNED_POD_DELETE, pod, None)
@@ -266,8 +270,9 @@ class EventHandlers:
         cached = sched.cache.get_pod_info(old) if _has_uid(old) else None
         # A bound pod's updates are mostly its kubelet's status writes, which change nothing
         # a PodInfo is parsed from: the cached parse serves the new version.
-        info = (_reparsed(new, cached) if cached is not None and _uid(new) == cached.uid
-                else None) or self._assigned_info(new)
+        reused = (_reparsed(new, cached) if cached is not None and _uid(new) == cached.uid
+                  else None)
+        info = reused or self._assigned_info(new)
         if info is None or cached is None:
             # Never added (unreadable) or gone: the cache holds nothing to update.
             if info is not None:
@@ -278,12 +283,14 @@ class EventHandlers:
         except CacheError as exc:
             log.warning("cache update failed", pod=info.key, error=str(exc))
             return
-        # Queueing hints read both versions: hand them the readable (sanitised) ones.
-        sched.queue.assigned_pod_updated(cached.pod, info.pod)
+        # Queueing hints read both versions: hand them the readable (sanitised) ones.  A
+        # reused parse means equal spec and resize report (compared by _reparsed, not again).
+        sched.queue.assigned_pod_updated(cached.pod, info.pod, same_sizing=reused is not None)
 
     def delete_pod_from_cache(self, pod: dict[str, Any]) -> None:
         sched = self.sched
-        self._once.clear(f"Pod:{_uid_or_key(pod)}")
+        if self._once.seen:
+            self._once.clear(f"Pod:{_uid_or_key(pod)}")
         cached = sched.cache.get_pod_info(pod) if _has_uid(pod) else None
         if cached is None:
             log.debug("deleted bound pod was not in the cache", pod=_pod_key(pod))
@@ -433,14 +440,16 @@ def _reparsed(pod: dict[str, Any], held: PodInfo) -> PodInfo | None:
     """``held`` (the parse of an earlier version of ``pod``) re-pointed at ``pod``, when
     nothing a PodInfo is parsed from differs: spec, the kubelet's resize report, name,
     namespace, labels (what ``PodInfo.from_pod`` reads besides uid and resourceVersion).
-    None when something does (then ``pod`` must be parsed)."""
-    held_pod = held.pod
-    meta, held_meta = _meta(pod), _meta(held_pod)
-    if (pod.get("spec") != held_pod.get("spec")
-            or meta.get("labels") != held_meta.get("labels")
-            or meta.get("name") != held_meta.get("name")
-            or meta.get("namespace") != held_meta.get("namespace")
-            or resize_report(pod) != resize_report(held_pod)):
+    None when something does (then ``pod`` must be parsed).  The held version's name,
+    namespace, labels and resize report are read from its parse (what ``from_pod`` made of
+    them: a missing namespace is "", missing labels {}): only ``pod``'s are read."""
+    meta = _meta(pod)
+    labels = meta.get("labels")
+    if (pod.get("spec") != held.pod.get("spec")
+            or ({} if labels is None else labels) != held.labels
+            or meta.get("name") != held.name
+            or (meta.get("namespace") or "") != held.namespace
+            or resize_report(pod) != held.resize):
         return None
     info = held.with_node_name(pod)
     info.resource_version = str(meta.get("resourceVersion") or "")

@@ -130,7 +130,7 @@ class Scheduler:
         self.diagnoses = DiagnosisStore()
         # One map for all profiles, as upstream: a pod waiting at Permit is found by UID
         # whichever profile put it there.
-        waiting_pods = WaitingPodsMap()
+        waiting_pods = self._waiting_pods = WaitingPodsMap()
 
         # Configs built in code get the extenders' ignored resources too (load does it for
         # files); idempotent.
@@ -198,8 +198,7 @@ class Scheduler:
             # A newer pod rebases its queued status patch (upstream's SyncObject): a patch the
             # new version already shows is dropped.
             self.informers.informer("pods").add_handler(
-                on_update=lambda _old, new: dispatcher.sync_object(new),
-                on_delete=dispatcher.forget_object)
+                on_update=dispatcher.sync_update, on_delete=dispatcher.forget_object)
         self.informers.informer("nodes").add_handler(
             on_add=h.on_node_add, on_update=h.on_node_update, on_delete=h.on_node_delete
         )
@@ -216,7 +215,7 @@ class Scheduler:
         return self.profiles.get(self._profile_of(pod))
 
     def _run_pre_enqueue(self, pod_info: PodInfo) -> Status | None:
-        fwk = self.framework_for_pod(pod_info.pod)
+        fwk = self.profiles.get(pod_info.scheduler_name)  # (framework_for_pod, parsed)
         if fwk is None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "no profile for this pod")
         return fwk.run_pre_enqueue_plugins(pod_info)
@@ -238,6 +237,8 @@ class Scheduler:
         return self.nominator.has_nominated_pods()
 
     def reject_waiting_pod(self, uid: str) -> bool:
+        if self._waiting_pods.get(uid) is None:
+            return False  # (every bound or deleted pod asks; nearly none waits at Permit)
         # The waiting-pods map is shared, so asking one framework is enough.
         return next(iter(self.profiles.values())).reject_waiting_pod(uid)
 
@@ -300,12 +301,16 @@ class Scheduler:
             else:
                 # The binding outranks any status patch of the pod still queued (dropped) and
                 # waits for one being written.  Nothing queued and a slot free: it runs now,
-                # in this task (the dispatcher's run_now).
+                # in this task (the dispatcher's run_now): the Bind plugins' coroutine itself
+                # when no extender binds (what _run_binders would await, one level less).
                 uid = pod_info.uid
                 try:
                     if dispatcher.would_run_now(uid):
-                        status = await dispatcher.run_now(PodBindingCall(uid, functools.partial(
-                            self._run_binders, fwk, state, pod_info, node_name)))
+                        binders = (
+                            functools.partial(self._run_binders, fwk, state, pod_info, node_name)
+                            if self.extenders.all else
+                            functools.partial(fwk.run_bind_plugins, state, pod_info, node_name))
+                        status = await dispatcher.run_now(PodBindingCall(uid, binders))
                     else:
                         status = await dispatcher.add(PodBindingCall(uid, functools.partial(
                             self._run_binders_checked, fwk, state, pod_info, node_name)))

@@ -10,13 +10,17 @@ import builtins
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.metrics import SchedulerMetrics
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.status import Status
 from scheduler.objects.pod import PodInfo
+
+if TYPE_CHECKING:
+    from scheduler.config.types import Profile
+    from scheduler.framework.runtime import Framework
 
 
 def node_infos(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]] = ()) -> list[NodeInfo]:
@@ -306,3 +310,30 @@ class FakeHandle:
                 if status is not None and not status.is_success():
                     return status
         return None
+
+
+def in_tree_framework(
+    profile: Profile,
+    *,
+    snapshot_provider: Callable[[], Any],
+    listers: Any,
+    nominator: Any,
+    client: Any = None,
+) -> Framework:
+    """A Framework of ``profile``'s in-tree plugins over these fakes (a recording client
+    unless one is given, events recorded, activations dropped, the clock at 1000 s): what a
+    plugin's unit harness drives."""
+    from scheduler.framework.runtime import Framework
+    from scheduler.plugins.registry import in_tree_registry
+
+    return Framework(
+        profile=profile,
+        registry=in_tree_registry(),
+        snapshot_provider=snapshot_provider,
+        listers=listers,
+        client=client if client is not None else FakeApiClient(),
+        event_recorder=FakeEventRecorder(),
+        nominator=nominator,
+        activate=lambda pods: None,
+        clock=lambda: 1000.0,
+    )

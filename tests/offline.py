@@ -20,7 +20,9 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.pod import PodInfo
 from scheduler.offline import offline_handle_kwargs
 from scheduler.plugins.registry import in_tree_registry
-from scheduler.schedule_one import SchedulingCycle
+from scheduler.framework.status import Status
+from scheduler.framework.types import FitError
+from scheduler.schedule_one import ScheduleResult, SchedulingCycle
 
 # One registry for the metrics no caller reads (pass your own to read them): a
 # SchedulerMetrics per cache, framework and cycle cost the property tests seconds.
@@ -68,6 +70,20 @@ def place(cache: Cache, snapshot: Snapshot, fwk: Framework, cycle: SchedulingCyc
     host = cycle.schedule_pod(fwk, fwk.new_cycle_state(), info).suggested_host
     cache.assume_pod(PodInfo.from_pod({**pod, "spec": {**pod["spec"], "nodeName": host}}))
     return host
+
+
+def attempt(cache: Cache, snapshot: Snapshot, fwk: Framework, cycle: SchedulingCycle,
+            info: PodInfo) -> tuple[str | None, ScheduleResult | None, Status | None]:
+    """One pod through the cycle over a fresh snapshot, nothing assumed: (its host, None,
+    None) when some node fits, else (None, and what the failure path gives after running
+    PostFilter: the result with its nomination and the status with the pod's message)."""
+    cache.update_snapshot(snapshot)
+    state = fwk.new_cycle_state()
+    try:
+        return cycle.schedule_pod(fwk, state, info).suggested_host, None, None
+    except FitError as exc:
+        result, _, status = cycle._schedule_failed(fwk, state, info, exc)
+        return None, result, status
 
 
 def windows_reused(cycle: SchedulingCycle) -> str:

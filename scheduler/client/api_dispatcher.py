@@ -37,7 +37,7 @@ import asyncio
 import copy
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -190,15 +190,17 @@ class PodBindingCall(ApiCall):
 
     call_type = POD_BINDING
 
-    def __init__(self, uid: str, bind: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(self, uid: str, bind: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         super().__init__(uid)
         self._bind = bind
 
     def merge(self, older: ApiCall) -> None:
         return None  # the newer binding wins
 
-    async def execute(self) -> Any:
-        return await self._bind()
+    def execute(self) -> Coroutine[Any, Any, Any]:
+        # The binders' own coroutine, awaited by the dispatcher: no coroutine of its own
+        # between them (each level of a binding's await chain runs at every resumption).
+        return self._bind()
 
 
 class _Queued:
@@ -305,19 +307,28 @@ class ApiDispatcher:
         return not (self._closed or self._queue or self._running >= self._parallelism
                     or uid in self._calls)
 
-    async def run_now(self, call: ApiCall) -> Any:
+    def run_now(self, call: ApiCall) -> Coroutine[Any, Any, Any]:
         """``await self.add(call)``, with the call run in the caller's task when the loop
         would start it at once (see the module's docstring): same result, errors, ordering
-        and metrics; a cancelled caller cancels the write, as with ``add``."""
+        and metrics; a cancelled caller cancels the write, as with ``add``.  To be awaited
+        at once (``await dispatcher.run_now(call)``): the call starts when it is awaited,
+        and that of the write itself is the coroutine answered (no coroutine between)."""
         uid = call.uid
-        if (self._closed or self._queue or self._running >= self._parallelism
-                or uid in self._calls):
-            return await self.add(call)
         task = asyncio.current_task()
-        if task is None:
+        if (self._closed or self._queue or self._running >= self._parallelism
+                or uid in self._calls or task is None or call.is_no_op()):
+            return self._queued_or_skipped(call)
+        return self._run(self._start_inline(call, task), caller=task)
+
+    async def _queued_or_skipped(self, call: ApiCall) -> Any:
+        """``run_now`` of a call the loop would not start at once, or of a no-op."""
+        if not self.would_run_now(call.uid) or asyncio.current_task() is None:
             return await self.add(call)
-        if call.is_no_op():
-            raise CallSkipped("call does not need to be executed because it has no effect")
+        raise CallSkipped("call does not need to be executed because it has no effect")
+
+    def _start_inline(self, call: ApiCall, task: asyncio.Task[Any]) -> _Queued:
+        """Count ``call`` as executing in ``task`` (its caller's): ``run_now``'s start."""
+        uid = call.uid
         if self._runner is None:
             self.start()  # runs the calls that arrive for this object meanwhile
         if call.call_type not in self._pending_children:
@@ -331,7 +342,7 @@ class ApiDispatcher:
         self._in_flight.add(uid)
         self._executing[call_id] = task
         self._running += 1
-        return await self._run(queued, caller=task)
+        return queued
 
     def _merge(self, old: _Queued, new: _Queued) -> bool:
         """Reconcile ``new`` with ``old`` (queued or executing); False when ``new`` is dropped."""
@@ -430,6 +441,12 @@ class ApiDispatcher:
             self._remove_pending(uid)
             queued.finish(error=CallSkipped("call does not need to be executed because after "
                                             "sync it has no effect"))
+
+    def sync_update(self, _old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """``sync_object(new)`` as an informer's update handler; nothing to look up while no
+        call is queued or executing (every pod update but the few behind a write)."""
+        if self._calls:
+            self.sync_object(new)
 
     # --- running ------------------------------------------------------------------------------
 

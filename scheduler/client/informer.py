@@ -300,7 +300,7 @@ class Informer:
         handler = _Handler(on_add, on_update, on_delete, filter)
         self._handlers.append(handler)
         for obj in self.store.list():
-            self._call_add(handler, obj)
+            self._dispatch_add(obj, (handler,))
 
     def stop(self) -> None:
         """Stop ``run`` (it returns normally); safe to call from any task, idempotent."""
@@ -491,79 +491,69 @@ class Informer:
 
     # -- dispatch
 
-    # Each event goes to every handler through its filter.  The loops call the filter and
-    # the handler directly, each in its own ``try`` (a failing filter or handler is logged
-    # and skipped, as ``_passes`` and ``_safe`` do); the key is computed once, and only for
-    # a log line: several handlers see every pod event.
+    # Each event goes to every handler through its filter.  A handler without a filter (every
+    # handler of the scheduler's pod informer) is called inline; a filtered one through
+    # ``_passes`` (client-go's FilteringResourceEventHandler).  A failing filter or handler
+    # is logged by ``_failed`` and skipped; the key is computed only for that log line.
 
-    def _dispatch_add(self, obj: Obj) -> None:
-        for h in self._handlers:
-            on_add, keep = h.on_add, h.filter
-            if on_add is None:
+    def _dispatch_add(self, obj: Obj, handlers: Iterable[_Handler] | None = None) -> None:
+        for h in self._handlers if handlers is None else handlers:
+            on_add = h.on_add
+            if on_add is None or h.filter is not None and not self._passes(h, obj):
                 continue
-            if keep is not None:
-                try:
-                    if not keep(obj):
-                        continue
-                except Exception:
-                    self._log.exception("event filter failed", key=object_key(obj))
-                    continue
             try:
                 on_add(obj)
             except Exception:
-                self._log.exception("event handler failed", handler="add", key=object_key(obj))
-
-    def _call_add(self, h: _Handler, obj: Obj) -> None:
-        if h.on_add is None or not self._passes(h, obj):
-            return
-        self._safe(h.on_add, "add", object_key(obj), obj)
+                self._failed("add", object_key(obj))
 
     def _dispatch_update(self, old: Obj, new: Obj) -> None:
         for h in self._handlers:
-            keep = h.filter
-            if keep is None:
+            if h.filter is None:
                 on_update = h.on_update
                 if on_update is not None:
                     try:
                         on_update(old, new)
                     except Exception:
-                        self._log.exception("event handler failed", handler="update",
-                                            key=object_key(new))
+                        self._failed("update", object_key(new))
                 continue
+            # Crossing the filter is an add or a delete.
             newer, older = self._passes(h, new), self._passes(h, old)
-            # client-go's FilteringResourceEventHandler: crossing the filter is an add/delete.
-            key = object_key(new)
-            if newer and older:
-                if h.on_update is not None:
-                    self._safe(h.on_update, "update", key, old, new)
-            elif newer:
-                if h.on_add is not None:
-                    self._safe(h.on_add, "add", key, new)
-            elif older:
-                if h.on_delete is not None:
-                    self._safe(h.on_delete, "delete", key, old)
+            fn, what, args = ((h.on_update, "update", (old, new)) if newer and older
+                              else (h.on_add, "add", (new,)) if newer
+                              else (h.on_delete, "delete", (old,)) if older
+                              else (None, "", ()))
+            if fn is not None:
+                try:
+                    fn(*args)
+                except Exception:
+                    self._failed(what, object_key(new))
 
     def _dispatch_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
         inner = obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj
-        key = obj.key if isinstance(obj, DeletedFinalStateUnknown) else object_key(obj)
         for h in self._handlers:
-            if h.on_delete is None or not self._passes(h, inner):
+            on_delete = h.on_delete
+            if on_delete is None or h.filter is not None and not self._passes(h, inner):
                 continue
-            self._safe(h.on_delete, "delete", key, obj)
+            try:
+                on_delete(obj)
+            except Exception:
+                self._failed("delete", obj.key if isinstance(obj, DeletedFinalStateUnknown)
+                             else object_key(obj))
 
     def _passes(self, h: _Handler, obj: Obj) -> bool:
-        if h.filter is None:
-            return True
+        """The handler's filter (it has one) lets the object through; False when it raises."""
+        assert h.filter is not None
         try:
             return bool(h.filter(obj))
         except Exception:
-            self._log.exception("event filter failed", key=object_key(obj))
+            self._failed("filter", object_key(obj))
             return False
 
-    def _safe(self, fn: Callable[..., None], what: str, key: str, *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception:
+    def _failed(self, what: str, key: str) -> None:
+        """Log the exception being handled: the filter's, or the ``what`` handler's."""
+        if what == "filter":
+            self._log.exception("event filter failed", key=key)
+        else:
             self._log.exception("event handler failed", handler=what, key=key)
 
     async def _resync_loop(self) -> None:

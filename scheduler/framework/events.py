@@ -11,7 +11,7 @@ busy cluster, and what makes a pod schedulable promptly after the right event.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +104,33 @@ class QueueingHint(enum.IntEnum):
 # hint(pod waiting in the queue, old object or None, new object or None) -> Queue or Skip.
 # A hint that raises is treated as Queue (as upstream does), and the error is logged.
 QueueingHintFn = Callable[[dict[str, Any], Any, Any], QueueingHint]
+
+
+# The keys of the waiting pods an event object can concern (old, new -> keys), or None when
+# the event may concern any pod; and the keys a waiting pod names (pod -> keys).
+EventKeysFn = Callable[[Any, Any], Iterable[Hashable] | None]
+PodKeysFn = Callable[[dict[str, Any]], Iterable[Hashable]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class KeyedHint:
+    """A queueing hint that can only answer Queue for the pods its event names.
+
+    ``event_keys(old, new)`` gives the keys of the pods the event can concern (a claim's
+    namespace and name ...), or None when any pod may be (a claim deallocated frees devices
+    for everyone); ``pod_keys(pod)`` the keys a waiting pod names.  The contract: whenever
+    ``event_keys`` gives keys and they share none with ``pod_keys(pod)``, ``fn`` answers
+    Skip for that pod.  The scheduling queue then looks the concerned pods up in an index
+    instead of running ``fn`` over every waiting pod; ``fn`` still decides for those.
+    Callable as the hint itself, so a ``KeyedHint`` goes wherever a hint goes.
+    """
+
+    fn: QueueingHintFn
+    event_keys: EventKeysFn
+    pod_keys: PodKeysFn
+
+    def __call__(self, pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+        return self.fn(pod, old, new)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +241,11 @@ def _condition_statuses(status: dict[str, Any]) -> dict[str, Any]:
     return {c.get("type"): c.get("status") for c in status.get("conditions") or []}
 
 
-def pod_update_action(old: dict[str, Any], new: dict[str, Any]) -> ActionType:
-    """Which kinds of pod change happened, for both assigned and unscheduled pods."""
+def pod_update_action(old: dict[str, Any], new: dict[str, Any], *,
+                      same_sizing: bool = False) -> ActionType:
+    """Which kinds of pod change happened, for both assigned and unscheduled pods.
+    ``same_sizing``: the caller compared both versions' spec and resize report already and
+    found them equal (their effective requests cannot differ: no scale-down to look for)."""
     action = ActionType(0)
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
     if old_meta.get("labels") != new_meta.get("labels"):
@@ -225,7 +255,7 @@ def pod_update_action(old: dict[str, Any], new: dict[str, Any]) -> ActionType:
         action |= ActionType.UPDATE_POD_TOLERATION
     if old_spec.get("schedulingGates") and not new_spec.get("schedulingGates"):
         action |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-    if _scaled_down(old, new) or _terminated(new) and not _terminated(old):
+    if not same_sizing and _scaled_down(old, new) or _terminated(new) and not _terminated(old):
         action |= ActionType.UPDATE_POD_SCALE_DOWN
     return action or ActionType.UPDATE_OTHER
 

@@ -59,6 +59,7 @@ class Instrumentation:
         self._ep_children: dict[tuple[str, Code], BulkHistogramChild] = {}
         self._plugin_children: dict[tuple[str, str, Code], BulkHistogramChild] = {}
         self._evaluation_children: dict[tuple[str, str], Any] = {}
+        self.unrun = _UnrunCounts(self)
 
     # --- recording -------------------------------------------------------------------------
 
@@ -74,16 +75,6 @@ class Instrumentation:
 
     def observe_point(self, point: str, status: Status | None, start: float) -> None:
         self._point_child(point, status).observe(time.perf_counter() - start)
-
-    def observe_point_unrun(self, point: str, status: Status | None) -> None:
-        """An extension point with no plugin to run: zero seconds (no clock is read).  The
-        observation still counts, as upstream's (which times an empty loop)."""
-        # Five a pod in the floor profile: the child looked up inline and its first bucket
-        # (every bound is above zero) counted directly, adding 0.0 to the sum left out.
-        child = self._ep_children.get((point, Code.SUCCESS if status is None else status.code))
-        if child is None:
-            child = self._point_child(point, status)
-        child.counts[0] += 1
 
     def _plugin_child(self, plugin: str, point: str, code: Code) -> BulkHistogramChild:
         key = (plugin, point, code)
@@ -185,6 +176,30 @@ class Instrumentation:
             log.exception(f"{point} plugin raised", plugin=name, pod=pod_key)
         if sampled:
             self.observe_plugin(point, name, None, t0)
+
+
+class _UnrunCounts(dict[str, list[int]]):
+    """Extension point -> the bucket counts of its duration histogram's child, for the
+    points with no plugin to run (five a pod in the floor profile).  Such a point still
+    counts an observation, as upstream's (which times an empty loop): zero seconds, so no
+    clock is read, the first bucket counted (every bound is above zero) and 0.0 left out
+    of the sum; ``instr.unrun[point][0] += 1`` makes no call.  The child is made on the
+    point's first observation (a series appears once observed); its status is Skip for
+    PreBindPreFlight (no plugin has work), Success for the others."""
+
+    __slots__ = ("_instr",)
+
+    def __init__(self, instr: Instrumentation) -> None:
+        super().__init__()
+        self._instr = instr
+
+    def __missing__(self, point: str) -> list[int]:
+        status = _SKIPPED if point == PRE_BIND_PRE_FLIGHT else None
+        counts = self[point] = self._instr._point_child(point, status).counts
+        return counts
+
+
+_SKIPPED = Status(Code.SKIP)  # read for its code only
 
 
 def timeout_first(

@@ -35,7 +35,7 @@ class BindingSteps(RuntimeBase):
         self, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None:
         if not self._reserve:
-            self._instr.observe_point_unrun(RESERVE, None)
+            self._instr.unrun[RESERVE][0] += 1
             return None
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
@@ -55,7 +55,7 @@ class BindingSteps(RuntimeBase):
     ) -> None:
         """Unreserve every reserve plugin in reverse order; never raises."""
         if not self._reserve:
-            self._instr.observe_point_unrun(UNRESERVE, None)
+            self._instr.unrun[UNRESERVE][0] += 1
             return
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
@@ -73,7 +73,7 @@ class BindingSteps(RuntimeBase):
         timer per waiting plugin) when some asked to wait and none rejected; the rejection
         or an Error otherwise.  Must run on the event loop when a plugin may answer Wait."""
         if not self._permit:
-            self._instr.observe_point_unrun(PERMIT, None)
+            self._instr.unrun[PERMIT][0] += 1
             return None
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
@@ -143,7 +143,7 @@ class BindingSteps(RuntimeBase):
         if not self._pre_bind:
             state.skip_pre_bind_plugins = set()
             final_skip = Status(Code.SKIP)
-            self._instr.observe_point_unrun(PRE_BIND_PRE_FLIGHT, final_skip)
+            self._instr.unrun[PRE_BIND_PRE_FLIGHT][0] += 1  # (Skip: final_skip's code)
             return final_skip
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
@@ -178,7 +178,7 @@ class BindingSteps(RuntimeBase):
         self, state: CycleState, pod_info: PodInfo, node_name: str
     ) -> Status | None:
         if not self._pre_bind:
-            self._instr.observe_point_unrun(PRE_BIND, None)
+            self._instr.unrun[PRE_BIND][0] += 1
             return None
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
@@ -203,7 +203,7 @@ class BindingSteps(RuntimeBase):
         An Error keeps its ``error`` (AlreadyBoundError, PodGoneError) for the caller."""
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
-        final: Status | None = Status(Code.SKIP)
+        final: Status | None
         for name, plugin in self._bind:
             s = await self._instr.call_async(
                 BIND, name, sampled, pod_info.key, plugin.bind, state, pod_info, node_name
@@ -218,13 +218,15 @@ class BindingSteps(RuntimeBase):
             else:
                 final = _guard_error(s, f"running Bind plugin {name!r}", name)
             break
+        else:
+            final = Status(Code.SKIP)
         self._instr.observe_point(BIND, final, start)
         return final
 
     def run_post_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
         """Informational; never raises."""
         if not self._post_bind:
-            self._instr.observe_point_unrun(POST_BIND, None)
+            self._instr.unrun[POST_BIND][0] += 1
             return
         start = time.perf_counter()
         sampled = state.record_plugin_metrics

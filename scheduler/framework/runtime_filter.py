@@ -298,11 +298,13 @@ class FilterSteps(RuntimeBase):
             return filter_with_nominated_pods(state, pod_info, node_info, nominator=nominator,
                                               run_filter=run, add_pod_extension=add_pod)
 
+        last = max((i for i, entry in enumerate(plan) if entry[1] in leave_out), default=-1)
         return ReprieveFilter(
             dependent=run_with_nominated,
             independent=self._plan_runner([entry for entry in plan if entry[1] in leave_out]),
             dependent_names=tuple(entry[1] for entry in dependent),
-            extensions=active, nominated_nodes=nominated_nodes)
+            extensions=active, nominated_nodes=nominated_nodes,
+            after_independent=frozenset(entry[1] for entry in plan[last + 1:]))
 
     def _plan_runner(self, plan: list[tuple[int, str, FilterFn]]) -> FilterFn:
         """``run_filter_plugins`` over a part of the cycle's plan."""

@@ -270,6 +270,19 @@ class FitError(Exception):
         self.pod_key = pod_key
         self.num_all_nodes = num_all_nodes
         self.diagnosis = diagnosis
+        # (the statuses counted, how many there were, the counts): reason_histogram's.
+        self._counted: tuple[dict[str, Status], int, dict[str, int]] | None = None
+
+    def reason_histogram(self) -> dict[str, int]:
+        """``reason_counts`` of the diagnosis' statuses: the message's histogram, which the
+        diagnosis store records too.  Counted once for both (5000 statuses at 5000 nodes);
+        counted again if the statuses were replaced or added to since (the Filter walk
+        writes them before the FitError is made, a caller may set new ones)."""
+        statuses = self.diagnosis.node_to_status
+        counted = self._counted
+        if counted is None or counted[0] is not statuses or counted[1] != len(statuses):
+            counted = self._counted = (statuses, len(statuses), reason_counts(statuses.values()))
+        return counted[2]
 
     def __str__(self) -> str:
         message = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
@@ -279,7 +292,7 @@ class FitError(Exception):
         else:
             # PreFilter rejections are copied to every node; counting them again would repeat
             # the same sentence N times, so the histogram is built only when PreFilter passed.
-            histogram = reason_counts(self.diagnosis.node_to_status.values())
+            histogram = self.reason_histogram()
             if histogram:
                 parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
                 message += f" {', '.join(parts)}."
@@ -310,7 +323,10 @@ class ReprieveFilter:
     other plugins (their answer depends on the node object and the pod only), without
     nominated pods; ``dependent_names``: the first's plugins in plan order;
     ``extensions``: whether any PreFilter extension (AddPod/RemovePod) is active;
-    ``nominated_nodes``: a live view of the nodes holding nominated pods (None: unknown).
+    ``nominated_nodes``: a live view of the nodes holding nominated pods (None: unknown);
+    ``after_independent``: the plan's plugins placed after every plugin of ``independent``
+    (a node the cycle's Filter rejected with one of these passed ``independent`` already:
+    Filter stops at the first plugin that rejects).
     """
 
     dependent: Callable[[CycleState, PodInfo, NodeInfo], Status | None]
@@ -318,3 +334,4 @@ class ReprieveFilter:
     dependent_names: tuple[str, ...]
     extensions: bool
     nominated_nodes: Collection[str] | None
+    after_independent: frozenset[str] = frozenset()

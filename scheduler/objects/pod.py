@@ -879,6 +879,7 @@ class PodInfo:
         "resource_version",
         "node_name",
         "pvc_names",
+        "resize",
         *_SpecParse.__slots__,
     )
 
@@ -907,6 +908,9 @@ class PodInfo:
     # "namespace/claimName" of mounted PVCs (NodeInfo's PVC reference counts)
     pvc_names: tuple[str, ...]
     scheduling_gates: tuple[str, ...]
+    # resize_report(pod) of the version parsed: a later version with the same spec and
+    # report reuses the parse (eventhandlers' confirm), which reads it here, not again.
+    resize: tuple[Any, ...]
 
     @classmethod
     def from_pod(cls, pod: dict[str, Any]) -> PodInfo:
@@ -943,11 +947,12 @@ class PodInfo:
         # Everything read from the spec (and the resize report) but the volumes and
         # nodeName, shared with the pods whose spec reads the same (see _shared_parse).
         key = None
+        self.resize = report = resize_report(pod)
         if type(spec) is dict:
             rest = dict(spec)
             rest.pop("nodeName", None)
             rest.pop("volumes", None)
-            key = _memo_key(rest, resize_report(pod), _pod_level_resize)
+            key = _memo_key(rest, report, _pod_level_resize)
         parsed = _SPEC_MEMO.get(key) if key is not None else None
         if parsed is None:
             # Parsed and checked in the order that names a pod's first problem.
@@ -1062,6 +1067,7 @@ def _copy_slots(src: PodInfo, dst: PodInfo) -> None:
     dst.node_name = src.node_name
     dst.scheduler_name = src.scheduler_name
     dst.pvc_names = src.pvc_names
+    dst.resize = src.resize
     dst.scheduling_gates = src.scheduling_gates
 
 

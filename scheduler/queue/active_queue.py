@@ -113,12 +113,13 @@ class ActiveQueue:
         return [entry.qpi for entry in sorted(self._entries.values())]
 
     def _push(self, qpi: QueuedPodInfo, seq: int) -> None:
-        old = self._entries.get(qpi.key)
+        key = qpi.pod_info.key  # (qpi.key is a property call: once per ADDED, not twice)
+        old = self._entries.get(key)
         if old is not None:
             self._kill(old)
         entry = _Entry(qpi, seq, self._less, self._key)
         self._pending.append(entry)
-        self._entries[qpi.key] = entry
+        self._entries[key] = entry
 
     def _flush(self) -> None:
         """Move the pending pushes into the heap."""

@@ -75,6 +75,7 @@ from scheduler.objects.pod import PodInfo, pod_key, pod_priority
 from scheduler.queue.active_queue import ActiveQueue, Less, SortKey
 from scheduler.queue.backoff_queue import BackoffQueue
 from scheduler.queue.nominator import Nominator, nominated_node_name
+from scheduler.queue.requeue_index import RequeueIndex
 from scheduler.queue.unschedulable_pods import UnschedulablePods
 
 log = structlog.get_logger(__name__)
@@ -153,7 +154,11 @@ class SchedulingQueue:
         clock: Callable[[], float] = time.monotonic,
         metrics: SchedulerMetrics | None = None,
         nominator: Nominator | None = None,
+        index_hints: bool = True,
     ) -> None:
+        """``index_hints``: keep the waiting pods by the keys their hints name
+        (``RequeueIndex``) so an event asks only the pods it can concern; False scans every
+        waiting pod for every event (the same moves, slower: the reference in tests)."""
         self._less = less
         self._pre_enqueue = pre_enqueue
         self._hints: dict[str, list[HintEntry]] = {p: list(h) for p, h in hints.items()}
@@ -180,7 +185,9 @@ class SchedulingQueue:
         self._backoff = BackoffQueue(
             initial=pod_initial_backoff, maximum=pod_max_backoff, clock=clock, less=less, sort_key=sort_key
         )
-        self._pool = UnschedulablePods(profile_of=profile_of, metrics=self._metrics)
+        self._pool = UnschedulablePods(
+            profile_of=profile_of, metrics=self._metrics,
+            index=RequeueIndex(self._hints, profile_of=profile_of) if index_hints else None)
         self._in_flight: dict[str, _InFlight] = {}  # by pod UID
 
         self._incoming_pods = Children(self._metrics.queue_incoming_pods)
@@ -260,6 +267,8 @@ class SchedulingQueue:
             strategy = self._worth_requeuing(qpi, event, old, new)
             if strategy is not _Strategy.SKIP:
                 self._requeue(qpi, strategy, _UPDATE_LABEL)
+            else:
+                self._pool.refresh(qpi)  # it stays: its keys may have changed
             return
         self._move_to_active(QueuedPodInfo(info, timestamp=self._clock()), _UPDATE_LABEL)
 
@@ -307,10 +316,16 @@ class SchedulingQueue:
         """A cluster event happened: requeue the pods it may help (by their rejectors' hints)."""
         if not self._is_event_of_interest(event):
             return
-        candidates = list(self._pool.unschedulable.values())
-        for (profile, plugin), members in self._pool.gated_groups.items():
-            if self._plugin_registered(profile, plugin, event):
-                candidates.extend(members.values())
+        found = self._pool.candidates(event, old, new)
+        if found is not None:
+            # The index's pods, in the scan's order: the others' hints would all say Skip.
+            candidates = [qpi for qpi, group in found
+                          if group is None or self._plugin_registered(*group, event)]
+        else:
+            candidates = list(self._pool.unschedulable.values())
+            for (profile, plugin), members in self._pool.gated_groups.items():
+                if self._plugin_registered(profile, plugin, event):
+                    candidates.extend(members.values())
         if precheck is not None:
             candidates = [qpi for qpi in candidates if precheck(qpi)]
         self._move_pods(candidates, event, old, new)
@@ -320,8 +335,9 @@ class SchedulingQueue:
         obj = pod.pod if isinstance(pod, PodInfo) else pod
         self.move_all_to_active_or_backoff_queue(ASSIGNED_POD_ADD, None, obj)
 
-    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        action = pod_update_action(old, new)
+    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any], *,
+                             same_sizing: bool = False) -> None:
+        action = pod_update_action(old, new, same_sizing=same_sizing)
         event = ClusterEvent(EventResource.POD, action, ASSIGNED_POD_UPDATE.label)
         self.move_all_to_active_or_backoff_queue(event, old, new)
 
@@ -620,7 +636,7 @@ class SchedulingQueue:
         backoff is not over goes to backoffQ instead (True: it is on its way to activeQ),
         unless ``pending_resolved``: a Pending plugin said the event it waited for came (a
         Pending rejection is not a failure to penalise; upstream queueImmediately)."""
-        key = qpi.key
+        key = qpi.pod_info.key
         self._run_pre_enqueue(qpi)
         if qpi.gated:
             self._backoff.remove(key)

@@ -177,7 +177,8 @@ watch from a resourceVersion (exact replay), 410 Expired as an ERROR event, book
 ``sendInitialEvents``, selector transitions as ADDED/DELETED, pods/binding and
 pods/eviction with PodDisruptionBudgets, CRDs (scope, versions, status subresource,
 shortNames, categories, printer columns, structural-schema pruning and basic validation),
-server-side Tables for kubectl, namespace lifecycle, priority admission, 401 with
+server-side Tables for kubectl, namespace lifecycle (the ``finalize`` subresource included),
+priority and DefaultStorageClass admission, 401 with
 ``--token``, 429 with Retry-After from max-inflight, pod defaulting that the scheduler reads
 (schedulerName, priority, requests from limits, QoS class, default NoExecute tolerations).
 

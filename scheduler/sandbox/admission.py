@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from .namespaces import name_labelled
 from .resources import ResourceType, storage_version
 from .util import now_iso
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 
 SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                             "storageclass.beta.kubernetes.io/is-default-class")
 DEFAULT_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
@@ -101,7 +104,7 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
         obj["status"] = status
     elif g == "" and p == "namespaces":
         md = obj["metadata"]
-        md["labels"] = {**(md.get("labels") or {}), "kubernetes.io/metadata.name": md.get("name", "")}
+        md["labels"] = name_labelled(md.get("labels"), md.get("name", ""))
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     elif g == "" and p == "persistentvolumes":
@@ -111,9 +114,7 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
         pvc_spec = obj.get("spec")
         if isinstance(pvc_spec, dict) and pvc_spec.get("storageClassName") is None:
             # DefaultStorageClass admission: a claim without a class gets the default one
-            from .pvcontroller import default_class
-
-            dc = default_class([e.obj for e in reg.ts_of("storage.k8s.io", "storageclasses").entries()])
+            dc = default_storage_class(reg)
             if dc is not None:
                 obj["spec"] = {**pvc_spec, "storageClassName": dc["metadata"]["name"]}
     elif p == "customresourcedefinitions":
@@ -134,6 +135,26 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
         obj["spec"] = spec
         obj["status"] = {"loadBalancer": {}}
     return obj
+
+
+def is_default_class(sc: Obj) -> bool:
+    """Whether a StorageClass is marked default (either spelling of the annotation, as
+    storage's ``IsDefaultAnnotation``)."""
+    md = sc.get("metadata")
+    ann = md.get("annotations") if isinstance(md, dict) else None
+    return isinstance(ann, dict) and any(ann.get(a) == "true" for a in DEFAULT_CLASS_ANNOTATIONS)
+
+
+def default_storage_class(reg: Registry) -> Obj | None:
+    """The class the DefaultStorageClass admission plugin gives a claim without one, read
+    from the API server's own storage: among the classes marked default, the newest
+    (creationTimestamp), the first by name among equally new ones (1.26+); None if none is."""
+    defaults = [e.obj for e in reg.ts_of("storage.k8s.io", "storageclasses").entries() if is_default_class(e.obj)]
+    if not defaults:
+        return None
+    newest = max(str(c["metadata"].get("creationTimestamp") or "") for c in defaults)
+    return min((c for c in defaults if str(c["metadata"].get("creationTimestamp") or "") == newest),
+               key=lambda c: str(c["metadata"]["name"]))
 
 
 def crd_status(crd: Obj) -> Obj:

@@ -297,7 +297,7 @@ class SandboxApp:
             err = faults.failure_for(verb, res, sub, r.ns or "")
             if err is not None:
                 raise err
-        if not verb:
+        if not verb or (r.sub == "finalize" and verb != "update"):  # finalize serves PUT only
             raise errors.method_not_allowed()
         if rt.plural in _REVIEWS and rt.group in ("authentication.k8s.io", "authorization.k8s.io"):
             if verb != "create" or r.name or r.sub:

@@ -129,10 +129,14 @@ class ControllerSim:
         self._dirty: set[tuple[str, str, str]] = set()  # (plural, namespace, name)
         self._removed_uids: set[str] = set()
         self._held: dict[tuple[str, str, str], ResourceType] = {}  # owners held by GC finalizers
+        # the same owners by uid (where they are), to find an orphaning owner of a reference
+        self._holding: dict[str, tuple[ResourceType, str, str]] = {}
         # The garbage collector's graph, as upstream's keeps one: owner uid -> its dependents
-        # (type key, namespace, name), so an owner's removal visits its dependents only
-        # instead of every stored object.  Built from the informer's initial list, then kept
-        # from its events (observe()/observe_removed()).
+        # (type key, namespace, name), so an owner's removal, or a foreground deletion's wait,
+        # visits its dependents only instead of every stored object.  Built from the
+        # informer's initial list, then kept from its events (observe()/observe_removed());
+        # an edge may outlive a reference an update dropped (that update's event may be
+        # filtered out): each use checks the dependent's current references, and prunes.
         self._dependents: dict[str, set[tuple[str, str, str]]] = {}
         self._owner_types: dict[tuple[str, str], ResourceType] = {}  # (apiVersion, kind)
         cat = registry.catalog
@@ -181,6 +185,7 @@ class ControllerSim:
             self._mark(rt.plural, md.get("namespace", ""), md["name"])
         if md.get("deletionTimestamp") and {FOREGROUND, ORPHAN} & set(md.get("finalizers") or []):
             self._held[(rt.key, md.get("namespace", ""), md["name"])] = rt
+            self._holding[md["uid"]] = (rt, md.get("namespace", ""), md["name"])
             self._removed_uids.add(md["uid"])  # its dependents are collected (or released) now
             self._wake.set()
         refs = md.get("ownerReferences")
@@ -452,7 +457,9 @@ class ControllerSim:
         reg = self.registry
         keys: set[tuple[str, str, str]] = set()
         for uid in removed:
-            keys.update(self._dependents.pop(uid, ()))
+            # a held owner keeps its edges: its wait for its dependents reads them
+            deps = self._dependents.get(uid) if uid in self._holding else self._dependents.pop(uid, None)
+            keys.update(deps or ())
         types = reg.store.types
         for type_key, ns, name in sorted(keys):
             ts = types.get(type_key)
@@ -547,21 +554,20 @@ class ControllerSim:
                 log.warning("gc: cannot delete %s %s: %s", rt.plural, md["name"], err.message)
 
     def _orphaning_uids(self, refs: list[Obj]) -> set[str]:
+        """The referenced owners being deleted with the ``orphan`` finalizer (held, so known
+        by uid: no search)."""
         out = set()
         for r in refs:
-            owner = self._find_owner(r)
-            if owner is not None and ORPHAN in (owner["metadata"].get("finalizers") or []):
-                out.add(str(r.get("uid")))
-        return out
-
-    def _find_owner(self, ref: Obj) -> Obj | None:
-        for ts in self.registry.store.types.values():
-            if ts.rt.kind != ref.get("kind") or ts.rt.is_view:
+            uid = r.get("uid")
+            where = self._holding.get(uid) if isinstance(uid, str) else None
+            if where is None:
                 continue
-            for e in ts.entries():
-                if e.obj["metadata"]["uid"] == ref.get("uid"):
-                    return e.obj
-        return None
+            rt, ns, name = where
+            ts = self.registry.store.types.get(rt.key)
+            e = ts.get(ns, name) if ts is not None else None
+            if e is not None and e.obj["metadata"]["uid"] == uid and ORPHAN in (e.obj["metadata"].get("finalizers") or []):
+                out.add(uid)
+        return out
 
     def _finish_held(self) -> None:
         """Owners deleted in the foreground (or orphaning) go once their dependents are
@@ -571,6 +577,7 @@ class ControllerSim:
         for (key, ns, name), rt in held.items():
             e = reg.ts(rt).get(ns, name)
             if e is None:
+                self._release(key, ns, name)
                 continue
             uid = e.obj["metadata"]["uid"]
             fins = e.obj["metadata"].get("finalizers") or []
@@ -579,18 +586,36 @@ class ControllerSim:
                 continue
             kept = [f for f in fins if f not in (FOREGROUND, ORPHAN)]
             body = {**e.obj, "metadata": {**e.obj["metadata"], "finalizers": kept}}
+            self._release(key, ns, name)
             try:
                 reg.update(rt, ns, name, body)
             except ApiError as err:
                 log.warning("gc: cannot finalize %s %s: %s", rt.plural, name, err.message)
 
+    def _release(self, key: str, ns: str, name: str) -> None:
+        """A held owner is no longer held (finalized, or gone)."""
+        for uid, (rt, hns, hname) in list(self._holding.items()):
+            if (rt.key, hns, hname) == (key, ns, name):
+                del self._holding[uid]
+
     def _has_dependents(self, uid: str, ns: str | None) -> bool:
-        for ts in self.registry.store.types.values():
-            if ts.rt.is_view:
+        """Whether an object still refers to ``uid`` (in ``ns`` for a namespaced owner): its
+        edges in the graph, each checked against the dependent as stored (stale ones pruned)."""
+        deps = self._dependents.get(uid)
+        if not deps:
+            return False
+        types = self.registry.store.types
+        for key in list(deps):
+            type_key, dns, name = key
+            ts = types.get(type_key)
+            e = ts.get(dns, name) if ts is not None else None
+            if ts is None or e is None or not self._depends_on(e.obj, uid):
+                deps.discard(key)
                 continue
-            entries = (ts.by_ns.get(ns) or {}).values() if ns is not None and ts.rt.namespaced else ts.entries()
-            if any(self._depends_on(x.obj, uid) for x in entries):
+            if ns is None or not ts.rt.namespaced or dns == ns:
                 return True
+        if not deps:
+            del self._dependents[uid]
         return False
 
     @staticmethod

@@ -50,7 +50,8 @@ from scheduler.objects.resources import is_extended_resource_name
 
 from .dra import dns_label
 from .errors import ApiError
-from .store import ADDED, DELETED, InternalWatcher
+from .resources import ResourceType
+from .store import ADDED, DELETED, Event, Informer
 from .validation import parse_quantity
 from .wakeloop import wake_loop
 
@@ -242,7 +243,7 @@ class DraDriverSim:
         self.slices_rt = cat.builtin("resource.k8s.io", "resourceslices")
         self.classes_rt = cat.builtin("resource.k8s.io", "deviceclasses")
         self._wake = asyncio.Event()
-        self._watcher: InternalWatcher | None = None
+        self.informer = Informer(registry.store, wake=self._wake, types=(self.nodes_rt,), keep=_added_or_removed)
 
     def publish_all(self) -> None:
         """The device classes, and a slice per kind for every simulated node that lacks one."""
@@ -295,25 +296,34 @@ class DraDriverSim:
                     if err.code != 404:
                         raise
 
+    # ------------------------------------------------------------ the watch and the loop
+
+    def sync(self) -> None:
+        """One pass: on the informer's initial list (its first open, or a reopening), publish
+        for every node listed (and the classes); then act on the nodes added and removed since."""
+        if self.informer.open():
+            self.publish_all()
+        for _, ev in self.informer.drain():
+            try:
+                if ev.type == ADDED:
+                    self.node_added(ev.obj)
+                else:
+                    self.node_removed(ev.obj)
+            except Exception:  # one node's failure must not drop the others' events
+                log.exception("dra driver simulation failed")
+
+    def _open(self) -> None:
+        if not self.informer.is_open:
+            self._wake.set()  # the initial list is the first pass's
+
     async def run(self, *, iterations: int | None = None) -> None:
-        w = self._watcher = InternalWatcher(self.nodes_rt, None, None)
-        w.wake = self._wake
-        ts = self.registry.ts(self.nodes_rt)
-        ts.watchers.add(w)
-
-        def drain() -> None:
-            buf, w.buf = w.buf, []
-            for typ, ev in buf:
-                try:
-                    if typ == ADDED:
-                        self.node_added(ev.obj)
-                    elif typ == DELETED:
-                        self.node_removed(ev.obj)
-                except Exception:  # one node's failure must not drop the others' events
-                    log.exception("dra driver simulation failed")
-
         try:
-            await wake_loop(self._wake, drain, delay=self.delay, what="dra driver simulation",
-                            iterations=iterations)
+            await wake_loop(self._wake, self.sync, delay=self.delay, before=self._open,
+                            what="dra driver simulation", iterations=iterations)
         finally:
-            ts.watchers.discard(w)
+            self.informer.close()
+
+
+def _added_or_removed(rt: ResourceType, ev: Event) -> bool:
+    """The node events the driver acts on, chosen before queueing (an update changes no slice)."""
+    return ev.type in (ADDED, DELETED)

@@ -140,7 +140,8 @@ RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
 # Go's calendar runs on past year 1 and year 9999 (time.Parse reads "0001-01-01T00:30:00+01:00"
 # as 23:30 on 31 December of year 0 and Format writes that year as "0000"); Python's datetime
 # stops at both ends. The Gregorian calendar repeats every 400 years, so an instant pushed
-# out of range by its offset is computed 400 years inside and its year moved back.
+# out of range by its offset (or written in year 0, which time.Parse takes) is computed 400
+# years inside and its year moved back.
 _CYCLE = 400
 
 
@@ -148,25 +149,31 @@ def _utc(base: str, offset: str) -> tuple[datetime, int]:
     """The UTC wall time of ``base`` at ``offset``, as (datetime, years to add to its year)."""
     # ``base`` matched \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d: the constructor reads it as strptime
     # would; where it refuses a field (month 13, second 60, ...), strptime's own error follows
+    year = int(base[0:4])
+    years = 0
+    if year == 0:  # Go's year 0 (time.Parse takes it): the same calendar 400 years on
+        year, years = _CYCLE, -_CYCLE
     try:
-        dt = datetime(int(base[0:4]), int(base[5:7]), int(base[8:10]),
+        dt = datetime(year, int(base[5:7]), int(base[8:10]),
                       int(base[11:13]), int(base[14:16]), int(base[17:19]))
     except ValueError:
         dt = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S")
     if offset == "Z":
-        return dt, 0
+        return dt, years
     sign = 1 if offset[0] == "+" else -1
     delta = sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
     try:
-        return dt - delta, 0
+        return dt - delta, years
     except OverflowError:
         shift = _CYCLE if dt.year <= _CYCLE else -_CYCLE
-        return dt.replace(year=dt.year + shift) - delta, -shift
+        return dt.replace(year=dt.year + shift) - delta, years - shift
 
 
 def _format(dt: datetime, years: int) -> str:
-    """Go's ``Format`` of the date and time (four-digit year, more digits past 9999)."""
-    return (f"{dt.year + years:04d}-{dt.month:02d}-{dt.day:02d}T"
+    """Go's ``Format`` of the date and time (four-digit year, more digits past 9999, a minus
+    sign and four digits before year 0)."""
+    year = dt.year + years
+    return (f"{'-' if year < 0 else ''}{abs(year):04d}-{dt.month:02d}-{dt.day:02d}T"
             f"{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}")
 
 
@@ -255,32 +262,23 @@ def _legacy(e: Obj) -> list[Cause]:
             causes.append(("reportingController", "FieldValueRequired", "Required value"))
         else:
             causes += _qualified_name_causes("reportingController", rc)
-        ri = _s(e.get("reportingInstance"))
-        if not ri:
-            causes.append(("reportingInstance", "FieldValueRequired", "Required value"))
-        if len(ri) > REPORTING_INSTANCE_LENGTH_LIMIT:
-            causes.append(("reportingInstance", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {REPORTING_INSTANCE_LENGTH_LIMIT} characters'))
-        action = _s(e.get("action"))
-        if not action:
-            causes.append(("action", "FieldValueRequired", "Required value"))
-        if len(action) > ACTION_LENGTH_LIMIT:
-            causes.append(("action", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {ACTION_LENGTH_LIMIT} characters'))
-        reason = _s(e.get("reason"))
-        if not reason:
-            causes.append(("reason", "FieldValueRequired", "Required value"))
-        if len(reason) > REASON_LENGTH_LIMIT:
-            causes.append(("reason", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {REASON_LENGTH_LIMIT} characters'))
-        if len(_s(e.get("message"))) > NOTE_LENGTH_LIMIT:
-            causes.append(("message", "FieldValueInvalid",
-                           f'Invalid value: "": can have at most {NOTE_LENGTH_LIMIT} characters'))
+        for field, limit, required in _LIMITED_FIELDS:
+            v = _s(e.get(field))
+            if required and not v:
+                causes.append((field, "FieldValueRequired", "Required value"))
+            if len(v) > limit:
+                causes.append((field, "FieldValueInvalid", f'Invalid value: "": can have at most {limit} characters'))
     if ns and not _DNS_SUBDOMAIN.match(ns):
         causes.append(("namespace", "FieldValueInvalid",
                        f'Invalid value: "{ns}": a lowercase RFC 1123 subdomain must consist of lower case '
                        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"))
     return causes
+
+
+# the string fields events.k8s.io/v1 validation bounds, in its order: (field, at most, required)
+_LIMITED_FIELDS = (("reportingInstance", REPORTING_INSTANCE_LENGTH_LIMIT, True),
+                   ("action", ACTION_LENGTH_LIMIT, True), ("reason", REASON_LENGTH_LIMIT, True),
+                   ("message", NOTE_LENGTH_LIMIT, False))
 
 
 def _qualified_name_causes(path: str, v: str) -> list[Cause]:

@@ -8,8 +8,9 @@ real controller acts after its informer and work queue, it deletes every namespa
 it (background propagation): a client deleting a namespace and then its contents
 (``kubectl delete -k``, which deletes the Namespace first) finds them still there, as on a
 cluster. Once the namespace is empty (pods on simulated nodes terminate gracefully first) it
-drops the ``kubernetes`` finalizer from ``spec.finalizers`` and, with no finalizers left,
-removes the namespace.
+drops the ``kubernetes`` finalizer from ``spec.finalizers`` through the registry's ``finalize``
+subresource (as upstream's controller calls PUT namespaces/{name}/finalize); the API server
+removes the namespace once no finalizer is left.
 """
 
 from __future__ import annotations
@@ -136,26 +137,33 @@ class NamespaceControllerSim:
                                     oe.obj["metadata"]["name"], err.message)
 
     def _maybe_finalize(self, ns: str) -> None:
-        """Once a Terminating namespace is empty: drop the ``kubernetes`` finalizer, then (no
-        finalizers left) remove the namespace."""
+        """Once a Terminating namespace is empty: drop the ``kubernetes`` finalizer through the
+        ``finalize`` subresource, as upstream's controller does (PUT namespaces/{name}/finalize,
+        at the resourceVersion it read); the API server removes the namespace once no
+        finalizer, in spec or metadata, is left."""
         reg = self.registry
         for ts in reg.store.types.values():
             if ts.rt.namespaced and ts.by_ns.get(ns):
                 return
-        nts = reg.ts(self.ns_rt)
-        e = nts.get("", ns)
+        e = reg.ts(self.ns_rt).get("", ns)
         if e is None:
             self._emptying.discard(ns)
             return
         obj = e.obj
         spec = obj.get("spec") or {}
-        if FINALIZER in (spec.get("finalizers") or []):
-            finalizers = [f for f in spec["finalizers"] if f != FINALIZER]
-            e = reg.store.write(nts, {**obj, "spec": {**spec, "finalizers": finalizers}}, obj)
-            obj = e.obj
-            if finalizers:
-                return  # another finalizer's owner must remove it
-        if obj["metadata"].get("finalizers"):
-            return  # metadata finalizers hold the object as for any other kind
+        if FINALIZER not in (spec.get("finalizers") or []):
+            self._emptying.discard(ns)  # finalized: the rest is other finalizers' owners'
+            return
+        finalizers = [f for f in spec["finalizers"] if f != FINALIZER]
+        try:
+            reg.update(self.ns_rt, "", ns, {**obj, "spec": {**spec, "finalizers": finalizers}}, sub="finalize")
+        except ApiError as err:
+            if err.code == 409:
+                self._check.add(ns)  # changed since read: again on the next pass, from the new state
+                self._wake.set()
+            elif err.code == 404:
+                self._emptying.discard(ns)
+            else:
+                log.warning("namespace %s: cannot finalize: %s", ns, err.message)
+            return
         self._emptying.discard(ns)
-        reg.store.remove(nts, e)

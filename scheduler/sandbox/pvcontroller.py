@@ -54,7 +54,6 @@ ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 ANN_BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
-ANN_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 WFFC = "WaitForFirstConsumer"
 
@@ -77,14 +76,6 @@ def _ann(o: Obj) -> dict[str, str]:
 def _qty(v: Any) -> Fraction:
     q = parse_quantity(v)
     return q if q is not None else Fraction(-1)
-
-
-def default_class(classes: list[Obj]) -> Obj | None:
-    """The default StorageClass (newest if several), as the DefaultStorageClass admission picks."""
-    defaults = [c for c in classes if _ann(c).get(ANN_DEFAULT_CLASS) == "true"]
-    if not defaults:
-        return None
-    return max(defaults, key=lambda c: (str(c["metadata"].get("creationTimestamp", "")), c["metadata"]["name"]))
 
 
 class PVControllerSim:

@@ -203,9 +203,6 @@ class Registry:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
-        elif sub == "finalize":  # namespaces/finalize: only spec.finalizers changes
-            fins = (body.get("spec") or {}).get("finalizers") if isinstance(body.get("spec"), dict) else None
-            new = {**cur, "metadata": dict(cmd), "spec": {**(cur.get("spec") or {}), "finalizers": list(fins or [])}}
         else:
             md = dict(bmd)
             for k in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
@@ -230,7 +227,11 @@ class Registry:
                 causes = validation.pod_update_causes(cur, new)
                 validation.raise_if(causes, rt, name)
             if rt.group == "" and rt.plural == "namespaces":
-                new["spec"] = cur.get("spec", {})
+                # an update keeps the spec (its finalizers); the finalize subresource takes it
+                # from the body (and, like any update, the metadata: only the status is kept)
+                new["spec"] = namespaces.finalize_spec(body, rt, name) if sub == "finalize" \
+                    else cur.get("spec", {})
+                md["labels"] = namespaces.name_labelled(md.get("labels"), name)  # Canonicalize
         new["metadata"]["resourceVersion"] = cmd["resourceVersion"]
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             new = _event_times(new, rt)

@@ -107,7 +107,7 @@ class Watcher:
 
 
 class InternalWatcher(Watcher):
-    """A watch of an in-process simulation (the DRA driver): it sees every event like a
+    """A watch of an in-process simulation (an ``Informer``'s): it sees every event like a
     client's watch, but the drop-watches fault, which ends client connections, leaves it
     alone."""
 
@@ -330,7 +330,6 @@ class Store:
         self.compacted_rv = 0
         self.type_listeners: list[Callable[[TypeStore], None]] = []  # informers of every type
         self.drops = 0  # types dropped so far (their watches closed)
-
 
     def type_store(self, rt: ResourceType) -> TypeStore:
         ts = self.types.get(rt.key)

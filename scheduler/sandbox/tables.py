@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .admission import is_default_class
 from .resources import ResourceType
 from .util import age, human_duration, parse_iso
 
@@ -248,14 +249,9 @@ def _pvc_row(c: Obj) -> list[Any]:
             spec.get("volumeAttributesClassName") or "<unset>", _age(c), spec.get("volumeMode", "")]
 
 
-_DEFAULT_CLASS = ("storageclass.kubernetes.io/is-default-class",
-                  "storageclass.beta.kubernetes.io/is-default-class")
-
-
 def _storage_class_row(c: Obj) -> list[Any]:
-    annotations = _md(c).get("annotations") or {}
     name = _md(c).get("name", "")
-    if any(annotations.get(a) == "true" for a in _DEFAULT_CLASS):
+    if is_default_class(c):
         name += " (default)"
     return [name, c.get("provisioner", ""), c.get("reclaimPolicy") or "Delete",
             c.get("volumeBindingMode") or "Immediate", bool(c.get("allowVolumeExpansion")),

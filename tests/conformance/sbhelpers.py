@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,16 @@ from scheduler.sandbox.server import PODGROUP_CRD
 
 KUBECTL = shutil.which("kubectl")
 
+
+def kubectl(env: dict[str, str], *args: str, check: bool = True,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run kubectl with ``env`` (its KUBECONFIG); with ``check``, a failure is an
+    AssertionError carrying kubectl's exit code and stderr."""
+    assert KUBECTL is not None
+    r = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} exited {r.returncode}: {r.stderr}")
+    return r
 
 
 class Http:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sbhelpers import KUBECTL
+from sbhelpers import KUBECTL, kubectl
 
 from scheduler.sandbox import Sandbox, SandboxThread
 
@@ -23,14 +23,6 @@ pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed (
 REPO = Path(__file__).parents[2]
 MANIFESTS = REPO / "manifests"
 needs_manifests = pytest.mark.skipif(not MANIFESTS.exists(), reason="manifests not in this tree")
-
-
-def kubectl(env: dict[str, str], *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    r = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} exited {r.returncode}: {r.stderr}")
-    return r
 
 
 def _env(h: SandboxThread, d: Path) -> dict[str, str]:

@@ -283,6 +283,71 @@ async def test_namespace_waits_for_other_spec_finalizers_until_finalize(http: Ht
     assert s == 404
 
 
+_NOT_QUALIFIED = "name is neither a standard finalizer name nor is it fully qualified"
+
+
+@pytest.mark.parametrize("change, code, want", [
+    # an update whose spec is taken too: only the status is kept (namespaceFinalizeStrategy)
+    ({"spec": {"finalizers": ["kubernetes", "example.com/x", "orphan"]},
+      "metadata": {"labels": {"taken": "yes"}}, "status": {"phase": "Terminating"}},
+     200, ["kubernetes", "example.com/x", "orphan"]),
+    ({"spec": {}}, 200, []),
+    ({"spec": {"finalizers": []}}, 200, []),
+    ({"spec": {"finalizers": ["mine"]}}, 422, [("spec.finalizers[0]", _NOT_QUALIFIED)]),
+    ({"spec": {"finalizers": ["kubernetes", "example.com/a b"]}}, 422,
+     [("spec.finalizers[1]", "name part must consist of")]),
+    ({"spec": {"finalizers": ["Example.com/x"]}}, 422, [("spec.finalizers[0]", "prefix part a lowercase")]),
+    ({"spec": {"finalizers": "kubernetes"}}, 400, None),
+    ({"metadata": {"resourceVersion": "1"}}, 409, None),  # stale
+    ({"metadata": {"name": "other"}}, 400, None),
+])
+async def test_finalize_subresource(http: Http, change: dict[str, Any], code: int, want: Any) -> None:
+    """PUT namespaces/{name}/finalize: spec.finalizers as given (omitted when empty),
+    validated as upstream's ValidateNamespaceFinalizeUpdate (qualified names, unprefixed ones
+    standard: 422); the metadata as any update takes it; the status kept."""
+    _, ns = await http.post(NS, {"metadata": {"name": "fin"}})
+    body = {**ns, **change, "metadata": {**ns["metadata"], **change.get("metadata", {})}}
+    s, o = await http.put(f"{NS}/fin/finalize", body)
+    assert s == code, o
+    _, now = await http.get(f"{NS}/fin")
+    if code == 200:
+        assert o["spec"].get("finalizers", []) == want == now["spec"].get("finalizers", [])
+        assert now["status"] == {"phase": "Active"}
+        assert (now["metadata"]["labels"].get("taken") == "yes") == ("labels" in change.get("metadata", {}))
+    else:
+        assert now["spec"]["finalizers"] == ["kubernetes"]
+    if code == 422:
+        assert [(c["field"], c["message"].split(": ", 2)[-1][:len(m)]) for c, (_, m) in
+                zip(o["details"]["causes"], want, strict=True)] == want
+
+
+@pytest.mark.parametrize("sub", ["", "/finalize"])
+async def test_a_namespace_update_keeps_its_name_label(http: Http, sub: str) -> None:
+    """The namespace strategy's Canonicalize sets kubernetes.io/metadata.name on every update
+    (the finalize subresource's too): labels replaced without it get it back."""
+    _, ns = await http.post(NS, {"metadata": {"name": "labelled"}})
+    s, o = await http.put(f"{NS}/labelled{sub}", {**ns, "metadata": {**ns["metadata"], "labels": {"team": "a"}}})
+    assert s == 200 and o["metadata"]["labels"] == {"team": "a", "kubernetes.io/metadata.name": "labelled"}
+    s, o = await http.patch(f"{NS}/labelled", [{"op": "remove", "path": "/metadata/labels"}],
+                            ct="application/json-patch+json")
+    assert s == 200 and o["metadata"]["labels"] == {"kubernetes.io/metadata.name": "labelled"}
+
+
+async def test_finalize_of_a_missing_namespace_is_not_found(http: Http) -> None:
+    s, o = await http.put(f"{NS}/nowhere/finalize", {"metadata": {"name": "nowhere"}, "spec": {"finalizers": []}})
+    assert s == 404 and o["reason"] == "NotFound"
+
+
+@pytest.mark.parametrize("method", ["GET", "PATCH", "POST", "DELETE"])
+async def test_finalize_serves_update_only(http: Http, method: str) -> None:
+    """The subresource's one verb is update (discovery says so): the others are 405."""
+    body = {"spec": {"finalizers": []}} if method in ("PATCH", "POST") else None
+    s, o = await http.req(method, f"{NS}/default/finalize", body, ct="application/merge-patch+json")
+    assert s == 405 and o["reason"] == "MethodNotAllowed"
+    _, ns = await http.get(f"{NS}/default")
+    assert ns["spec"]["finalizers"] == ["kubernetes"]
+
+
 CM = "/api/v1/namespaces/default/configmaps"
 
 

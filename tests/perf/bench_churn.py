@@ -16,24 +16,20 @@ twice upstream's floor).  ``--profile FILE`` writes a cProfile of the measured p
 from __future__ import annotations
 
 import argparse
-import logging
 import cProfile
-import gc
 import hashlib
 import time
 from typing import Any
 
-import structlog
-
 from scheduler.bench import workloads
-from scheduler.framework.types import FitError
 from scheduler.objects.pod import PodInfo
+from tests.offline import attempt, cache_with, default_framework, place, scheduling_cycle
+from tests.perf._harness import measured, quiet_logs
 from tests.perf.bench_batched_cycle import node
-from tests.offline import cache_with, default_framework, place, scheduling_cycle
 
 
 def main() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    quiet_logs()
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--pods", type=int, default=2000)
@@ -63,15 +59,9 @@ def main() -> None:
         _, large = workloads.churn_object("large-pod", index, scheduler_name="default-scheduler",
                                           node_cpu="4", node_memory="32Gi")
         large["metadata"]["uid"] = f"large-{index}"
-        info = PodInfo.from_pod(large)
-        cache.update_snapshot(snapshot)
-        state = fwk.new_cycle_state()
-        try:
-            cycle.schedule_pod(fwk, state, info)
-            messages.append("scheduled?")
-        except FitError as exc:
-            _, _, status = cycle._schedule_failed(fwk, state, info, exc)
-            messages.append(status.message())
+        host, _, status = attempt(cache, snapshot, fwk, cycle, PodInfo.from_pod(large))
+        messages.append("scheduled?" if host is not None or status is None
+                        else status.message())
         large_cpu[0] += time.process_time() - started
         if churn_profiler is not None:
             churn_profiler.disable()
@@ -90,18 +80,10 @@ def main() -> None:
             hosts.append(place(cache, snapshot, fwk, cycle, pod))
 
     run(200, 1)  # warm
-    gc.collect()
-    gc.freeze()
     large_cpu[0] = 0.0
-    profiler = cProfile.Profile() if args.profile else None
-    if profiler is not None:
-        profiler.enable()
-    started = time.process_time()
-    run(args.pods, 201)
-    cpu = time.process_time() - started
-    if profiler is not None:
-        profiler.disable()
-        profiler.dump_stats(args.profile)
+    with measured(args.profile) as part:
+        run(args.pods, 201)
+    cpu = part.cpu
     if churn_profiler is not None:
         churn_profiler.dump_stats(args.profile_churn)
     digest = hashlib.sha256(",".join(hosts).encode()).hexdigest()[:12]

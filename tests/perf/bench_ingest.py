@@ -172,7 +172,7 @@ async def one_round(args: argparse.Namespace, tpl: tuple[dict[str, Any], ...],
             calls = stats.total_calls  # type: ignore[attr-defined]
             if args.profile_top:
                 print(f"--- {label}")
-                stats.sort_stats("tottime").print_stats(args.profile_top)
+                stats.sort_stats(args.profile_sort).print_stats(args.profile_top)
         results[label] = (cpu, calls)
 
     loop = asyncio.get_running_loop()
@@ -221,6 +221,8 @@ async def main() -> None:
     ap.add_argument("--kubelet", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-top", type=int, default=0)
+    ap.add_argument("--profile-sort", default="tottime",
+                    help="pstats order of --profile-top: tottime, ncalls, cumulative")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     configure_logging(level="warning")

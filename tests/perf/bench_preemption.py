@@ -21,24 +21,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
-import gc
 import hashlib
-import logging
 import random
 import time
 from types import SimpleNamespace
 from typing import Any
 
-import structlog
-
 from scheduler.bench import workloads
-from scheduler.framework.types import FitError
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from scheduler.queue.nominator import Nominator
-from tests.offline import cache_with, default_framework, scheduling_cycle
+from tests.offline import attempt, cache_with, default_framework, scheduling_cycle
+from tests.perf._harness import measured, quiet_logs
 from tests.perf.bench_batched_cycle import node
 
 SCHEDULER = "default-scheduler"
@@ -124,14 +119,10 @@ async def run(args: argparse.Namespace) -> None:
                                         node_cpu="4", node_memory="32Gi")
         obj["metadata"]["uid"] = f"high-{index}"
         info = PodInfo.from_pod(obj)
-        cache.update_snapshot(snapshot)
-        state = fwk.new_cycle_state()
-        try:
-            host = cycle.schedule_pod(fwk, state, info).suggested_host
+        host, result, status = attempt(cache, snapshot, fwk, cycle, info)
+        if host is not None or result is None or status is None:
             decisions.append(f"{info.key} fits {host}")
             return
-        except FitError as exc:
-            result, _, status = cycle._schedule_failed(fwk, state, info, exc)
         await plugin.wait_idle()
         nominated = result.nominating
         if not nominated:
@@ -153,23 +144,14 @@ async def run(args: argparse.Namespace) -> None:
 
     for i in range(3):  # warm
         await preempt(i)
-    gc.collect()
-    gc.freeze()
     post_filter_cpu[0] = 0.0
-    profiler = cProfile.Profile() if args.profile else None
-    if profiler is not None:
-        profiler.enable()
-    started = time.process_time()
-    for i in range(3, 3 + args.preemptors):
-        await preempt(i)
-    cpu = time.process_time() - started
-    if profiler is not None:
-        profiler.disable()
-        profiler.dump_stats(args.profile)
-        import pstats
-        calls = pstats.Stats(profiler).total_calls  # type: ignore[attr-defined]
+    with measured(args.profile) as part:
+        for i in range(3, 3 + args.preemptors):
+            await preempt(i)
+    cpu = part.cpu
+    if args.profile:
         print(f"Python calls per preemptor (cProfile, load-independent): "
-              f"{calls / args.preemptors:.0f}")
+              f"{part.calls / args.preemptors:.0f}")
     digest = hashlib.sha256("\n".join(decisions).encode()).hexdigest()[:12]
     print(f"nodes={args.nodes} preemptors={args.preemptors} fill={args.fill} lag={args.lag}: "
           f"CPU per preemptor {cpu / args.preemptors * 1000:.2f} ms (PostFilter "
@@ -178,7 +160,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    quiet_logs()
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--preemptors", type=int, default=40)

@@ -142,6 +142,31 @@ def _pod_group_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
+def _group_event_keys(old: Any, new: Any) -> list[tuple[str, Any]] | None:
+    """Keys of a PodGroup event for ``_pod_group_hint``: the group's (namespace, name);
+    None (every pod) when the event carries no object."""
+    obj = new if isinstance(new, Mapping) else old
+    if not isinstance(obj, Mapping):
+        return None
+    meta = obj.get("metadata") or {}
+    return [(meta.get("namespace") or "", meta.get("name"))]
+
+
+def _sibling_event_keys(old: Any, new: Any) -> list[tuple[str, str]] | None:
+    """Keys of a pod event for ``_sibling_hint``: the (namespace, group) the pod is in."""
+    obj = new if isinstance(new, Mapping) else old
+    if not isinstance(obj, Mapping):
+        return None
+    group = pod_group_name(obj)
+    return [((obj.get("metadata") or {}).get("namespace") or "", group)] if group else []
+
+
+def _member_keys(pod: dict[str, Any]) -> list[tuple[str, str]]:
+    """Keys of a waiting pod for both hints: its group's (namespace, name) ('' for none:
+    ``_pod_group_hint`` compares the names as they are)."""
+    return [((pod.get("metadata") or {}).get("namespace") or "", pod_group_name(pod))]
+
+
 def _sibling_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     """Queue a gang member when a sibling appears (its group may now reach minMember)."""
     obj = new if isinstance(new, Mapping) else old
@@ -152,6 +177,12 @@ def _sibling_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
         return QueueingHint.SKIP
     namespace = (pod.get("metadata") or {}).get("namespace") or ""
     return QueueingHint.QUEUE if _same_group(obj, namespace, group) else QueueingHint.SKIP
+
+
+_POD_GROUP_HINT = ev.KeyedHint(_pod_group_hint, event_keys=_group_event_keys,
+                               pod_keys=_member_keys)
+_SIBLING_HINT = ev.KeyedHint(_sibling_hint, event_keys=_sibling_event_keys,
+                             pod_keys=_member_keys)
 
 
 def _freed_capacity_hint(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
@@ -229,11 +260,12 @@ class Coscheduling(
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             # The group arrives after its pods, or its minMember/minResources change.
-            ClusterEventWithHint(ev.POD_GROUP_ADD, _pod_group_hint),
-            ClusterEventWithHint(ev.POD_GROUP_UPDATE, _pod_group_hint),
+            # Both keyed by the group: the queue asks only the group's waiting members.
+            ClusterEventWithHint(ev.POD_GROUP_ADD, _POD_GROUP_HINT),
+            ClusterEventWithHint(ev.POD_GROUP_UPDATE, _POD_GROUP_HINT),
             # A new sibling may bring the group to minMember.
-            ClusterEventWithHint(ev.UNSCHEDULED_POD_ADD, _sibling_hint),
-            ClusterEventWithHint(ev.ASSIGNED_POD_ADD, _sibling_hint),
+            ClusterEventWithHint(ev.UNSCHEDULED_POD_ADD, _SIBLING_HINT),
+            ClusterEventWithHint(ev.ASSIGNED_POD_ADD, _SIBLING_HINT),
             # Freed or added capacity may fit minResources / the rest of the gang (but not
             # the gang's own members being released).
             ClusterEventWithHint(ev.ASSIGNED_POD_DELETE, _freed_capacity_hint),

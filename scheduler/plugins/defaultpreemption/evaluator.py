@@ -306,35 +306,27 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], *, now: float)
     if not candidates:
         return None
 
-    def fewest_violations(c: Candidate) -> float:
-        return -c.num_pdb_violations
-
-    def lowest_top_priority(c: Candidate) -> float:
-        return -max(map(_PRIORITY, c.victims), default=0)
-
-    def smallest_priority_sum(c: Candidate) -> float:
-        victims = c.victims
-        return -(sum(map(_PRIORITY, victims)) + _PRIORITY_OFFSET * len(victims))
-
-    def fewest_victims(c: Candidate) -> float:
-        return -len(c.victims)
+    def summary(c: Candidate) -> tuple[float, float, float, float]:
+        # the first four criteria in one pass over the victims (one call a candidate)
+        priorities = list(map(_PRIORITY, c.victims))
+        return (-c.num_pdb_violations, -max(priorities, default=0),
+                -(sum(priorities) + _PRIORITY_OFFSET * len(priorities)), -len(priorities))
 
     def latest_start(c: Candidate) -> float:
         if not c.victims:
             return -math.inf
         return earliest_start_of_highest_priority(c.victims, now)
 
-    remaining = list(candidates)
-    for score in (
-        fewest_violations,
-        lowest_top_priority,
-        smallest_priority_sum,
-        fewest_victims,
-        latest_start,
-    ):
-        scores = list(map(score, remaining))  # each candidate scored once per criterion
-        best = max(scores)
-        remaining = [c for c, s in zip(remaining, scores) if s == best]
-        if len(remaining) == 1:
-            break
+    # Criterion after criterion, each over the candidates the ones before left tied: the
+    # first four compared at once as a tuple (the same order), the start times then read
+    # only for the candidates tied on all four.
+    if len(candidates) == 1:
+        return candidates[0]
+    summaries = list(map(summary, candidates))
+    best_summary = max(summaries)
+    remaining = [c for c, s in zip(candidates, summaries) if s == best_summary]
+    if len(remaining) > 1:
+        starts = list(map(latest_start, remaining))
+        best = max(starts)
+        remaining = [c for c, s in zip(remaining, starts) if s == best]
     return remaining[0]

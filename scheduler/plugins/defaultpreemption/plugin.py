@@ -351,6 +351,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         # While find_candidates' dry run runs: the runtime's split of the Filter plugins
         # (None: the plain path, every plugin each time).
         self._reprieve: ReprieveFilter | None = None
+        # ... and the cycle's Filter statuses of the nodes (which plugin rejected each).
+        self._rejected: Mapping[str, Status] = {}
 
     # --- enqueue -----------------------------------------------------------------------------
 
@@ -891,6 +893,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             if isinstance(self._handle, _ReprieveFilters):
                 reprieve = self._handle.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
             self._reprieve = reprieve
+            self._rejected = node_to_status
             try:
                 candidates, statuses, errors = dry_run_preemption(
                     self.select_victims_on_node, state, pod_info, potential, pdbs,
@@ -902,6 +905,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 )
             finally:
                 self._reprieve = None
+                self._rejected = {}
         if self.dry_run:
             self.last_dry_run = DryRun(candidates, None, statuses)
         if not candidates:
@@ -1100,29 +1104,38 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
 
         if not fits():
             return None
-        status = reprieve.independent(state, pod_info, node_info)
-        if status is not None and not status.is_success():
-            return None
-
-        def add(victim: PodInfo) -> Status | None:
-            nonlocal count, cpu_room, memory_room
-            count += 1
-            cpu_room -= victim.requests.milli_cpu
-            memory_room -= victim.requests.memory
-            return None
-
-        def remove(victim: PodInfo) -> Status | None:
-            nonlocal count, cpu_room, memory_room
-            count -= 1
-            cpu_room += victim.requests.milli_cpu
-            memory_room += victim.requests.memory
-            return None
+        # The plugins that do not depend on the node's pods: passed already when the
+        # cycle's Filter rejected this node with a plugin placed after all of them (it
+        # stops at the first rejection), else run once here.
+        rejected = self._rejected.get(node_info.name)
+        if rejected is None or rejected.plugin not in reprieve.after_independent:
+            status = reprieve.independent(state, pod_info, node_info)
+            if status is not None and not status.is_success():
+                return None
 
         now = time.time()
         potential.sort(key=importance_key(now))
-        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
-        victims, num_violating, _ = reprieve_victims(
-            violating, non_violating, add=add, remove=remove, fits=fits)
+        if pdbs:
+            violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        else:
+            violating, non_violating = [], potential
+        # reprieve_victims' loop on the sums, inline (no call per reprieve): put each pod
+        # back, PDB-protected ones first, keeping it when the pod still fits, else it is a
+        # victim (fits() after the add, as NodeResourcesFit's inline check).
+        victims: list[PodInfo] = []
+        num_violating = 0
+        for group, violates in ((violating, 1), (non_violating, 0)):
+            for victim in group:
+                requests = victim.requests
+                cpu_left = cpu_room - requests.milli_cpu
+                memory_left = memory_room - requests.memory
+                if (count + 1 < allowed_pods and (cpu <= 0 or cpu <= cpu_left)
+                        and (memory <= 0 or memory <= memory_left)):
+                    count += 1
+                    cpu_room, memory_room = cpu_left, memory_left
+                else:
+                    victims.append(victim)
+                    num_violating += violates
         if violating and non_violating:
             victims.sort(key=importance_key(now))
         return victims, num_violating, None

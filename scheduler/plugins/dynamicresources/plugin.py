@@ -80,6 +80,7 @@ from scheduler.framework.events import (
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
+    KeyedHint,
     QueueingHint,
 )
 from scheduler.framework.interfaces import (
@@ -414,9 +415,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             # A claim created (from a template), allocated elsewhere, deallocated or freed.
+            # Keyed: the queue asks only the pods naming the claim, unless it was freed.
             ClusterEventWithHint(ClusterEvent(EventResource.RESOURCE_CLAIM,
                                               ActionType.ADD | ActionType.UPDATE
-                                              | ActionType.DELETE), self._after_claim_change),
+                                              | ActionType.DELETE),
+                                 KeyedHint(self._after_claim_change,
+                                           event_keys=claim_event_keys,
+                                           pod_keys=pod_claim_keys)),
             # The controller wrote the generated claim's name into the pod's status.
             ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE),
                                  _after_own_update),
@@ -447,8 +452,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if meta.get("namespace") == ns and meta.get("name") in mine:
             return QueueingHint.QUEUE
         # Another claim: only freeing devices (deallocation, deletion) can help.
-        if isinstance(old, Mapping) and allocation_of(old) is not None and (
-                not isinstance(new, Mapping) or allocation_of(new) is None):
+        if _frees_devices(old, new):
             return QueueingHint.QUEUE
         return QueueingHint.SKIP
 
@@ -1380,6 +1384,34 @@ def _extended_claim_name(pod: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _frees_devices(old: Any, new: Any) -> bool:
+    """The claim event deallocated the claim or deleted an allocated one."""
+    return isinstance(old, Mapping) and allocation_of(old) is not None and (
+        not isinstance(new, Mapping) or allocation_of(new) is None)
+
+
+def claim_event_keys(old: Any, new: Any) -> list[tuple[Any, Any]] | None:
+    """The claim hint's keys of a claim event: the claim's (namespace, name), the one pod key
+    that can make ``_after_claim_change`` answer Queue; None when it answers Queue for
+    every pod (the claim freed its devices, or the event carries no object)."""
+    obj = new if isinstance(new, Mapping) else old
+    if not isinstance(obj, Mapping) or _frees_devices(old, new):
+        return None
+    meta = obj.get("metadata") or {}
+    return [(meta.get("namespace"), meta.get("name"))]
+
+
+def pod_claim_keys(pod: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The claim hint's keys of a waiting pod: (namespace, name) of each claim it names
+    (spec.resourceClaims[].resourceClaimName, and the generated names its status gives
+    for template claims); none while a generated name is not known yet."""
+    ns = (pod.get("metadata") or {}).get("namespace", "")
+    try:
+        return [(ns, pc.claim_name) for pc in pod_claims(pod)]
+    except ClaimProblem:
+        return []
+
+
 def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     if not isinstance(new, Mapping) or not isinstance(old, Mapping):
         return QueueingHint.SKIP
@@ -1390,4 +1422,5 @@ def _after_own_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE if before != after else QueueingHint.SKIP
 
 
-__all__ = ["NAME", "DynamicResources", "PodClaim", "REASON_CANNOT_ALLOCATE"]
+__all__ = ["NAME", "DynamicResources", "PodClaim", "REASON_CANNOT_ALLOCATE", "claim_event_keys",
+           "pod_claim_keys"]

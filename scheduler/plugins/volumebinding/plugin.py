@@ -29,6 +29,7 @@ from scheduler.framework.events import (
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
+    KeyedHint,
     QueueingHint,
 )
 from scheduler.framework.interfaces import (
@@ -189,9 +190,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
                                               ActionType.ADD | ActionType.UPDATE),
                                  _after_storage_class_change),
             # Claims get created and bound; any change to one of the pod's claims may help.
+            # Keyed: the queue asks only the pods naming the claim.
             ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM,
                                               ActionType.ADD | ActionType.UPDATE),
-                                 _after_pvc_change),
+                                 KeyedHint(_after_pvc_change, event_keys=_pvc_event_keys,
+                                           pod_keys=_pod_pvc_keys)),
             ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME,
                                               ActionType.ADD | ActionType.UPDATE)),
             # Node labels decide PV node affinity and allowed topologies.
@@ -431,6 +434,20 @@ def _after_pvc_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
     if any(c.name == name_of(new) for c in pod_claims(pod)):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
+
+
+def _pvc_event_keys(old: Any, new: Any) -> list[tuple[str, str]] | None:
+    """Keys of a PVC event for ``_after_pvc_change``: the claim's (namespace, name); None
+    (every pod) when the event carries no new object."""
+    if not isinstance(new, Mapping):
+        return None
+    return [(namespace_of(new), name_of(new))]
+
+
+def _pod_pvc_keys(pod: dict[str, Any]) -> list[tuple[str, str]]:
+    """Keys of a waiting pod for ``_after_pvc_change``: its claims' (namespace, name)."""
+    ns = pod_namespace(pod)
+    return [(ns, c.name) for c in pod_claims(pod)]
 
 
 def _after_storage_class_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:

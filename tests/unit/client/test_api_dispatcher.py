@@ -222,12 +222,18 @@ async def test_pods_are_written_in_parallel_up_to_parallelism() -> None:
     await dispatcher.close()
 
 
-async def test_a_newer_pod_version_drops_a_patch_it_already_shows() -> None:
+@pytest.mark.parametrize("handler", ["sync_object", "sync_update"])
+async def test_a_newer_pod_version_drops_a_patch_it_already_shows(handler: str) -> None:
+    """As ``sync_object``, so ``sync_update`` (the informer's update handler: old, new)."""
     pod = _pod()
     patcher = Patcher([pod])
     dispatcher = ApiDispatcher(parallelism=1)
     future = dispatcher.add(_patch(patcher, pod, reason="A"))
-    dispatcher.sync_object(_pod(reason="A"))  # an informer update, before the call ran
+    newer = _pod(reason="A")  # an informer update, before the call ran
+    if handler == "sync_object":
+        dispatcher.sync_object(newer)
+    else:
+        dispatcher.sync_update(pod, newer)
     assert await _outcome(future) == "skipped"
     assert patcher.patches == []
     await dispatcher.close()

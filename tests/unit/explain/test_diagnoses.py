@@ -66,6 +66,36 @@ def test_the_node_map_is_capped_but_the_reason_counts_cover_every_node() -> None
     assert entry.num_nodes == 5000
 
 
+def test_a_fit_errors_reasons_are_the_messages_histogram_counted_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.explain.diagnoses as diagnoses_module
+    import scheduler.framework.types as types_module
+
+    counted: list[str] = []
+
+    def counting(where: str, real: object) -> object:
+        def count(statuses: object) -> dict[str, int]:
+            counted.append(where)
+            return real(statuses)  # type: ignore[operator,no-any-return]
+        return count
+
+    for module in (types_module, diagnoses_module):
+        monkeypatch.setattr(module, "reason_counts",
+                            counting(module.__name__, module.reason_counts))
+    status = fit_status(50)  # its message (str of the FitError) counted the reasons
+    s = store()
+    s.record(qpi("p"), status, profile="py", message=status.message())
+    entry = s.get("default", "p")
+    assert entry is not None and entry.reasons == {"Insufficient cpu": 50}
+    assert counted == ["scheduler.framework.types"]
+    # A diagnosis other than the FitError's is counted for itself.
+    other = Diagnosis(node_to_status={"n-0": Status(Code.UNSCHEDULABLE, "Insufficient memory")})
+    s.record(qpi("q"), status, profile="py", message="m", diagnosis=other)
+    entry = s.get("default", "q")
+    assert entry is not None and entry.reasons == {"Insufficient memory": 1}
+    assert counted == ["scheduler.framework.types", "scheduler.explain.diagnoses"]
+
+
 def test_the_pod_count_is_capped_least_recently_failed_first() -> None:
     s = store(max_pods=3)
     for name in ("a", "b", "c"):

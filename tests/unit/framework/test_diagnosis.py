@@ -110,6 +110,37 @@ def test_fit_error_counts_a_shared_status_once_per_node() -> None:
         "0/5001 nodes are available: 5001 Preemption is not helpful for scheduling.")
 
 
+@pytest.mark.parametrize(("change", "recounted"), [
+    ("nothing", False),
+    ("a status added", True),
+    ("the statuses replaced", True),
+])
+def test_fit_error_counts_its_histogram_once_for_message_and_store(
+        monkeypatch: pytest.MonkeyPatch, change: str, recounted: bool) -> None:
+    """The message and the diagnosis store read one count of the statuses
+    (``reason_histogram``), counted again only when the statuses changed since."""
+    import scheduler.framework.types as types_module
+
+    calls: list[int] = []
+
+    def counting(statuses: object) -> dict[str, int]:
+        calls.append(1)
+        return reason_counts(statuses)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(types_module, "reason_counts", counting)
+    d = Diagnosis()
+    d.reject_all(nodes(3), Status(Code.UNSCHEDULABLE, "Insufficient cpu", plugin="F"))
+    fit_error = FitError(pod_key="ns/p", num_all_nodes=3, diagnosis=d)
+    assert str(fit_error) == "0/3 nodes are available: 3 Insufficient cpu."
+    if change == "a status added":
+        d.node_to_status["n9"] = Status(Code.UNSCHEDULABLE, "Insufficient memory", plugin="F")
+    elif change == "the statuses replaced":
+        d.node_to_status = {"n0": Status(Code.UNSCHEDULABLE, "Insufficient memory")}
+    histogram = fit_error.reason_histogram()
+    assert histogram == reason_counts(d.node_to_status.values())
+    assert len(calls) == (2 if recounted else 1)
+
+
 class _Scripted:
     """A framework whose Filter answers each node as scripted: "." passes (None), "s" a
     Success status, "r" a rejection, "e" an Error."""

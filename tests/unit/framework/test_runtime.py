@@ -814,6 +814,10 @@ class TestMetrics:
             "PreBindPreFlight": lambda: fwk.run_pre_bind_pre_flights(state, pod, "n1"),
             "PostBind": lambda: fwk.run_post_bind_plugins(state, pod, "n1"),
         }
+        labels = {"extension_point": point, "status": status, "profile": "test-profile"}
+        get = metrics.registry.get_sample_value
+        # No series before the first observation (the child is made then).
+        assert get("scheduler_framework_extension_point_duration_seconds_count", labels) is None
         if point == "PreBind":
             result = await fwk.run_pre_bind_plugins(state, pod, "n1")
         else:
@@ -822,8 +826,6 @@ class TestMetrics:
         assert result == expected
         if point == "PreBindPreFlight":
             assert state.skip_pre_bind_plugins == ({"A"} if with_plugin else set())
-        labels = {"extension_point": point, "status": status, "profile": "test-profile"}
-        get = metrics.registry.get_sample_value
         assert get("scheduler_framework_extension_point_duration_seconds_count", labels) == 1
         total = get("scheduler_framework_extension_point_duration_seconds_sum", labels)
         assert total is not None and (total > 0) is with_plugin

@@ -25,6 +25,12 @@ from scheduler.sandbox import events
     ("0001-01-01T00:00:00.000000Z", None),
     ("0001-01-01T01:00:00.000000+01:00", None),
     ("0001-01-01T00:00:00.000001Z", "0001-01-01T00:00:00.000001Z"),
+    # year 0 itself: time.Parse takes it (it is not the zero instant), Format writes it back;
+    # an offset may push it before year 0, which Format writes with a minus sign
+    ("0000-01-01T00:00:00.000000Z", "0000-01-01T00:00:00.000000Z"),
+    ("0000-02-29T12:00:00.000000-01:00", "0000-02-29T13:00:00.000000Z"),  # year 0 is a leap year
+    ("0000-12-31T23:30:00.000000-01:00", "0001-01-01T00:30:00.000000Z"),
+    ("0000-01-01T00:30:00.000000+01:00", "-0001-12-31T23:30:00.000000Z"),
     # years below 1000 keep four digits
     ("0012-06-01T00:00:00.000000Z", "0012-06-01T00:00:00.000000Z"),
     ("0012-06-01T00:00:00.000000-02:00", "0012-06-01T02:00:00.000000Z"),
@@ -41,6 +47,8 @@ def test_micro_times_at_the_ends_of_the_calendar(value: str, want: str | None) -
     ("0001-01-01T00:00:00.000Z", None),
     ("0001-01-01T00:00:00.5Z", "0001-01-01T00:00:00Z"),  # not zero: the fraction counts
     ("0001-01-01T02:00:00+02:00", None),
+    ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00Z"),
+    ("0000-03-01T01:00:00+02:00", "0000-02-29T23:00:00Z"),
 ])
 def test_second_times_at_the_ends_of_the_calendar(value: str, want: str | None) -> None:
     assert events._seconds(value, "v1") == want
@@ -65,6 +73,8 @@ def test_canonical_times_of_an_event(times: dict[str, Any], want: dict[str, Any]
 @pytest.mark.parametrize("value", [
     "2026-13-01T00:30:00.000000+01:00",  # the fields' own errors still come first
     "0001-01-01T24:00:00.000000+01:00",
+    "0000-13-01T00:00:00.000000Z",  # year 0's fields are checked like any other year's
+    "0001-02-29T00:00:00.000000Z",  # year 0 is a leap year, year 1 is not
 ])
 def test_bad_fields_are_still_refused_with_an_offset(value: str) -> None:
     with pytest.raises(ValueError):

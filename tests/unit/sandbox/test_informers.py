@@ -7,6 +7,7 @@ its types in resourceVersion order, filtered before queueing."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -14,11 +15,12 @@ import pytest
 
 from scheduler.sandbox import Sandbox
 from scheduler.sandbox.controllers import ControllerSim
+from scheduler.sandbox.dradriver import DraDriverSim, parse_device_kinds
 from scheduler.sandbox.kubelet import KubeletSim
 from scheduler.sandbox.nscontroller import NamespaceControllerSim
 from scheduler.sandbox.pvcontroller import PVControllerSim
 from scheduler.sandbox.registry import Registry
-from scheduler.sandbox.store import ADDED, DELETED, MODIFIED, Event, Informer, Store
+from scheduler.sandbox.store import ADDED, DELETED, MODIFIED, Event, Informer, Store, TypeStore
 from scheduler.sandbox.util import new_uid, now_iso
 from tests.builders import make_pod
 
@@ -228,17 +230,38 @@ def _namespace_case(sb: Sandbox, write: Callable[[str, Obj], None], *, first: bo
     return done
 
 
+def _dra_driver_case(sb: Sandbox, write: Callable[[str, Obj], None], *, first: bool) -> Callable[[], bool]:
+    """A node written straight into the store gets the driver's ResourceSlice and its removal
+    takes the slice away."""
+    d = DraDriverSim(sb.registry, parse_device_kinds("gpu=2"))
+    if first:
+        d.sync()
+    write("nodes", {"metadata": {"name": "node-x"}})
+
+    def done() -> bool:
+        d.sync()
+        if [s["spec"]["driver"] for s in _slices(sb, "node-x")] != ["gpu.example.com"]:
+            return False
+        ts = sb.registry.ts(sb.registry.catalog.builtin("", "nodes"))
+        e = ts.get("", "node-x")
+        assert e is not None
+        sb.store.remove(ts, e)
+        d.sync()
+        return _slices(sb, "node-x") == []
+    return done
+
+
+def _slices(sb: Sandbox, node: str) -> list[Obj]:
+    ts = sb.registry.ts(sb.registry.catalog.builtin("resource.k8s.io", "resourceslices"))
+    return [e.obj for e in ts.entries() if e.obj["spec"].get("nodeName") == node]
+
+
+_CASE_OF = {"kubelet": _kubelet_case, "replicaset": _replicaset_case, "gc": _gc_case, "pv": _pv_case,
+            "namespace": _namespace_case, "dra-driver": _dra_driver_case}
+# each controller started after the writes (it catches up from its initial list) or before them
 CASES: dict[str, Callable[[Sandbox, Callable[[str, Obj], None]], Callable[[], bool]]] = {
-    "kubelet-catches-up": lambda sb, w: _kubelet_case(sb, w, first=False),
-    "kubelet-watching": lambda sb, w: _kubelet_case(sb, w, first=True),
-    "replicaset-catches-up": lambda sb, w: _replicaset_case(sb, w, first=False),
-    "replicaset-watching": lambda sb, w: _replicaset_case(sb, w, first=True),
-    "gc-catches-up": lambda sb, w: _gc_case(sb, w, first=False),
-    "gc-watching": lambda sb, w: _gc_case(sb, w, first=True),
-    "pv-catches-up": lambda sb, w: _pv_case(sb, w, first=False),
-    "pv-watching": lambda sb, w: _pv_case(sb, w, first=True),
-    "namespace-catches-up": lambda sb, w: _namespace_case(sb, w, first=False),
-    "namespace-watching": lambda sb, w: _namespace_case(sb, w, first=True),
+    f"{what}-{when}": functools.partial(case, first=when == "watching")
+    for what, case in _CASE_OF.items() for when in ("catches-up", "watching")
 }
 
 
@@ -289,6 +312,8 @@ def test_without_the_controller_nothing_happens(case: str) -> None:
     if ("namespaces", "gone") in wrote:
         assert _get(sb, "namespaces", "", "gone") is not None
         assert _get(sb, "configmaps", "gone", "cm") is not None
+    if ("nodes", "node-x") in wrote:
+        assert _slices(sb, "node-x") == []
     if ("pods", "dependent") in wrote:
         assert _get(sb, "pods", "default", "dependent") is not None
     assert wrote
@@ -332,3 +357,82 @@ def test_a_finalizer_removed_during_the_grace_period_does_not_remove_the_pod() -
     assert cur is not None
     sb.registry.update(pods, "default", "p", {**cur, "metadata": {**cur["metadata"], "finalizers": []}})
     assert _get(sb, "pods", "default", "p") is not None  # the kubelet has not confirmed
+
+
+@pytest.mark.parametrize("metadata_finalizers", [[], ["example.com/held"]])
+def test_the_namespace_controller_finalizes_through_the_finalize_subresource(
+    metadata_finalizers: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As upstream's controller calls PUT namespaces/{name}/finalize: the controller's only
+    write of the namespace is the registry's finalize update, and the API server (the
+    registry) removes the namespace once no finalizer, in spec or metadata, is left."""
+    sb = _sandbox()
+    reg = sb.registry
+    ns_rt = reg.catalog.builtin("", "namespaces")
+    reg.create(ns_rt, "", {"metadata": {"name": "gone", "finalizers": metadata_finalizers}})
+    reg.delete(ns_rt, "", "gone", {})
+    updates: list[tuple[str, str, str]] = []
+    update = reg.update
+
+    def spy(rt: Any, ns: str, name: str, body: Any, *, sub: str = "", dry_run: bool = False) -> Any:
+        updates.append((rt.plural, name, sub))
+        return update(rt, ns, name, body, sub=sub, dry_run=dry_run)
+    monkeypatch.setattr(reg, "update", spy)
+    c = NamespaceControllerSim(reg, delay=0.0, clock=lambda: 0.0)
+    c.sync()
+    assert updates == [("namespaces", "gone", "finalize")]
+    left = _get(sb, "namespaces", "", "gone")
+    if not metadata_finalizers:
+        assert left is None
+        return
+    assert left is not None and left["spec"] == {}
+    monkeypatch.setattr(reg, "update", update)
+    reg.update(ns_rt, "", "gone", {**left, "metadata": {**left["metadata"], "finalizers": []}})
+    assert _get(sb, "namespaces", "", "gone") is None
+
+
+@pytest.mark.parametrize("policy, owner_plural, owner_group", [
+    ("Foreground", "priorityclasses", "scheduling.k8s.io"),  # a cluster-scoped owner
+    ("Foreground", "configmaps", ""),
+    ("Orphan", "configmaps", ""),
+    ("Orphan", "priorityclasses", "scheduling.k8s.io"),
+])
+def test_the_gc_follows_its_graph_not_a_scan(
+    policy: str, owner_plural: str, owner_group: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A foreground deletion waits for the owner's dependents and an orphaning one releases
+    them, as before, through the collector's owner -> dependents graph (as upstream's GC):
+    no stored type is listed whole while it works."""
+    sb = _sandbox()
+    reg = sb.registry
+    owner_rt = reg.catalog.builtin(owner_group, owner_plural)
+    cms = reg.catalog.builtin("", "configmaps")
+    body: Obj = {"metadata": {"name": "owner", "namespace": "default"}}
+    if owner_plural == "priorityclasses":
+        body = {"metadata": {"name": "owner"}, "value": 10}
+    owner = reg.create(owner_rt, "default", body).obj
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": "owner",
+           "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
+    for i in range(2):
+        reg.create(cms, "default", {"metadata": {"name": f"dep-{i}", "ownerReferences": [ref]}})
+    for i in range(20):
+        reg.create(cms, "default", {"metadata": {"name": f"other-{i}"}})
+    c = ControllerSim(reg)
+    c.sync()  # the initial list
+    listed: list[str] = []
+    entries = TypeStore.entries
+
+    def spy(self: TypeStore) -> Any:
+        listed.append(self.rt.plural)
+        return entries(self)
+    monkeypatch.setattr(TypeStore, "entries", spy)
+    reg.delete(owner_rt, "default", "owner", {"propagationPolicy": policy})
+    for _ in range(3):
+        c.sync()
+    assert _get(sb, owner_plural, "default" if owner_rt.namespaced else "", "owner", group=owner_group) is None
+    deps = [_get(sb, "configmaps", "default", f"dep-{i}") for i in range(2)]
+    if policy == "Orphan":
+        assert all(d is not None and "ownerReferences" not in d["metadata"] for d in deps)
+    else:
+        assert deps == [None, None]
+    assert listed == []

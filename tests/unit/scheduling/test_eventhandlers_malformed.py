@@ -11,7 +11,7 @@ import structlog.testing
 
 from scheduler.cache import Cache
 from scheduler.eventhandlers import MOVE_ONLY_RESOURCES, EventHandlers
-from scheduler.framework.events import ClusterEvent
+from scheduler.framework.events import ActionType, ClusterEvent, pod_update_action
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
@@ -25,6 +25,8 @@ class FakeQueue:
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)
     moves: list[tuple[str, Any, Any]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    # The action of each assigned pod update, as the real queue computes it.
+    update_actions: list[ActionType] = field(default_factory=list)
 
     def add(self, pod: dict[str, Any]) -> None:
         info = PodInfo.from_pod(pod)
@@ -45,8 +47,10 @@ class FakeQueue:
     def assigned_pod_added(self, info: PodInfo) -> None:
         self.moves.append(("AssignedPodAdd", None, info.pod))
 
-    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any], *,
+                             same_sizing: bool = False) -> None:
         self.moves.append(("AssignedPodUpdate", old, new))
+        self.update_actions.append(pod_update_action(old, new, same_sizing=same_sizing))
 
 
 @dataclass

@@ -79,6 +79,30 @@ def test_shrinking_pod_counts_its_old_size_until_the_kubelet_reports_the_new_one
         assert _fits(sched) is (counted == 1000)
 
 
+def _status_write(pod: dict[str, Any], rv: int) -> dict[str, Any]:
+    """The kubelet's status write that changes nothing the requests are read from."""
+    new = copy.deepcopy(pod)
+    new["metadata"]["resourceVersion"] = str(rv)
+    new["status"]["phase"] = "Running"
+    return new
+
+
+def test_the_queue_hears_the_update_action_computed_in_full() -> None:
+    """The handlers tell the queue when they found the spec and resize report unchanged
+    (``same_sizing``, no second comparison): the action it computes is the one computed
+    from both versions in full, at every step of the shrink and on status writes."""
+    sched, h = _handlers()
+    h.on_pod_add(BEFORE)
+    steps = [(BEFORE, _status_write(BEFORE, 11)), (_status_write(BEFORE, 11), REQUESTED),
+             (REQUESTED, PENDING_RESIZE), (PENDING_RESIZE, IN_PROGRESS),
+             (IN_PROGRESS, _status_write(IN_PROGRESS, 12)), (_status_write(IN_PROGRESS, 12), DONE)]
+    for old, new in steps:
+        h.on_pod_update(old, new)
+    assert sched.queue.update_actions == [pod_update_action(o, n) for o, n in steps]
+    scale_downs = [bool(a & ActionType.UPDATE_POD_SCALE_DOWN) for a in sched.queue.update_actions]
+    assert scale_downs == [False, False, False, False, False, True]
+
+
 def test_growing_pod_counts_the_desired_size_at_once() -> None:
     sched, h = _handlers()
     small = _running("1", allocated="1", actual="1", rv=1)

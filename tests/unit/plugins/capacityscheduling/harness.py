@@ -9,15 +9,13 @@ from typing import Any
 
 from scheduler.config.defaults import shipped_config
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import PostFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.capacityscheduling.plugin import CapacityScheduling
-from scheduler.plugins.registry import in_tree_registry
 from scheduler.queue.nominator import Nominator
 from tests.builders import NodeBuilder, PodBuilder
-from tests.fakes import DictListers, FakeApiClient, FakeEventRecorder, SnapshotLister, node_infos
+from tests.fakes import DictListers, FakeApiClient, SnapshotLister, in_tree_framework, node_infos
 
 LOW, MID, HIGH = 0, 100, 1000
 
@@ -67,17 +65,8 @@ class Cluster:
                                     "resourceclaims": list(claims)})
         self.client = FakeApiClient()
         self.nominator = Nominator()
-        self.fwk = Framework(
-            profile=shipped_config().profiles[0],
-            registry=in_tree_registry(),
-            snapshot_provider=lambda: self.snapshot,
-            listers=self.listers,
-            client=self.client,
-            event_recorder=FakeEventRecorder(),
-            nominator=self.nominator,
-            activate=lambda pods: None,
-            clock=lambda: 1000.0,
-        )
+        self.fwk = in_tree_framework(shipped_config().profiles[0], snapshot_provider=lambda: self.snapshot,
+                                     listers=self.listers, nominator=self.nominator, client=self.client)
         plugin = self.fwk.plugins["CapacityScheduling"]
         assert isinstance(plugin, CapacityScheduling)
         self.plugin = plugin

@@ -3,9 +3,12 @@ victim selection on one node and the choice among candidate nodes."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.config.errors import ConfigError
 from scheduler.framework.cycle_state import CycleState
@@ -18,6 +21,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     compile_pdbs,
     dry_run_preemption,
     filter_pods_with_pdb_violation,
+    parse_rfc3339,
     pick_one_node_for_preemption,
 )
 from scheduler.plugins.defaultpreemption.plugin import (
@@ -220,6 +224,47 @@ def test_pick_one_node_for_preemption(candidates: list[Candidate], want: str) ->
 
 def test_pick_one_node_without_candidates() -> None:
     assert pick_one_node_for_preemption([], now=0) is None
+
+
+def _pick_criterion_by_criterion(candidates: list[Candidate], now: float) -> Candidate:
+    """The pick as written down: each criterion over the candidates the ones before left
+    tied (the reference for the pick's one-pass summary)."""
+    def start(v: PodInfo) -> float:
+        value = (v.pod.get("status") or {}).get("startTime")
+        return now if value is None else parse_rfc3339(value)
+
+    def latest_start(c: Candidate) -> float:
+        if not c.victims:
+            return -math.inf
+        top = max(v.priority for v in c.victims)
+        return min(start(v) for v in c.victims if v.priority == top)
+
+    criteria = (
+        lambda c: -c.num_pdb_violations,
+        lambda c: -max((v.priority for v in c.victims), default=0),
+        lambda c: -sum(v.priority + 2**31 for v in c.victims),
+        lambda c: -len(c.victims),
+        latest_start,
+    )
+    remaining = list(candidates)
+    for criterion in criteria:
+        best = max(map(criterion, remaining))
+        remaining = [c for c in remaining if criterion(c) == best]
+    return remaining[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(
+    st.lists(st.tuples(st.sampled_from([-100, LOW, MID]), st.sampled_from([None, T0, T1, T2])),
+             max_size=3),
+    st.integers(0, 2)), min_size=1, max_size=6))
+def test_pick_is_the_criteria_applied_in_turn(
+    drawn: list[tuple[list[tuple[int, str | None]], int]],
+) -> None:
+    candidates = [_cand(f"c{i}", *victims, violations=violations)
+                  for i, (victims, violations) in enumerate(drawn)]
+    best = pick_one_node_for_preemption(candidates, now=2e9)
+    assert best is _pick_criterion_by_criterion(candidates, 2e9)
 
 
 # --- dry run ---------------------------------------------------------------------------------

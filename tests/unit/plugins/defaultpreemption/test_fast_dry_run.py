@@ -16,19 +16,13 @@ from hypothesis import strategies as st
 
 from scheduler.config.defaults import default_profile
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import POD_INDEPENDENT_FILTERS, DefaultPreemption
-from scheduler.plugins.registry import IN_TREE, in_tree_registry
+from scheduler.plugins.registry import IN_TREE
 from scheduler.queue.nominator import Nominator
 from tests.builders import NodeBuilder
-from tests.fakes import (
-    DictListers,
-    FakeApiClient,
-    FakeEventRecorder,
-    SnapshotLister,
-    node_infos,
-)
+from tests.fakes import DictListers, SnapshotLister, in_tree_framework, node_infos
 from tests.unit.plugins.defaultpreemption.harness import pdb, pod
 
 STARTS = (None, "2024-01-01T00:00:00Z", "2024-01-01T00:00:05Z", "2024-01-02T00:00:00Z")
@@ -56,17 +50,9 @@ class Cluster:
         self.nominator = Nominator()
         for p, node_name in nominated:
             self.nominator.add_nominated_pod(PodInfo.from_pod(p), node_name)
-        self.fwk = Framework(
-            profile=default_profile("py-scheduler"),
-            registry=in_tree_registry(),
-            snapshot_provider=lambda: self.snapshot,
-            listers=DictListers({"poddisruptionbudgets": list(pdbs)}),
-            client=FakeApiClient(),
-            event_recorder=FakeEventRecorder(),
-            nominator=self.nominator,
-            activate=lambda pods: None,
-            clock=lambda: 1000.0,
-        )
+        self.fwk = in_tree_framework(default_profile("py-scheduler"), snapshot_provider=lambda: self.snapshot,
+                                     listers=DictListers({"poddisruptionbudgets": list(pdbs)}),
+                                     nominator=self.nominator)
         plugin = self.fwk.plugins["DefaultPreemption"]
         assert isinstance(plugin, DefaultPreemption)
         self.plugin = plugin
@@ -216,3 +202,56 @@ def test_a_subclass_choosing_its_own_victims_is_not_answered_from_sums() -> None
     assert cluster.plugin._by_resources(reprieve, pod_info)
     own = _OwnVictims(None, cluster.plugin._handle)
     assert not own._by_resources(reprieve, pod_info)
+
+
+def test_the_plan_after_the_pod_independent_plugins() -> None:
+    cluster = Cluster([_node(0, "4", 110, False)], [_low(0, "n0")])
+    pod_info = PodInfo.from_pod(pod("hi", priority=10, cpu="3", memory="100Mi"))
+    state = CycleState()
+    cluster.fwk.run_pre_filter_plugins(state, pod_info, cluster.snapshot.list())
+    reprieve = cluster.fwk.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
+    plan = [name for _, name, _ in cluster.fwk._filter_plan(state)]
+    last = max(plan.index(name) for name in POD_INDEPENDENT_FILTERS if name in plan)
+    assert reprieve.after_independent == frozenset(plan[last + 1:])
+    assert "NodeResourcesFit" in reprieve.after_independent
+    assert not reprieve.after_independent & POD_INDEPENDENT_FILTERS
+
+
+@pytest.mark.parametrize(
+    ("rejected_by", "runs_independent"),
+    [
+        # Fit comes after every pod-independent plugin: they passed in the cycle's Filter
+        ("NodeResourcesFit", False),
+        # no plugin named, or one not after them all: run them once on the node
+        ("", True),
+        ("TaintToleration", True),
+        (None, True),  # no status recorded for the node
+    ],
+)
+def test_the_pod_independent_plugins_run_only_when_the_cycle_did_not_pass_them(
+    rejected_by: str | None, runs_independent: bool,
+) -> None:
+    cluster = Cluster([_node(0, "4", 110, False)], [_low(i, "n0") for i in range(4)])
+    pod_info = PodInfo.from_pod(pod("hi", priority=10, cpu="3", memory="100Mi"))
+    state = CycleState()
+    cluster.fwk.run_pre_filter_plugins(state, pod_info, cluster.snapshot.list())
+    reprieve = cluster.fwk.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
+    calls: list[str] = []
+
+    def independent(*args: Any) -> Any:
+        calls.append("independent")
+        return reprieve.independent(*args)
+
+    plugin = cluster.plugin
+    plugin._reprieve = type(reprieve)(
+        dependent=reprieve.dependent, independent=independent,
+        dependent_names=reprieve.dependent_names, extensions=reprieve.extensions,
+        nominated_nodes=reprieve.nominated_nodes, after_independent=reprieve.after_independent)
+    if rejected_by is not None:
+        plugin._rejected = {"n0": Status(Code.UNSCHEDULABLE, "x", plugin=rejected_by)}
+    node = cluster.snapshot.get("n0")
+    assert node is not None
+    answer = plugin._select_victims_by_resources(state, pod_info, node, [])
+    assert answer is not None
+    assert [v.key for v in answer[0]] == ["default/low3", "default/low1", "default/low2"]
+    assert calls == (["independent"] if runs_independent else [])

@@ -1,0 +1,47 @@
+"""What the offline benches of ``tests/perf`` share around the cycle that ``tests.offline``
+builds: warnings-only logs, and the measured part of a run (after its warm-up: garbage
+collected and frozen, process CPU time, an optional cProfile written to a file and its
+Python call count, a figure the machine's load does not move)."""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import logging
+import pstats
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import structlog
+
+
+def quiet_logs() -> None:
+    """Only warnings and errors: the benches' lines are their output."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+@dataclass
+class Measured:
+    cpu: float = 0.0  # process CPU seconds of the measured part
+    calls: int = 0  # Python calls in it (0 without a profile)
+
+
+@contextmanager
+def measured(profile: str = "") -> Iterator[Measured]:
+    """The block's process CPU time (and, with ``profile`` a file name, its cProfile written
+    there and its Python call count), the warm-up's garbage collected and frozen first."""
+    gc.collect()
+    gc.freeze()
+    out = Measured()
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    started = time.process_time()
+    yield out
+    out.cpu = time.process_time() - started
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+        out.calls = pstats.Stats(profiler).total_calls  # type: ignore[attr-defined]
