@@ -313,6 +313,7 @@ class EventProcess:
         self._stopping = False
         self._stopped: asyncio.Future[None] | None = None
         self._flush_tokens = 0
+        self._ready: asyncio.Event | None = None  # set while a child that said "ready" runs
         self.restarts = 0  # children started again after one exited unasked
         self.dropped = 0  # records dropped from the full buffer (drop-oldest)
         self.frames = 0  # frames of records written
@@ -377,12 +378,13 @@ class EventProcess:
             self._task = asyncio.create_task(self._supervise(), name="event-process")
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
-        """Until a child has said it runs (tests, the bench)."""
-        deadline = time.monotonic() + timeout
-        while self._up is None or not self._up.ready:
-            if time.monotonic() > deadline:
-                raise TimeoutError("event process: no child ready")
-            await asyncio.sleep(0.01)
+        """Until a child has said it runs; TimeoutError after ``timeout``."""
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError("event process: no child ready") from None
 
     async def flush(self, timeout: float = 5.0) -> bool:
         """Until every record made so far is written by the child (its queue drained) and
@@ -482,6 +484,8 @@ class EventProcess:
     def _down(self, up: _Up) -> None:
         if self._up is up:
             self._up = None
+            if self._ready is not None:
+                self._ready.clear()
         for waiter in up.flushes.values():
             if not waiter.done():
                 waiter.set_exception(ConnectionError("event process exited"))
@@ -550,6 +554,9 @@ class EventProcess:
                 waiter.set_result(None)
         elif what == "ready":
             up.ready = True
+            if self._ready is None:
+                self._ready = asyncio.Event()
+            self._ready.set()
 
 
 class _BackChannel(asyncio.Protocol):
