@@ -62,6 +62,16 @@ SCHEDULED_REASON = "Scheduled"
 FAILED_SCHEDULING_REASON = "FailedScheduling"
 
 
+# Cycles run back to back before the event loop runs informers and binding tasks: at most
+# this many, and no longer than CYCLE_RUN_SECONDS (the scheduler's clock).  Upstream's
+# scheduling loop is a goroutine beside the informers; here the loop's I/O between two
+# cycles (watch decoding, HTTP writes, the informers' handlers) evicts the cycle's working
+# set (NodeInfos, kept windows and scores) from the CPU caches, and a cycle run after it cost
+# up to twice one run right after another (docs/benchmarks.md, issue 23's fourth round).
+CYCLES_PER_YIELD = 16
+CYCLE_RUN_SECONDS = 0.004
+
+
 class LostLeadershipError(Exception):
     """Raised inside binding cycles once the lease is lost: never bind without it."""
 
@@ -516,8 +526,11 @@ class Scheduler:
         """Schedule pods until stopped (or for ``iterations`` pops, for tests)."""
         queue_task = asyncio.create_task(self.queue.run(), name="scheduling-queue-flush")
         cache_task = asyncio.create_task(self.cache.run(), name="scheduler-cache-maintenance")
+        clock = self.clock
         try:
             done = 0
+            run = 0  # cycles since the loop last ran other tasks
+            run_started = clock()
             while not self._stopping and (iterations is None or done < iterations):
                 qpi = await self.queue.pop()
                 if qpi is None:
@@ -539,8 +552,13 @@ class Scheduler:
                     # a time as always, while informers and binding tasks go on.
                     await pending
                 await self._pod_group_pass(qpi, started=started)
-                # Let informers and binding tasks run between cycles.
-                await asyncio.sleep(0)
+                # Let informers and binding tasks run, every few cycles (pop returns a ready
+                # pod without yielding; it waits, and the loop runs them, when none is).
+                run += 1
+                if run >= CYCLES_PER_YIELD or clock() - run_started >= CYCLE_RUN_SECONDS:
+                    await asyncio.sleep(0)
+                    run = 0
+                    run_started = clock()
         finally:
             for task in (queue_task, cache_task):
                 task.cancel()

@@ -353,6 +353,12 @@ class EventProcess:
             self._flush_handle = (loop.call_later(self._flush_delay, self._flush)
                                   if self._flush_delay else loop.call_soon(self._flush))
 
+    def _flush_now(self) -> None:
+        """The buffer down the pipe now (a flush, a stop, a child just up)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        self._flush()
+
     def _flush(self) -> None:
         """The buffer down the pipe as one frame."""
         self._flush_handle = None
@@ -392,7 +398,7 @@ class EventProcess:
         up = self._up
         if up is None:
             return False
-        self._flush()
+        self._flush_now()
         self._flush_tokens += 1
         token = self._flush_tokens
         done = up.flushes[token] = asyncio.get_running_loop().create_future()
@@ -421,7 +427,7 @@ class EventProcess:
     async def _stop(self, timeout: float) -> None:
         up = self._up
         if up is not None:
-            self._flush()
+            self._flush_now()
             if not up.stdin.is_closing():
                 up.stdin.write(encode_frame(("stop", timeout)))
             try:
@@ -462,7 +468,7 @@ class EventProcess:
             if up is not None:
                 self._up = up
                 if self._buffer:
-                    self._flush()
+                    self._flush_now()
                 try:
                     code = await up.proc.wait()
                 finally:

@@ -23,6 +23,7 @@ Obj = dict[str, Any]
 SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
+BETA_CLAIM_CLASS = "volume.beta.kubernetes.io/storage-class"  # a claim's class, the old way
 DEFAULT_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
@@ -112,8 +113,11 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
     elif g == "" and p == "persistentvolumeclaims":
         obj["status"] = {"phase": "Pending"}
         pvc_spec = obj.get("spec")
-        if isinstance(pvc_spec, dict) and pvc_spec.get("storageClassName") is None:
-            # DefaultStorageClass admission: a claim without a class gets the default one
+        ann = obj["metadata"].get("annotations")
+        if isinstance(pvc_spec, dict) and pvc_spec.get("storageClassName") is None \
+                and not (isinstance(ann, dict) and BETA_CLAIM_CLASS in ann):
+            # DefaultStorageClass admission: a claim without a class (neither the field nor
+            # the beta annotation, as PersistentVolumeClaimHasClass) gets the default one
             dc = default_storage_class(reg)
             if dc is not None:
                 obj["spec"] = {**pvc_spec, "storageClassName": dc["metadata"]["name"]}

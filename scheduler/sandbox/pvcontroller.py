@@ -55,6 +55,7 @@ ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 ANN_BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
+BETA_CLASS = "volume.beta.kubernetes.io/storage-class"  # a claim's or volume's class, the old way
 WFFC = "WaitForFirstConsumer"
 
 
@@ -71,6 +72,15 @@ def _status(o: Obj) -> Obj:
 def _ann(o: Obj) -> dict[str, str]:
     a = o["metadata"].get("annotations")
     return a if isinstance(a, dict) else {}
+
+
+def _class_of(o: Obj) -> str:
+    """A claim's or a volume's class: the beta annotation first, then the field (upstream's
+    GetPersistentVolumeClaimClass / GetPersistentVolumeClass); "" for none."""
+    ann = _ann(o)
+    if BETA_CLASS in ann:
+        return str(ann[BETA_CLASS] or "")
+    return str(_spec(o).get("storageClassName") or "")
 
 
 def _qty(v: Any) -> Fraction:
@@ -218,7 +228,7 @@ class PVControllerSim:
             if not ref and self._satisfies(pv, claim):
                 return self._bind(pv, claim)  # pre-bound claim: take the free volume
             return False
-        cls_name = str(spec.get("storageClassName") or "")
+        cls_name = _class_of(claim)
         sc = classes.get(cls_name)
         if sc is not None and sc.get("volumeBindingMode") == WFFC:
             node = _ann(claim).get(ANN_SELECTED_NODE)
@@ -244,7 +254,7 @@ class PVControllerSim:
 
     def _satisfies(self, pv: Obj, claim: Obj) -> bool:
         ps, cs = _spec(pv), _spec(claim)
-        if str(ps.get("storageClassName") or "") != str(cs.get("storageClassName") or ""):
+        if _class_of(pv) != _class_of(claim):
             return False
         if (ps.get("volumeMode") or "Filesystem") != (cs.get("volumeMode") or "Filesystem"):
             return False

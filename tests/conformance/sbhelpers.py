@@ -17,12 +17,12 @@ from scheduler.sandbox.server import PODGROUP_CRD
 KUBECTL = shutil.which("kubectl")
 
 
-def kubectl(env: dict[str, str], *args: str, check: bool = True,
-            timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run kubectl with ``env`` (its KUBECONFIG); with ``check``, a failure is an
-    AssertionError carrying kubectl's exit code and stderr."""
+def kubectl(env: dict[str, str], *args: str, check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run kubectl with ``env`` (its KUBECONFIG), ``input`` on its stdin; with ``check``, a
+    failure is an AssertionError carrying kubectl's exit code and stderr."""
     assert KUBECTL is not None
-    r = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=timeout, input=input)
     if check and r.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} exited {r.returncode}: {r.stderr}")
     return r

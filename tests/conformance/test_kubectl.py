@@ -6,6 +6,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sbhelpers import KUBECTL, crd_path, kubectl
@@ -151,3 +152,34 @@ def test_get_job_shows_kube_apiservers_columns(kube_env: dict[str, str], namespa
     header, row = r.stdout.splitlines()[:2]
     assert header.split()[-3:] == ["CONTAINERS", "IMAGES", "SELECTOR"]
     assert "busybox" in row.split()
+
+
+def test_replace_raw_finalize_releases_a_stuck_namespace(kube_env: dict[str, str], namespace: str,
+                                                         tmp_path: Path) -> None:
+    """The usual recipe for a namespace stuck in Terminating: ``kubectl replace --raw
+    /api/v1/namespaces/NAME/finalize -f ns.json`` with its spec.finalizers emptied."""
+    finalize = f"/api/v1/namespaces/{namespace}/finalize"
+
+    def replace_finalizers(finalizers: list[str]) -> dict[str, Any]:
+        ns = json.loads(kubectl(kube_env, "get", "namespace", namespace, "-o", "json").stdout)
+        ns["spec"]["finalizers"] = finalizers
+        body = tmp_path / "ns.json"
+        body.write_text(json.dumps(ns))
+        out: dict[str, Any] = json.loads(kubectl(kube_env, "replace", "--raw", finalize, "-f", str(body)).stdout)
+        return out
+
+    assert replace_finalizers(["kubernetes", "example.com/stuck"])["spec"]["finalizers"] == [
+        "kubernetes", "example.com/stuck"]
+    kubectl(kube_env, "delete", "namespace", namespace, "--wait=false")
+    for _ in range(300):  # the namespace controller empties it and drops its own finalizer
+        ns = json.loads(kubectl(kube_env, "get", "namespace", namespace, "-o", "json").stdout)
+        if ns["spec"].get("finalizers") == ["example.com/stuck"]:
+            break
+        time.sleep(0.02)
+    assert ns["spec"]["finalizers"] == ["example.com/stuck"] and ns["status"]["phase"] == "Terminating"
+    bad = kubectl(kube_env, "replace", "--raw", finalize, "-f", "-", check=False,
+                  input=json.dumps({**ns, "spec": {"finalizers": ["stuck"]}}))
+    assert bad.returncode != 0 and "neither a standard finalizer name nor is it fully qualified" in bad.stderr
+    replace_finalizers([])
+    r = kubectl(kube_env, "get", "namespace", namespace, check=False)
+    assert r.returncode != 0 and "NotFound" in r.stderr

@@ -96,6 +96,29 @@ async def test_immediate_binding_picks_smallest_fitting_volume(http: Http) -> No
         assert v["status"]["phase"] == "Available" and "claimRef" not in v["spec"]
 
 
+@pytest.mark.parametrize("on_claim, on_volume", [(True, False), (False, True), (True, True)])
+async def test_the_beta_class_annotation_is_a_class(http: Http, on_claim: bool, on_volume: bool) -> None:
+    """GetPersistentVolumeClaimClass / GetPersistentVolumeClass: the beta annotation
+    ``volume.beta.kubernetes.io/storage-class`` names the class, before the field; a claim
+    carrying it is not given the default class either."""
+    beta = "volume.beta.kubernetes.io/storage-class"
+    await http.post(SCS, {"metadata": {"name": "std", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "kubernetes.io/no-provisioner"})
+    plain = pv("plain", "1Gi")
+    old = pv("old", "2Gi", cls="" if on_volume else "old")
+    if on_volume:
+        old["metadata"]["annotations"] = {beta: "old"}
+    await http.post(PVS, plain)
+    await http.post(PVS, old)
+    claim = pvc("c", "1Gi", cls=None if on_claim else "old")
+    if on_claim:
+        claim["metadata"]["annotations"] = {beta: "old"}
+    s, c = await http.post(PVCS, claim)
+    assert s == 201 and c["spec"].get("storageClassName") == (None if on_claim else "old")
+    bound = await phase(http, f"{PVCS}/c", "Bound")
+    assert bound["spec"]["volumeName"] == "old"
+
+
 async def test_provisioning_on_selected_node_then_release_and_delete(http: Http) -> None:
     await http.post(SCS, {"metadata": {"name": "csi"}, "provisioner": "csi.example.com",
                           "volumeBindingMode": "WaitForFirstConsumer"})

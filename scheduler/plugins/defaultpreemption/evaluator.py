@@ -33,6 +33,7 @@ __all__ = [
     "parse_rfc3339",
     "pick_one_node_for_preemption",
     "pod_start_time",
+    "started_at",
 ]
 
 # Added to every priority before summing so that a node with several negative-priority
@@ -59,6 +60,11 @@ def _started(value: Any) -> float | None:
         return _parse_cached(value)
     except TypeError:
         return parse_rfc3339(value)
+
+
+def started_at(pod_info: PodInfo) -> float | None:
+    """``status.startTime`` parsed (cached); None when the pod has not started."""
+    return _started((pod_info.pod.get("status") or {}).get("startTime"))
 
 
 def importance_key(now: float) -> Callable[[PodInfo], tuple[int, float]]:
@@ -299,10 +305,15 @@ def earliest_start_of_highest_priority(victims: Sequence[PodInfo], now: float) -
     return earliest
 
 
-def pick_one_node_for_preemption(candidates: Sequence[Candidate], *, now: float) -> Candidate | None:
+def pick_one_node_for_preemption(
+    candidates: Sequence[Candidate], *, now: float,
+    known_starts: Mapping[str, float] | None = None,
+) -> Candidate | None:
     """Choose among candidates by, in turn: fewest PDB violations, lowest highest-victim
     priority, smallest sum of victim priorities, fewest victims, latest start among the
-    highest-priority victims (disturb the youngest work), and finally the first one."""
+    highest-priority victims (disturb the youngest work), and finally the first one.
+    ``known_starts``: that last start per candidate node where the dry run already knew it
+    (the candidate's victims as it chose them)."""
     if not candidates:
         return None
 
@@ -315,6 +326,10 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], *, now: float)
     def latest_start(c: Candidate) -> float:
         if not c.victims:
             return -math.inf
+        if known_starts:
+            known = known_starts.get(c.name)
+            if known is not None:
+                return known
         return earliest_start_of_highest_priority(c.victims, now)
 
     # Criterion after criterion, each over the candidates the ones before left tied: the

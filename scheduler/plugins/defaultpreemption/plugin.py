@@ -62,6 +62,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
     reprieve_victims,
+    started_at,
 )
 from scheduler.plugins.defaultpreemption.gang import (
     GangMember,
@@ -353,6 +354,10 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._reprieve: ReprieveFilter | None = None
         # ... and the cycle's Filter statuses of the nodes (which plugin rejected each).
         self._rejected: Mapping[str, Status] = {}
+        # Filled by the by-resources dry run of the last find_candidates: per candidate node,
+        # the earliest start among its highest-priority victims (the pick's last criterion),
+        # where the victims' order made it known.
+        self._top_starts: dict[str, float] = {}
 
     # --- enqueue -----------------------------------------------------------------------------
 
@@ -415,7 +420,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return narrowed
         if isinstance(narrowed, _GangPlanned):
             return self._carry_out_gang_plan(pod_info, narrowed.group, narrowed.plan)
+        known_starts: Mapping[str, float] | None = None
         if narrowed is not None:
+            # the extenders' narrowing may have changed the victims: no known start times
             candidates: list[Candidate] = narrowed
         else:
             shortfall = bound_gang_shortfall(self._handle, pod_info)
@@ -433,7 +440,10 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             candidates, early = self.find_candidates(state, pod_info, node_to_status)
             if early is not None:
                 return early
-        best = pick_one_node_for_preemption(candidates, now=time.time())
+            # the candidates as the dry run chose them: its start times hold
+            known_starts = self._top_starts
+        best = pick_one_node_for_preemption(candidates, now=time.time(),
+                                            known_starts=known_starts)
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
         if self.dry_run:
@@ -894,6 +904,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 reprieve = self._handle.reprieve_filter(state, leave_out=POD_INDEPENDENT_FILTERS)
             self._reprieve = reprieve
             self._rejected = node_to_status
+            self._top_starts = {}
             try:
                 candidates, statuses, errors = dry_run_preemption(
                     self.select_victims_on_node, state, pod_info, potential, pdbs,
@@ -1138,6 +1149,14 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                     num_violating += violates
         if violating and non_violating:
             victims.sort(key=importance_key(now))
+        if victims:
+            # Most important first: the first victim has the highest priority and, when it
+            # started (at or before ``now``, or it would sort after a pod that has not),
+            # the earliest start among those of that priority, whatever ``now`` the pick
+            # gives the ones that have not started.
+            started = started_at(victims[0])
+            if started is not None and started <= now:
+                self._top_starts[node_info.name] = started
         return victims, num_violating, None
 
     # --- carrying it out ---------------------------------------------------------------------

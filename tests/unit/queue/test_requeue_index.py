@@ -341,3 +341,28 @@ def test_index_never_hides_a_pod_it_cannot_key(hint: KeyedHint, found: list[str]
     index.discard("a")
     assert index.candidates(ev.PVC_ADD, None, {}) == []
     assert len(index) == 0
+
+
+KEYED = [(plugin, hint) for _event, plugin, hint in real_hints() if isinstance(hint, KeyedHint)]
+
+
+def test_the_plugins_key_their_object_hints() -> None:
+    assert sorted({plugin for plugin, _ in KEYED}) == [GANG, DRA, VB]
+
+
+event_objects = st.one_of(claim_events, other_events).map(lambda e: (e[1], e[2]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(KEYED), pod_specs, st.integers(0, 3), event_objects)
+def test_keys_never_hide_a_pod_the_hint_queues(keyed: tuple[str, KeyedHint],
+                                              spec: dict[str, Any], i: int,
+                                              objects: tuple[Any, Any]) -> None:
+    """The contract of every keyed hint of the plugins, on every kind of object: when the
+    event's keys and the pod's share none, the hint answers Skip."""
+    _plugin, hint = keyed
+    pod = make_waiting_pod(i, spec)
+    old, new = objects
+    keys = hint.event_keys(old, new)
+    if keys is not None and not set(keys) & set(hint.pod_keys(pod)):
+        assert hint(pod, old, new) is QueueingHint.SKIP

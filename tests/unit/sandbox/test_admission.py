@@ -1,7 +1,8 @@
 """DefaultStorageClass admission, the API server's (it reads the classes from its own storage,
-not from a controller): a claim created without ``storageClassName`` gets the class marked
-default by either spelling of the annotation; among several, the newest, and among equally new
-ones the first by name (kube-apiserver 1.26+); a claim naming a class, even "", keeps it."""
+not from a controller): a claim created without a class (the field or the beta annotation)
+gets the class marked default by either spelling of the annotation; among several, the newest,
+and among equally new ones the first by name (kube-apiserver 1.26+); a claim naming a class,
+even "", keeps it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _class(name: str, created: str, **annotations: str) -> Obj:
             "metadata": {"name": name, "creationTimestamp": created, "annotations": annotations}}
 
 
-def _claim_class(classes: list[Obj], claim_class: object = None) -> Any:
+def _claim_class(classes: list[Obj], claim_class: object = None, annotations: dict[str, str] | None = None) -> Any:
     reg = Registry(Store(watch_history=100))
     reg.create(reg.catalog.builtin("", "namespaces"), "", {"metadata": {"name": "default"}})
     scs = reg.catalog.builtin("storage.k8s.io", "storageclasses")
@@ -33,7 +34,7 @@ def _claim_class(classes: list[Obj], claim_class: object = None) -> Any:
     if claim_class is not None:
         spec["storageClassName"] = claim_class
     e = reg.create(reg.catalog.builtin("", "persistentvolumeclaims"), "default",
-                   {"metadata": {"name": "c"}, "spec": spec})
+                   {"metadata": {"name": "c", "annotations": annotations or {}}, "spec": spec})
     return e.obj["spec"].get("storageClassName")
 
 
@@ -58,3 +59,10 @@ T1, T2 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
 ])
 def test_default_storage_class_admission(classes: list[Obj], claim_class: object, want: object) -> None:
     assert _claim_class(classes, claim_class) == want
+
+
+def test_a_claim_with_the_beta_class_annotation_is_not_defaulted() -> None:
+    """PersistentVolumeClaimHasClass counts the beta annotation as a class."""
+    classes = [_class("ga", T1, **{GA: "true"})]
+    assert _claim_class(classes, annotations={"volume.beta.kubernetes.io/storage-class": "old"}) is None
+    assert _claim_class(classes, annotations={"other": "x"}) == "ga"

@@ -7,6 +7,7 @@ not offer ``reprieve_filter``: every Filter plugin after every reprieve, on copi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from scheduler.config.defaults import default_profile
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
+from scheduler.plugins.defaultpreemption.evaluator import earliest_start_of_highest_priority
 from scheduler.plugins.defaultpreemption.plugin import POD_INDEPENDENT_FILTERS, DefaultPreemption
 from scheduler.plugins.registry import IN_TREE
 from scheduler.queue.nominator import Nominator
@@ -255,3 +257,22 @@ def test_the_pod_independent_plugins_run_only_when_the_cycle_did_not_pass_them(
     assert answer is not None
     assert [v.key for v in answer[0]] == ["default/low3", "default/low1", "default/low2"]
     assert calls == (["independent"] if runs_independent else [])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_start_times_the_dry_run_knows_are_the_picks(
+    case: tuple[Cluster, dict[str, Any]],
+) -> None:
+    """Each start time the by-resources dry run records for the pick is the one the pick
+    would read from the candidate's victims (the earliest among the highest-priority ones,
+    a victim that has not started counting as starting at the pick's ``now``)."""
+    cluster, preemptor = case
+    cluster.candidates(preemptor, plain=False)
+    dry = cluster.plugin.last_dry_run
+    known = cluster.plugin._top_starts
+    assert set(known) <= {c.name for c in (dry.candidates if dry else [])}
+    for candidate in dry.candidates if dry else []:
+        if candidate.name in known:
+            assert known[candidate.name] == earliest_start_of_highest_priority(
+                candidate.victims, time.time())
