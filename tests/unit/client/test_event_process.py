@@ -324,3 +324,20 @@ def test_recorders_are_made_before_the_start() -> None:
     process._task = object()  # type: ignore[assignment]  # as start leaves it
     with pytest.raises(RuntimeError, match="before it starts"):
         process.recorder("x")
+
+
+async def test_the_child_ends_when_its_parent_goes(server: FakeApiServer, spawn: Any) -> None:
+    # A parent killed without its stop path closes the child's stdin: the child writes what
+    # it holds and exits on its own (0), never left running.
+    gate = Gate()
+    process, (rec,), _ = spawn(sleep=gate)
+    rec.start()
+    await process.wait_ready()
+    up = process._up
+    assert up is not None
+    rec.event(pod(), type="Normal", reason="Scheduled", action="Binding", message="m")
+    process._flush_now()
+    up.stdin.close()  # what the kernel does to a dead parent's end of the pipe
+    await until(lambda: bool(gate.calls), timeout=10)
+    assert up.proc.returncode == 0
+    assert len(server.requests_for("POST", EVENTS)) == 1
