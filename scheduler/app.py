@@ -179,6 +179,9 @@ def installed_registry() -> Registry:
 # pod that finishes is delivered as a delete (as kube-scheduler's informer does).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
+# How long Components.start waits, after the informers' sync, for the event process.
+EVENT_PROCESS_READY_SECONDS = 10.0
+
 # Allocations between young-generation collections while scheduling (CPython's default:
 # 700); see Components.start.
 GC_YOUNG_THRESHOLD = 20_000
@@ -234,6 +237,15 @@ class Components:
             recorder.start()
         self.informers.start()
         await self.scheduler.wait_for_sync(sync_timeout)
+        if self.event_process is not None:
+            # The child started with the recorders and imported while the informers
+            # listed: Events are written from the first cycle on (those recorded before it
+            # is up wait in its buffer).
+            try:
+                await self.event_process.wait_ready(EVENT_PROCESS_READY_SECONDS)
+            except TimeoutError:
+                log.warning("the event process is not ready yet; Events wait in its buffer",
+                            waited_seconds=EVENT_PROCESS_READY_SECONDS)
         # The synced cache (nodes, NodeInfos, every bound pod) is most of the heap and lives
         # as long as the daemon; CPython's full collections rescan it all, so their cost
         # grows with the cluster (~0.1-0.2 ms CPU per scheduled pod at 5000 nodes, a quarter

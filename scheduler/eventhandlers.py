@@ -27,7 +27,7 @@ import structlog
 from scheduler.cache.cache import CacheError
 from scheduler.framework import events as ev
 from scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from scheduler.metrics import Children
+from scheduler.metrics import ChildrenByValue
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node import validate_node
 from scheduler.objects.pod import PodInfo, resize_report
@@ -96,10 +96,10 @@ class EventHandlers:
         self.sched = sched
         self._once = _Once()
         # scheduler_event_handling_duration_seconds{event}: one observation per event handled.
-        self._handling = Children(sched.metrics.ops.event_handling_duration)
+        self._handling = ChildrenByValue(sched.metrics.ops.event_handling_duration)
 
     def _handled(self, label: str, started: float) -> None:
-        self._handling(label).observe(time.perf_counter() - started)
+        self._handling[label].observe(time.perf_counter() - started)
 
     def _log_once(self, kind: str, key: str, error: Exception, what: str, *,
                   name: str | None = None) -> bool:

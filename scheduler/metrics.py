@@ -186,6 +186,22 @@ class Children(Generic[_C]):
         return child
 
 
+class ChildrenByValue(dict[str, _C], Generic[_C]):
+    """The children of a metric with one label, by that label's value: ``children[value]``
+    is a dict lookup (no call, for the once-per-event paths) that makes the child on the
+    value's first use, as ``Children`` does."""
+
+    __slots__ = ("_metric",)
+
+    def __init__(self, metric: _Labelled[_C]) -> None:
+        super().__init__()
+        self._metric: _Labelled[_C] = metric
+
+    def __missing__(self, value: str) -> _C:
+        child = self[value] = self._metric.labels(value)
+        return child
+
+
 def _exponential(start: float, factor: float, count: int) -> list[float]:
     return [start * factor**i for i in range(count)]
 

@@ -182,3 +182,23 @@ def test_per_pod_histograms_of_the_binding_expose_what_prometheus_would(
             or f" {bulk._name} " in line]
     assert mine == _exposition(plain_registry)
     assert mine or (values and not observations)
+
+
+@pytest.mark.parametrize("values", [[], ["a"], ["a", "b", "a"], ["b", "b"]])
+def test_children_by_value_expose_what_labels_would(values: list[str]) -> None:
+    """``ChildrenByValue[value]`` and ``Children(value)`` (each from ``labels``, made on
+    first use) give the same exposition for the same observations; no series before."""
+    from scheduler.metrics import Children, ChildrenByValue
+
+    expositions = []
+    for by_value in (False, True):
+        registry = CollectorRegistry()
+        metric = BulkHistogram("h_seconds", "h", ["event"], buckets=BUCKETS, registry=registry)
+        by_call, by_item = Children(metric), ChildrenByValue(metric)
+        for i, value in enumerate(values):
+            child = by_item[value] if by_value else by_call(value)
+            child.observe(i / 100)
+        assert sorted(by_item) == (sorted(set(values)) if by_value else [])
+        expositions.append(_exposition(registry))
+    assert expositions[0] == expositions[1]
+    assert any('event="a"' in line for line in expositions[1]) is ("a" in values)

@@ -302,14 +302,18 @@ async def test_stop_flushes_then_stops_the_child(server: FakeApiServer, spawn: A
     await rec.stop(5)  # a second stop is the same stop
 
 
-async def test_records_are_batched_per_loop_turn(server: FakeApiServer, spawn: Any) -> None:
-    process, (rec,), _ = spawn()
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+async def test_records_are_batched_into_one_frame(server: FakeApiServer, spawn: Any,
+                                                  delay: float) -> None:
+    process, (rec,), _ = spawn(flush_delay=delay)
     rec.start()
     await process.wait_ready()
     for i in range(40):
         rec.event(pod(f"p{i}"), type="Normal", reason="Scheduled", action="Binding", message="m")
+        if delay:
+            await asyncio.sleep(0)  # turns of the loop within the delay
     assert process.frames == 0
-    await asyncio.sleep(0)
+    await until(lambda: process.frames > 0)
     assert process.frames == 1
     assert await process.flush(5)
     assert len(server.requests_for("POST", EVENTS)) == 40
@@ -320,3 +324,20 @@ def test_recorders_are_made_before_the_start() -> None:
     process._task = object()  # type: ignore[assignment]  # as start leaves it
     with pytest.raises(RuntimeError, match="before it starts"):
         process.recorder("x")
+
+
+async def test_the_child_ends_when_its_parent_goes(server: FakeApiServer, spawn: Any) -> None:
+    # A parent killed without its stop path closes the child's stdin: the child writes what
+    # it holds and exits on its own (0), never left running.
+    gate = Gate()
+    process, (rec,), _ = spawn(sleep=gate)
+    rec.start()
+    await process.wait_ready()
+    up = process._up
+    assert up is not None
+    rec.event(pod(), type="Normal", reason="Scheduled", action="Binding", message="m")
+    process._flush_now()
+    up.stdin.close()  # what the kernel does to a dead parent's end of the pipe
+    await until(lambda: bool(gate.calls), timeout=10)
+    assert up.proc.returncode == 0
+    assert len(server.requests_for("POST", EVENTS)) == 1
