@@ -58,7 +58,7 @@ from scheduler.client.events import (
     DEFAULT_SENDERS,
     EVENT_TYPES,
     EventRecorder,
-    object_reference,
+    event_references,
 )
 from scheduler.metrics import SchedulerMetrics
 
@@ -611,19 +611,15 @@ class RemoteEventRecorder:
         message: str,
         related: Mapping[str, Any] | None = None,
     ) -> None:
-        if type not in EVENT_TYPES:
-            log.error("unsupported event type; not recorded", type=type, reason=reason)
-            return
-        if self._stopped:
+        if self._stopped and type in EVENT_TYPES:
             if self._metrics is not None:
                 self._metrics.events_dropped.labels(reason="stopped").inc()
             return
-        ref = object_reference(regarding)
-        if not ref.get("name"):
-            log.error("event regarding an object without a name; not recorded", reason=reason)
+        refs = event_references(regarding, related, type=type, reason=reason)
+        if refs is None:
             return
-        self.process.submit((self.index, type, reason, action, message, ref,
-                             object_reference(related) if related else None,
+        ref, rel = refs
+        self.process.submit((self.index, type, reason, action, message, ref, rel,
                              self._clock(), self._wall_ns()))
 
     def start(self) -> None:

@@ -86,6 +86,22 @@ def truncate_note(message: str, limit: int = MAX_NOTE_BYTES) -> str:
     return raw[: limit - len(suffix)].decode("utf-8", errors="ignore") + suffix
 
 
+def event_references(
+    regarding: Mapping[str, Any], related: Mapping[str, Any] | None, *, type: str, reason: str,
+) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+    """The references an Event about ``regarding`` (and ``related``) is written with, or None
+    (logged) when it cannot be recorded: a type other than Normal/Warning, or a subject
+    without a name.  Both recorders (this module's and the event process's) check here."""
+    if type not in EVENT_TYPES:
+        log.error("unsupported event type; not recorded", type=type, reason=reason)
+        return None
+    ref = object_reference(regarding)
+    if not ref.get("name"):
+        log.error("event regarding an object without a name; not recorded", reason=reason)
+        return None
+    return ref, (object_reference(related) if related else None)
+
+
 def object_reference(obj: Mapping[str, Any], *, default_kind: str = "Pod", default_api_version: str = "v1") -> dict[str, Any]:
     """An ObjectReference for an object dict; a dict without ``metadata`` is taken as a reference.
 
@@ -257,17 +273,13 @@ class EventRecorder:
         message: str,
         related: Mapping[str, Any] | None = None,
     ) -> None:
-        if type not in EVENT_TYPES:
-            log.error("unsupported event type; not recorded", type=type, reason=reason)
-            return
-        if self._stopped:
+        if self._stopped and type in EVENT_TYPES:
             self._drop("stopped")
             return
-        ref = object_reference(regarding)
-        if not ref.get("name"):
-            log.error("event regarding an object without a name; not recorded", reason=reason)
+        refs = event_references(regarding, related, type=type, reason=reason)
+        if refs is None:
             return
-        rel = object_reference(related) if related else None
+        ref, rel = refs
         self.record(ref, rel, type=type, reason=reason, action=action, message=message,
                     now=self._clock())
 
