@@ -327,6 +327,12 @@ class DRAScoring:
                 if is_dra_extended_resource_name(spec.name)])
         return kept[1]
 
+    def can_back(self, resources: Sequence[ResourceSpec]) -> bool:
+        """Whether a DeviceClass can back one of ``resources`` (else ``backed`` is always
+        empty and ``totals`` None: a plugin scoring only CPU and memory, the default, need
+        not ask every cycle)."""
+        return bool(self._extended(resources))
+
     def backed(self, resources: Sequence[ResourceSpec], pod_requests: Sequence[int]
                ) -> dict[str, Mapping[str, Any]]:
         """The scored resources the pod asks for that a DeviceClass backs -> the class."""
