@@ -149,6 +149,7 @@ class FakeApiClient:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        discard_ok_body: bool = False,
     ) -> FakeResponse:
         self.requests.append((method, path, body))
         queued = self.responses.get((method, path))

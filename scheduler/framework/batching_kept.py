@@ -202,7 +202,7 @@ class KeptPositions:
                 for position in changed:
                     status_known[position] = 0
                     raw_known[position] = 0
-                    gens[position] = nodes[position].generation
+                    gens[position] = nodes[position].plugin_generation
                 self.serial = snapshot.change_serial
                 return
         generations = snapshot.generations()

@@ -46,7 +46,8 @@ class EchoClient(FakeApiClient):
 
     async def request(self, method: str, path: str, *, body: Any = None,
                       params: Mapping[str, str] | None = None,
-                      content_type: str = "application/json") -> FakeResponse:
+                      content_type: str = "application/json",
+                      discard_ok_body: bool = False) -> FakeResponse:
         queued = self.responses.get((method, path))
         if queued or method != "PUT":
             return await super().request(method, path, body=body, params=params,
