@@ -339,6 +339,15 @@ class Cache:
     def is_assumed_pod(self, pod: dict[str, Any]) -> bool:
         return self._key(pod) in self._assumed
 
+    def assumed_pod_info(self, uid: str) -> PodInfo | None:
+        """The PodInfo of the assumed pod of this uid, None when no pod of it is assumed
+        (``is_assumed_pod`` and ``get_pod_info`` in one lookup, for the informer's
+        confirmation of every bound pod)."""
+        if uid not in self._assumed:
+            return None
+        state = self._pods.get(uid)
+        return None if state is None else state.pod_info
+
     def get_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """The cached version of the pod (possibly on a deleted node), or None."""
         state = self._pods.get(self._key(pod))
@@ -522,6 +531,11 @@ class Cache:
                 existing.pods_with_required_anti_affinity
             ) != bool(info.pods_with_required_anti_affinity):
                 affinity_changed.append(existing)
+            if info._taints is None and existing.node is info.node:
+                # The node object is the one the snapshot's copy parsed the taints of (the
+                # plugins call taints() on the copies): keep the parse, so that copying a
+                # node after its pods changed does not drop it.
+                info._taints = existing._taints
             if existing.pvc_ref_counts or info.pvc_ref_counts:
                 _apply_pvc(pvc, existing.pvc_ref_counts, -1)
                 _apply_pvc(pvc, info.pvc_ref_counts, 1)
