@@ -206,3 +206,28 @@ def test_a_field_selector_matches_as_its_requirements_one_by_one(selector: str) 
     want = [all((field_value(o, f) == v) == eq for f, eq, v in reqs) for o in _FIELD_OBJECTS]
     assert [match(o) for o in _FIELD_OBJECTS] == want
     assert any(want) or selector.startswith("status.phase==Running,")
+
+
+# ------------------------------------------------------------ the create routes remembered
+
+@pytest.mark.parametrize("target", ["/api/v1/namespaces/default/pods", "/api/v1/namespaces/default/events",
+                                    "/apis/events.k8s.io/v1/namespaces/default/events"])
+def test_a_remembered_create_route_is_the_route_and_follows_the_catalog(target: str) -> None:
+    import copy
+
+    from scheduler.sandbox import Sandbox
+
+    sb = Sandbox(nodes=0)
+    app, cat = sb.app, sb.registry.catalog
+    headers = {"Accept": "application/json"}
+    first = app.fast_route("POST", target, headers)
+    parts = target.split("/")
+    group, version, rest = ("", "v1", parts[3:]) if parts[1] == "api" else (parts[2], parts[3], parts[4:])
+    assert first is not None and first == app._route(group, version, rest)
+    assert app.fast_route("POST", target, headers) is first  # remembered
+    key = (first.rt.group, first.rt.version, first.rt.plural)
+    replaced = cat.by_gvr[key] = copy.copy(first.rt)  # the type served there changed (a CRD's, say)
+    again = app.fast_route("POST", target, headers)
+    assert again is not None and again.rt is replaced and again == app._route(group, version, rest)
+    del cat.by_gvr[key]
+    assert app.fast_route("POST", target, headers) is None  # no longer served: aiohttp answers 404
