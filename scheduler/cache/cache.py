@@ -339,6 +339,15 @@ class Cache:
     def is_assumed_pod(self, pod: dict[str, Any]) -> bool:
         return self._key(pod) in self._assumed
 
+    def assumed_pod_info(self, uid: str) -> PodInfo | None:
+        """The PodInfo of the assumed pod of this uid, None when no pod of it is assumed
+        (``is_assumed_pod`` and ``get_pod_info`` in one lookup, for the informer's
+        confirmation of every bound pod)."""
+        if uid not in self._assumed:
+            return None
+        state = self._pods.get(uid)
+        return None if state is None else state.pod_info
+
     def get_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """The cached version of the pod (possibly on a deleted node), or None."""
         state = self._pods.get(self._key(pod))
