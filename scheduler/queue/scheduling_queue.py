@@ -62,6 +62,7 @@ from scheduler.framework.events import (
 )
 from scheduler.framework.status import Status
 from scheduler.framework.types import QueuedPodInfo
+from scheduler.logging import DEBUG
 from scheduler.metrics import (
     HINT_ERROR,
     HINT_QUEUE,
@@ -676,7 +677,8 @@ class SchedulingQueue:
             qpi.initial_attempt_timestamp = self._clock()
         self._active.push(qpi)
         self._incoming(ACTIVE, label)
-        log.debug("pod moved to activeQ", pod=key, trigger=label)
+        if DEBUG.enabled:  # one line per pod: a dropped one costs no call
+            log.debug("pod moved to activeQ", pod=key, trigger=label)
         if label in (POD_ADD_LABEL, _UPDATE_LABEL):
             # A pod arriving with status.nominatedNodeName keeps its claim on that node.
             self.nominator.add_nominated_pod(qpi.pod_info)
