@@ -315,6 +315,7 @@ def test_a_stream_is_timed_from_the_first_creation_and_has_no_backlog_key() -> N
                      with_event_rate=800.0, floor=run, run=run)
     assert "backlog" not in result and "floor_time_to_first_bind_s" not in result
     assert result["time_to_first_bind_s"] == 2.5
+    assert result["release_to_first_bind_s"] == 0.5  # released at the sync (2.0)
 
 
 def test_the_backlog_shape_is_pending_before_the_scheduler_starts() -> None:
