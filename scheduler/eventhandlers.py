@@ -243,15 +243,14 @@ class EventHandlers:
         report, name, namespace, labels) differs: the binding set only spec.nodeName, which
         the assumed copy has too. Every scheduled pod comes back this way once, and parsing it again was the
         largest piece of the daemon's per-pod work outside the plugins."""
-        if not _has_uid(pod):
+        meta = _meta(pod)
+        uid = meta.get("uid")
+        if not uid:
             return None
-        cache = self.sched.cache
-        if not cache.is_assumed_pod(pod):
-            return None
-        assumed = cache.get_pod_info(pod)
+        assumed = self.sched.cache.assumed_pod_info(str(uid))
         if assumed is None:
             return None
-        return _reparsed(pod, assumed)
+        return _reparsed(pod, assumed, meta)
 
     def add_pod_to_cache(self, pod: dict[str, Any]) -> None:
         sched = self.sched
@@ -436,14 +435,17 @@ MOVE_ONLY_RESOURCES: dict[str, tuple[ClusterEvent, ClusterEvent, ClusterEvent | 
 }
 
 
-def _reparsed(pod: dict[str, Any], held: PodInfo) -> PodInfo | None:
+def _reparsed(pod: dict[str, Any], held: PodInfo,
+              meta: dict[str, Any] | None = None) -> PodInfo | None:
     """``held`` (the parse of an earlier version of ``pod``) re-pointed at ``pod``, when
     nothing a PodInfo is parsed from differs: spec, the kubelet's resize report, name,
     namespace, labels (what ``PodInfo.from_pod`` reads besides uid and resourceVersion).
     None when something does (then ``pod`` must be parsed).  The held version's name,
     namespace, labels and resize report are read from its parse (what ``from_pod`` made of
-    them: a missing namespace is "", missing labels {}): only ``pod``'s are read."""
-    meta = _meta(pod)
+    them: a missing namespace is "", missing labels {}): only ``pod``'s are read
+    (``meta``: its metadata, when the caller has read it)."""
+    if meta is None:
+        meta = _meta(pod)
     labels = meta.get("labels")
     if (pod.get("spec") != held.pod.get("spec")
             or ({} if labels is None else labels) != held.labels

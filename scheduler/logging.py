@@ -47,6 +47,24 @@ def parse_level(level: str) -> int:
     return int(getattr(logging, level.upper()))
 
 
+class LevelGate:
+    """Whether configure_logging's level writes a debug line, read as an attribute.
+
+    A module's ``log = structlog.get_logger(__name__)`` is a lazy proxy: dropping a filtered
+    ``log.debug(...)`` still costs three Python calls (the proxy's ``__getattr__``, its
+    ``bind`` and the no-op method). A hot path (one line per pod) asks ``if
+    DEBUG.enabled:`` first: an attribute read when the line is dropped, the same line when
+    it is written. True until configure_logging sets a level (structlog's own default
+    configuration writes every level)."""
+
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = True
+
+
+DEBUG = LevelGate()
+
 # The (format, level) configure_logging was last called with: a child process of the
 # daemon (scheduler.client.event_process) configures its logging the same way.
 _current: tuple[str, str] | None = None
@@ -64,6 +82,7 @@ def configure_logging(*, fmt: str = "console", level: str = "info") -> None:
         raise ValueError(f"--log-format: must be 'json' or 'console', got {fmt!r}")
     numeric = parse_level(level)
     _current = (fmt, level)
+    DEBUG.enabled = numeric <= logging.DEBUG
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"

@@ -55,6 +55,7 @@ class _NoClient:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        discard_ok_body: bool = False,
     ) -> Any:
         raise _OfflineError("offline validation handle: no API requests allowed")
 

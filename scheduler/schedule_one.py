@@ -54,6 +54,7 @@ from scheduler.framework.types import (
     FitError,
     QueuedPodInfo,
 )
+from scheduler.logging import DEBUG
 from scheduler.objects.pod import PodInfo
 
 if TYPE_CHECKING:
@@ -696,9 +697,10 @@ class SchedulingCycle:
                 log.exception("finish binding failed", pod=assumed_info.key)
             sched.record_attempt(fwk.profile_name, "scheduled", attempt.started)
             sched.record_scheduled(qpi)
-            log.debug("successfully bound pod to node", pod=assumed_info.key, node=node_name,
-                      evaluated_nodes=result.evaluated_nodes,
-                      feasible_nodes=result.feasible_nodes)
+            if DEBUG.enabled:
+                log.debug("successfully bound pod to node", pod=assumed_info.key,
+                          node=node_name, evaluated_nodes=result.evaluated_nodes,
+                          feasible_nodes=result.feasible_nodes)
             fwk.run_post_bind_plugins(state, assumed_info, node_name)
             sched.queue.done(assumed_info.uid)
             sched.report_scheduled(assumed_info, node_name, profile=fwk.profile_name)

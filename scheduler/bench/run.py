@@ -56,6 +56,7 @@ from scheduler.bench.workloads import (
     claim_template,
     gang_member,
     gated_pod,
+    light_pod,
     pod,
     pod_groups,
     rack_of,
@@ -350,6 +351,23 @@ async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
     progress.close()
 
 
+def delete_loop(user: Any, pods: list[dict[str, Any]], *, per_second: float,
+                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                ) -> Callable[[], Coroutine[Any, Any, None]]:
+    """Upstream's deletePods opcode: delete ``pods`` (their metadata: namespace and name) in
+    order, one every ``1/per_second`` s, until all are gone or the run is cancelled."""
+    interval = 1.0 / per_second
+
+    async def run() -> None:
+        for meta in pods:
+            await sleep(interval)
+            try:
+                await user.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+            except Exception:
+                pass  # already gone (deleted by someone else): nothing to delete
+    return run
+
+
 def churn_loop(user: Any, workload: Workload, *, scheduler_name: str,
                iterations: int | None = None,
                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -421,11 +439,12 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
     node_memory = args.node_memory or workload.node_memory
     measured = args.pods if args.pods else workload.measured_pods
     existing = (args.existing if args.existing is not None
-                else workload.scaled(workload.existing_pods, nodes))
-    gated = workload.scaled(workload.gated_pods, nodes)
+                else workload.before(workload.existing_pods, nodes=nodes, pods=measured))
+    gated = workload.before(workload.gated_pods, nodes=nodes, pods=measured)
     raw_count = min(measured, args.raw_binds)
     flags = {"nodes": nodes, "simulate_kubelet": False,
-             "node_cpu": node_cpu, "node_memory": node_memory}
+             "node_cpu": node_cpu, "node_memory": node_memory,
+             "node_pods": workload.node_pods}
     if workload.dra_devices:
         flags["dra_devices"] = workload.dra_devices
     floor: SchedulerRun | None = None
@@ -452,8 +471,9 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 # real run.
                 await create_namespace(user, FLOOR_NAMESPACE)
                 floor_count = min(measured, STEADY_FLOOR_PODS) if workload.steady_batch else measured
-                floor_pods = [pod(f"floor-{i}", namespace=FLOOR_NAMESPACE,
-                                  scheduler_name=FLOOR_SCHEDULER_NAME)
+                shape = light_pod if workload.light else pod
+                floor_pods = [shape(f"floor-{i}", namespace=FLOOR_NAMESPACE,
+                                    scheduler_name=FLOOR_SCHEDULER_NAME)
                               for i in range(floor_count)]
                 config = floor_config()
                 config.leader_election.leader_elect = False
@@ -505,6 +525,9 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 cap = max(1, nodes // 10) if workload.churn.mode == "create" else None
                 during = churn_loop(user, workload, scheduler_name=scheduler_name,
                                     iterations=cap)
+            elif workload.delete_existing_per_s and existing and workload.existing is not None:
+                during = delete_loop(user, [p["metadata"] for p in before[:existing]],
+                                     per_second=workload.delete_existing_per_s)
             if workload.allocated_claims is not None:
                 await _allocate_claims(user, workload, node_names, args.concurrency)
             if workload.steady_batch:

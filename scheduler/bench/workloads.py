@@ -72,6 +72,7 @@ class Workload:
     churn: Churn | None = None
     node_cpu: str = "4"  # upstream's node-default: 4 CPU, 32Gi, 110 pods
     node_memory: str = "32Gi"
+    node_pods: str = "110"
     gang_size: int = 0
     # Gangs mixed with plain pods: every other block of gang_size pods is plain pods.
     gang_mixed: bool = False
@@ -96,9 +97,24 @@ class Workload:
     # ResourceClaims allocated before the measurement (upstream's allocResourceClaims), as a
     # function of the devices the cluster has; None: none.
     allocated_claims: Callable[[int], int] | None = None
+    # The existing pods are deleted while the measured pods are scheduled, one every
+    # 1/rate s (upstream's deletePods opcode with deletePodsPerSecond); 0: they stay.
+    delete_existing_per_s: float = 0.0
+    # The existing and gated pods scale with the measured pods (upstream's small variants of
+    # a shape on a fixed node count) instead of with the node count.
+    scale_with_pods: bool = False
+    # The floor run's pods are upstream's light-pod (no requests) like this shape's.
+    light: bool = False
 
     def scaled(self, count: int, nodes: int) -> int:
         return 0 if count == 0 else max(1, round(count * nodes / REFERENCE_NODES))
+
+    def before(self, count: int, *, nodes: int, pods: int) -> int:
+        """How many of ``count`` (existing or gated pods at upstream's size) a run on
+        ``nodes`` nodes with ``pods`` measured pods creates."""
+        if self.scale_with_pods:
+            return 0 if count == 0 else max(1, round(count * pods / self.measured_pods))
+        return self.scaled(count, nodes)
 
 
 def _default(i: int, scheduler: str) -> dict[str, Any]:
@@ -148,10 +164,30 @@ def _low_priority(i: int, scheduler: str) -> dict[str, Any]:
     return p
 
 
+def light_pod(name: str, *, namespace: str, scheduler_name: str) -> dict[str, Any]:
+    """Upstream's light-pod template: one pause container, no requests, no grace period."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {}},
+            "spec": {"schedulerName": scheduler_name,
+                     "containers": [{"name": "pause", "image": PAUSE}],
+                     "terminationGracePeriodSeconds": 0}}
+
+
+def _light(i: int, scheduler: str) -> dict[str, Any]:
+    return light_pod(f"light-{i}", namespace=MEASURED_NAMESPACE, scheduler_name=scheduler)
+
+
+def _existing_light(i: int, scheduler: str) -> dict[str, Any]:
+    return light_pod(f"deleting-{i}", namespace=EXISTING_NAMESPACE, scheduler_name=scheduler)
+
+
 def gated_pod(i: int, scheduler: str) -> dict[str, Any]:
-    p = pod(f"gated-{i}", namespace=EXISTING_NAMESPACE, scheduler_name=scheduler)
-    p["spec"]["schedulingGates"] = [{"name": "test.k8s.io/hold"}]
-    return p
+    """Upstream's gated-pod template: one pause container, no requests, one gate."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"gated-{i}", "namespace": EXISTING_NAMESPACE, "labels": {}},
+            "spec": {"schedulerName": scheduler,
+                     "schedulingGates": [{"name": "test.k8s.io/hold"}],
+                     "containers": [{"name": "pause", "image": PAUSE}]}}
 
 
 def gang_member(gang_size: int, *, mixed: bool = False) -> Template:
@@ -265,8 +301,16 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              existing=_low_priority, churn=Churn("create", 0.2, ("high-priority-pod",)),
              note="4 low-priority 900m pods per node; a 3-CPU priority-10 pod every 200 ms "
                   "preempts 3 of them"),
-    Workload("SchedulingWhileGated", 910, 20000, _default, gated_pods=10000,
-             note="upstream runs it on 1 node; here on --nodes"),
+    # upstream's 1Node_10000GatedPods (run with --nodes 1): one node of 90000 pods, light
+    # pods (no requests); 10000 gated pods, then 20000 pods scheduled and deleted at 50/s
+    # while the 20000 measured pods are created
+    Workload("SchedulingWhileGated", 910, 20000, _light, gated_pods=10000,
+             existing_pods=20000, existing=_existing_light, delete_existing_per_s=50.0,
+             node_pods="90000", scale_with_pods=True, light=True,
+             note="upstream's 1Node_10000GatedPods (run with --nodes 1): one node of 90000 "
+                  "pods, light pods without requests; 10000 gated pods, 20000 bound pods "
+                  "deleted at 50/s (AssignedPodDelete events) while 20000 are measured; the "
+                  "gated and bound pods scale with --pods"),
     # upstream's SchedulingWithMixedChurn/5000Nodes_10000Pods (the case with the floor)
     Workload("MixedChurn", 710, 10000, _default,
              churn=Churn("recreate", 1.0, ("node", "large-pod", "service")),

@@ -30,7 +30,8 @@ import structlog
 
 from scheduler.cache.node_tree import NodeTree
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.node_info import ImageStateSummary, NodeInfo, same_accounting
+from scheduler.framework.node_info import (
+    ImageStateSummary, NodeInfo, reads_alike, same_accounting)
 from scheduler.metrics import SchedulerMetrics
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node import node_images, validate_node
@@ -171,12 +172,15 @@ class Cache:
         """The confirmation of an assumed pod, or an update (the kubelet's status), that
         changes nothing the node sums: the new version takes the held one's place (the node
         moves to the changed end, so the snapshot takes it) without taking the sums apart
-        and putting them back.  False (nothing done) when the sums would change."""
+        and putting them back; when the two versions read alike for every plugin
+        (``reads_alike``) the node's ``plugin_generation`` stays, so what is kept per node
+        across cycles stays valid.  False (nothing done) when the sums would change."""
         if not same_accounting(held, pod_info):
             return False
         node_name = _pod_node(pod_info.pod)
         info = self._nodes.get(node_name)
-        if info is None or not info.replace_pod(pod_info):
+        if info is None or not info.replace_pod(
+                pod_info, reads_alike=reads_alike(held, pod_info)):
             return False
         self._nodes.move_to_end(node_name)
         return True
@@ -334,6 +338,15 @@ class Cache:
 
     def is_assumed_pod(self, pod: dict[str, Any]) -> bool:
         return self._key(pod) in self._assumed
+
+    def assumed_pod_info(self, uid: str) -> PodInfo | None:
+        """The PodInfo of the assumed pod of this uid, None when no pod of it is assumed
+        (``is_assumed_pod`` and ``get_pod_info`` in one lookup, for the informer's
+        confirmation of every bound pod)."""
+        if uid not in self._assumed:
+            return None
+        state = self._pods.get(uid)
+        return None if state is None else state.pod_info
 
     def get_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """The cached version of the pod (possibly on a deleted node), or None."""
@@ -518,13 +531,21 @@ class Cache:
                 existing.pods_with_required_anti_affinity
             ) != bool(info.pods_with_required_anti_affinity):
                 affinity_changed.append(existing)
+            if info._taints is None and existing.node is info.node:
+                # The node object is the one the snapshot's copy parsed the taints of (the
+                # plugins call taints() on the copies): keep the parse, so that copying a
+                # node after its pods changed does not drop it.
+                info._taints = existing._taints
             if existing.pvc_ref_counts or info.pvc_ref_counts:
                 _apply_pvc(pvc, existing.pvc_ref_counts, -1)
                 _apply_pvc(pvc, info.pvc_ref_counts, 1)
+            # Logged only when a plugin can read it differently: a swap of a pod for a
+            # version that reads alike (a confirmation) keeps ``plugin_generation``.
+            logged = existing.plugin_generation != info.plugin_generation
             # Copy into the existing object: the snapshot's lists keep pointing at it.
             info.copy_into(existing)
             existing.image_states = self._snapshot_images(snapshot, info)
-            position = positions.get(name)
+            position = positions.get(name) if logged else None
             if position is not None:
                 changed.append(position)
         if self._nodes:

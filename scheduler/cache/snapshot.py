@@ -27,7 +27,7 @@ _Generations = list[int]
 # nodes / nodes-examined cycles (10 at 5000 nodes), each cycle one update or none.
 CHANGE_LOG_LENGTH = 256
 
-_GENERATION = attrgetter("generation")
+_PLUGIN_GENERATION = attrgetter("plugin_generation")
 
 
 class Snapshot:
@@ -112,7 +112,8 @@ class Snapshot:
     # --- change log -----------------------------------------------------------------------
 
     def record_changes(self, positions: _Positions) -> None:
-        """Positions of ``node_info_list`` whose NodeInfo was updated in place (the cache)."""
+        """Positions of ``node_info_list`` whose NodeInfo was updated in place (the cache)
+        by a change a plugin can read (its ``plugin_generation`` moved)."""
         self.change_serial += 1
         self._change_log.append((self.change_serial, positions))
 
@@ -138,14 +139,14 @@ class Snapshot:
         return changed
 
     def generations(self) -> _Generations:
-        """The generation of each listed NodeInfo, in list order (read-only: shared by the
-        readers of this update).  For readers the change log cannot serve (the list was
-        rebuilt, or the log no longer reaches back): generations come from one global
-        counter and every change takes a new one, so equal generations mean the same node,
-        unchanged."""
+        """The ``plugin_generation`` of each listed NodeInfo, in list order (read-only:
+        shared by the readers of this update).  For readers the change log cannot serve
+        (the list was rebuilt, or the log no longer reaches back): generations come from
+        one global counter and every change a plugin can read takes a new one, so equal
+        generations mean the same node, read alike since."""
         at = (self.list_version, self.change_serial)
         if self._generations_at != at:
-            self._generations = list(map(_GENERATION, self.node_info_list))
+            self._generations = list(map(_PLUGIN_GENERATION, self.node_info_list))
             self._generations_at = at
         return self._generations
 

@@ -24,8 +24,13 @@ that may use two CPUs or more) that work runs in a child process:
   again (with a backoff from ``restart_delay`` doubling up to ``MAX_RESTART_DELAY``); the
   records made meanwhile wait in a bounded buffer (``buffer_size``; when full the oldest is
   dropped and counted as ``events_dropped{reason="queue_full"}``, as client-go's
-  broadcaster drops when its queue is full). Records already in the pipe of a child that
-  died, and its series (a repeat then starts a new Event), are lost with it;
+  broadcaster drops when its queue is full). Each frame of records carries a sequence
+  number the child acknowledges once it has read it (at most ``ACK_DELAY`` later, and
+  before answering a flush); the frames a child that died had not acknowledged (still in
+  the pipe, or read in its last moments) go back to the front of the buffer and are written
+  to the next child, so a crash loses no Event still in the pipe (one read and written in
+  the last ``ACK_DELAY`` may be written twice). What a dead child had read but not yet
+  written, and its series (a repeat then starts a new Event), are lost with it;
 - ``stop`` (the one stop path: ``Components.aclose`` stopping the recorders) writes what is
   buffered, asks the child to flush its queue and stop (within ``timeout``), waits for it,
   and kills it only if it does not exit.
@@ -69,6 +74,9 @@ DEFAULT_BUFFER_SIZE = 1000
 RESTART_DELAY = 1.0
 MAX_RESTART_DELAY = 30.0
 STATS_INTERVAL = 0.5
+# How long the child waits before acknowledging the frames it read (one acknowledgement for
+# every frame read meanwhile): what a crash may write twice, against a message per frame.
+ACK_DELAY = 0.02
 # How long a record waits for others before the pipe write: ~5 records a frame at 1000
 # pods/s; with a frame per loop turn (0) the scheduler spent ~0.02 ms more per Event and the
 # child ~0.04 ms more (tests/perf/bench_event_process.py --per-turn 2, two runs each).
@@ -268,6 +276,10 @@ class _Up:
     back_closed: asyncio.Future[None]
     ready: bool = False
     flushes: dict[int, asyncio.Future[None]] = field(default_factory=dict)
+    # The frames of records written to this child and not acknowledged yet: (sequence
+    # number, records), oldest first; written again to the next child if this one dies.
+    unacked: deque[tuple[int, list[Record]]] = field(default_factory=deque)
+    sequence: int = 0
 
 
 class EventProcess:
@@ -317,6 +329,7 @@ class EventProcess:
         self.restarts = 0  # children started again after one exited unasked
         self.dropped = 0  # records dropped from the full buffer (drop-oldest)
         self.frames = 0  # frames of records written
+        self.resent = 0  # records of unacknowledged frames written again to a new child
 
     # -- recorders
 
@@ -373,7 +386,9 @@ class EventProcess:
             return
         records = list(self._buffer)
         self._buffer.clear()
-        up.stdin.write(encode_frame(("records", records)))
+        up.sequence += 1
+        up.unacked.append((up.sequence, records))
+        up.stdin.write(encode_frame(("records", records, up.sequence)))
         self.frames += 1
 
     # -- lifecycle
@@ -492,6 +507,7 @@ class EventProcess:
             self._up = None
             if self._ready is not None:
                 self._ready.clear()
+        self._requeue(up)
         for waiter in up.flushes.values():
             if not waiter.done():
                 waiter.set_exception(ConnectionError("event process exited"))
@@ -499,6 +515,24 @@ class EventProcess:
             up.stdin.close()
         with contextlib.suppress(Exception):
             up.back.close()
+
+    def _requeue(self, up: _Up) -> None:
+        """The frames a dead child never acknowledged, back in front of the buffer (in
+        their order, before what was made since), to be written to the next child; the
+        buffer's bound holds (the oldest beyond it dropped and counted as queue_full)."""
+        if not up.unacked:
+            return
+        records = [record for _, frame in up.unacked for record in frame]
+        up.unacked.clear()
+        self.resent += len(records)
+        self._buffer.extendleft(reversed(records))
+        over = len(self._buffer) - self._buffer_size
+        if over > 0:
+            for _ in range(over):
+                self._buffer.popleft()
+            self.dropped += over
+            if self._metrics is not None:
+                self._metrics.events_dropped.labels(reason="queue_full").inc(over)
 
     def _settings(self) -> dict[str, Any]:
         from scheduler.logging import current_settings
@@ -554,6 +588,10 @@ class EventProcess:
             for index, count in sent.items():
                 self._recorders[index].sent += count
             apply_stats(self._metrics, stats)
+        elif what == "ack":
+            unacked, acked = up.unacked, message[1]
+            while unacked and unacked[0][0] <= acked:
+                unacked.popleft()
         elif what == "flushed":
             waiter = up.flushes.get(message[1])
             if waiter is not None and not waiter.done():
@@ -691,6 +729,19 @@ async def child_main(stdin: Any, back_fd: int) -> int:
             await asyncio.sleep(settings.get("stats_interval", STATS_INTERVAL))
             ship()
 
+    # The last frame of records read, and the last acknowledged.
+    read, acked = 0, 0
+    ack_handle: asyncio.TimerHandle | None = None
+
+    def acknowledge() -> None:
+        nonlocal acked, ack_handle
+        if ack_handle is not None:
+            ack_handle.cancel()
+            ack_handle = None
+        if read != acked:
+            acked = read
+            send(("ack", read))
+
     ticking = asyncio.create_task(ticker(), name="event-process:stats")
     send(("ready",))
     stop_timeout = 5.0
@@ -707,8 +758,13 @@ async def child_main(stdin: Any, back_fd: int) -> int:
                 for index, type_, reason, action, note, ref, rel, now, wall in message[1]:
                     recorders[index].record(ref, rel, type=type_, reason=reason, action=action,
                                             message=note, now=now, wall=wall_from_ns(wall))
+                read = message[2]
+                if ack_handle is None:
+                    ack_handle = loop.call_later(settings.get("ack_delay", ACK_DELAY),
+                                                 acknowledge)
             elif what == "flush":
                 _, token, timeout = message
+                acknowledge()
                 for recorder in recorders:
                     await recorder.flush(timeout)
                 ship()
@@ -720,6 +776,7 @@ async def child_main(stdin: Any, back_fd: int) -> int:
                 os._exit(int(message[1]))
     finally:
         ticking.cancel()
+        acknowledge()
         for recorder in recorders:
             await recorder.stop(stop_timeout)
         await client.close()

@@ -77,6 +77,9 @@ def micro_time(dt: datetime) -> str:
     return f"{last[1]}.{utc.microsecond:06d}Z"
 
 
+_SHORT_NOTE = MAX_NOTE_BYTES // 4
+
+
 def truncate_note(message: str, limit: int = MAX_NOTE_BYTES) -> str:
     """Cut to ``limit`` UTF-8 bytes with a `` ...`` suffix, as kube-scheduler's truncateMessage."""
     raw = message.encode("utf-8")
@@ -306,7 +309,9 @@ class EventRecorder:
         if not self._spam_allows(ref_key, now):
             self._drop("rate_limited")
             return
-        note = truncate_note(message)
+        # A message of at most a quarter of the limit in characters fits in bytes whatever
+        # its characters (UTF-8 takes at most four a character): no encode to measure it.
+        note = message if len(message) <= _SHORT_NOTE else truncate_note(message)
         key: _SeriesKey = (type, action, reason, ref_key, _ref_key(rel) if rel else None, note)
         if wall is None:
             wall = self._wall()
@@ -483,8 +488,10 @@ class EventRecorder:
                     if series.count > 1:
                         body["series"] = self._series_field(series)
                     # The created Event is not read: its answer is not decoded.
+                    # resource_path("events.k8s.io/v1", "events", ns), spelled out (ns is
+                    # never empty: "default" when the subject has none).
                     await self.client.create_unread(
-                        resource_path("events.k8s.io/v1", "events", ns), body)
+                        f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body)
                     series.created_name = ev["metadata"]["name"]
                 else:
                     patch = {"series": self._series_field(series)}

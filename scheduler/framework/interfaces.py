@@ -354,6 +354,7 @@ class ApiClient(Protocol):
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        discard_ok_body: bool = False,
     ) -> ApiResponse: ...
 
 

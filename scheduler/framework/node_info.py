@@ -2,7 +2,11 @@
 
 The cache keeps one NodeInfo per node and updates it incrementally as pods are assumed, bound
 and removed; each change takes a new value from a global generation counter, which is how the
-snapshot finds the nodes it must copy at the start of a cycle.  Plugins read NodeInfo from the
+snapshot finds the nodes it must copy at the start of a cycle.  ``plugin_generation`` is the
+generation of the last change a plugin's answer can depend on: it moves with ``generation``
+except when a pod is swapped for a version that reads alike (``reads_alike``: an assumed pod's
+confirmation, a kubelet's status write), so results kept per node across cycles (the
+snapshot's change log and what reads it) stay valid over such a swap.  Plugins read NodeInfo from the
 snapshot and must treat it as read-only (preemption works on clones).
 """
 
@@ -100,6 +104,7 @@ class NodeInfo:
         "image_states",
         "pvc_ref_counts",
         "generation",
+        "plugin_generation",
         "name",
         "unschedulable",
         "_taints",
@@ -117,7 +122,7 @@ class NodeInfo:
         self.allocatable = Resource()
         self.image_states: dict[str, ImageStateSummary] = {}
         self.pvc_ref_counts: dict[str, int] = {}
-        self.generation = next_generation()
+        self.generation = self.plugin_generation = next_generation()
         # The node's name, kept as a plain attribute: it is read for every node in every cycle.
         self.name = ""
         # spec.unschedulable (cordoned), read by NodeUnschedulable for every node and cycle.
@@ -133,13 +138,13 @@ class NodeInfo:
         spec = node.get("spec")
         self.unschedulable = isinstance(spec, dict) and bool(spec.get("unschedulable"))
         self._taints = None
-        self.generation = next_generation()
+        self.generation = self.plugin_generation = next_generation()
 
     def remove_node(self) -> None:
         self.node = None
         self.unschedulable = False
         self._taints = None
-        self.generation = next_generation()
+        self.generation = self.plugin_generation = next_generation()
 
     def taints(self) -> list[Taint]:
         """The node's parsed taints, parsed once per node object (Filter/Score read them)."""
@@ -175,14 +180,19 @@ class NodeInfo:
                 return True
         return False
 
-    def replace_pod(self, pod_info: PodInfo) -> bool:
+    def replace_pod(self, pod_info: PodInfo, *, reads_alike: bool = False) -> bool:
         """Put ``pod_info`` in the place of the pod with its UID, when both account the
         same (``same_accounting``): nothing summed changes, only the pod object (a new
-        generation, so snapshots take it).  False if no pod with its UID is on the node."""
+        generation, so snapshots take it; a new ``plugin_generation`` too unless the caller
+        says the two versions read alike, ``reads_alike``).  False if no pod with its UID
+        is on the node."""
         uid = pod_info.uid
         pods = self.pods
-        for index, candidate in enumerate(pods):
-            if candidate.uid == uid:
+        # From the end: the pod replaced is most often one just assumed (its binding's
+        # confirmation), appended last; from the front that cost a step per pod on the node
+        # (40000 on SchedulingWhileGated's one node).  A pod's UID is on a node once.
+        for index in range(len(pods) - 1, -1, -1):
+            if pods[index].uid == uid:
                 pods[index] = pod_info
                 if self.pods_with_affinity:
                     self.pods_with_affinity = [
@@ -192,6 +202,8 @@ class NodeInfo:
                         pod_info if p.uid == uid else p
                         for p in self.pods_with_required_anti_affinity]
                 self.generation = next_generation()
+                if not reads_alike:
+                    self.plugin_generation = self.generation
                 return True
         return False
 
@@ -221,7 +233,7 @@ class NodeInfo:
                 self.pvc_ref_counts[claim] = count
             else:
                 self.pvc_ref_counts.pop(claim, None)
-        self.generation = next_generation()
+        self.generation = self.plugin_generation = next_generation()
 
     def clone(self) -> NodeInfo:
         copy = NodeInfo.__new__(NodeInfo)
@@ -243,6 +255,7 @@ class NodeInfo:
         target.image_states = dict(self.image_states)
         target.pvc_ref_counts = dict(self.pvc_ref_counts)
         target.generation = self.generation
+        target.plugin_generation = self.plugin_generation
         target.name = self.name
         target.unschedulable = self.unschedulable
         target._taints = self._taints
@@ -264,22 +277,58 @@ def same_accounting(a: PodInfo, b: PodInfo) -> bool:
             and a.has_required_anti_affinity == b.has_required_anti_affinity)
 
 
+# What no plugin reads of a pod held by a NodeInfo: every other metadata and status field
+# is compared (a field not listed here, known or new, makes two versions differ).  The
+# kubelet's container reports are read only for the requests a resize reported, which
+# ``same_accounting`` compares; the binding adds a condition.  Set to None over a copy of
+# each version, so the comparison is one dict comparison (C) per part.
+_UNREAD_METADATA = dict.fromkeys(("resourceVersion", "managedFields", "generation"))
+_UNREAD_STATUS = dict.fromkeys((
+    "conditions", "containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses",
+    "startTime", "podIP", "podIPs", "hostIP", "hostIPs", "qosClass", "message", "reason",
+    "observedGeneration"))
+
+
+def reads_alike(a: PodInfo, b: PodInfo) -> bool:
+    """Whether every Filter, Score and PreFilter reads a NodeInfo holding ``b`` as it reads
+    one holding ``a``, for two versions of one pod (both held by the cache, so with
+    metadata): they account the same (``same_accounting``), and their specs and their
+    metadata and status but for the fields no plugin reads are equal.  The confirmation
+    of an assumed pod (the binding set spec.nodeName, which the assumed copy has too, and
+    the PodScheduled condition) reads alike; so does a kubelet's status write that moves
+    no phase.  (Preemption reads the start time, but from the snapshot, which takes every
+    new version.)"""
+    if not same_accounting(a, b):
+        return False
+    pa, pb = a.pod, b.pod
+    if pa is pb:
+        return True
+    if pa.get("spec") != pb.get("spec"):
+        return False
+    if {**pa["metadata"], **_UNREAD_METADATA} != {**pb["metadata"], **_UNREAD_METADATA}:
+        return False
+    sa, sb = pa.get("status") or {}, pb.get("status") or {}
+    if type(sa) is not dict or type(sb) is not dict:  # malformed: alike only if equal
+        return bool(sa == sb)
+    return sa is sb or {**sa, **_UNREAD_STATUS} == {**sb, **_UNREAD_STATUS}
+
+
 _NAME = attrgetter("name")
-_GENERATION = attrgetter("generation")
+_PLUGIN_GENERATION = attrgetter("plugin_generation")
 
 
 def changed_nodes(
     node_infos: Sequence[NodeInfo], known: Mapping[str, int]
 ) -> tuple[list[str], list[int]]:
-    """The names of ``node_infos`` and the indexes of those whose generation is not the one
-    ``known`` maps their name to (new or changed nodes).
+    """The names of ``node_infos`` and the indexes of those whose ``plugin_generation`` is
+    not the one ``known`` maps their name to (new or changed nodes).
 
     Found with ``map`` and one list comparison (C loops): results kept per node across
     cycles are checked every cycle, and a Python loop over every node would make each
     cycle cost O(cluster) before anything changed.
     """
     names = list(map(_NAME, node_infos))
-    generations = list(map(_GENERATION, node_infos))
+    generations = list(map(_PLUGIN_GENERATION, node_infos))
     kept = list(map(known.get, names))
     if kept == generations:
         return names, []

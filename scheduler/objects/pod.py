@@ -76,14 +76,18 @@ _NANO = 10**9
 _EMPTY: Mapping[str, Any] = {}
 
 
+# ``type(x) is dict`` first: what the wire decodes to, answered without ``isinstance``
+# against the Mapping ABC (a Python-level ``ABCMeta.__instancecheck__`` call each time).
+
+
 def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     m = pod.get("metadata")
-    return m if isinstance(m, Mapping) else _EMPTY
+    return m if type(m) is dict or isinstance(m, Mapping) else _EMPTY
 
 
 def _spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     s = pod.get("spec")
-    return s if isinstance(s, Mapping) else _EMPTY
+    return s if type(s) is dict or isinstance(s, Mapping) else _EMPTY
 
 
 def pod_name(pod: Mapping[str, Any]) -> str:

@@ -60,14 +60,17 @@ class DefaultBinder(BindPlugin):
     async def bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
         path = BINDING_PATH.format(namespace=pod_info.namespace or "default", name=pod_info.name)
         body = binding_body(pod_info, node_name)
+        # A Binding's success answer (a Status) is never read: like upstream's client, only
+        # a refusal's body is decoded (its message goes into the Status).
+        request = self._handle.client.request
         try:
-            response = await self._handle.client.request("POST", path, body=body)
+            response = await request("POST", path, body=body, discard_ok_body=True)
         except Exception:
             # No answer (a timeout, a dropped connection): the pod may or may not be bound.
             # Ask again: a Binding to the same node cannot bind twice (the API server answers
             # 409 once the pod has a node), so the second answer settles it.
             try:
-                response = await self._handle.client.request("POST", path, body=body)
+                response = await request("POST", path, body=body, discard_ok_body=True)
             except Exception:
                 landed = await self._binding_landed(pod_info, node_name)
                 if landed is None:

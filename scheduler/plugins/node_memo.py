@@ -73,7 +73,7 @@ class NodeChanges:
     __slots__ = ("_known", "_list", "_list_version", "_serial")
 
     def __init__(self) -> None:
-        self._known: dict[str, int] = {}  # node name -> generation seen
+        self._known: dict[str, int] = {}  # node name -> plugin_generation seen
         # The snapshot list (and its version and change serial) seen by the previous call,
         # when that call looked at the snapshot's whole list.
         self._list: Sequence[NodeInfo] | None = None
@@ -91,11 +91,11 @@ class NodeChanges:
         if logged is not None:
             for i in logged:
                 node_info = node_infos[i]
-                known[node_info.name] = node_info.generation
+                known[node_info.name] = node_info.plugin_generation
             return logged, []
         names, changed = changed_nodes(node_infos, known)
         for i in changed:
-            known[names[i]] = node_infos[i].generation
+            known[names[i]] = node_infos[i].plugin_generation
         removed: list[str] = []
         if len(known) != len(names):  # known holds every name of node_infos, and more
             current = set(names)

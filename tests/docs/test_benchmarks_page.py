@@ -56,8 +56,8 @@ def test_benchmark_command_runs_as_written(index: int, tmp_path: Path) -> None:
     workload = WORKLOADS[args.workload]
     assert out["workload"] == args.workload
     assert out["bound"] == out["pods"] == 8
-    assert out["existing_pods"] == workload.scaled(workload.existing_pods, 12)
-    assert out["gated_pods"] == workload.scaled(workload.gated_pods, 12)
+    assert out["existing_pods"] == workload.before(workload.existing_pods, nodes=12, pods=8)
+    assert out["gated_pods"] == workload.before(workload.gated_pods, nodes=12, pods=8)
     assert out["upstream_floor_pods_per_s"] == workload.upstream_floor
     # both rates are printed rounded to 0.1/s (the ratio to 0.001), so the ratio is checked
     # against the quotient's range over the rates' rounding: at a tiny run's few pods/s

@@ -9,15 +9,19 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from scheduler.logging import configure_logging, parse_level
+from scheduler.logging import DEBUG, configure_logging, parse_level
+from tests.builders import PodBuilder
+from tests.unit.queue.helpers import make_queue
 
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    gate = DEBUG.enabled
     yield
     structlog.reset_defaults()
+    DEBUG.enabled = gate
     for h in list(root.handlers):
         root.removeHandler(h)
     for h in handlers:
@@ -73,3 +77,22 @@ def test_log_level_accepts_any_case(text: str, level: int) -> None:
 def test_unknown_log_level_names_the_flag(bad: str) -> None:
     with pytest.raises(ValueError, match="--log-level"):
         parse_level(bad)
+
+
+@pytest.mark.parametrize(("level", "written"), [
+    ("debug", True), ("info", False), ("warning", False), ("error", False)])
+def test_debug_gate_follows_the_configured_level(
+        capsys: pytest.CaptureFixture[str], level: str, written: bool) -> None:
+    """The hot paths' ``if DEBUG.enabled:`` drops exactly the lines the level drops, and a
+    gated line is written as before when the level is debug."""
+    configure_logging(fmt="json", level=level)
+    assert DEBUG.enabled is written
+    structlog.get_logger("scheduler.test").debug("probe", pod="default/p")
+    make_queue().add(PodBuilder("p", "ns1").obj())  # the gated "pod moved to activeQ"
+    records = [json.loads(line) for line in _lines(capsys.readouterr().err)]
+    events = [(r["event"], r.get("pod")) for r in records]
+    if written:
+        assert events == [("probe", "default/p"), ("pod moved to activeQ", "ns1/p")]
+        assert records[1]["trigger"] == "PodAdd" and records[1]["level"] == "debug"
+    else:
+        assert events == []

@@ -13,12 +13,13 @@ from scheduler.bench import build_parser
 from scheduler.bench.report import Progress, curve_table, format_result
 from scheduler.bench.creator import CreatorReport
 from scheduler.bench.machine import Machine, cpu_model
-from scheduler.bench.run import SchedulerRun, _result, churn_loop
+from scheduler.bench.run import SchedulerRun, _result, churn_loop, delete_loop
 from scheduler.bench.workloads import (
     EXISTING_NAMESPACE,
     MEASURED_NAMESPACE,
     WORKLOADS,
     churn_object,
+    gated_pod,
 )
 from scheduler.objects.node import node_allocatable
 from scheduler.objects.pod import pod_requests
@@ -47,23 +48,54 @@ def test_progress_writes_nothing_on_a_pipe() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "floor", "measured", "existing", "gated"),
+    ("name", "nodes", "floor", "measured", "existing", "gated", "node_pods"),
     [
-        pytest.param("SchedulingBasic", 680, 10000, 1000, 0, id="basic"),
-        pytest.param("SchedulingPodAntiAffinity", 60, 2000, 1000, 0, id="anti-affinity"),
-        pytest.param("TopologySpreading", 460, 5000, 5000, 0, id="spread"),
-        pytest.param("NodeAffinity", 220, 10000, 5000, 0, id="node-affinity"),
-        pytest.param("PreemptionAsync", 570, 5000, 20000, 0, id="preemption"),
-        pytest.param("SchedulingWhileGated", 910, 20000, 0, 10000, id="gated"),
-        pytest.param("MixedChurn", 710, 10000, 0, 0, id="churn"),
+        pytest.param("SchedulingBasic", 5000, 680, 10000, 1000, 0, "110", id="basic"),
+        pytest.param("SchedulingPodAntiAffinity", 5000, 60, 2000, 1000, 0, "110",
+                     id="anti-affinity"),
+        pytest.param("TopologySpreading", 5000, 460, 5000, 5000, 0, "110", id="spread"),
+        pytest.param("NodeAffinity", 5000, 220, 10000, 5000, 0, "110", id="node-affinity"),
+        pytest.param("PreemptionAsync", 5000, 570, 5000, 20000, 0, "110", id="preemption"),
+        # upstream's 1Node_10000GatedPods: node-with-name (90000 pods), 20000 deleting pods
+        pytest.param("SchedulingWhileGated", 1, 910, 20000, 20000, 10000, "90000", id="gated"),
+        pytest.param("MixedChurn", 5000, 710, 10000, 0, 0, "110", id="churn"),
     ],
 )
-def test_upstream_shapes_at_5000_nodes(name: str, floor: float, measured: int, existing: int,
-                                       gated: int) -> None:
+def test_upstream_shapes_at_their_size(name: str, nodes: int, floor: float, measured: int,
+                                       existing: int, gated: int, node_pods: str) -> None:
     w = WORKLOADS[name]
     assert (w.upstream_floor, w.measured_pods) == (floor, measured)
-    assert (w.scaled(w.existing_pods, 5000), w.scaled(w.gated_pods, 5000)) == (existing, gated)
-    assert (w.node_cpu, w.node_memory) == ("4", "32Gi")  # upstream's node-default
+    assert (w.before(w.existing_pods, nodes=nodes, pods=measured),
+            w.before(w.gated_pods, nodes=nodes, pods=measured)) == (existing, gated)
+    assert (w.node_cpu, w.node_memory, w.node_pods) == ("4", "32Gi", node_pods)
+
+
+def test_while_gated_is_upstreams_light_and_gated_pods_scaled_with_the_measured_pods() -> None:
+    w = WORKLOADS["SchedulingWhileGated"]
+    assert w.existing is not None and w.light and w.delete_existing_per_s == 50.0
+    gated = gated_pod(0, "s")
+    for p in (w.measured(0, "s"), w.existing(0, "s"), gated):
+        assert "resources" not in p["spec"]["containers"][0]  # no requests, no limits
+    assert gated["spec"]["schedulingGates"] == [{"name": "test.k8s.io/hold"}]
+    # upstream's 1Node_10GatedPods: 10 gated, 10 deleting, 10 measured; on any node count
+    assert (w.before(w.gated_pods, nodes=12, pods=10),
+            w.before(w.existing_pods, nodes=12, pods=10)) == (5, 10)
+    assert w.before(w.gated_pods, nodes=1, pods=1) == 1
+    basic = WORKLOADS["SchedulingBasic"]
+    assert basic.before(basic.existing_pods, nodes=500, pods=7) == 100  # by nodes
+
+
+async def test_delete_loop_deletes_in_order_one_per_interval() -> None:
+    user = _Recorder()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    pods = [{"namespace": "ns", "name": f"p-{i}"} for i in range(3)]
+    await delete_loop(user, pods, per_second=50.0, sleep=sleep)()
+    assert user.calls == [("delete", f"/api/v1/namespaces/ns/pods/p-{i}") for i in range(3)]
+    assert slept == [0.02] * 3
 
 
 def test_existing_pods_scale_with_the_node_count() -> None:

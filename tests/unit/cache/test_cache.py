@@ -50,6 +50,32 @@ def test_assume_accounts_pod_on_its_node() -> None:
     assert cache.get_pod(pod) is pod
 
 
+@pytest.mark.parametrize(("steps", "found"), [
+    ([], False),                                # never seen
+    (["assume"], True),                         # assumed: its PodInfo
+    (["assume", "finish"], True),               # binding finished, not yet confirmed
+    (["assume", "add"], False),                 # confirmed by the informer
+    (["assume", "forget"], False),              # forgotten (binding failed)
+    (["add"], False),                           # bound by someone else
+])
+def test_assumed_pod_info_by_uid(steps: list[str], found: bool) -> None:
+    """``assumed_pod_info(uid)`` answers as ``is_assumed_pod`` then ``get_pod_info``."""
+    cache = cache_with("n1")
+    pod = bound("p", "n1")
+    info = pi(pod)
+    for step in steps:
+        {"assume": lambda: cache.assume_pod(info),
+         "finish": lambda: cache.finish_binding(pod),
+         "add": lambda: cache.add_pod(pi(pod)),
+         "forget": lambda: cache.forget_pod(pod)}[step]()
+    uid = info.uid
+    assert (cache.assumed_pod_info(uid) is not None) is found
+    expected = cache.get_pod_info(pod) if cache.is_assumed_pod(pod) else None
+    assert cache.assumed_pod_info(uid) is expected
+    if found:
+        assert cache.assumed_pod_info(uid) is info
+
+
 def test_assume_on_unknown_node_creates_nodeless_info() -> None:
     cache = Cache()
     cache.assume_pod(pi(bound("p", "ghost")))

@@ -99,3 +99,68 @@ def test_replace_in_place_ends_as_a_fresh_add(
     cache.update_snapshot(snapshot)
     held = snapshot.get("a")
     assert held is not None and newer in [p.pod for p in held.pods]
+
+
+def _scheduled(pod: dict[str, Any]) -> None:
+    pod["status"] = {**(pod.get("status") or {}),
+                     "conditions": [{"type": "PodScheduled", "status": "True"}]}
+
+
+# (what the newer version changes, whether every plugin reads the node alike after it)
+READS: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
+    ("nothing but the resourceVersion", lambda p: None, True),
+    ("the binding's PodScheduled condition", _scheduled, True),
+    ("the kubelet's Running phase", _started, False),
+    ("labels", lambda p: p["metadata"].__setitem__("labels", {"app": "x"}), False),
+    ("annotations", lambda p: p["metadata"].__setitem__("annotations", {"a": "b"}), False),
+    ("deletionTimestamp", lambda p: p["metadata"].__setitem__(
+        "deletionTimestamp", "2026-01-01T00:00:00Z"), False),
+    ("nominatedNodeName", lambda p: p.setdefault("status", {}).__setitem__(
+        "nominatedNodeName", "b"), False),
+    ("a status field no plugin is known not to read", lambda p: p.setdefault(
+        "status", {}).__setitem__("someNewField", "x"), False),
+    ("a toleration (spec)", lambda p: p["spec"].__setitem__(
+        "tolerations", [{"key": "k", "operator": "Exists"}]), False),
+    ("requests", lambda p: p["spec"]["containers"][0]["resources"]["requests"].__setitem__(
+        "cpu", "2"), False),
+]
+
+
+@pytest.mark.parametrize("confirm", [True, False], ids=["confirm", "update"])
+@pytest.mark.parametrize(("label", "change", "alike"), READS, ids=[c[0] for c in READS])
+def test_a_swap_that_reads_alike_keeps_the_plugin_generation_and_logs_no_change(
+    label: str, change: Callable[[dict[str, Any]], None], alike: bool, confirm: bool
+) -> None:
+    """The snapshot always takes the new pod object (its generation moves), but the
+    node's ``plugin_generation`` and the change log (what results kept per node across
+    cycles read) move only when some plugin can read the node differently."""
+    cache = Cache()
+    cache.add_node(NodeBuilder("a").capacity(cpu="8", memory="32Gi", pods=110).obj())
+    cache.add_node(NodeBuilder("b").capacity(cpu="8", memory="32Gi", pods=110).obj())
+    first = _subject().obj()
+    if confirm:
+        cache.assume_pod(PodInfo.from_pod(first))
+    else:
+        cache.add_pod(PodInfo.from_pod(first))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    held = snapshot.get("a")
+    assert held is not None
+    generation, plugin_generation = held.generation, held.plugin_generation
+    serial, generations = snapshot.change_serial, list(snapshot.generations())
+
+    newer = _subject().resource_version(2).obj()
+    change(newer)
+    if confirm:
+        cache.add_pod(PodInfo.from_pod(newer))
+    else:
+        cache.update_pod(first, PodInfo.from_pod(newer))
+    cache.update_snapshot(snapshot)
+
+    assert snapshot.get("a") is held and newer in [p.pod for p in held.pods]
+    assert held.generation > generation
+    assert (held.plugin_generation == plugin_generation) is alike
+    assert (snapshot.changed_positions_since(serial) == []) is alike
+    assert (snapshot.generations() == generations) is alike
+    if not alike:
+        assert snapshot.changed_positions_since(serial) == [snapshot.positions["a"]]

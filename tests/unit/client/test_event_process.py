@@ -285,6 +285,48 @@ async def test_a_killed_child_is_restarted_and_the_buffer_kept(server: FakeApiSe
     assert process.restarts == 1
 
 
+@pytest.mark.parametrize(("buffer_size", "before_crash", "after_crash", "written", "lost"), [
+    # Three Events in the pipe behind the crash: written by the next child, in order.
+    (10, 3, 0, ["p0", "p1", "p2"], 0),
+    # And two made while it was down come after them.
+    (10, 3, 2, ["p0", "p1", "p2", "q0", "q1"], 0),
+    # The buffer's bound holds: the oldest beyond it are dropped (queue_full).
+    (3, 3, 2, ["p2", "q0", "q1"], 2),
+])
+async def test_frames_in_a_dead_childs_pipe_go_to_the_next_child(
+        server: FakeApiServer, spawn: Any, buffer_size: int, before_crash: int,
+        after_crash: int, written: list[str], lost: int) -> None:
+    gate = Gate()
+    process, (rec,), metrics = spawn(buffer_size=buffer_size, sleep=gate)
+    rec.start()
+    await process.wait_ready()
+    rec.event(pod("acked"), type="Normal", reason="Scheduled", action="Binding", message="a")
+    assert await process.flush(5)  # read and acknowledged: never written again
+    up = process._up
+    assert up is not None and not up.unacked
+    # The child exits at the crash frame: the records frame behind it is never read.
+    up.stdin.write(encode_frame(("crash", 3)))
+    for i in range(before_crash):
+        rec.event(pod(f"p{i}"), type="Normal", reason="Scheduled", action="Binding",
+                  message=str(i))
+    process._flush_now()
+    assert process.frames == 2 and len(up.unacked) == 1
+    await until(lambda: bool(gate.calls), timeout=10)
+    assert process.pid is None and process.resent == before_crash
+    for i in range(after_crash):
+        rec.event(pod(f"q{i}"), type="Normal", reason="Scheduled", action="Binding",
+                  message=str(i))
+    assert process.buffered == len(written)
+    gate.open.set()
+    await until(lambda: process.pid is not None, timeout=10)
+    await process.wait_ready()
+    assert await process.flush(5)
+    names = [r.body["regarding"]["name"] for r in server.requests_for("POST", EVENTS)]
+    assert names == ["acked", *written]
+    assert dropped(metrics, "queue_full") == lost and process.dropped == lost
+    assert process._up is not None and not process._up.unacked  # the flush acknowledged
+
+
 async def test_stop_flushes_then_stops_the_child(server: FakeApiServer, spawn: Any) -> None:
     process, (rec,), metrics = spawn()
     rec.start()

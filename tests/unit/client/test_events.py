@@ -128,6 +128,22 @@ async def test_long_message_is_truncated(server: FakeApiServer, recorder_factory
     assert len(note) == 1024 and note.endswith(" ...")
 
 
+@pytest.mark.parametrize("message", [
+    "m" * 256, "m" * 257, "m" * 1024, "m" * 1025,      # around the short cut and the limit
+    "\U0001F600" * 256, "\U0001F600" * 257,            # four bytes a character
+    "é" * 512, "é" * 513, "", "0/5000 nodes are available",
+])
+async def test_note_is_the_truncated_message_whatever_its_length(
+        server: FakeApiServer, recorder_factory: Any, message: str) -> None:
+    rec, _, _ = recorder_factory()
+    rec.start()
+    rec.event(pod(), type="Warning", reason="FailedScheduling", action="Scheduling",
+              message=message)
+    await rec.stop(2)
+    note = server.requests_for("POST", EVENTS)[0].body["note"]
+    assert note == truncate_note(message) and len(note.encode()) <= 1024
+
+
 async def test_repeats_become_series_patches(server: FakeApiServer, recorder_factory: Any) -> None:
     rec, clock, _ = recorder_factory()
     rec.start()

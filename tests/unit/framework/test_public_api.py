@@ -29,7 +29,7 @@ from scheduler.plugins.registry import IN_TREE, in_tree_registry
 PUBLIC = {
     "MAX_NODE_SCORE", "MIN_NODE_SCORE", "ActionType", "ApiClient", "ApiResponse", "BindPlugin",
     "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState", "EnqueueExtensions",
-    "EventRecorder", "EventResource", "FilterPlugin", "Handle", "NodeInfo", "NodeInfoLister",
+    "EventRecorder", "EventResource", "FilterPlugin", "Handle", "KeyedHint", "NodeInfo", "NodeInfoLister",
     "NodeScore", "ObjectLister", "PermitPlugin", "Plugin", "PluginArgs", "PluginFactory",
     "PluginOrigin", "PodGroupPlugin", "PodInfo", "PodNominator", "PostBindPlugin", "PostFilterPlugin",
     "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterExtensions",

@@ -110,6 +110,7 @@ def _pod(i: int, shape: dict[str, Any]) -> dict[str, Any]:
 # A step: ("pod", shape index) | ("node", node index, new shape) | ("forget", placed index)
 # | ("add", shape, zoneless) a node joins (zoneless: a zone of its own, listed among the
 # first, so every later position moves) | ("remove", node index) a node leaves
+# | ("confirm", placed index, change) an assumed pod's bound version arrives (``_bound``)
 steps = st.one_of(
     st.tuples(st.just("pod"), st.integers(0, 3)),
     st.tuples(st.just("pod"), st.integers(0, 3)),
@@ -118,6 +119,8 @@ steps = st.one_of(
     st.tuples(st.just("forget"), st.integers(0, 200)),
     st.tuples(st.just("add"), node_shapes, st.booleans()),
     st.tuples(st.just("remove"), st.integers(0, 200)),
+    st.tuples(st.just("confirm"), st.integers(0, 200),
+              st.sampled_from(["echo", "echo", "running", "labels"])),
 )
 
 
@@ -170,6 +173,11 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
             if placed:
                 cache.forget_pod(placed.pop(step[1] % len(placed)))
             continue
+        if step[0] == "confirm":  # the informer's bound version of an assumed pod
+            if placed:
+                cache.add_pod(PodInfo.from_pod(_bound(placed.pop(step[1] % len(placed)),
+                                                      step[2])))
+            continue
         pod_info = PodInfo.from_pod(_pod(i, shapes[step[1]]))
         state = fwk.new_cycle_state()
         try:
@@ -194,6 +202,19 @@ def _run(nodes: list[dict[str, Any]], shapes: list[dict[str, Any]], stream: list
             stats["score_windows_reused"] = cycle.batches.score_windows_reused
             stats["scattered_windows_reused"] = cycle.batches.scattered_windows_reused
     return outcomes, reused
+
+
+def _bound(assumed: dict[str, Any], change: str) -> dict[str, Any]:
+    """The API server's version of a pod assumed and bound: a new resourceVersion and the
+    binding's PodScheduled condition (``echo``: what every bound pod's MODIFIED brings), the
+    kubelet's Running phase (``running``) or new labels (``labels``)."""
+    bound = {**assumed, "metadata": {**assumed["metadata"], "resourceVersion": "2"},
+             "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
+    if change == "running":
+        bound["status"] = {**bound["status"], "phase": "Running"}
+    elif change == "labels":
+        bound["metadata"]["labels"] = {"app": "relabelled"}
+    return bound
 
 
 # The shapes the example-based tests below start from: a 4-CPU node of zone a, and
@@ -324,6 +345,26 @@ def test_node_churn_between_cycles_places_like_unbatched_and_keeps_results() -> 
         # With the churn node in, 121 nodes: the round robin starts 21 nodes earlier each
         # cycle after the first lap, so kept windows are reused shifted (4 without).
         assert stats["windows_reused"] >= 12
+
+
+def test_confirmations_between_cycles_place_like_unbatched_and_keep_results() -> None:
+    """Each pod's bound version (the informer's MODIFIED after the binding) arrives a
+    cycle after the pod was assumed, as in the daemon.  Placements stay those of the
+    unbatched cycle; a confirmation that reads alike (the binding's echo) keeps every
+    kept result, as if no confirmation had come; a relabelled pod's node is recomputed."""
+    nodes = [_node(i, dict(NODE_SHAPE, zone=ZONES[i % 3])) for i in range(120)]
+    quiet: list[Any] = [("pod", 0)] * 30
+    echoed: list[Any] = [("pod", 0)] + [step for _ in range(29)
+                                        for step in (("pod", 0), ("confirm", 0, "echo"))]
+    relabelled: list[Any] = [("pod", 0)] + [step for _ in range(29)
+                                            for step in (("pod", 0), ("confirm", 0, "labels"))]
+    for seed in range(3):
+        plain, reused, _ = _batched_like_plain(nodes, quiet, seed=seed)
+        plain_echoed, reused_echoed, _ = _batched_like_plain(nodes, echoed, seed=seed)
+        assert plain_echoed == plain
+        assert reused_echoed == reused
+        _, reused_relabelled, _ = _batched_like_plain(nodes, relabelled, seed=seed)
+        assert reused_relabelled < reused
 
 
 def test_a_window_kept_a_few_nodes_away_is_reused_shifted() -> None:

@@ -130,3 +130,32 @@ async def test_a_binding_without_an_answer_is_settled(
         error = AlreadyBoundError if outcome == "already-bound" else PodGoneError
         assert isinstance(status.error, error)
     assert client.calls.count(("POST", PATH)) == 2
+
+
+class _KwargsClient:
+    """Records each request's keyword arguments; answers from a list."""
+
+    def __init__(self, answers: list[FakeResponse]) -> None:
+        self.answers = answers
+        self.kwargs: list[tuple[str, dict[str, object]]] = []
+
+    async def request(self, method: str, path: str, **kw: object) -> FakeResponse:
+        self.kwargs.append((method, kw))
+        return self.answers.pop(0)
+
+
+@pytest.mark.parametrize(("answer", "bound"), [
+    (FakeResponse(201, None), True),  # the success body is not decoded: None is all it needs
+    (FakeResponse(200, None), True),
+    (FakeResponse(409, {"message": "already assigned"}), False),  # a refusal's body is read
+])
+async def test_binding_post_does_not_ask_for_the_success_body(
+        answer: FakeResponse, bound: bool) -> None:
+    client = _KwargsClient([answer])
+    handle = FakeHandle(client=client)
+    pod = PodInfo.from_pod(PodBuilder("p", "ns1").uid("uid-123").container().obj())
+    status = await DefaultBinder({}, handle).bind(CycleState(), pod, "node-a")
+    assert [(m, kw.get("discard_ok_body")) for m, kw in client.kwargs] == [("POST", True)]
+    assert (status is None) is bound
+    if not bound:
+        assert status is not None and "already assigned" in status.message()
