@@ -270,6 +270,18 @@ _HEADS: dict[str, tuple[bytes, bool, bool]] = {
     "a blank before the colon: 400": (
         b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type : application/json\r\n"
         b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "a tab and blanks inside a value": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nX-Note: a\tb  c\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), True, True),
+    "a lone LF in a header: 400": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nX-Note: a\nb\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "a header line without a colon: 400": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nX-Note\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "obs-fold: 400": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nX-Note: a\r\n b\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
     "Content-Length with a leading zero": (
         b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\n"
         b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 0" + str(len(_BODY)).encode(), False, True),
