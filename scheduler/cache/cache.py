@@ -527,6 +527,17 @@ class Cache:
                 info.copy_into(existing)
                 existing.image_states = self._snapshot_images(snapshot, info)
                 continue
+            if existing.plugin_generation == info.plugin_generation:
+                # Since the last copy only pods were swapped for versions that read alike
+                # (confirmations): the sums, ports, PVCs, images and node are the copy's
+                # already; only the pod objects are new (preemption reads them).  Nothing
+                # logged.
+                existing.pods = list(info.pods)
+                existing.pods_with_affinity = list(info.pods_with_affinity)
+                existing.pods_with_required_anti_affinity = list(
+                    info.pods_with_required_anti_affinity)
+                existing.generation = info.generation
+                continue
             if bool(existing.pods_with_affinity) != bool(info.pods_with_affinity) or bool(
                 existing.pods_with_required_anti_affinity
             ) != bool(info.pods_with_required_anti_affinity):
@@ -539,13 +550,10 @@ class Cache:
             if existing.pvc_ref_counts or info.pvc_ref_counts:
                 _apply_pvc(pvc, existing.pvc_ref_counts, -1)
                 _apply_pvc(pvc, info.pvc_ref_counts, 1)
-            # Logged only when a plugin can read it differently: a swap of a pod for a
-            # version that reads alike (a confirmation) keeps ``plugin_generation``.
-            logged = existing.plugin_generation != info.plugin_generation
             # Copy into the existing object: the snapshot's lists keep pointing at it.
             info.copy_into(existing)
             existing.image_states = self._snapshot_images(snapshot, info)
-            position = positions.get(name) if logged else None
+            position = positions.get(name)
             if position is not None:
                 changed.append(position)
         if self._nodes:

@@ -158,6 +158,9 @@ def test_a_swap_that_reads_alike_keeps_the_plugin_generation_and_logs_no_change(
     cache.update_snapshot(snapshot)
 
     assert snapshot.get("a") is held and newer in [p.pod for p in held.pods]
+    # the copy is the cache's node, whether copied whole or only its pods taken
+    assert exact_view(held) == exact_view(cache.get_node_info("a"))
+    assert [p.pod for p in held.pods] == [p.pod for p in cache.get_node_info("a").pods]
     assert held.generation > generation
     assert (held.plugin_generation == plugin_generation) is alike
     assert (snapshot.changed_positions_since(serial) == []) is alike
