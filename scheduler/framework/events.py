@@ -131,10 +131,11 @@ class KeyedHint:
     Keys are any hashable values (strings, tuples); a pod is asked when its keys and the
     event's share one.  The contract: whenever ``event_keys`` gives keys and they share none
     with ``pod_keys(pod)``, ``fn`` answers Skip for that pod, so the same pods move as with
-    ``fn`` alone.  A key function that raises or gives an unhashable key never hides a pod:
-    the queue then asks every pod the plugin rejected (and logs it).  The keys narrow an
-    event only when every hint the plugin registered for it is keyed; one ``KeyedHint``
-    registered for several events keeps one index.
+    ``fn`` alone.  A key function that raises or gives an unhashable key never hides a pod
+    (it is logged): ``event_keys`` failing asks every pod the plugin rejected, ``pod_keys``
+    failing for a pod asks that pod on every event.  The keys narrow an event only when
+    every hint the plugin registered for it is keyed; one ``KeyedHint`` registered for
+    several events keeps one index.
     """
 
     fn: QueueingHintFn

@@ -21,7 +21,7 @@ from scheduler.framework.events import KeyedHint, QueueingHint
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.registry import Registry
 from scheduler.framework.runtime import Framework
-from scheduler.objects.pod import PodInfo, pod_key, scheduler_name
+from scheduler.objects.pod import pod_key, scheduler_name
 from scheduler.plugins.registry import in_tree_registry
 from scheduler.queue import HintEntry, SchedulingQueue
 from tests.builders import NodeBuilder, PodBuilder
