@@ -353,14 +353,19 @@ async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
 
 def delete_loop(user: Any, pods: list[dict[str, Any]], *, per_second: float,
                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                clock: Callable[[], float] = time.monotonic,
                 ) -> Callable[[], Coroutine[Any, Any, None]]:
     """Upstream's deletePods opcode: delete ``pods`` (their metadata: namespace and name) in
-    order, one every ``1/per_second`` s, until all are gone or the run is cancelled."""
+    order, the n-th at n/``per_second`` s from the start (a ticker: a slow DELETE does not
+    push the later ones back), until all are gone or the run is cancelled."""
     interval = 1.0 / per_second
 
     async def run() -> None:
-        for meta in pods:
-            await sleep(interval)
+        start = clock()
+        for n, meta in enumerate(pods, start=1):
+            wait = start + n * interval - clock()
+            if wait > 0:
+                await sleep(wait)
             try:
                 await user.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
             except Exception:

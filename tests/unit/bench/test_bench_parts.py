@@ -85,17 +85,35 @@ def test_while_gated_is_upstreams_light_and_gated_pods_scaled_with_the_measured_
     assert basic.before(basic.existing_pods, nodes=500, pods=7) == 100  # by nodes
 
 
-async def test_delete_loop_deletes_in_order_one_per_interval() -> None:
-    user = _Recorder()
-    slept: list[float] = []
+@pytest.mark.parametrize(
+    ("delete_takes", "slept"),
+    [
+        pytest.param(0.0, [0.02, 0.02, 0.02], id="instant-deletes"),
+        # each DELETE takes 5 ms: the ticker waits 15 ms, not 20 after it
+        pytest.param(0.005, [0.02, 0.015, 0.015], id="slow-deletes"),
+        # a DELETE slower than the interval: the next one goes at once
+        pytest.param(0.03, [0.02], id="deletes-slower-than-the-rate"),
+    ],
+)
+async def test_delete_loop_deletes_in_order_on_a_ticker(delete_takes: float,
+                                                        slept: list[float]) -> None:
+    now = [100.0]
+    waits: list[float] = []
+
+    class _Slow(_Recorder):
+        async def delete(self, path: str) -> None:
+            await super().delete(path)
+            now[0] += delete_takes
 
     async def sleep(seconds: float) -> None:
-        slept.append(seconds)
+        waits.append(round(seconds, 6))
+        now[0] += seconds
 
+    user = _Slow()
     pods = [{"namespace": "ns", "name": f"p-{i}"} for i in range(3)]
-    await delete_loop(user, pods, per_second=50.0, sleep=sleep)()
+    await delete_loop(user, pods, per_second=50.0, sleep=sleep, clock=lambda: now[0])()
     assert user.calls == [("delete", f"/api/v1/namespaces/ns/pods/p-{i}") for i in range(3)]
-    assert slept == [0.02] * 3
+    assert waits == slept
 
 
 def test_existing_pods_scale_with_the_node_count() -> None:
