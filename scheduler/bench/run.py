@@ -373,31 +373,35 @@ def delete_loop(user: Any, pods: list[dict[str, Any]], *, per_second: float,
     return run
 
 
-def churn_loop(user: Any, workload: Workload, *, scheduler_name: str, node_cpu: str,
-               node_memory: str, iterations: int | None = None,
+def churn_loop(user: Any, workload: Workload, *, scheduler_name: str,
+               iterations: int | None = None,
                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                ) -> Callable[[], Coroutine[Any, Any, None]]:
-    """The workload's churn: every interval, create (or replace) one object of each kind."""
+    """The workload's churn, upstream's churn op with ``number`` 1: every interval
+    (``iterations`` of them, None: until cancelled), "create" creates one object of each
+    kind; "recreate" creates them, or deletes the ones it created at the interval before."""
     churn = workload.churn
     assert churn is not None
 
     async def run() -> None:
         previous: list[str] = []
-        index = 0
-        while iterations is None or index < iterations:
+        index = tick = 0
+        while iterations is None or tick < iterations:
             await sleep(churn.interval_s)
-            if churn.mode == "recreate":
+            tick += 1
+            if previous:
                 for path in previous:
                     try:
                         await user.delete(path)
                     except Exception:
                         pass  # e.g. a pod already deleted by preemption
                 previous = []
+                continue
             for kind in churn.kinds:
-                collection, obj = churn_object(kind, index, scheduler_name=scheduler_name,
-                                               node_cpu=node_cpu, node_memory=node_memory)
+                collection, obj = churn_object(kind, index, scheduler_name=scheduler_name)
                 await user.create(collection, obj)
-                previous.append(f"{collection}/{obj['metadata']['name']}")
+                if churn.mode == "recreate":
+                    previous.append(f"{collection}/{obj['metadata']['name']}")
             index += 1
 
     return run
@@ -525,7 +529,6 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 # cluster, unbounded 3-CPU pods would take every node from the measured pods.
                 cap = max(1, nodes // 10) if workload.churn.mode == "create" else None
                 during = churn_loop(user, workload, scheduler_name=scheduler_name,
-                                    node_cpu=node_cpu, node_memory=node_memory,
                                     iterations=cap)
             elif workload.delete_existing_per_s and existing and workload.existing is not None:
                 during = delete_loop(user, [p["metadata"] for p in before[:existing]],

@@ -8,7 +8,7 @@ implement ``clone()`` so that a cloned CycleState can be changed independently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from scheduler.framework.status import Code, Status
@@ -22,27 +22,28 @@ class StateData(Protocol):
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins", "skip_pre_bind_plugins",
-                 "record_plugin_metrics")
+    __slots__ = ("_data", "get", "read", "write", "skip_filter_plugins", "skip_score_plugins",
+                 "skip_pre_bind_plugins", "record_plugin_metrics")
+
+    # The state's dict's own methods, bound per instance (a cycle reads and writes its
+    # state a dozen times: a Python method around each was a call more each time):
+    # ``read(key)``: the value stored under ``key``, KeyError if a PreFilter did not write
+    # it; ``get(key, default=None)``; ``write(key, value)``.
+    get: Callable[..., Any]
+    read: Callable[[str], Any]
+    write: Callable[[str, Any], None]
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
+        self.get = self._data.get
+        self.read = self._data.__getitem__
+        self.write = self._data.__setitem__
         # PreFilter/PreScore returning Skip lets the runtime skip that plugin's Filter/Score.
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
         # PreBindPreFlight returning Skip lets the runtime skip that plugin's PreBind.
         self.skip_pre_bind_plugins: set[str] = set()
         self.record_plugin_metrics = False
-
-    def read(self, key: str) -> Any:
-        """Return the value stored under ``key``; KeyError if a PreFilter did not write it."""
-        return self._data[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._data.get(key, default)
-
-    def write(self, key: str, value: Any) -> None:
-        self._data[key] = value
 
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
