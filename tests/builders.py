@@ -649,3 +649,15 @@ def dra_taint_rule(name: str = "rule", *, key: str = "example.com/unhealthy", va
         spec["deviceSelector"] = {k: v for k, v in
                                   (("driver", driver), ("pool", pool), ("device", device)) if v is not None}
     return {"apiVersion": DRA_API, "kind": "DeviceTaintRule", "metadata": {"name": name}, "spec": spec}
+
+
+def csi_driver(name: str = "csi.example.com", *, attach_required: bool | None = None,
+               storage_capacity: bool | None = None,
+               prevent_pod_scheduling_if_missing: bool | None = None) -> dict[str, Any]:
+    """A CSIDriver (storage.k8s.io/v1) with the spec fields given (None: left out)."""
+    spec = {field: value for field, value in (
+        ("attachRequired", attach_required), ("storageCapacity", storage_capacity),
+        ("preventPodSchedulingIfMissing", prevent_pod_scheduling_if_missing))
+        if value is not None}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
+            "spec": spec}

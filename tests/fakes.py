@@ -20,6 +20,7 @@ from scheduler.objects.pod import PodInfo
 
 if TYPE_CHECKING:
     from scheduler.config.types import Profile
+    from scheduler.framework.registry import Registry
     from scheduler.framework.runtime import Framework
 
 
@@ -320,21 +321,24 @@ def in_tree_framework(
     listers: Any,
     nominator: Any,
     client: Any = None,
+    registry: Registry | None = None,
+    activate: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Framework:
-    """A Framework of ``profile``'s in-tree plugins over these fakes (a recording client
-    unless one is given, events recorded, activations dropped, the clock at 1000 s): what a
+    """A Framework of ``profile``'s plugins (the in-tree ones unless a ``registry`` is
+    given) over these fakes (a recording client unless one is given, events recorded,
+    activations dropped unless ``activate`` takes them, the clock at 1000 s): what a
     plugin's unit harness drives."""
     from scheduler.framework.runtime import Framework
     from scheduler.plugins.registry import in_tree_registry
 
     return Framework(
         profile=profile,
-        registry=in_tree_registry(),
+        registry=registry if registry is not None else in_tree_registry(),
         snapshot_provider=snapshot_provider,
         listers=listers,
         client=client if client is not None else FakeApiClient(),
         event_recorder=FakeEventRecorder(),
         nominator=nominator,
-        activate=lambda pods: None,
+        activate=activate if activate is not None else lambda pods: None,
         clock=lambda: 1000.0,
     )

@@ -531,6 +531,11 @@ class Cache:
                 existing.pods_with_required_anti_affinity
             ) != bool(info.pods_with_required_anti_affinity):
                 affinity_changed.append(existing)
+            if info._taints is None and existing.node is info.node:
+                # The node object is the one the snapshot's copy parsed the taints of (the
+                # plugins call taints() on the copies): keep the parse, so that copying a
+                # node after its pods changed does not drop it.
+                info._taints = existing._taints
             if existing.pvc_ref_counts or info.pvc_ref_counts:
                 _apply_pvc(pvc, existing.pvc_ref_counts, -1)
                 _apply_pvc(pvc, info.pvc_ref_counts, 1)

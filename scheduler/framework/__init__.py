@@ -16,7 +16,8 @@ A plugin (in-tree or from an installed package) imports from ``scheduler.framewo
 - the views plugins receive: ``NodeInfo``, ``PodInfo``, ``QueuedPodInfo``, ``NodeScore``,
   ``PreFilterResult``, ``PostFilterResult``, ``MIN_NODE_SCORE``/``MAX_NODE_SCORE``;
 - cluster events for requeueing: ``ClusterEvent``, ``ClusterEventWithHint``, ``ActionType``,
-  ``EventResource``, ``QueueingHint``, ``QueueingHintFn``;
+  ``EventResource``, ``QueueingHint``, ``QueueingHintFn``, and ``KeyedHint`` (a hint whose
+  keys let the queue ask only the waiting pods an event names);
 - ``Handle`` (what a plugin reaches besides its args) and the protocols its members return;
 - ``Registry``, ``PluginFactory``, ``PluginArgs``, ``PluginOrigin`` for registering plugins
   (out-of-tree packages do it through the ``kube_py_scheduler.plugins`` entry-point group).
@@ -37,6 +38,7 @@ from scheduler.framework.events import (
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
+    KeyedHint,
     QueueingHint,
     QueueingHintFn,
 )
@@ -99,6 +101,7 @@ __all__ = [
     "EventResource",
     "FilterPlugin",
     "Handle",
+    "KeyedHint",
     "NodeInfo",
     "NodeInfoLister",
     "NodeScore",

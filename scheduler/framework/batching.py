@@ -55,6 +55,7 @@ from scheduler.framework.batching_kept import (  # the helpers over kept lists
     window_offsets,
 )
 from scheduler.framework.batching_kept import wrapped_slice as wrapped_slice
+from scheduler.framework import batching_mask as masks
 from scheduler.framework.types import ScoreTable
 
 _NODE_NAME = operator.attrgetter("name")
@@ -170,7 +171,7 @@ def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
 class _Results:
     """The kept results of one signature (and skip sets) on one profile."""
 
-    __slots__ = ("epoch", "positions", "score_key", "windows")
+    __slots__ = ("epoch", "masked_windows", "positions", "score_key", "windows")
 
     def __init__(self, epoch: tuple[int, int]) -> None:
         self.epoch = epoch
@@ -180,14 +181,16 @@ class _Results:
         self.positions = KeptPositions()
         # round-robin start index -> the window found from it
         self.windows: dict[int, KeptWindow] = {}
+        # The same per FilterMask key (batching_mask: the mask moves the feasible nodes).
+        self.masked_windows: OrderedDict[Hashable, dict[int, KeptWindow]] = OrderedDict()
 
 
 class Batch:
     """The reusable results a cycle found for its pod; used in place of the framework's
     Filter and Score runs (same answers, fewer plugin calls)."""
 
-    __slots__ = ("_cache", "_changed", "_contiguous", "_fwk", "_results", "_scattered",
-                 "_signed_filters",
+    __slots__ = ("_cache", "_changed", "_contiguous", "_fwk", "_mask", "_mask_after",
+                 "_results", "_scattered", "_signed_filters", "_windows",
                  "_signs", "_snapshot", "_unsigned_before", "_unsigned_filters", "_window",
                  "reused", "evaluated")
 
@@ -195,8 +198,12 @@ class Batch:
                  snapshot: Snapshot, signed_filters: frozenset[str] = frozenset(),
                  unsigned_filters: frozenset[str] = frozenset(),
                  unsigned_before: dict[str, frozenset[str]] | None = None,
-                 signs: dict[str, Hashable] | None = None) -> None:
+                 signs: dict[str, Hashable] | None = None, mask: masks.FilterMask | None = None,
+                 mask_after: frozenset[str] = frozenset()) -> None:
         self._cache = cache
+        # The FilterMask put on the kept statuses, the plugins whose rejection it overrides.
+        self._mask, self._mask_after = mask, mask_after
+        self._windows = masks.windows_for(results.windows, results.masked_windows, mask)
         # The plugins' ``sign`` values for this cycle's pod, by name (asked once a cycle).
         self._signs: dict[str, Hashable] = signs if signs is not None else {}
         self._fwk = fwk
@@ -268,7 +275,7 @@ class Batch:
         snapshot = self._snapshot
         if self._unsigned_filters or nodes is not snapshot.node_info_list:
             return None
-        windows = self._results.windows
+        windows = self._windows
         window = windows.get(start)
         if window is not None and window.positions is not None:
             if diagnosis is None or not window.fits(snapshot, size):
@@ -343,6 +350,9 @@ class Batch:
             if not all(map(known.__getitem__, rejected)):
                 return None
             statuses = list(map(kept.status.__getitem__, rejected))
+            if self._mask is not None:
+                statuses = masks.apply_mask(self._mask, self._mask_after, snapshot, statuses,
+                                      first=0, index=rejected)
             diagnosis.add_rejected(list(map(nodes.__getitem__, rejected)), statuses,
                                    len(rejected))
         assert window.positions is not None  # a scattered window
@@ -364,7 +374,7 @@ class Batch:
         num_all = len(snapshot.node_info_list)
         reach = size // MAX_SHIFT_SHARE
         best: tuple[int, KeptWindow] | None = None
-        for kept_start, window in self._results.windows.items():
+        for kept_start, window in self._windows.items():
             if window.positions is not None or not window.fits(snapshot, size):
                 continue
             by = (kept_start - start) % num_all
@@ -380,7 +390,7 @@ class Batch:
         snapshot = self._snapshot
         if self._unsigned_filters or nodes is not snapshot.node_info_list:
             return
-        windows = self._results.windows
+        windows = self._windows
         window = windows.get(start)
         if window is None or window.positions is not None or not window.fits(snapshot, size):
             window = KeptWindow(list_version=snapshot.list_version, num_all=len(nodes),
@@ -398,7 +408,7 @@ class Batch:
         if (self._unsigned_filters or nodes is not snapshot.node_info_list
                 or len(where) != len(feasible)):
             return
-        windows = self._results.windows
+        windows = self._windows
         window = windows.get(start)
         if (window is None or window.positions != where or window.span != span
                 or not window.fits(snapshot, len(feasible))):
@@ -410,7 +420,7 @@ class Batch:
         self._window = (start, feasible, window)
 
     def _put_window(self, start: int, window: KeptWindow) -> None:
-        windows = self._results.windows
+        windows = self._windows
         windows[start] = window
         while len(windows) > MAX_WINDOWS:
             del windows[next(iter(windows))]
@@ -481,7 +491,8 @@ class Batch:
         if missing:
             self.evaluated += len(missing)
             subset = nodes if len(missing) == size else [nodes[i] for i in missing]
-            statuses = self._fwk.run_filter_plugins_on_nodes(state, pod_info, subset, only=only)
+            statuses = masks.run_unmasked(self._mask, state, self._fwk.run_filter_plugins_on_nodes,
+                                          state, pod_info, subset, only=only)
             for position, i, status in zip(
                     _positions_of(missing, first, index, positions.num_all), missing, statuses):
                 out[i] = status
@@ -491,7 +502,8 @@ class Batch:
         reused = size - len(missing)
         self.reused += reused
         self._cache.reused += reused
-        return out
+        return out if self._mask is None else masks.apply_mask(
+            self._mask, self._mask_after, self._snapshot, out, first=first, index=index)
 
     def walks(self, nodes: list[NodeInfo]) -> bool:
         """Whether ``nodes`` is the snapshot's node list (its chunks have positions)."""
@@ -707,6 +719,7 @@ class BatchCache:
         self._entries: OrderedDict[Hashable, _Results] = OrderedDict()
         # id(a profile's Filter or Score plugin list) -> (that list, its signers)
         self._signers: dict[int, tuple[list[tuple[str, Any]], list[_Signer]]] = {}
+        self._maskers: masks.MaskerMemo = {}  # a profile's Filter plugins -> their masking ones
         # Node Filter results reused instead of evaluated, over the cache's life.
         self.reused = 0
         # Cycles that took a whole kept window (checked through the change log only).
@@ -749,6 +762,9 @@ class BatchCache:
                                            memo=signs, signers=self.signers(fwk.filter_plugins))
         if not filter_sig:
             return None
+        mask, mask_after, filter_sig = masks.find_mask(  # batching_mask; every plugin signed
+            self._maskers, fwk.filter_plugins, skip, state, pod_info, filter_sig,
+        ) if not unsigned else (None, frozenset(), filter_sig)
         key = (fwk.profile_name, filter_sig, frozenset(skip), unsigned)
         # ImageLocality scores by the share of nodes holding an image: a change in the
         # node count or image spread touches every node's score without touching the node.
@@ -774,7 +790,8 @@ class BatchCache:
             self._hint_used(metrics, profile).inc()
         self._entries.move_to_end(key)
         if not unsigned:
-            return Batch(self, fwk, results, snapshot=snapshot, signs=signs)
+            return Batch(self, fwk, results, snapshot=snapshot, signs=signs, mask=mask,
+                         mask_after=mask_after)
         order = [name for name, _ in fwk.filter_plugins if name not in skip]
         signed = frozenset(name for name, _ in filter_sig)
         before = {name: frozenset(u for u in order[:k] if u in unsigned)

@@ -49,8 +49,11 @@ class Snapshot(Protocol):
 
 def window_offsets(positions: list[int], *, start: int, size: int, num_all: int) -> list[int]:
     """The offsets into the window of ``size`` nodes from ``start`` (wrapping) of those
-    ``positions`` that fall in it, ascending and without repeats."""
-    return sorted({o for o in ((p - start) % num_all for p in positions) if o < size})
+    ``positions`` that fall in it, ascending and without repeats.  (A comprehension and C
+    loops: a generator resumed per position was a Python call per changed node.)"""
+    if not positions:
+        return []
+    return sorted(set(filter(size.__gt__, [(p - start) % num_all for p in positions])))
 
 
 class KeptWindow:

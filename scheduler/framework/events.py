@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from scheduler.objects.errors import ObjectError
@@ -106,26 +106,40 @@ class QueueingHint(enum.IntEnum):
 QueueingHintFn = Callable[[dict[str, Any], Any, Any], QueueingHint]
 
 
-# The keys of the waiting pods an event object can concern (old, new -> keys), or None when
-# the event may concern any pod; and the keys a waiting pod names (pod -> keys).
+# event_keys(old, new): the keys of the waiting pods an event can concern, or None when it
+# may concern any pod; pod_keys(pod): the keys a waiting pod names.
 EventKeysFn = Callable[[Any, Any], Iterable[Hashable] | None]
 PodKeysFn = Callable[[dict[str, Any]], Iterable[Hashable]]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class KeyedHint:
-    """A queueing hint that can only answer Queue for the pods its event names.
+    """A queueing hint that declares which waiting pods an event can concern, so that the
+    scheduling queue asks only those (public: ``scheduler.framework.KeyedHint``).
 
-    ``event_keys(old, new)`` gives the keys of the pods the event can concern (a claim's
-    namespace and name ...), or None when any pod may be (a claim deallocated frees devices
-    for everyone); ``pod_keys(pod)`` the keys a waiting pod names.  The contract: whenever
-    ``event_keys`` gives keys and they share none with ``pod_keys(pod)``, ``fn`` answers
-    Skip for that pod.  The scheduling queue then looks the concerned pods up in an index
-    instead of running ``fn`` over every waiting pod; ``fn`` still decides for those.
-    Callable as the hint itself, so a ``KeyedHint`` goes wherever a hint goes.
+    ``KeyedHint(fn, event_keys=..., pod_keys=...)`` goes wherever a hint goes
+    (``ClusterEventWithHint(event, KeyedHint(...))``); calling it calls ``fn``.
+
+    - ``fn(pod, old, new)``: the hint itself, Queue or Skip, as for a plain hint;
+    - ``event_keys(old, new)``: the event's objects (old is None for an add, new for a
+      delete); returns the keys of the pods the event can concern (a claim's namespace and
+      name ...), or None when it may concern any pod (a claim deallocated frees devices for
+      everyone);
+    - ``pod_keys(pod)``: a waiting pod (computed when the pod starts waiting, again when it
+      is updated: it must read the pod only); returns the keys it names, none if none.
+
+    Keys are any hashable values (strings, tuples); a pod is asked when its keys and the
+    event's share one.  The contract: whenever ``event_keys`` gives keys and they share none
+    with ``pod_keys(pod)``, ``fn`` answers Skip for that pod, so the same pods move as with
+    ``fn`` alone.  A key function that raises or gives an unhashable key never hides a pod
+    (it is logged): ``event_keys`` failing asks every pod the plugin rejected, ``pod_keys``
+    failing for a pod asks that pod on every event.  The keys narrow an event only when
+    every hint the plugin registered for it is keyed; one ``KeyedHint`` registered for
+    several events keeps one index.
     """
 
     fn: QueueingHintFn
+    _: KW_ONLY
     event_keys: EventKeysFn
     pod_keys: PodKeysFn
 

@@ -208,15 +208,10 @@ class Diagnosis:
 
     @property
     def pending_plugins(self) -> set[str]:
+        # Read-only, unlike the two above: written through the set (``.add``) only.
         if self._chunks:
             self._expand()
         return self._pending_plugins
-
-    @pending_plugins.setter
-    def pending_plugins(self, value: set[str]) -> None:
-        if self._chunks:
-            self._expand()
-        self._pending_plugins = value
 
     def __repr__(self) -> str:
         return (f"Diagnosis(node_to_status={self.node_to_status!r}, "

@@ -10,6 +10,7 @@ pod, so it registers no events and needs no normalization.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
@@ -44,6 +45,9 @@ def scaled_image_score(state: ImageStateSummary, total_num_nodes: int) -> int:
     """Image size times the fraction of nodes holding it (float, truncated as upstream)."""
     spread = float(state.num_nodes) / float(total_num_nodes)
     return int(float(state.size) * spread)
+
+
+_IMAGE_STATES = attrgetter("image_states")
 
 
 def _container_images(pod: Mapping[str, Any]) -> list[str]:
@@ -84,10 +88,21 @@ class ImageLocality(ScorePlugin):
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         validate_no_args(NAME, args)
         self._handle = handle
+        # The last pod's images: (its PodInfo, the list).  A cycle reads them twice (sign,
+        # then Score); a PodInfo's pod is never changed, and holding it keeps its id.
+        self._last: tuple[PodInfo | None, list[str]] = (None, [])
+
+    def _images(self, pod_info: PodInfo) -> list[str]:
+        last = self._last
+        if last[0] is pod_info:
+            return last[1]
+        images = _container_images(pod_info.pod)
+        self._last = (pod_info, images)
+        return images
 
     def sign(self, pod_info: PodInfo) -> Hashable:
         """The fields Score reads of the pod (opportunistic batching)."""
-        return tuple(_container_images(pod_info.pod))
+        return tuple(self._images(pod_info))
 
     def score(
         self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
@@ -101,10 +116,10 @@ class ImageLocality(ScorePlugin):
     def score_nodes(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[int], Status | None]:
-        images = _container_images(pod_info.pod)
+        images = self._images(pod_info)
         # Nodes that report no images at all (common on simulated and minimal nodes) score
         # the minimum without looking anything up.
-        if not any(node_info.image_states for node_info in nodes):
+        if not any(map(_IMAGE_STATES, nodes)):
             floor = calculate_priority(0, len(images))
             return [floor] * len(nodes), None
         total_num_nodes = len(self._handle.snapshot().list())

@@ -119,8 +119,23 @@ class _PreScoreState:
         return self
 
 
+def _no_affinity(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's spec is a plain dict with neither affinity nor nodeSelector: the
+    common pod, answered without reading further (False also when that cannot be told
+    this cheaply: the full reading then runs)."""
+    spec = pod.get("spec")
+    return (type(spec) is dict and spec.get("affinity") is None
+            and spec.get("nodeSelector") is None)
+
+
+# sign()'s value for a pod with neither nodeSelector nor node affinity.
+_UNCONSTRAINED_SIGN: Hashable = (freeze(None), freeze(None))
+
+
 def _pod_preferred(pod_info: PodInfo) -> PreferredSchedulingTerms | None:
     """The pod's preferred terms, None when the field is absent (upstream's nil)."""
+    if _no_affinity(pod_info.pod):
+        return None
     na = _raw_node_affinity(pod_info.pod)
     if na is None or na.get(_PREFERRED) is None:
         return None
@@ -210,9 +225,7 @@ class NodeAffinity(
     def pre_filter(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        spec = pod_info.pod.get("spec")
-        if (type(spec) is dict and spec.get("affinity") is None
-                and spec.get("nodeSelector") is None and self.added_node_selector is None):
+        if self.added_node_selector is None and _no_affinity(pod_info.pod):
             return None, Status(Code.SKIP)  # what the checks below answer such a pod
         required_raw = _raw_required(pod_info.pod)
         node_selector = (pod_info.pod.get("spec") or {}).get("nodeSelector")
@@ -230,6 +243,8 @@ class NodeAffinity(
 
     def sign(self, pod_info: PodInfo) -> Hashable:
         """The fields Filter and Score read of the pod (opportunistic batching)."""
+        if _no_affinity(pod_info.pod):
+            return _UNCONSTRAINED_SIGN
         spec = pod_info.pod.get("spec") or {}
         return freeze(spec.get("nodeSelector")), freeze(_raw_node_affinity(pod_info.pod))
 

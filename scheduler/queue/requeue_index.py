@@ -92,12 +92,14 @@ class RequeueIndex:
     def __len__(self) -> int:
         return len(self._held)
 
-    def add(self, key: str, qpi: QueuedPodInfo) -> None:
-        """Index (or re-index) a waiting pod as it is now."""
+    def add(self, key: str, qpi: QueuedPodInfo, *, profile: str | None = None) -> None:
+        """Index (or re-index) a waiting pod as it is now (``profile``: its profile, when
+        the caller has it)."""
         self.discard(key)
         pod = qpi.pod_info.pod
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
-        profile = self._profile_of(pod)
+        if profile is None:
+            profile = self._profile_of(pod)
         held: list[Hashable] = []
         if not rejectors or profile not in self._hints:
             held.append(_ALL)

@@ -181,6 +181,9 @@ class SchedulingQueue:
                     registered.append(event)
         self._registered_events = registered
         self._interest: dict[ClusterEvent, bool] = {}
+        # event -> (profile, gating plugin) -> whether the plugin registered the event: the
+        # registrations are fixed, and every pending pod's ADDED asked each gated group anew.
+        self._opens: dict[ClusterEvent, dict[tuple[str, str], bool]] = {}
 
         self._active = ActiveQueue(less, key=sort_key)
         self._backoff = BackoffQueue(
@@ -317,15 +320,30 @@ class SchedulingQueue:
         """A cluster event happened: requeue the pods it may help (by their rejectors' hints)."""
         if not self._is_event_of_interest(event):
             return
+        opens: dict[tuple[str, str], bool] | None = None
         found = self._pool.candidates(event, old, new)
         if found is not None:
             # The index's pods, in the scan's order: the others' hints would all say Skip.
-            candidates = [qpi for qpi, group in found
-                          if group is None or self._plugin_registered(*group, event)]
+            candidates = []
+            for qpi, group in found:
+                if group is not None:
+                    if opens is None:
+                        opens = self._opens.get(event) or self._opens_of(event)
+                    opened = opens.get(group)
+                    if opened is None:
+                        opened = opens[group] = self._plugin_registered(*group, event)
+                    if not opened:
+                        continue
+                candidates.append(qpi)
         else:
             candidates = list(self._pool.unschedulable.values())
-            for (profile, plugin), members in self._pool.gated_groups.items():
-                if self._plugin_registered(profile, plugin, event):
+            for group, members in self._pool.gated_groups.items():
+                if opens is None:
+                    opens = self._opens.get(event) or self._opens_of(event)
+                opened = opens.get(group)
+                if opened is None:
+                    opened = opens[group] = self._plugin_registered(*group, event)
+                if opened:
                     candidates.extend(members.values())
         if precheck is not None:
             candidates = [qpi for qpi in candidates if precheck(qpi)]
@@ -719,6 +737,13 @@ class SchedulingQueue:
             self._requeue(qpi, strategy, event.label)
         # Pods in flight now will be retried soon rather than parked (moveRequestCycle).
         self._move_request_cycle = self._cycle
+
+    def _opens_of(self, event: ClusterEvent) -> dict[tuple[str, str], bool]:
+        """Whether each (profile, plugin) registered ``event``, as asked so far."""
+        opens = self._opens.get(event)
+        if opens is None:
+            opens = self._opens[event] = {}
+        return opens
 
     def _plugin_registered(self, profile: str, plugin: str, event: ClusterEvent) -> bool:
         """Whether ``plugin`` of ``profile`` registered an event covering ``event``."""

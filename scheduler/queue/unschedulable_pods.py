@@ -15,7 +15,7 @@ from typing import Any
 
 from scheduler.framework.events import ClusterEvent
 from scheduler.framework.types import QueuedPodInfo
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import Children, SchedulerMetrics
 from scheduler.queue.requeue_index import RequeueIndex
 
 __all__ = ["UnschedulablePods"]
@@ -33,6 +33,9 @@ class UnschedulablePods:
         # The pods again by the keys their rejectors' hints name (None: every event scans).
         self._index = index if index is not None and index.enabled else None
         self._metrics = metrics if metrics is not None else SchedulerMetrics()
+        # scheduler_unschedulable_pods' children by (plugin, profile), looked up once each:
+        # every gated pod's ADDED counted itself with a labels() call.
+        self._gauge = Children(self._metrics.unschedulable_pods)
         self.unschedulable: dict[str, QueuedPodInfo] = {}
         self.gated: dict[str, QueuedPodInfo] = {}
         # The gated pods again, by (profile, gating plugin): a cluster event is matched
@@ -67,8 +70,9 @@ class UnschedulablePods:
         target[key] = qpi
         self._ungroup(key)
         index = self._index
+        profile = self._profile_of(qpi.pod_info.pod)
         if qpi.gated:
-            group = (self._profile_of(qpi.pod_info.pod), qpi.gating_plugin)
+            group = (profile, qpi.gating_plugin)
             members = self.gated_groups.get(group)
             if members is None:
                 members = self.gated_groups[group] = {}
@@ -81,8 +85,8 @@ class UnschedulablePods:
         elif index is not None and new:
             self._order[key] = (0, next(self._seq), 0)
         if index is not None:
-            index.add(key, qpi)
-        self._count(key, qpi)
+            index.add(key, qpi, profile=profile)
+        self._count(key, qpi, profile)
         return new
 
     def refresh(self, qpi: QueuedPodInfo) -> None:
@@ -142,13 +146,12 @@ class UnschedulablePods:
         """Unschedulable (not gated) pods that have waited longer than ``max_age``."""
         return [q for q in self.unschedulable.values() if now - q.timestamp > max_age]
 
-    def _count(self, key: str, qpi: QueuedPodInfo) -> None:
+    def _count(self, key: str, qpi: QueuedPodInfo, profile: str) -> None:
         self._uncount(key)
         plugins = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
-        profile = self._profile_of(qpi.pod_info.pod)
-        gauge = self._metrics.unschedulable_pods
+        gauge = self._gauge
         for plugin in plugins:
-            gauge.labels(plugin=plugin, profile=profile).inc()
+            gauge(plugin, profile).inc()
         self._counted[key] = (profile, plugins)
 
     def _uncount(self, key: str) -> None:
@@ -156,5 +159,6 @@ class UnschedulablePods:
         if counted is None:
             return
         profile, plugins = counted
+        gauge = self._gauge
         for plugin in plugins:
-            self._metrics.unschedulable_pods.labels(plugin=plugin, profile=profile).dec()
+            gauge(plugin, profile).dec()

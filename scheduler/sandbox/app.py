@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,8 @@ class SandboxApp:
         # answer the hot POSTs on the connection itself (see _InlineRequestHandler); False
         # sends every request through aiohttp (the tests compare both)
         self.inline_posts = True
+        # fast_route's answers for the collections' creates (a target per namespace and type)
+        self._create_routes: dict[str, tuple[Route, tuple[str, str, str]]] = {}
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -409,6 +412,9 @@ class SandboxApp:
             return None
         if "as=" in headers.get("Accept", "") or "?" in target or "%" in target:
             return None
+        known = self._create_routes.get(target)
+        if known is not None and self.registry.catalog.by_gvr.get(known[1]) is known[0].rt:
+            return known[0]  # a collection's create, routed before to the type still served
         parts = target.split("/")
         # "", "api", "v1", "namespaces", ns, plural[, name, sub]
         if len(parts) < 6 or parts[0] != "" or parts[3 if parts[1] == "api" else 4] != "namespaces":
@@ -416,9 +422,7 @@ class SandboxApp:
         if parts[1] == "api" and parts[2] == "v1":
             group, rest = "", parts[3:]
         elif parts[1] == "apis" and parts[2] == "events.k8s.io" and len(parts) == 7:
-            group, rest = "events.k8s.io", parts[4:]
-            if not self.registry.catalog.has_group_version(group, parts[3]):
-                return None
+            group, rest = "events.k8s.io", parts[4:]  # a version it lacks: _route raises
         else:
             return None
         if any(p in ("", ".", "..", "watch") for p in rest):
@@ -433,6 +437,10 @@ class SandboxApp:
             return None
         if not r.rt.namespaced or r.ns is None:
             return None
+        if len(rest) == 3:
+            if len(self._create_routes) >= _CREATE_ROUTES_MAX:
+                self._create_routes.clear()
+            self._create_routes[target] = (r, (r.rt.group, r.rt.version, r.rt.plural))
         return r
 
     def fast_post(self, r: Route, headers: Any, raw: bytes) -> tuple[int, bytes, dict[str, str] | None]:
@@ -776,22 +784,91 @@ def render_response(status: int, body: bytes, extra: dict[str, str] | None = Non
 
 
 _INLINE_MAX_BODY = 1024 * 1024
+_CREATE_ROUTES_MAX = 1024
+
+
+class _Headers(dict[str, str]):
+    """A request's headers as ``_read_heads`` read them: lower-case names, read case-blind
+    (the few ``fast_route``/``fast_post`` ask for), as aiohttp's CIMultiDict reads them."""
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return dict.get(self, name.lower(), default)
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name.lower() if isinstance(name, str) else name)
+
+
+# A head the connection's own reading takes: ``POST <origin-form path> HTTP/1.1``, then header
+# lines of a token name, optional blanks, visible ASCII (blanks and tabs inside) and optional
+# blanks. Whatever else (another verb or version, obs-fold, control or non-ASCII bytes, a
+# query) is left to aiohttp's parser, whose answer (a 400 included) it then gets.
+_REQUEST_LINE = re.compile(rb"POST (/[-A-Za-z0-9._~!$&'()*+,;=:@/]*) HTTP/1\.1\r\n")
+_HEADER_LINES = re.compile(
+    rb"(?:[-!#$%&'*+.^_`|~0-9A-Za-z]+:[ \t]*(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?[ \t]*\r\n)+")
+_HEAD_MAX = 4096  # bytes of a head read here (aiohttp's own limit is 8190 a line)
+_HEADERS_MAX = 32  # header lines of a head read here (aiohttp's: 128)
+# Headers that make aiohttp take another branch than a plain keep-alive request with a body
+# of Content-Length bytes: such a request goes to aiohttp's parser
+_OTHER_FRAMING = frozenset({"transfer-encoding", "upgrade", "expect", "content-encoding"})
+
+
+def _read_head(buf: bytes, pos: int, end: int) -> tuple[str, _Headers, int] | None:
+    """(path, headers, Content-Length) of the head ``buf[pos:end]`` (without its blank line),
+    or None when aiohttp's parser must read it (see ``_REQUEST_LINE``)."""
+    m = _REQUEST_LINE.match(buf, pos, end + 2)
+    if m is None:
+        return None
+    i = m.end()
+    stop = end + 2
+    if _HEADER_LINES.fullmatch(buf, i, stop) is None:
+        return None
+    lines = buf[i:end].decode("ascii").split("\r\n")
+    if len(lines) > _HEADERS_MAX:
+        return None
+    headers = _Headers()
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.lower()] = value.strip(" \t")
+    if len(headers) != len(lines) or not _OTHER_FRAMING.isdisjoint(headers):
+        return None  # a repeated header (aiohttp decides which counts), or another framing
+    length = dict.get(headers, "content-length", "")
+    if not length.isdigit() or not length.isascii() or length.startswith("0"):
+        return None  # no length, or one aiohttp's parser reads its own way
+    if not dict.__contains__(headers, "host"):
+        return None  # aiohttp's parser answers 400 to an HTTP/1.1 request without one
+    conn = dict.get(headers, "connection")
+    if conn is not None and conn.lower() != "keep-alive":
+        return None  # close, upgrade or a list: aiohttp's branch
+    return m.group(1).decode("ascii"), headers, int(length)
 
 
 class _InlineRequestHandler(RequestHandler):
-    """aiohttp's connection protocol, answering the sandbox's hot POSTs inline (see above)."""
+    """aiohttp's connection protocol, answering the sandbox's hot POSTs inline (see above).
+
+    While every byte of a connection has been read here (``_own``), the heads of the hot POSTs
+    are read here too (``_read_head``), without aiohttp's message, payload stream and URL
+    objects; the first request read otherwise hands the rest of the connection's bytes, from
+    that request on, to aiohttp's parser for good, and the path below takes over."""
 
     sandbox: SandboxApp | None = None
     _inline_active = False
     _inline_resuming = False
+    _own = True
+    _held = b""
 
     def data_received(self, data: bytes) -> None:
         app = self.sandbox
         waiter = self._waiter
         if (app is None or not app.inline_posts or waiter is None or waiter.done() or self._logging_enabled
                 or self._upgraded or self._payload_parser is not None):
+            if self._own:
+                data = self._disown(data)
             super().data_received(data)
             return
+        if self._own:
+            data = self._read_own(app, data)
+            if not data:
+                return
         # The connection is idle (start() awaits its next request; a queued request is one
         # whose body is still arriving, kept back here): parse without waking it, answer what
         # can be answered inline from the head of the queue, then wake it for the rest.
@@ -826,31 +903,95 @@ class _InlineRequestHandler(RequestHandler):
             if body.is_eof() or body.exception() is not None or self._inline_route(app, head) is None:
                 waiter.set_result(None)  # start() serves it; a body still arriving is held
 
+    def _disown(self, data: bytes) -> bytes:
+        """From now on aiohttp's parser reads this connection: what was held here goes first."""
+        self._own = False
+        held, self._held = self._held, b""
+        return held + data if held else data
+
+    def _read_own(self, app: SandboxApp, data: bytes) -> bytes:
+        """Answer the complete hot POSTs at the start of the held bytes and ``data``, hold an
+        incomplete one; return the bytes from the first request left to aiohttp (then the
+        connection is no longer read here), or b""."""
+        buf = self._held + data if self._held else data
+        self._held = b""
+        pos = 0
+        n = len(buf)
+        answers: list[bytes] = []
+        try:
+            while pos < n:
+                if self.transport is None or self._force_close or self._close:
+                    return b""  # closing: aiohttp would drop these bytes too
+                end = buf.find(b"\r\n\r\n", pos, pos + _HEAD_MAX)
+                if end < 0:
+                    if n - pos < _HEAD_MAX and buf.startswith(b"POST /"[: n - pos], pos):
+                        self._held = buf[pos:]  # the rest of the head is on the way
+                        return b""
+                    break
+                head = _read_head(buf, pos, end)
+                if head is None:
+                    break
+                path, headers, length = head
+                if not 0 < length <= _INLINE_MAX_BODY or self.writing_paused:
+                    break
+                route = app.fast_route("POST", path, headers)
+                if route is None:
+                    break
+                body_end = end + 4 + length
+                if body_end > n:
+                    self._held = buf[pos:]  # the rest of the body is on the way
+                    return b""
+                assert self._manager is not None
+                self._manager.requests_count += 1
+                self._request_count += 1
+                status, body, extra = app.fast_post(route, headers, buf[end + 4:body_end])
+                answers.append(render_response(status, body, extra))
+                pos = body_end
+            else:
+                return b""
+            rest = buf[pos:] if pos else buf
+            self._own = False
+            return rest
+        finally:
+            if answers:
+                self._sent(answers)
+
+    def _sent(self, answers: list[bytes]) -> None:
+        """Write the answers of one read in one go; the connection is kept alive from now."""
+        if self.transport is None:
+            return
+        self.transport.write(answers[0] if len(answers) == 1 else b"".join(answers))
+        self._keepalive = True
+        close_time = self._loop.time() + self._keepalive_timeout
+        self._next_keepalive_close_time = close_time
+        if self._keepalive_handle is None:
+            self._keepalive_handle = self._loop.call_at(close_time, self._process_keepalive)
+
     def _answer_inline(self, app: SandboxApp, waiter: asyncio.Future[None]) -> None:
         messages = self._messages
         loop = self._loop
-        while messages and self.transport is not None and not self._force_close and not self._close:
-            msg: Any = messages[0][0]  # a RawRequestMessage (C or Python) or a parse error
-            payload = messages[0][1]
-            route = self._inline_route(app, msg)
-            if route is None or payload.exception() is not None:
-                break
-            if not payload.is_eof():
-                # the rest of its body is on the way: the next read completes it
-                self._next_keepalive_close_time = loop.time() + self._keepalive_timeout
-                break
-            messages.popleft()
-            if self._parser is not None:
-                self._parser.message_consumed()
-            assert self._manager is not None
-            self._manager.requests_count += 1
-            status, body, extra = app.fast_post(route, msg.headers, payload.read_nowait(-1))
-            self.transport.write(render_response(status, body, extra))
-            self._keepalive = True
-            close_time = loop.time() + self._keepalive_timeout
-            self._next_keepalive_close_time = close_time
-            if self._keepalive_handle is None:
-                self._keepalive_handle = loop.call_at(close_time, self._process_keepalive)
+        answers: list[bytes] = []
+        try:
+            while messages and self.transport is not None and not self._force_close and not self._close:
+                msg: Any = messages[0][0]  # a RawRequestMessage (C or Python) or a parse error
+                payload = messages[0][1]
+                route = self._inline_route(app, msg)
+                if route is None or payload.exception() is not None:
+                    break
+                if not payload.is_eof():
+                    # the rest of its body is on the way: the next read completes it
+                    self._next_keepalive_close_time = loop.time() + self._keepalive_timeout
+                    break
+                messages.popleft()
+                if self._parser is not None:
+                    self._parser.message_consumed()
+                assert self._manager is not None
+                self._manager.requests_count += 1
+                status, body, extra = app.fast_post(route, msg.headers, payload.read_nowait(-1))
+                answers.append(render_response(status, body, extra))
+        finally:
+            if answers and self.transport is not None:
+                self._sent(answers)
 
     def _inline_route(self, app: SandboxApp, msg: Any) -> Route | None:
         if (getattr(msg, "method", None) != "POST" or msg.version != HttpVersion11 or msg.should_close

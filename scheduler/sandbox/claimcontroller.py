@@ -42,12 +42,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
-from .store import DELETED, Informer
+from .store import DELETED, Event, Informer
 from .util import now_iso
 from .wakeloop import wake_loop
 
 if TYPE_CHECKING:
     from .registry import Registry
+    from .resources import ResourceType
 
 Obj = dict[str, Any]
 log = logging.getLogger("scheduler.sandbox")
@@ -124,7 +125,10 @@ class ClaimControllerSim:
         self.events_rt = cat.builtin("", "events")
         self._wake = asyncio.Event()
         self.informer = Informer(registry.store, wake=self._wake,
-                                 types=(self.pods_rt, self.claims_rt, self.templates_rt))
+                                 types=(self.pods_rt, self.claims_rt, self.templates_rt), keep=self._keep)
+        # pod uids in the reservedFor of the claim events queued since the last drain: a pod
+        # event queued behind such a claim's is kept, as the drain will have reserved it
+        self._incoming: set[str] = set()
         self._pods: set[tuple[str, str]] = set()
         self._claims: set[tuple[str, str]] = set()
         self._waiting_for_template: set[tuple[str, str]] = set()
@@ -143,7 +147,29 @@ class ClaimControllerSim:
         """(Re)open the watches; True when they had to be opened (a full resync is due)."""
         return bool(self.informer.open())
 
+    def _keep(self, rt: ResourceType, ev: Event) -> bool:
+        """Chosen before queueing: every claim and template event, and the pod events
+        ``_pod_event`` acts on (a pod that names claims, uses some, or that a claim reserves,
+        the claims queued ahead of it included); a plain pod's writes wake nothing here."""
+        obj = ev.obj
+        if rt is not self.pods_rt:
+            if rt is self.claims_rt and ev.type != DELETED:
+                status = obj.get("status")
+                reserved = status.get("reservedFor") if isinstance(status, dict) else None
+                if isinstance(reserved, list):
+                    self._incoming.update(str(r.get("uid")) for r in reserved if isinstance(r, dict))
+            return True
+        spec, md = obj.get("spec"), obj.get("metadata")
+        if not isinstance(spec, dict) or not isinstance(md, dict) or "name" not in md or spec.get("resourceClaims"):
+            return True  # (a malformed pod is queued: the drain names it)
+        uid = md.get("uid")
+        return ((md.get("namespace", ""), md["name"]) in self._pod_claims or uid in self._reservations
+                or uid in self._incoming)
+
     def _drain(self) -> None:
+        # the claims queued so far are handled below (before anything here writes), so their
+        # reservations are in _reservations for the pod events filtered from now on
+        self._incoming.clear()
         for rt, ev in self.informer.drain():
             plural, typ = rt.plural, ev.type
             try:

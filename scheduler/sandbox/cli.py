@@ -134,8 +134,9 @@ class _ListenError(Exception):
     pass
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    sb = Sandbox(
+def sandbox_from_args(args: argparse.Namespace) -> Sandbox:
+    """The sandbox the parsed command line describes (not started)."""
+    return Sandbox(
         host=args.host, port=args.port, token=args.token, tls=args.tls, nodes=args.nodes,
         node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
         node_labels=args.node_labels, simulate_kubelet=args.simulate_kubelet,
@@ -147,6 +148,10 @@ async def _serve(args: argparse.Namespace) -> None:
         scheduler_prereqs=args.scheduler_prereqs, dra_devices=",".join(args.dra_devices),
         auth_users=dict(args.auth_user), auth_allow=list(args.auth_allow),
     )
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    sb = sandbox_from_args(args)
     try:
         await sb.start()
     except OSError as e:

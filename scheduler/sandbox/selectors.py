@@ -134,14 +134,44 @@ def field_matcher(
         return None
     if aliases:
         reqs = [(aliases.get(f, f), eq, v) for f, eq, v in reqs]
+    # each field read once per object however many requirements name it (the scheduler's
+    # status.phase!=Succeeded,status.phase!=Failed), through a reader made once per selector
+    fields: dict[str, list[tuple[bool, str]]] = {}
+    for f, eq, v in reqs:
+        fields.setdefault(f, []).append((eq, v))
+    checks = [(field_reader(f), tuple(conds)) for f, conds in fields.items()]
 
     def match(obj: Obj) -> bool:
-        for f, eq, v in reqs:
-            if (field_value(obj, f) == v) != eq:
-                return False
+        for read, conds in checks:
+            value = read(obj)
+            for eq, v in conds:
+                if (value == v) != eq:
+                    return False
         return True
 
     return match
+
+
+def field_reader(path: str) -> Callable[[Obj], str]:
+    """``lambda obj: field_value(obj, path)``, with the path split once."""
+    if path == "source":
+        return lambda obj: field_value(obj, path)
+    parts = tuple(path.split("."))
+    missing = "false" if path in ("spec.unschedulable", "spec.hostNetwork") else ""
+
+    def read(obj: Obj) -> str:
+        cur: Any = obj
+        for part in parts:
+            if not isinstance(cur, dict):
+                return missing
+            cur = cur.get(part)
+        if cur is None:
+            return missing
+        if isinstance(cur, bool):
+            return "true" if cur else "false"
+        return str(cur)
+
+    return read
 
 
 def both(a: Matcher | None, b: Matcher | None) -> Matcher | None:

@@ -193,7 +193,8 @@ class Sandbox:
             self._controllers_task = asyncio.create_task(self.controllers.run(), name="sandbox-controllers")
             self._controllers_task.add_done_callback(_log_crash)
         if self.dra_driver is not None:
-            self.dra_driver.publish_all()  # nodes added since construction
+            # nodes added since construction get their slices on the driver's first pass
+            # (its informer's initial list publishes for every node listed)
             self._dra_task = asyncio.create_task(self.dra_driver.run(), name="sandbox-dra-driver")
             self._dra_task.add_done_callback(_log_crash)
         self._ns_task = asyncio.create_task(self.namespace_controller.run(), name="sandbox-namespace-controller")

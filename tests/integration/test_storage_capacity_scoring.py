@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import csi_driver
 from tests.integration.scenarios import (
     api,
     claim,
@@ -27,9 +28,7 @@ CAPACITIES = "/apis/storage.k8s.io/v1/namespaces/default/csistoragecapacities"
 
 
 def _driver() -> tuple[str, dict[str, Any]]:
-    return CSI_DRIVERS, {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
-                         "metadata": {"name": DRIVER},
-                         "spec": {"storageCapacity": True, "attachRequired": False}}
+    return CSI_DRIVERS, csi_driver(DRIVER, storage_capacity=True, attach_required=False)
 
 
 def _capacity(zone: str, capacity: str) -> tuple[str, dict[str, Any]]:

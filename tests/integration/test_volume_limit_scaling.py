@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import csi_driver
 from tests.integration.scenarios import (
     NO_VICTIMS,
     api,
@@ -30,9 +31,8 @@ CSI_NODES = "/apis/storage.k8s.io/v1/csinodes"
 
 
 def _driver() -> tuple[str, dict[str, Any]]:
-    return CSI_DRIVERS, {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
-                         "metadata": {"name": DRIVER},
-                         "spec": {"attachRequired": True, "preventPodSchedulingIfMissing": True}}
+    return CSI_DRIVERS, csi_driver(DRIVER, attach_required=True,
+                                   prevent_pod_scheduling_if_missing=True)
 
 
 def _csi_node(name: str, drivers: list[str]) -> tuple[str, dict[str, Any]]:

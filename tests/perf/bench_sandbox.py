@@ -269,9 +269,26 @@ def _scheduled_event(name: str, node: str, i: int) -> dict[str, Any]:
             "type": "Normal"}
 
 
-async def _per_pod(sp: SandboxProcess, args: argparse.Namespace) -> dict[str, Any]:
+class _Phases:
+    """What --per-pod measures around each phase: the sandbox process's CPU by default."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def cpu(self) -> float:
+        return _cpu_seconds(self.pid)
+
+    def start(self, label: str) -> None:
+        pass
+
+    def stop(self, label: str, out: dict[str, Any], n: int) -> None:
+        pass
+
+
+async def _per_pod(sp: Any, args: argparse.Namespace, phases: _Phases | None = None) -> dict[str, Any]:
     assert sp.proc is not None
     pid = sp.proc.pid
+    ph = phases or _Phases(pid)
     n = args.pods
     names = [f"pod-{i:06d}" for i in range(n)]
     nodes = [f"node-{i:0{max(4, len(str(args.nodes - 1)))}d}" for i in range(args.nodes)]
@@ -320,13 +337,15 @@ async def _per_pod(sp: SandboxProcess, args: argparse.Namespace) -> dict[str, An
                         await r.read()
                         assert r.status == 201, (label, r.status, await r.text())
 
-            cpu0 = _cpu_seconds(pid)
+            ph.start(label)
+            cpu0 = ph.cpu()
             t0 = time.perf_counter()
             await asyncio.gather(*(worker() for _ in range(args.concurrency)))
             if wait_running:
                 await asyncio.wait_for(all_running.wait(), 120)
             wall = time.perf_counter() - t0
-            cpu = _cpu_seconds(pid) - cpu0
+            cpu = ph.cpu() - cpu0
+            ph.stop(label, out, n)
             out[f"{label}_us_per_pod"] = round(1e6 * cpu / n, 1)
             out[f"{label}_per_s"] = round(n / wall)
 
@@ -355,6 +374,92 @@ def run_per_pod(args: argparse.Namespace) -> dict[str, Any]:
         return asyncio.run(_per_pod(sp, args))
 
 
+class _ThreadPhases(_Phases):
+    """--calls: the sandbox's thread's CPU, and a cProfile of that thread around each phase
+    (enabled and disabled on the sandbox's own loop), reported as Python calls per pod."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ident: int, top: int, dump: str | None) -> None:
+        super().__init__(os.getpid())
+        self.dump = dump
+        self.loop = loop
+        self.clock = time.pthread_getcpuclockid(ident)
+        self.top = top
+        self.prof: Any = None
+
+    def cpu(self) -> float:
+        return time.clock_gettime(self.clock)
+
+    def _on_loop(self, fn: Any) -> None:
+        asyncio.run_coroutine_threadsafe(_call(fn), self.loop).result(10)
+
+    def start(self, label: str) -> None:
+        import cProfile
+
+        self.prof = cProfile.Profile()
+        self._on_loop(self.prof.enable)
+
+    def stop(self, label: str, out: dict[str, Any], n: int) -> None:
+        import pstats
+
+        self._on_loop(self.prof.disable)
+        if self.dump:
+            self.prof.dump_stats(str(Path(self.dump) / f"{label}.prof"))
+        st = pstats.Stats(self.prof)
+        rows = st.stats  # type: ignore[attr-defined]
+        total = sum(v[1] for v in rows.values())
+        out[f"{label}_calls_per_pod"] = round(total / n, 1)
+        top = sorted(rows.items(), key=lambda kv: -kv[1][1])[: self.top]
+        out[f"{label}_top_calls"] = [
+            f"{v[1] / n:.2f} {Path(k[0]).name}:{k[1]}({k[2]})" for k, v in top]
+
+
+async def _call(fn: Any) -> None:
+    fn()
+
+
+def run_calls(args: argparse.Namespace) -> dict[str, Any]:
+    """--per-pod with the sandbox in a thread of this process (the CLI's own Sandbox and gc
+    freeze), for call counts: they do not move with the machine's load."""
+    import gc
+    import threading
+
+    from scheduler.sandbox import cli
+
+    sargs = cli.build_parser().parse_args(
+        ["--nodes", str(args.nodes), "--port", "0", "--no-scheduler-prereqs",
+         "--watch-history", str(max(10000, args.pods * 4)), "--log-level", "warning"])
+    sb = cli.sandbox_from_args(sargs)
+    started: cf.Future[Any] = cf.Future()
+    stopped = threading.Event()
+
+    def serve() -> None:
+        async def main() -> None:
+            await sb.start()
+            gc.collect()
+            gc.freeze()
+            done = asyncio.Event()
+            started.set_result((asyncio.get_running_loop(), threading.get_ident(), done))
+            await done.wait()
+            await sb.stop()
+
+        asyncio.run(main())
+        stopped.set()
+
+    th = threading.Thread(target=serve, name="sandbox", daemon=True)
+    th.start()
+    loop, ident, done = started.result(60)
+
+    class _Sp:
+        url = sb.url
+        proc = type("P", (), {"pid": os.getpid()})()
+
+    try:
+        return asyncio.run(_per_pod(_Sp(), args, _ThreadPhases(loop, ident, args.calls, args.calls_dump)))
+    finally:
+        loop.call_soon_threadsafe(done.set)
+        stopped.wait(30)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=5000)
@@ -370,8 +475,13 @@ def main() -> int:
                    help="the sandbox's CPU per scheduled pod (create, bind + kubelet status, event)")
     p.add_argument("--pause-for-profiler", type=float, default=0.0,
                    help="with --per-pod: print the sandbox's pid and wait this long before measuring")
+    p.add_argument("--calls", type=int, default=0, metavar="TOP",
+                   help="--per-pod with the sandbox in a thread of this process: its Python calls "
+                        "per pod per phase (cProfile) and the TOP functions by calls")
+    p.add_argument("--calls-dump", metavar="DIR",
+                   help="with --calls: write each phase's profile to DIR/<phase>.prof")
     args = p.parse_args()
-    res = run_per_pod(args) if args.per_pod else run(args)
+    res = run_calls(args) if args.calls else run_per_pod(args) if args.per_pod else run(args)
     if args.json:
         print(json.dumps(res))
     else:

@@ -100,6 +100,8 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         self._handle = handle
         self._dra_scoring = (DRAScoring(handle.listers) if handle is not None
                              and features.DEFAULT.enabled("DRAExtendedResource") else None)
+        if self._dra_scoring is not None and not self._dra_scoring.can_back(self.resources):
+            self._dra_scoring = None  # no scored resource a DeviceClass can back
 
     @property
     def resources(self) -> list[ResourceSpec]:

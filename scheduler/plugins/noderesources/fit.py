@@ -239,6 +239,8 @@ class Fit(PreFilterPlugin, FilterPlugin, EnqueueExtensions, PreScorePlugin, Scor
         self._classes = (handle.listers if handle is not None
                          and features.DEFAULT.enabled("DRAExtendedResource") else None)
         self._dra_scoring = DRAScoring(self._classes) if self._classes is not None else None
+        if self._dra_scoring is not None and not self._dra_scoring.can_back(self.resources):
+            self._dra_scoring = None  # no scored resource a DeviceClass can back
 
     @staticmethod
     def _build_scorer(raw: Any) -> ResourceAllocationScorer:

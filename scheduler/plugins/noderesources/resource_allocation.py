@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from scheduler.dra.extended import class_devices, is_dra_extended_resource_name
@@ -21,6 +22,12 @@ from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name
 from scheduler.plugins.helper import args_error, device_class_cache
+
+_ALLOCATABLE = attrgetter("allocatable")
+_REQUESTED = attrgetter("requested")
+_NON_ZERO_REQUESTED = attrgetter("non_zero_requested")
+_MILLI_CPU = attrgetter("milli_cpu")
+_MEMORY = attrgetter("memory")
 
 ERR_RESOURCES_NOT_FOUND = "resources not found"
 
@@ -172,7 +179,8 @@ class PreScoreState:
 class ResourceAllocationScorer:
     """Upstream ``resourceAllocationScorer``."""
 
-    __slots__ = ("name", "resources", "use_requested", "_scorer", "column_scorer", "_last")
+    __slots__ = ("name", "resources", "use_requested", "_scorer", "column_scorer", "_last",
+                 "_columns", "_cpu_first")
 
     def __init__(
         self,
@@ -189,6 +197,12 @@ class ResourceAllocationScorer:
         # The same formula for exactly two resources over columns of nodes
         # (requested0s, allocatable0s, requested1s, allocatable1s): no call per node.
         self.column_scorer: ColumnScorerFn | None = getattr(scorer, "column", None)
+        # Whether score_many takes the column path (exactly CPU and memory, a column
+        # scorer), and whether CPU comes first: the resources never change, so once.
+        names = [spec.name for spec in self.resources]
+        self._columns = (self.column_scorer is not None and len(names) == 2
+                         and set(names) == {CPU, MEMORY})
+        self._cpu_first = bool(names) and names[0] == CPU
         # The last pod's answer: (its requests object, non-zero cpu, non-zero memory, the
         # list).  Pods parsed alike share one requests object (PodInfo's shared parse), so
         # a backlog of alike pods computes the list once; the list is never changed.
@@ -250,24 +264,28 @@ class ResourceAllocationScorer:
         """``score`` for every node; two native resources (the default) take a fast path."""
         if not self.resources:
             return [], Status(Code.ERROR, ERR_RESOURCES_NOT_FOUND)
-        native = all(spec.name in (CPU, MEMORY) for spec in self.resources)
         column = self.column_scorer
-        if not native or len(self.resources) != 2 or column is None:
+        if not self._columns or column is None:
             return [self.score(node_info, pod_requests, dra)[0] for node_info in nodes], None
-        cpu_first = self.resources[0].name == CPU
+        cpu_first = self._cpu_first
         cpu_request, mem_request = (
             (pod_requests[0], pod_requests[1]) if cpu_first else (pod_requests[1], pod_requests[0])
         )
-        allocs = [node_info.allocatable for node_info in nodes]
-        used = (
-            [node_info.requested for node_info in nodes] if self.use_requested
-            else [node_info.non_zero_requested for node_info in nodes]
-        )
-        a_cpu = [a.milli_cpu for a in allocs]
-        a_mem = [a.memory for a in allocs]
-        # A resource the node does not have is not scored: requested 0 with allocatable 0.
-        r_cpu = [u.milli_cpu + cpu_request if a else 0 for u, a in zip(used, a_cpu)]
-        r_mem = [u.memory + mem_request if a else 0 for u, a in zip(used, a_mem)]
+        # The columns by attrgetter over the nodes (C loops: a comprehension is a Python
+        # call each, and a kept window scores one or two changed nodes a cycle).
+        allocs = list(map(_ALLOCATABLE, nodes))
+        used = list(map(_REQUESTED if self.use_requested else _NON_ZERO_REQUESTED, nodes))
+        a_cpu = list(map(_MILLI_CPU, allocs))
+        a_mem = list(map(_MEMORY, allocs))
+        u_cpu = list(map(_MILLI_CPU, used))
+        u_mem = list(map(_MEMORY, used))
+        if all(a_cpu) and all(a_mem):
+            r_cpu = list(map(cpu_request.__add__, u_cpu))  # ints: C loops, no call each
+            r_mem = list(map(mem_request.__add__, u_mem))
+        else:
+            # A resource the node does not have is not scored: requested 0, allocatable 0.
+            r_cpu = [u + cpu_request if a else 0 for u, a in zip(u_cpu, a_cpu)]
+            r_mem = [u + mem_request if a else 0 for u, a in zip(u_mem, a_mem)]
         if cpu_first:
             return column(r_cpu, a_cpu, r_mem, a_mem), None
         return column(r_mem, a_mem, r_cpu, a_cpu), None
@@ -309,10 +327,17 @@ class DRAScoring:
                 if is_dra_extended_resource_name(spec.name)])
         return kept[1]
 
+    def can_back(self, resources: Sequence[ResourceSpec]) -> bool:
+        """Whether a DeviceClass can back one of ``resources`` (else ``backed`` is always
+        empty and ``totals`` None: a plugin scoring only CPU and memory, the default, need
+        not ask every cycle)."""
+        return bool(self._extended(resources))
+
     def backed(self, resources: Sequence[ResourceSpec], pod_requests: Sequence[int]
                ) -> dict[str, Mapping[str, Any]]:
         """The scored resources the pod asks for that a DeviceClass backs -> the class."""
-        if not any(pod_requests[i] for i in self._extended(resources)):
+        extended = self._extended(resources)
+        if not extended or not any(map(pod_requests.__getitem__, extended)):
             return {}
         cache = device_class_cache(self._listers)
         out: dict[str, Mapping[str, Any]] = {}

@@ -366,6 +366,8 @@ class PodTopologySpreadBase(Plugin):
     # theirs) and their ``own_constraints_key``: PreFilter and PreScore ask about the same
     # pod, each for its whenUnsatisfiable.
     _last_own: tuple[list[Any], Any, OwnKey] | None
+    # topology key -> every node's value of it by snapshot position (Filter's DomainMask)
+    _columns: dict[str, Any]
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
         """Counts matching pods on a node, memoized by the NodeInfo generation."""

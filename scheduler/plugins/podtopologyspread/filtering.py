@@ -7,7 +7,9 @@ updates the counts in place.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
+from scheduler.framework.batching_kept import wrapped_slice
 from scheduler.framework.cycle_state import CycleState, missing_state_for_nodes, read_state
 from scheduler.framework.interfaces import (
     FilterPlugin,
@@ -31,6 +33,9 @@ from scheduler.plugins.podtopologyspread.common import (
 from scheduler.plugins.helper import PodDeltaExtensions
 from scheduler.plugins.podtopologyspread.common import NAME
 
+if TYPE_CHECKING:
+    from scheduler.framework.batching_kept import Snapshot as BatchSnapshot
+
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
@@ -40,6 +45,8 @@ _MAX_INT32 = 2**31 - 1
 
 # Domains per constraint up to which Filter signs pods for opportunistic batching.
 MAX_SIGNED_DOMAINS = 64
+
+_NO_DOMAINS: frozenset[str] = frozenset()
 
 
 class CriticalPaths:
@@ -95,7 +102,7 @@ class PreFilterState:
     """
 
     __slots__ = ("constraints", "counts", "_paths", "_mins", "_checks", "domains", "inclusion",
-                 "namespace", "self_match")
+                 "namespace", "self_match", "unmasked")
 
     def __init__(
         self,
@@ -122,6 +129,9 @@ class PreFilterState:
         # Per constraint, 1 when its selector matches the incoming pod (set by the first
         # Filter call: the walk filters in several chunks, the answer does not change).
         self.self_match: list[int] | None = None
+        # While True, Filter rejects no domain for its skew, only nodes missing a key
+        # (``DomainMask``: batching keeps those statuses and applies the skew on top).
+        self.unmasked = False
 
     @property
     def critical_paths(self) -> list[CriticalPaths]:
@@ -184,6 +194,13 @@ class PreFilterState:
                 checks.append((c.topology_key, counts, offset, c.max_skew, over, 0 > limit))
             self._checks = checks
         return checks
+
+    def base_checks(self, pod_info: PodInfo) -> list[tuple[str, dict[str, int], int, int,
+                                                          frozenset[str] | None, bool]]:
+        """``checks`` with no domain over the skew (signed constraints only): a node is
+        rejected only for a missing key."""
+        return [(key, counts, offset, max_skew, _NO_DOMAINS, False)
+                for key, counts, offset, max_skew, _, _ in self.checks(pod_info)]
 
     def clone(self) -> PreFilterState:
         copy = PreFilterState(
@@ -303,6 +320,29 @@ class Filtering(KeptDomains, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
         return tuple((key, over, zero_over)
                      for key, _, _, _, over, zero_over in s.checks(pod_info))
 
+    def filter_mask(self, state: CycleState, pod_info: PodInfo) -> DomainMask | None:
+        """The domains this pod's skew rejects, as a mask batching applies on top of the
+        statuses kept for the signature with none rejected (``DomainMask``); None when no
+        domain is over the skew (the signature is that one already), when the pod is not
+        signed, or when a domain with no matching pod is over (its answer depends on which
+        domains the counts hold)."""
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState) or not s.constraints:
+            return None
+        if any(len(counts) > MAX_SIGNED_DOMAINS for counts in s.counts):
+            return None
+        checks = s.checks(pod_info)
+        if len(checks) != 1:
+            return None
+        key, _, _, _, over, zero_over = checks[0]
+        if zero_over or not over:
+            return None
+        column = self._columns.get(key)
+        if column is None:
+            column = self._columns[key] = DomainColumn(key)
+        return DomainMask(key=((key, over, zero_over),), base=((key, _NO_DOMAINS, False),),
+                          over=over, column=column)
+
     # --- Filter -------------------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
@@ -314,7 +354,7 @@ class Filtering(KeptDomains, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
             return missing_state_for_nodes(PRE_FILTER_STATE_KEY, nodes)
-        checks = s.checks(pod_info)
+        checks = s.base_checks(pod_info) if s.unmasked else s.checks(pod_info)
         out: list[Status | None] = []
         append = out.append
         # A Status per rejected node: filter_nodes' contract (statuses are not shared).
@@ -339,3 +379,87 @@ class Filtering(KeptDomains, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
                         break
             append(status)
         return out
+
+
+
+def _label(node_info: NodeInfo, key: str) -> str | None:
+    node = node_info.node
+    if node is None:
+        return None
+    labels = (node.get("metadata") or _NO_FIELDS).get("labels") or _NO_LABELS
+    return labels.get(key)
+
+
+class DomainColumn:
+    """One label's value on every node (None: missing, or no node object), by position in
+    the snapshot's node list, kept in step with its change log: only the positions changed
+    in place since are read again; a rebuilt list is read whole."""
+
+    __slots__ = ("key", "list_version", "serial", "values")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.list_version = -1
+        self.serial = -1
+        self.values: list[str | None] = []
+
+    def sync(self, snapshot: BatchSnapshot) -> list[str | None]:
+        nodes = snapshot.node_info_list
+        key = self.key
+        values = self.values
+        if self.list_version == snapshot.list_version and len(values) == len(nodes):
+            if self.serial == snapshot.change_serial:
+                return values
+            changed = snapshot.changed_positions_since(self.serial)
+            if changed is not None:
+                for position in changed:
+                    values[position] = _label(nodes[position], key)
+                self.serial = snapshot.change_serial
+                return values
+        values = self.values = [_label(node_info, key) for node_info in nodes]
+        self.list_version = snapshot.list_version
+        self.serial = snapshot.change_serial
+        return values
+
+
+class DomainMask:
+    """What opportunistic batching needs to keep one set of Filter statuses for pods whose
+    spread rejects different domains (framework/batching.py ``FilterMask``), for a pod with
+    one constraint: ``base`` is the Filter signature with no domain over the skew, ``key``
+    this pod's (the domains over it).  Batching computes and keeps the statuses with the
+    skew off (``unmask``: only a missing key rejects a node), then ``reject`` names the
+    nodes whose domain is over the skew (a node missing the key keeps its own status), the
+    ones ``Filtering.filter_nodes`` rejects with ``status()``; their domains are read from
+    a ``DomainColumn`` by position, one comparison a node."""
+
+    __slots__ = ("base", "column", "key", "over")
+
+    def __init__(self, *, key: Hashable, base: Hashable, over: frozenset[str],
+                 column: DomainColumn) -> None:
+        self.key = key
+        self.base = base
+        self.over = over
+        self.column = column
+
+    def unmask(self, state: CycleState, on: bool) -> None:
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if isinstance(s, PreFilterState):
+            s.unmasked = on
+
+    def reject(self, snapshot: BatchSnapshot, *, first: int, index: list[int] | None,
+               size: int) -> list[int]:
+        """Offsets, in the run of ``size`` nodes from position ``first`` of the snapshot's
+        node list (wrapping; the positions ``index`` instead when given), of the nodes in a
+        domain over the skew."""
+        values = self.column.sync(snapshot)
+        chunk = (wrapped_slice(values, first, size) if index is None
+                 else list(map(values.__getitem__, index)))
+        over = self.over
+        if len(over) == 1:
+            (domain,) = over
+            return [i for i, value in enumerate(chunk) if value == domain]
+        return [i for i, value in enumerate(chunk) if value in over]
+
+    @staticmethod
+    def status() -> Status:
+        return Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH, plugin=NAME)

@@ -156,6 +156,7 @@ class PodTopologySpread(Filtering, Scoring, EnqueueExtensions):
         self._compiled_defaults: dict[str, list[Constraint]] = {}
         self._default_selectors = DefaultSelectors(handle.listers)
         self._last_own: tuple[list[Any], Any, OwnKey] | None = None
+        self._columns: dict[str, Any] = {}
 
     # --- events -------------------------------------------------------------------------------
 

@@ -279,3 +279,45 @@ def test_generations_follow_the_listed_node_infos(change: str) -> None:
     kept = {n.name for n in snapshot.list() if before.get(n.name) == n.generation}
     assert kept == {"n0", "n1", "n2", "n3"} - {"n2" if change == "remove-node" else "",
                                                "n1" if change == "add-pod" else ""}
+
+
+# --- parsed taints across snapshot updates --------------------------------------------------
+
+
+@pytest.mark.parametrize(("change", "parsed_again"), [
+    ("a pod assumed on the node", False),
+    ("the node updated with another taint", True),
+    ("the node updated with the same taints (a new object)", True),
+])
+def test_a_snapshot_copy_keeps_the_taints_parsed_for_its_node_object(
+    change: str, parsed_again: bool
+) -> None:
+    """Plugins parse a node's taints on the snapshot's copy; copying the node again after
+    its pods changed keeps that parse (the node object is the same), a new node object is
+    parsed afresh, and the taints read are always the node's."""
+    from tests.builders import NodeBuilder
+
+    cache = Cache()
+    node = NodeBuilder("a").taint("k", "v").obj()
+    cache.add_node(node)
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    held = snapshot.get("a")
+    assert held is not None
+    first = held.taints()
+    assert [t.key for t in first] == ["k"]
+    expected = ["k"]
+    if change == "a pod assumed on the node":
+        cache.assume_pod(PodInfo.from_pod(PodBuilder("p").uid("u1").node("a").obj()))
+    elif change == "the node updated with another taint":
+        cache.update_node(node, NodeBuilder("a").taint("k", "v").taint("k2").obj())
+        expected = ["k", "k2"]
+    else:
+        cache.update_node(node, NodeBuilder("a").taint("k", "v").obj())
+    cache.update_snapshot(snapshot)
+    assert snapshot.get("a") is held
+    assert [t.key for t in held.taints()] == expected
+    assert (held.taints() is not first) is parsed_again
+    # and once more: the parse kept by the cache serves the next copy too
+    cache.update_snapshot(snapshot)
+    assert [t.key for t in held.taints()] == expected

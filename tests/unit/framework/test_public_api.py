@@ -29,7 +29,7 @@ from scheduler.plugins.registry import IN_TREE, in_tree_registry
 PUBLIC = {
     "MAX_NODE_SCORE", "MIN_NODE_SCORE", "ActionType", "ApiClient", "ApiResponse", "BindPlugin",
     "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState", "EnqueueExtensions",
-    "EventRecorder", "EventResource", "FilterPlugin", "Handle", "NodeInfo", "NodeInfoLister",
+    "EventRecorder", "EventResource", "FilterPlugin", "Handle", "KeyedHint", "NodeInfo", "NodeInfoLister",
     "NodeScore", "ObjectLister", "PermitPlugin", "Plugin", "PluginArgs", "PluginFactory",
     "PluginOrigin", "PodGroupPlugin", "PodInfo", "PodNominator", "PostBindPlugin", "PostFilterPlugin",
     "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterExtensions",
@@ -50,7 +50,8 @@ def test_public_names_are_exactly_all_and_importable() -> None:
     assert exported - PUBLIC <= {
         "cycle_state", "events", "interfaces", "node_info", "registry", "status", "types",
         "errors", "handle", "runtime", "builder", "instrumentation", "waiting_pods",
-        "batching", "batching_kept", "nominated", "runtime_base", "runtime_filter",
+        "batching", "batching_kept", "batching_mask", "nominated", "runtime_base",
+        "runtime_filter",
         "runtime_score", "runtime_binding",
     }
 

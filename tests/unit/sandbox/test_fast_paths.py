@@ -168,3 +168,66 @@ def test_remembered_resource_checks_tell_equal_hashing_values_apart() -> None:
     for value in (1, True, 1.0, "1"):
         res = {"requests": {"example.com/gpu": value}, "limits": {"example.com/gpu": 1}}
         assert validation._resources_causes(res, path) == validation._resources_causes_of(res, path)
+
+
+# ------------------------------------------------------------ field selectors: paths split once
+
+_FIELD_OBJECTS: list[dict[str, Any]] = [
+    make_pod("a", namespace="default", cpu="100m", memory="64Mi", node="node-0001"),
+    {"metadata": {"name": "b", "namespace": "ns"}, "spec": {"unschedulable": True, "hostNetwork": False},
+     "status": {"phase": "Running"}},
+    {"metadata": {"name": "c"}, "spec": "not a dict", "status": None},
+    {"metadata": {"name": "d"}, "spec": {"nodeName": 7}, "source": {"component": "kubelet"}},
+    {"metadata": {"name": "e"}, "reportingComponent": "kube-py-scheduler"},
+]
+_FIELD_PATHS = ["metadata.name", "metadata.namespace", "spec.nodeName", "spec.unschedulable",
+                "spec.hostNetwork", "status.phase", "source", "spec.nodeName.deeper", "involvedObject.kind"]
+
+
+@pytest.mark.parametrize("path", _FIELD_PATHS)
+def test_a_field_reader_reads_what_field_value_reads(path: str) -> None:
+    from scheduler.sandbox.selectors import field_reader, field_value
+
+    read = field_reader(path)
+    assert [read(o) for o in _FIELD_OBJECTS] == [field_value(o, path) for o in _FIELD_OBJECTS]
+
+
+@pytest.mark.parametrize("selector", [
+    "status.phase!=Succeeded,status.phase!=Failed", "status.phase=Running,status.phase!=Failed",
+    "spec.nodeName=,metadata.name!=a", "metadata.name=a,spec.nodeName=node-0001,status.phase!=Failed",
+    "spec.unschedulable=true", "spec.hostNetwork=false", "status.phase==Running,status.phase=Pending",
+])
+def test_a_field_selector_matches_as_its_requirements_one_by_one(selector: str) -> None:
+    from scheduler.sandbox.selectors import field_matcher, field_value, parse_field_selector
+
+    match = field_matcher(selector, lambda _: True)
+    assert match is not None
+    reqs = parse_field_selector(selector)
+    want = [all((field_value(o, f) == v) == eq for f, eq, v in reqs) for o in _FIELD_OBJECTS]
+    assert [match(o) for o in _FIELD_OBJECTS] == want
+    assert any(want) or selector.startswith("status.phase==Running,")
+
+
+# ------------------------------------------------------------ the create routes remembered
+
+@pytest.mark.parametrize("target", ["/api/v1/namespaces/default/pods", "/api/v1/namespaces/default/events",
+                                    "/apis/events.k8s.io/v1/namespaces/default/events"])
+def test_a_remembered_create_route_is_the_route_and_follows_the_catalog(target: str) -> None:
+    import copy
+
+    from scheduler.sandbox import Sandbox
+
+    sb = Sandbox(nodes=0)
+    app, cat = sb.app, sb.registry.catalog
+    headers = {"Accept": "application/json"}
+    first = app.fast_route("POST", target, headers)
+    parts = target.split("/")
+    group, version, rest = ("", "v1", parts[3:]) if parts[1] == "api" else (parts[2], parts[3], parts[4:])
+    assert first is not None and first == app._route(group, version, rest)
+    assert app.fast_route("POST", target, headers) is first  # remembered
+    key = (first.rt.group, first.rt.version, first.rt.plural)
+    replaced = cat.by_gvr[key] = copy.copy(first.rt)  # the type served there changed (a CRD's, say)
+    again = app.fast_route("POST", target, headers)
+    assert again is not None and again.rt is replaced and again == app._route(group, version, rest)
+    del cat.by_gvr[key]
+    assert app.fast_route("POST", target, headers) is None  # no longer served: aiohttp answers 404

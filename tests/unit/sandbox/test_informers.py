@@ -436,3 +436,60 @@ def test_the_gc_follows_its_graph_not_a_scan(
     else:
         assert deps == [None, None]
     assert listed == []
+
+
+def test_the_claim_controller_queues_only_the_pod_events_it_acts_on() -> None:
+    """A plain pod's writes are not queued for the resourceclaim controller; a pod that names
+    claims, or that a claim reserves (its claim's event queued ahead and not drained yet, or
+    already drained), is; the reservation of a pod gone is released as before."""
+    from scheduler.sandbox.claimcontroller import ClaimControllerSim
+    from tests.builders import dra_claim, with_pod_claims
+
+    reg = _registry()
+    pods = reg.catalog.builtin("", "pods")
+    claims = reg.catalog.builtin("resource.k8s.io", "resourceclaims")
+    cc = ClaimControllerSim(reg)
+    cc.sync()  # its initial list: the watches open
+    reg.create(pods, "default", make_pod("plain"))
+    reg.create(pods, "default", with_pod_claims(make_pod("claimer"), ("gpu", "claim", "c1")))
+    reserved = reg.create(pods, "default", make_pod("reserved")).obj
+    later = reg.create(pods, "default", make_pod("later")).obj
+
+    def reserve(name: str, pod: Obj) -> None:
+        claim = dra_claim(name)
+        claim["metadata"].update(uid=new_uid(), creationTimestamp=now_iso())
+        claim["status"] = {"reservedFor": [{"resource": "pods", "name": pod["metadata"]["name"],
+                                            "uid": pod["metadata"]["uid"]}]}
+        reg.store.write(reg.ts(claims), claim, None)
+
+    reserve("c0", reserved)  # queued, not drained
+    reg.delete(pods, "default", "reserved", {})
+    reg.delete(pods, "default", "plain", {})
+    queued = [(rt.plural, ev.type, ev.obj["metadata"]["name"]) for rt, ev in cc.informer._queue]
+    assert queued == [("pods", ADDED, "claimer"), ("resourceclaims", ADDED, "c0"), ("pods", DELETED, "reserved")]
+    cc.sync()
+    assert "reservedFor" not in (reg.ts(claims).get("default", "c0").obj.get("status") or {})  # type: ignore[union-attr]
+    reserve("c2", later)
+    cc.sync()  # drained: the reservation is known
+    reg.delete(pods, "default", "later", {})
+    assert [(rt.plural, ev.type, ev.obj["metadata"]["name"]) for rt, ev in cc.informer._queue][-1:] == [
+        ("pods", DELETED, "later")]
+    cc.sync()
+    assert "reservedFor" not in (reg.ts(claims).get("default", "c2").obj.get("status") or {})  # type: ignore[union-attr]
+
+
+def test_nodes_added_before_start_get_slices_on_the_drivers_first_pass() -> None:
+    """What lets ``Sandbox.start()`` leave them to the driver's loop: its first pass lists the
+    nodes (the informer's initial list) and publishes for every one that lacks slices."""
+    sb = Sandbox(nodes=1, dra_devices="gpu=2")
+    assert sb.dra_driver is not None
+    slices = sb.registry.catalog.builtin("resource.k8s.io", "resourceslices")
+
+    def published() -> list[str]:
+        return sorted(e.obj["spec"]["nodeName"] for e in sb.registry.ts(slices).entries())
+
+    assert published() == ["node-0000"]  # at construction
+    sb.add_nodes(2)
+    assert published() == ["node-0000"]
+    sb.dra_driver.sync()
+    assert published() == ["node-0000", "node-0001", "node-0002"]

@@ -178,12 +178,14 @@ async def test_inline_answers_equal_aiohttps(name: str) -> None:
         assert used >= len(labels) // 2  # the inline path really answered
 
 
-async def _split_run(req: bytes, cuts: list[int], *, inline: bool) -> tuple[bytes, int]:
+async def _split_run(req: bytes, cuts: list[int], *, inline: bool, warm: bool = True) -> tuple[bytes, int]:
+    """``warm``: a GET first, so that aiohttp's parser reads the connection from the start."""
     async with Sandbox(nodes=1, simulate_kubelet=False, token=TOKEN, tls=False) as sb:
         used = _count_inline_answers(sb, inline=inline)
         reader, writer = await asyncio.open_connection("127.0.0.1", sb.port)
-        writer.write(_request("GET", "/api/v1/namespaces/default/pods"))
-        await _read_answer(reader)
+        if warm:
+            writer.write(_request("GET", "/api/v1/namespaces/default/pods"))
+            await _read_answer(reader)
         last = 0
         for cut in [*cuts, len(req)]:
             await _until_idle(sb)
@@ -219,3 +221,113 @@ async def test_an_aiohttp_without_the_parts_relied_on_serves_every_request_itsel
     assert used == 0
     assert [a.split(b"\r\n", 1)[0] for a in answers] == [
         b"HTTP/1.1 201 Created", b"HTTP/1.1 409 Conflict", b"HTTP/1.1 422 Unprocessable Entity"]
+
+
+# ------------------------------------------------------------ heads read by the connection itself
+#
+# While every byte of a connection has been read by the inline path itself, it reads the heads
+# of the hot POSTs without aiohttp's parser; a head it does not take (another framing, bytes
+# aiohttp's parser might refuse, a repeated header) hands the connection to aiohttp's parser
+# from that request on. Each case: the odd request first on a fresh connection, then two plain
+# creates (one send each; none after a 400, which closes the connection), inline on and off;
+# ``own`` says whether the odd one is read here, ``inline`` whether it is answered inline at
+# all (aiohttp's parser read it, then the inline path answered it).
+
+def _raw_request(head: bytes, body: bytes) -> bytes:
+    return head + b"\r\n\r\n" + body
+
+
+_BODY = orjson.dumps(_pod("h"))
+_HEADS: dict[str, tuple[bytes, bool, bool]] = {
+    "lower-case names, blanks around values": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nhost: sandbox\r\ncontent-type:application/json  \r\n"
+        b"authorization: \tBearer " + TOKEN.encode() + b"\r\ncontent-length: " + str(len(_BODY)).encode(), True, True),
+    "Connection: keep-alive": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nConnection: Keep-Alive\r\n"
+        b"Content-Type: application/json\r\nAuthorization: Bearer " + TOKEN.encode()
+        + b"\r\nContent-Length: " + str(len(_BODY)).encode(), True, True),
+    "an empty Host": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost:\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), True, True),
+    "no Host: 400": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "a repeated header: 400": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "HTTP/1.0 with keep-alive": (
+        b"POST " + PODS.encode() + b" HTTP/1.0\r\nHost: sandbox\r\nConnection: keep-alive\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "absolute-form target": (
+        b"POST http://sandbox" + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "a non-ASCII header value": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\nX-Note: caf\xc3\xa9\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, True),
+    "a control byte in a header value: 400": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\nX-Note: a\x01b\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "a blank before the colon: 400": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type : application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + str(len(_BODY)).encode(), False, False),
+    "Content-Length with a leading zero": (
+        b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 0" + str(len(_BODY)).encode(), False, True),
+}
+
+
+def _chunked(body: bytes) -> bytes:
+    return (b"POST " + PODS.encode() + b" HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+            b"Authorization: Bearer " + TOKEN.encode() + b"\r\n\r\n" + f"{len(body):x}".encode() + b"\r\n" + body
+            + b"\r\n0\r\n\r\n")
+
+
+def _counted_heads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from scheduler.sandbox import app as sandbox_app
+
+    real = sandbox_app._read_head
+    taken = [0]
+
+    def counted(*args: Any) -> Any:
+        out = real(*args)
+        taken[0] += out is not None
+        return out
+
+    monkeypatch.setattr(sandbox_app, "_read_head", counted)
+    return taken
+
+
+@pytest.mark.parametrize("case", [*_HEADS, "chunked body"])
+async def test_heads_read_here_answer_as_aiohttp_does(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if case == "chunked body":
+        first, own, odd_inline = _chunked(_BODY), False, False
+    else:
+        head, own, odd_inline = _HEADS[case]
+        first = _raw_request(head, _BODY)
+    script: list[Step] = [("odd", [first])]
+    if not case.endswith(": 400"):
+        script += [("create", [_request("POST", PODS, _pod("k1"))]), ("create", [_request("POST", PODS, _pod("k2"))])]
+    taken = _counted_heads(monkeypatch)
+    full, _ = await _run(script, inline=False)
+    assert taken[0] == 0
+    inline, used = await _run(script, inline=True)
+    assert inline == full
+    # read here: the odd one (when taken) and the creates behind it (while the connection is
+    # still read here); aiohttp's parser reads all three once it took the first
+    assert taken[0] == (len(script) if own else 0)
+    assert used == len(script) - 1 + odd_inline
+
+
+@pytest.mark.parametrize("where", ["the head, then the body", "mid-body, three pieces", "mid-head",
+                                   "mid-request-line"])
+async def test_a_request_in_several_reads_on_a_fresh_connection(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    req = _request("POST", PODS, _pod("split"))
+    head_end = req.index(b"\r\n\r\n") + 4
+    cuts = {"the head, then the body": [head_end],
+            "mid-body, three pieces": [head_end + 10, len(req) - 5],
+            "mid-head": [40], "mid-request-line": [3]}[where]
+    taken = _counted_heads(monkeypatch)
+    full, _ = await _split_run(req, cuts, inline=False, warm=False)
+    inline, used = await _split_run(req, cuts, inline=True, warm=False)
+    assert full.startswith(b"HTTP/1.1 201 Created\r\n") and inline == full
+    assert used == 1 and taken[0] >= 1

@@ -8,13 +8,11 @@ from typing import Any
 
 from scheduler.config.types import PluginRef, Plugins, PluginSet, Profile
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.coscheduling.plugin import Coscheduling
-from scheduler.plugins.registry import in_tree_registry
 from tests.builders import make_node
-from tests.fakes import DictListers, FakeApiClient, FakeEventRecorder, FakeNominator, SnapshotLister, node_infos
+from tests.fakes import DictListers, FakeNominator, SnapshotLister, in_tree_framework, node_infos
 
 from .helpers import member, pod_group
 
@@ -31,17 +29,9 @@ class _Env:
             plugins=Plugins(multi_point=PluginSet(enabled=refs, disabled=[PluginRef("*")])),
             plugin_config={"Coscheduling": dict(args or {})},
         )
-        self.fw = Framework(
-            profile=profile,
-            registry=in_tree_registry(),
-            snapshot_provider=lambda: self.snapshot,
-            listers=self.listers,
-            client=FakeApiClient(),
-            event_recorder=FakeEventRecorder(),
-            nominator=FakeNominator(),
-            activate=self.activated.extend,
-            clock=lambda: 1000.0,
-        )
+        self.fw = in_tree_framework(profile, snapshot_provider=lambda: self.snapshot,
+                                    listers=self.listers, nominator=FakeNominator(),
+                                    activate=self.activated.extend)
 
     def permit(self, pod: dict[str, Any]) -> Any:
         return self.fw.run_permit_plugins(CycleState(), PodInfo.from_pod(pod), "n1")

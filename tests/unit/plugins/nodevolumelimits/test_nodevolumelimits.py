@@ -16,7 +16,7 @@ from scheduler.plugins.nodevolumelimits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     NodeVolumeLimits,
 )
-from tests.builders import NodeBuilder, PodBuilder
+from tests.builders import NodeBuilder, PodBuilder, csi_driver
 from tests.fakes import FakeHandle, node_infos
 from tests.unit.plugins.volumebinding.storage import csi_node, pv, pvc, storage_class
 
@@ -142,11 +142,7 @@ def test_args_and_events() -> None:
 # --- VolumeLimitScaling -----------------------------------------------------------------------
 
 def _driver(name: str, prevent: bool | None) -> dict[str, Any]:
-    driver_spec: dict[str, Any] = {"attachRequired": True}
-    if prevent is not None:
-        driver_spec["preventPodSchedulingIfMissing"] = prevent
-    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
-            "spec": driver_spec}
+    return csi_driver(name, attach_required=True, prevent_pod_scheduling_if_missing=prevent)
 
 
 def _gates(volume_limit_scaling: bool) -> features.FeatureGates:

@@ -28,7 +28,7 @@ from scheduler.plugins.volumebinding.plugin import (
     VolumeBinding,
     _build_scorer,
 )
-from tests.builders import NodeBuilder, PodBuilder
+from tests.builders import NodeBuilder, PodBuilder, csi_driver
 from tests.fakes import FakeApiClient, FakeHandle, FakeResponse, node_infos
 from tests.unit.plugins.volumebinding.storage import ZONE, pv, pvc, storage_class
 
@@ -438,8 +438,7 @@ def _gates(capacity_scoring: bool) -> features.FeatureGates:
 
 
 def _csi_driver(name: str = "csi.example.com", *, capacity: bool = True) -> dict[str, Any]:
-    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
-            "spec": {"storageCapacity": capacity}}
+    return csi_driver(name, storage_capacity=capacity)
 
 
 def _capacity(name: str, *, zone: str, capacity: str | None, cls: str = "csi",

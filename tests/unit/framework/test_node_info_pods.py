@@ -1,0 +1,40 @@
+"""NodeInfo's pod list: replacing a pod by its UID keeps every pod in its place, wherever the
+replaced pod stands (the search runs from the end, where a just-assumed pod is)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.framework.node_info import NodeInfo
+from scheduler.objects.pod import PodInfo
+from tests.builders import make_node, make_pod
+
+
+def _info(name: str, *, label: str = "v1") -> PodInfo:
+    pod = make_pod(name, cpu="100m", node="node")
+    pod["metadata"]["uid"] = f"uid-{name}"
+    pod["metadata"]["labels"] = {"version": label}
+    return PodInfo.from_pod(pod)
+
+
+@pytest.mark.parametrize("replaced", ["a", "b", "c", "d", "e"])
+def test_replace_pod_takes_the_place_of_the_pod_with_its_uid(replaced: str) -> None:
+    node = NodeInfo(make_node("node"))
+    names = ["a", "b", "c", "d", "e"]
+    for name in names:
+        node.add_pod(_info(name))
+    requested, generation = node.requested.clone(), node.generation
+    new = _info(replaced, label="v2")
+    assert node.replace_pod(new)
+    assert [p.pod["metadata"]["name"] for p in node.pods] == names
+    assert node.pods[names.index(replaced)] is new
+    assert [p.pod["metadata"]["labels"]["version"] for p in node.pods].count("v2") == 1
+    assert node.requested == requested and node.generation != generation
+
+
+def test_replace_pod_of_a_pod_not_on_the_node_changes_nothing() -> None:
+    node = NodeInfo(make_node("node"))
+    node.add_pod(_info("a"))
+    before, generation = list(node.pods), node.generation
+    assert not node.replace_pod(_info("z"))
+    assert node.pods == before and node.generation == generation
