@@ -268,9 +268,13 @@ class EventHandlers:
         sched = self.sched
         cached = sched.cache.get_pod_info(old) if _has_uid(old) else None
         # A bound pod's updates are mostly its kubelet's status writes, which change nothing
-        # a PodInfo is parsed from: the cached parse serves the new version.
-        reused = (_reparsed(new, cached) if cached is not None and _uid(new) == cached.uid
-                  else None)
+        # a PodInfo is parsed from: the cached parse serves the new version (its metadata
+        # read once, for the uid and by _reparsed).
+        reused = None
+        if cached is not None:
+            meta = _meta(new)
+            if str(meta.get("uid") or "") == cached.uid:
+                reused = _reparsed(new, cached, meta)
         info = reused or self._assigned_info(new)
         if info is None or cached is None:
             # Never added (unreadable) or gone: the cache holds nothing to update.
