@@ -353,14 +353,19 @@ async def create_all(user: Any, pods: list[dict[str, Any]], concurrency: int,
 
 def delete_loop(user: Any, pods: list[dict[str, Any]], *, per_second: float,
                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                clock: Callable[[], float] = time.monotonic,
                 ) -> Callable[[], Coroutine[Any, Any, None]]:
     """Upstream's deletePods opcode: delete ``pods`` (their metadata: namespace and name) in
-    order, one every ``1/per_second`` s, until all are gone or the run is cancelled."""
+    order, the n-th at n/``per_second`` s from the start (a ticker: a slow DELETE does not
+    push the later ones back), until all are gone or the run is cancelled."""
     interval = 1.0 / per_second
 
     async def run() -> None:
-        for meta in pods:
-            await sleep(interval)
+        start = clock()
+        for n, meta in enumerate(pods, start=1):
+            wait = start + n * interval - clock()
+            if wait > 0:
+                await sleep(wait)
             try:
                 await user.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
             except Exception:
@@ -368,31 +373,35 @@ def delete_loop(user: Any, pods: list[dict[str, Any]], *, per_second: float,
     return run
 
 
-def churn_loop(user: Any, workload: Workload, *, scheduler_name: str, node_cpu: str,
-               node_memory: str, iterations: int | None = None,
+def churn_loop(user: Any, workload: Workload, *, scheduler_name: str,
+               iterations: int | None = None,
                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                ) -> Callable[[], Coroutine[Any, Any, None]]:
-    """The workload's churn: every interval, create (or replace) one object of each kind."""
+    """The workload's churn, upstream's churn op with ``number`` 1: every interval
+    (``iterations`` of them, None: until cancelled), "create" creates one object of each
+    kind; "recreate" creates them, or deletes the ones it created at the interval before."""
     churn = workload.churn
     assert churn is not None
 
     async def run() -> None:
         previous: list[str] = []
-        index = 0
-        while iterations is None or index < iterations:
+        index = tick = 0
+        while iterations is None or tick < iterations:
             await sleep(churn.interval_s)
-            if churn.mode == "recreate":
+            tick += 1
+            if previous:
                 for path in previous:
                     try:
                         await user.delete(path)
                     except Exception:
                         pass  # e.g. a pod already deleted by preemption
                 previous = []
+                continue
             for kind in churn.kinds:
-                collection, obj = churn_object(kind, index, scheduler_name=scheduler_name,
-                                               node_cpu=node_cpu, node_memory=node_memory)
+                collection, obj = churn_object(kind, index, scheduler_name=scheduler_name)
                 await user.create(collection, obj)
-                previous.append(f"{collection}/{obj['metadata']['name']}")
+                if churn.mode == "recreate":
+                    previous.append(f"{collection}/{obj['metadata']['name']}")
             index += 1
 
     return run
@@ -520,7 +529,6 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 # cluster, unbounded 3-CPU pods would take every node from the measured pods.
                 cap = max(1, nodes // 10) if workload.churn.mode == "create" else None
                 during = churn_loop(user, workload, scheduler_name=scheduler_name,
-                                    node_cpu=node_cpu, node_memory=node_memory,
                                     iterations=cap)
             elif workload.delete_existing_per_s and existing and workload.existing is not None:
                 during = delete_loop(user, [p["metadata"] for p in before[:existing]],
@@ -651,6 +659,10 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
     result.update({
         "informer_sync_s": round(run.sync_seconds, 3),
         "time_to_first_bind_s": _rounded(run.first_bind_seconds, 3),
+        # of which after the sync: the creator's release to the first bind (the first
+        # measured pod's creation, its watch event, its cycle and binding)
+        "release_to_first_bind_s": (round(run.bind_times[0] - run.released, 3)
+                                    if run.bind_times else None),
         "measured_s": round(run.window, 3),
         "wall_s": round(run.last_bind - run.started, 3),
         "cycle_p50_ms": round(percentile(latencies, 50) * 1000, 3),

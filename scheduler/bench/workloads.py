@@ -51,7 +51,9 @@ Template = Callable[[int, str], dict[str, Any]]  # (index, scheduler name) -> po
 
 @dataclass(frozen=True)
 class Churn:
-    """Objects created (``mode="create"``) or replaced (``"recreate"``) every interval."""
+    """Upstream's churn op with ``number`` 1: every interval, ``mode="create"`` creates one
+    object of each kind; ``"recreate"`` creates them, or deletes them when they exist (so
+    each kind is there every other interval)."""
 
     mode: str
     interval_s: float
@@ -309,10 +311,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                   "pods, light pods without requests; 10000 gated pods, 20000 bound pods "
                   "deleted at 50/s (AssignedPodDelete events) while 20000 are measured; the "
                   "gated and bound pods scale with --pods"),
-    Workload("MixedChurn", 710, 5000, _default,
+    # upstream's SchedulingWithMixedChurn/5000Nodes_10000Pods (the case with the floor)
+    Workload("MixedChurn", 710, 10000, _default,
              churn=Churn("recreate", 1.0, ("node", "large-pod", "service")),
-             note="every second a node, an unschedulable 9-CPU priority-10 pod and a "
-                  "service are replaced"),
+             note="every second a node that takes no pods (capacity pods 0), an "
+                  "unschedulable 9-CPU priority-10 pod and a service are created, or "
+                  "deleted if they exist (upstream's recreate with number 1)"),
     Workload("Backlog", None, 10000, _default, backlog=True,
              note="every measured pod is pending before the scheduler starts (a large Job "
                   "submitted at once, a new leader's inherited queue); measured from the "
@@ -388,9 +392,11 @@ def rack_of(index: int) -> str:
     return f"rack-{index // RACK_SIZE}"
 
 
-def churn_object(kind: str, index: int, *, scheduler_name: str,
-                 node_cpu: str, node_memory: str) -> tuple[str, dict[str, Any]]:
-    """(collection path, object) of one churn object."""
+def churn_object(kind: str, index: int, *, scheduler_name: str) -> tuple[str, dict[str, Any]]:
+    """(collection path, object) of one churn object, after upstream's churn templates:
+    pod-high-priority (3 CPU), pod-high-priority-large-cpu (9 CPU, requests only),
+    churn/node-default (no labels, capacity ``pods: 0`` and nothing else, no allocatable: a
+    node that takes no pod) and churn/service-default."""
     if kind == "high-priority-pod":
         p = pod(f"high-{index}", namespace=CHURN_NAMESPACE, scheduler_name=scheduler_name,
                 cpu="3", priority=10)
@@ -398,21 +404,21 @@ def churn_object(kind: str, index: int, *, scheduler_name: str,
     if kind == "large-pod":
         p = pod(f"large-{index}", namespace=CHURN_NAMESPACE, scheduler_name=scheduler_name,
                 cpu="9", priority=10)
+        del p["spec"]["containers"][0]["resources"]["limits"]
         return f"/api/v1/namespaces/{CHURN_NAMESPACE}/pods", p
     if kind == "node":
-        name = f"churn-node-{index}"
-        capacity = {"cpu": node_cpu, "memory": node_memory, "pods": "110"}
         return "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {},
-            "status": {"capacity": capacity, "allocatable": dict(capacity),
-                       "conditions": [{"type": "Ready", "status": "True"}]},
+            "metadata": {"name": f"churn-node-{index}"},
+            "status": {"capacity": {"pods": "0"},
+                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "phase": "Running"},
         }
     if kind == "service":
         return f"/api/v1/namespaces/{CHURN_NAMESPACE}/services", {
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": f"churn-svc-{index}", "namespace": CHURN_NAMESPACE},
-            "spec": {"selector": {"app": "churn"}, "ports": [{"port": 80}]},
+            "spec": {"selector": {"app": "foo"},
+                     "ports": [{"protocol": "TCP", "port": 8080, "targetPort": 8080}]},
         }
     raise ValueError(f"unknown churn kind {kind!r}")

@@ -17,6 +17,7 @@ from scheduler.framework.events import (
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
+    KeyedHint,
     QueueingHint,
 )
 from scheduler.framework.interfaces import (
@@ -72,6 +73,30 @@ def _as_pod(obj: Any) -> dict[str, Any]:
     return obj
 
 
+def _port_keys(ports: Iterable[tuple[str, str, int]]) -> list[Hashable]:
+    """(protocol, port) of each host port: two ports can only conflict when these are equal
+    (HostPortInfo.check_conflict; the IPs then decide)."""
+    return [(protocol or "TCP", port) for _ip, protocol, port in ports if port > 0]
+
+
+def _deleted_pod_keys(old: Any, new: Any) -> list[Hashable] | None:
+    """The ports a deleted pod frees: only pods wanting one of them can be helped (the hint
+    answers Skip for every other pod); none when it held no node (nor a nomination)."""
+    del new
+    if not isinstance(old, dict):
+        return None  # not a pod: the hint decides (it raises, and the pod is queued)
+    deleted = old
+    spec = deleted.get("spec") or {}
+    status = deleted.get("status") or {}
+    if not spec.get("nodeName") and not status.get("nominatedNodeName"):
+        return []
+    return _port_keys(pod_host_ports(deleted))
+
+
+def _wanted_port_keys(pod: dict[str, Any]) -> list[Hashable]:
+    return _port_keys(pod_host_ports(pod))
+
+
 class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     NAME = NAME
 
@@ -84,9 +109,12 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             # Container ports are immutable, so only an assigned pod going away frees a port.
+            # Keyed by (protocol, port): a deleted pod asks only the waiting pods that want
+            # one of its ports (every pod NodePorts rejected, before).
             ClusterEventWithHint(
                 ClusterEvent(EventResource.POD, ActionType.DELETE, "AssignedPod/Delete"),
-                self.is_schedulable_after_pod_deleted,
+                KeyedHint(self.is_schedulable_after_pod_deleted,
+                          event_keys=_deleted_pod_keys, pod_keys=_wanted_port_keys),
             ),
             # A new node has every port free; no hint needed (always Queue).
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD, "Node/Add")),

@@ -127,8 +127,7 @@ async def run(args: argparse.Namespace) -> None:
     pending: list[tuple[PodInfo, str]] = []
 
     async def preempt(index: int) -> None:
-        _, obj = workloads.churn_object("high-priority-pod", index, scheduler_name=SCHEDULER,
-                                        node_cpu="4", node_memory="32Gi")
+        _, obj = workloads.churn_object("high-priority-pod", index, scheduler_name=SCHEDULER)
         obj["metadata"]["uid"] = f"high-{index}"
         info = PodInfo.from_pod(obj)
         host, result, status = attempt(cache, snapshot, fwk, cycle, info)

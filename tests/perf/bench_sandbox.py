@@ -23,6 +23,13 @@ watch has seen every pod Running (the kubelet's status write included).
 
     nice -n 5 python tests/perf/bench_sandbox.py --per-pod --nodes 5000 --pods 5000
     # profile the sandbox meanwhile: /work/wt/py-spy record --pid <printed pid> ...
+
+``--calls TOP``: the same phases with the sandbox (as ``python -m scheduler.sandbox`` builds
+it) in a thread of this process, each phase under cProfile on the sandbox's loop only: its
+Python calls per pod (they do not move with the machine's load, unlike its CPU) and the TOP
+functions by calls; ``--calls-dump DIR`` keeps each phase's profile for pstats.
+
+    nice -n 5 python tests/perf/bench_sandbox.py --calls 25 --nodes 5000 --pods 2000
 """
 
 from __future__ import annotations

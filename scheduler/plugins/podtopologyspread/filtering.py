@@ -395,19 +395,22 @@ class DomainColumn:
     the snapshot's node list, kept in step with its change log: only the positions changed
     in place since are read again; a rebuilt list is read whole."""
 
-    __slots__ = ("key", "list_version", "serial", "values")
+    __slots__ = ("key", "list_version", "serial", "snapshot", "values")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.list_version = -1
         self.serial = -1
+        # The snapshot the values were read from (another one's versions say nothing).
+        self.snapshot: BatchSnapshot | None = None
         self.values: list[str | None] = []
 
     def sync(self, snapshot: BatchSnapshot) -> list[str | None]:
         nodes = snapshot.node_info_list
         key = self.key
         values = self.values
-        if self.list_version == snapshot.list_version and len(values) == len(nodes):
+        if (self.snapshot is snapshot and self.list_version == snapshot.list_version
+                and len(values) == len(nodes)):
             if self.serial == snapshot.change_serial:
                 return values
             changed = snapshot.changed_positions_since(self.serial)
@@ -417,6 +420,7 @@ class DomainColumn:
                 self.serial = snapshot.change_serial
                 return values
         values = self.values = [_label(node_info, key) for node_info in nodes]
+        self.snapshot = snapshot
         self.list_version = snapshot.list_version
         self.serial = snapshot.change_serial
         return values

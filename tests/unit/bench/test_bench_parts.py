@@ -18,8 +18,11 @@ from scheduler.bench.workloads import (
     EXISTING_NAMESPACE,
     MEASURED_NAMESPACE,
     WORKLOADS,
+    churn_object,
     gated_pod,
 )
+from scheduler.objects.node import node_allocatable
+from scheduler.objects.pod import pod_requests
 
 
 class _Tty(io.StringIO):
@@ -55,7 +58,7 @@ def test_progress_writes_nothing_on_a_pipe() -> None:
         pytest.param("PreemptionAsync", 5000, 570, 5000, 20000, 0, "110", id="preemption"),
         # upstream's 1Node_10000GatedPods: node-with-name (90000 pods), 20000 deleting pods
         pytest.param("SchedulingWhileGated", 1, 910, 20000, 20000, 10000, "90000", id="gated"),
-        pytest.param("MixedChurn", 5000, 710, 5000, 0, 0, "110", id="churn"),
+        pytest.param("MixedChurn", 5000, 710, 10000, 0, 0, "110", id="churn"),
     ],
 )
 def test_upstream_shapes_at_their_size(name: str, nodes: int, floor: float, measured: int,
@@ -82,17 +85,35 @@ def test_while_gated_is_upstreams_light_and_gated_pods_scaled_with_the_measured_
     assert basic.before(basic.existing_pods, nodes=500, pods=7) == 100  # by nodes
 
 
-async def test_delete_loop_deletes_in_order_one_per_interval() -> None:
-    user = _Recorder()
-    slept: list[float] = []
+@pytest.mark.parametrize(
+    ("delete_takes", "slept"),
+    [
+        pytest.param(0.0, [0.02, 0.02, 0.02], id="instant-deletes"),
+        # each DELETE takes 5 ms: the ticker waits 15 ms, not 20 after it
+        pytest.param(0.005, [0.02, 0.015, 0.015], id="slow-deletes"),
+        # a DELETE slower than the interval: the next one goes at once
+        pytest.param(0.03, [0.02], id="deletes-slower-than-the-rate"),
+    ],
+)
+async def test_delete_loop_deletes_in_order_on_a_ticker(delete_takes: float,
+                                                        slept: list[float]) -> None:
+    now = [100.0]
+    waits: list[float] = []
+
+    class _Slow(_Recorder):
+        async def delete(self, path: str) -> None:
+            await super().delete(path)
+            now[0] += delete_takes
 
     async def sleep(seconds: float) -> None:
-        slept.append(seconds)
+        waits.append(round(seconds, 6))
+        now[0] += seconds
 
+    user = _Slow()
     pods = [{"namespace": "ns", "name": f"p-{i}"} for i in range(3)]
-    await delete_loop(user, pods, per_second=50.0, sleep=sleep)()
+    await delete_loop(user, pods, per_second=50.0, sleep=sleep, clock=lambda: now[0])()
     assert user.calls == [("delete", f"/api/v1/namespaces/ns/pods/p-{i}") for i in range(3)]
-    assert slept == [0.02] * 3
+    assert waits == slept
 
 
 def test_existing_pods_scale_with_the_node_count() -> None:
@@ -145,22 +166,53 @@ async def _no_sleep(_: float) -> None:
     return None
 
 
-async def test_recreate_churn_replaces_last_rounds_objects() -> None:
+async def test_recreate_churn_creates_then_deletes_every_other_interval() -> None:
+    # upstream's churn op, mode recreate, number 1: a tick creates what is absent and
+    # deletes what the tick before created, so each object lives one interval
     user = _Recorder()
-    run = churn_loop(user, WORKLOADS["MixedChurn"], scheduler_name="s", node_cpu="4",
-                     node_memory="32Gi", iterations=3, sleep=_no_sleep)
+    run = churn_loop(user, WORKLOADS["MixedChurn"], scheduler_name="s", iterations=5,
+                     sleep=_no_sleep)
     await run()
-    kinds = Counter(verb for verb, _ in user.calls)
-    assert kinds == {"create": 9, "delete": 6}
-    created_first = {path for verb, path in user.calls[:3]}
-    assert {path for verb, path in user.calls[3:6]} == created_first
-    assert all(verb == "delete" for verb, _ in user.calls[3:6])
+    verbs = [verb for verb, _ in user.calls]
+    assert verbs == ["create"] * 3 + ["delete"] * 3 + ["create"] * 3 + ["delete"] * 3 + [
+        "create"] * 3
+    assert [path for _, path in user.calls[3:6]] == [path for _, path in user.calls[:3]]
+    assert [path for _, path in user.calls[9:12]] == [path for _, path in user.calls[6:9]]
+    assert len({path for _, path in user.calls}) == 9  # new names at every creation
+
+
+@pytest.mark.parametrize(
+    ("kind", "collection", "requests", "priority"),
+    [
+        pytest.param("high-priority-pod", "/api/v1/namespaces/sched-churn/pods",
+                     {"cpu": 3000, "memory": 500 * 2**20}, 10, id="preemptor"),
+        pytest.param("large-pod", "/api/v1/namespaces/sched-churn/pods",
+                     {"cpu": 9000, "memory": 500 * 2**20}, 10, id="large"),
+    ],
+)
+def test_churn_pods_follow_upstreams_templates(kind: str, collection: str,
+                                               requests: dict[str, int],
+                                               priority: int) -> None:
+    path, obj = churn_object(kind, 3, scheduler_name="s")
+    assert path == collection
+    assert obj["spec"]["priority"] == priority
+    req = pod_requests(obj)
+    assert (req.milli_cpu, req.memory) == (requests["cpu"], requests["memory"])
+
+
+def test_churn_node_takes_no_pod() -> None:
+    # upstream's churn/node-default: capacity pods 0 only, no allocatable, no labels
+    path, node = churn_object("node", 0, scheduler_name="s")
+    assert path == "/api/v1/nodes"
+    assert "labels" not in node["metadata"]
+    alloc = node_allocatable(node)
+    assert (alloc.allowed_pod_number, alloc.milli_cpu, alloc.memory) == (0, 0, 0)
 
 
 async def test_create_churn_only_adds() -> None:
     user = _Recorder()
-    run = churn_loop(user, WORKLOADS["PreemptionAsync"], scheduler_name="s", node_cpu="4",
-                     node_memory="32Gi", iterations=4, sleep=_no_sleep)
+    run = churn_loop(user, WORKLOADS["PreemptionAsync"], scheduler_name="s", iterations=4,
+                     sleep=_no_sleep)
     await run()
     assert [verb for verb, _ in user.calls] == ["create"] * 4
     assert len({path for _, path in user.calls}) == 4
@@ -315,6 +367,7 @@ def test_a_stream_is_timed_from_the_first_creation_and_has_no_backlog_key() -> N
                      with_event_rate=800.0, floor=run, run=run)
     assert "backlog" not in result and "floor_time_to_first_bind_s" not in result
     assert result["time_to_first_bind_s"] == 2.5
+    assert result["release_to_first_bind_s"] == 0.5  # released at the sync (2.0)
 
 
 def test_the_backlog_shape_is_pending_before_the_scheduler_starts() -> None:

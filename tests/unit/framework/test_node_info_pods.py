@@ -38,3 +38,26 @@ def test_replace_pod_of_a_pod_not_on_the_node_changes_nothing() -> None:
     before, generation = list(node.pods), node.generation
     assert not node.replace_pod(_info("z"))
     assert node.pods == before and node.generation == generation
+
+
+class _CountingList(list[PodInfo]):
+    """A pod list that counts the reads by index (the steps of a search through it)."""
+
+    reads = 0
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def,override]
+        _CountingList.reads += 1
+        return super().__getitem__(index)
+
+
+@pytest.mark.parametrize(("from_end", "steps"), [(0, 1), (1, 2), (3, 4)])
+def test_replace_pod_of_a_recent_pod_reads_only_the_tail(from_end: int, steps: int) -> None:
+    # A binding's confirmation replaces the pod assumed last: on a node of 1000 pods it
+    # must not read every pod before it.
+    node = NodeInfo(make_node("node"))
+    for i in range(1000):
+        node.add_pod(_info(f"p{i}"))
+    node.pods = _CountingList(node.pods)
+    _CountingList.reads = 0
+    assert node.replace_pod(_info(f"p{999 - from_end}", label="v2"))
+    assert _CountingList.reads == steps

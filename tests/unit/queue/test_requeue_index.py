@@ -26,6 +26,7 @@ from scheduler.objects.pod import PodInfo, pod_key, scheduler_name
 from scheduler.plugins.coscheduling.core import POD_GROUP_LABEL
 from scheduler.plugins.coscheduling.plugin import Coscheduling
 from scheduler.plugins.dynamicresources.plugin import DynamicResources
+from scheduler.plugins.nodeports import NodePorts
 from scheduler.plugins.volumebinding.plugin import VolumeBinding
 from scheduler.queue import HintEntry, SchedulingQueue
 from scheduler.queue.requeue_index import RequeueIndex
@@ -43,6 +44,7 @@ from tests.unit.queue.helpers import (
 )
 
 DRA = "DynamicResources"
+PORTS = "NodePorts"
 VB = "VolumeBinding"
 GANG = "Coscheduling"
 OTHER_PROFILE = "other-scheduler"
@@ -62,6 +64,7 @@ def real_hints() -> list[HintEntry]:
         *_entries(DRA, DynamicResources(None, handle)),
         *_entries(VB, VolumeBinding({}, handle)),
         *_entries(GANG, Coscheduling({}, handle)),
+        *_entries(PORTS, NodePorts({}, handle)),
         (ev.NODE_ADD, FIT, None),
         (ev.ASSIGNED_POD_DELETE, FIT, None),
         (ClusterEvent(ev.EventResource.NODE, ev.ActionType.UPDATE_NODE_LABEL), AFFINITY,
@@ -150,6 +153,27 @@ def _incoming(metrics: Any) -> dict[tuple[str, ...], float]:
 
 # --- the stream ----------------------------------------------------------------------------
 
+# (hostIP, protocol, hostPort): NodePorts' keys are (protocol, port); the IPs then decide.
+HOST_PORTS = (("", "TCP", 80), ("10.0.0.1", "TCP", 80), ("10.0.0.2", "TCP", 80),
+              ("", "UDP", 80), ("", "", 81))
+
+
+def _with_ports(b: PodBuilder, ports: Any) -> PodBuilder:
+    for ip, protocol, port in ports:
+        b.host_port(port, protocol, ip)
+    return b
+
+
+def _deleted_pod(where: str, ports: Any) -> dict[str, Any]:
+    b = PodBuilder("gone-ports").uid("uid-gone")
+    if where == "node":
+        b.node("n1")
+    pod = _with_ports(b, ports).obj()
+    if where == "nominated":
+        pod["status"] = {"nominatedNodeName": "n1"}
+    return pod
+
+
 def make_waiting_pod(i: int, spec: dict[str, Any]) -> dict[str, Any]:
     b = PodBuilder(f"p{i}", spec["ns"]).uid(f"uid-{i}").priority(spec["priority"])
     if spec["profile"]:
@@ -162,7 +186,7 @@ def make_waiting_pod(i: int, spec: dict[str, Any]) -> dict[str, Any]:
         b.scheduling_gates("example.com/gate")
     for pvc in spec["pvcs"]:
         b.pvc(pvc)
-    pod = b.obj()
+    pod = _with_ports(b, spec["ports"]).obj()
     if spec["claims"] or spec["template"]:
         entries = [(f"r-{c}", "claim", c) for c in spec["claims"]]
         if spec["template"]:
@@ -185,8 +209,9 @@ pod_specs = st.fixed_dictionaries({
     "pvcs": st.lists(st.sampled_from(PVCS), max_size=2, unique=True),
     "claims": st.lists(st.sampled_from(CLAIMS), max_size=2, unique=True),
     "template": st.sampled_from(("", "pending", "generated")),
+    "ports": st.lists(st.sampled_from(HOST_PORTS), max_size=2, unique=True),
 })
-PLUGINS = st.sets(st.sampled_from((DRA, VB, GANG, FIT, AFFINITY)), max_size=3)
+PLUGINS = st.sets(st.sampled_from((DRA, VB, GANG, FIT, AFFINITY, PORTS)), max_size=3)
 
 
 def _named(name: str, ns: str) -> st.SearchStrategy[dict[str, Any]]:
@@ -235,10 +260,15 @@ other_events = st.one_of(
                       make_node("n1", labels={"ready": "true"})))),
 )
 
+port_events = st.tuples(
+    st.sampled_from(("node", "nominated", "")),
+    st.lists(st.sampled_from(HOST_PORTS), max_size=2, unique=True),
+).map(lambda t: (ev.ASSIGNED_POD_DELETE, _deleted_pod(*t), None))
+
 ops = st.one_of(
     st.tuples(st.just("add"), pod_specs),
     st.tuples(st.just("fail"), PLUGINS, PLUGINS),
-    st.tuples(st.just("event"), st.one_of(claim_events, other_events)),
+    st.tuples(st.just("event"), st.one_of(claim_events, other_events, port_events)),
     st.tuples(st.just("generate"), st.integers(0, 30)),
     st.tuples(st.just("ungate"), st.integers(0, 30)),
     st.tuples(st.just("delete"), st.integers(0, 30)),
@@ -290,7 +320,7 @@ def _claim_stream(n: int) -> list[tuple[Any, ...]]:
     """n pods with one template claim each, failed by DynamicResources, then the claim
     controller's work: each claim created, then the pod's status naming it."""
     spec = {"ns": "ns0", "priority": 0, "profile": "", "group": "", "dra_gate": False,
-            "gates": False, "pvcs": [], "claims": [], "template": "pending"}
+            "gates": False, "pvcs": [], "claims": [], "template": "pending", "ports": []}
     stream: list[tuple[Any, ...]] = [("add", spec)] * n + [("fail", {DRA}, set())] * n
     for i in range(n):
         stream.append(("event", _claim_event("add", f"p{i}-gpu", "ns0", False, False)))
@@ -308,6 +338,35 @@ def _claim_stream(n: int) -> list[tuple[Any, ...]]:
     ],
 )
 def test_claim_streams(stream: list[tuple[Any, ...]], moved: int) -> None:
+    pair = run_stream(stream)
+    assert len(pair.moves[0]) == moved
+
+
+def _port_stream(where: str, freed: Any) -> list[tuple[Any, ...]]:
+    """Two pods failed by NodePorts (one wanting TCP 80 on any IP, one UDP 80), then a pod
+    deleted from ``where`` freeing ``freed``."""
+    base = {"ns": "ns0", "priority": 0, "profile": "", "group": "", "dra_gate": False,
+            "gates": False, "pvcs": [], "claims": [], "template": ""}
+    return [("add", {**base, "ports": [("", "TCP", 80)]}),
+            ("add", {**base, "ports": [("", "UDP", 80)]}),
+            ("fail", {PORTS}, set()), ("fail", {PORTS}, set()),
+            ("event", (ev.ASSIGNED_POD_DELETE, _deleted_pod(where, freed), None))]
+
+
+@pytest.mark.parametrize(
+    ("stream", "moved"),
+    [
+        pytest.param(_port_stream("node", [("", "TCP", 80)]), 1, id="its-port-freed"),
+        pytest.param(_port_stream("nominated", [("10.0.0.1", "TCP", 80)]), 1,
+                     id="a-nomination-freed-it"),
+        pytest.param(_port_stream("node", [("", "UDP", 80), ("", "TCP", 80)]), 2,
+                     id="both-ports-freed"),
+        pytest.param(_port_stream("node", [("", "TCP", 81)]), 0, id="another-port"),
+        pytest.param(_port_stream("", [("", "TCP", 80)]), 0, id="never-scheduled"),
+    ],
+)
+def test_port_streams(stream: list[tuple[Any, ...]], moved: int) -> None:
+    # Both queues (indexed and scan) move the same pods; these many of them.
     pair = run_stream(stream)
     assert len(pair.moves[0]) == moved
 
@@ -347,10 +406,11 @@ KEYED = [(plugin, hint) for _event, plugin, hint in real_hints() if isinstance(h
 
 
 def test_the_plugins_key_their_object_hints() -> None:
-    assert sorted({plugin for plugin, _ in KEYED}) == [GANG, DRA, VB]
+    assert sorted({plugin for plugin, _ in KEYED}) == [GANG, DRA, PORTS, VB]
 
 
-event_objects = st.one_of(claim_events, other_events).map(lambda e: (e[1], e[2]))
+event_objects = st.one_of(claim_events, other_events, port_events).map(
+    lambda e: (e[1], e[2]))
 
 
 @settings(max_examples=300, deadline=None)

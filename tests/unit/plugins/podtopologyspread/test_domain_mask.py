@@ -137,6 +137,17 @@ def test_the_domain_column_follows_relabels_joins_and_leaves() -> None:
         assert column.sync(snapshot) == fresh(), change
 
 
+def test_the_domain_column_rereads_another_snapshot_at_the_same_versions() -> None:
+    column = DomainColumn(ZONE)
+    _, first = _snapshot_of([node("n0", "a"), node("n1", "b")])
+    _, second = _snapshot_of([node("n0", "c"), node("n1", "a")])
+    assert (first.list_version, first.change_serial) == (
+        second.list_version, second.change_serial)
+    assert column.sync(first) == ["a", "b"]
+    assert column.sync(second) == ["c", "a"]
+    assert column.sync(first) == ["a", "b"]
+
+
 def _cluster() -> list[dict[str, Any]]:
     nodes = []
     for i in range(30):
