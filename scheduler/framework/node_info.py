@@ -251,7 +251,9 @@ class NodeInfo:
         target.used_ports = self.used_ports.clone()
         target.requested = self.requested.clone()
         target.non_zero_requested = self.non_zero_requested.clone()
-        target.allocatable = self.allocatable.clone()
+        # Shared: a NodeInfo's allocatable is replaced (set_node, a ghost's), never changed
+        # in place, by the cache, the snapshot or preemption's clones.
+        target.allocatable = self.allocatable
         target.image_states = dict(self.image_states)
         target.pvc_ref_counts = dict(self.pvc_ref_counts)
         target.generation = self.generation
