@@ -1,12 +1,16 @@
-"""Per-node memo of PreFilter work, valid while a node's NodeInfo generation is unchanged;
+"""Per-node memo of PreFilter work, valid while a node's NodeInfo ``plugin_generation`` is
+unchanged;
 and ``NodeChanges``, which tells state kept per node across cycles which nodes changed.
 
 Replicas of one workload ask the same question of the cluster cycle after cycle ("which pods
 match these terms, per node?"), and between two cycles only the node the previous replica went
-to has changed.  Remembering each node's answer together with the NodeInfo generation it was
-computed from turns a walk over every pod into a walk over nodes with one dict lookup each.
-Every change to a NodeInfo (pods, labels) takes a fresh generation, so a stale answer is never
-used.
+to has changed.  Remembering each node's answer together with the NodeInfo
+``plugin_generation`` it was computed from turns a walk over every pod into a walk over nodes
+with one dict lookup each.  Every change to a NodeInfo a plugin can read (pods, labels) takes
+a fresh one, so a stale answer is never used; a pod swapped for a version that reads alike
+(``reads_alike``: a binding's confirmation) keeps it, so answers computed from what
+``reads_alike`` compares survive it.  An answer that reads pod fields ``reads_alike`` ignores
+(status.startTime, conditions) must not be kept here: key it on ``generation``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ T = TypeVar("T")
 
 
 class NodeMemo(Generic[T]):
-    """``query key -> {node name: (generation, answer)}``, LRU-bounded in query keys."""
+    """``query key -> {node name: (plugin_generation, answer)}``, LRU-bounded in query keys."""
 
     __slots__ = ("_tables", "_max_queries")
 
@@ -30,7 +34,8 @@ class NodeMemo(Generic[T]):
         self._max_queries = max_queries
 
     def table(self, key: Hashable) -> dict[str, tuple[int, T]]:
-        """The raw ``{node name: (generation, answer)}`` table of one query (for hot loops)."""
+        """The raw ``{node name: (plugin_generation, answer)}`` table of one query (for hot
+        loops)."""
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = {}
@@ -48,11 +53,11 @@ class NodeMemo(Generic[T]):
         for node_info in node_infos:
             name = node_info.name
             entry = table.get(name)
-            if entry is not None and entry[0] == node_info.generation:
+            if entry is not None and entry[0] == node_info.plugin_generation:
                 yield node_info, entry[1]
             else:
                 answer = compute(node_info)
-                table[name] = (node_info.generation, answer)
+                table[name] = (node_info.plugin_generation, answer)
                 yield node_info, answer
 
     def clear(self) -> None:
@@ -66,7 +71,7 @@ class NodeChanges:
     When the list is the snapshot's node list and the snapshot keeps a change log
     (``change_serial``, ``list_version``, ``changed_positions_since``), the answer costs
     in proportion to the nodes that changed: between two cycles that is the node the
-    previous pod went to.  Otherwise every node's generation is compared with the one seen
+    previous pod went to.  Otherwise every node's plugin_generation is compared with the one seen
     last time (``changed_nodes``: C loops, but still a pass over every node).
     """
 

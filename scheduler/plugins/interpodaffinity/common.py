@@ -150,8 +150,9 @@ class PairSums:
 
     Replicas of one workload ask the same PreFilter (or PreScore) question cycle after cycle, and between
     two cycles only the node the previous replica went to has changed.  Each node's answer is
-    kept with the NodeInfo generation it was computed from (every change to a NodeInfo takes
-    a fresh one), so a refresh recomputes and re-adds changed nodes only and subtracts nodes
+    kept with the NodeInfo ``plugin_generation`` it was computed from (every change a
+    plugin can read takes a fresh one; a binding's confirmation, which reads alike, does
+    not), so a refresh recomputes and re-adds changed nodes only and subtracts nodes
     that are gone.  ``width`` sums are kept side by side for one question.
     """
 

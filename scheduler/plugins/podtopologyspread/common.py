@@ -370,17 +370,19 @@ class PodTopologySpreadBase(Plugin):
     _columns: dict[str, Any]
 
     def _counter(self, c: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
-        """Counts matching pods on a node, memoized by the NodeInfo generation."""
+        """Counts matching pods on a node, memoized by the NodeInfo's ``plugin_generation``
+        (the count reads pods' namespace, labels and deletionTimestamp, which ``reads_alike``
+        compares: a binding's confirmation keeps it)."""
         table = self._counts.table((c.selector, namespace))
         selector = c.selector
 
         def count(node_info: NodeInfo) -> int:
             name = node_info.name
             entry = table.get(name)
-            if entry is not None and entry[0] == node_info.generation:
+            if entry is not None and entry[0] == node_info.plugin_generation:
                 return entry[1]
             found = count_pods_match_selector(node_info.pods, selector, namespace)
-            table[name] = (node_info.generation, found)
+            table[name] = (node_info.plugin_generation, found)
             return found
 
         return count

@@ -3,7 +3,7 @@
 PreFilter needs, for every constraint, the number of matching pods in each domain over all
 eligible nodes.  Recounting means visiting every node every cycle; yet between two cycles of
 a spreading workload only the node the previous replica went to has changed.  A DomainCounts
-remembers each node's contribution with the NodeInfo generation it was computed from and
+remembers each node's contribution with the NodeInfo ``plugin_generation`` it was computed from and
 updates the per-domain sums for changed, added and removed nodes only.
 
 It is used when node eligibility does not depend on the incoming pod (no Honor policy that
@@ -28,7 +28,7 @@ from scheduler.plugins.podtopologyspread.common import (
     node_labels,
 )
 
-# (generation, domain value or None when the node is not eligible, matching pods)
+# (plugin_generation, domain value or None when the node is not eligible, matching pods)
 _Entry = tuple[int, str | None, int]
 
 
@@ -83,7 +83,7 @@ class DomainCounts:
                 # A key not required (PreScore's system defaults) missing: the domain "".
                 value = labels.get(topology_key, "")
                 found = count(node_info)
-        entry = (node_info.generation, value, found)
+        entry = (node_info.plugin_generation, value, found)
         self._per_node[name] = entry
         self._apply(entry, 1)
 

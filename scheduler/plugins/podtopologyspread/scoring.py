@@ -227,11 +227,11 @@ class Scoring(KeptDomains, PreScorePlugin, ScorePlugin):
                     count = counts.get(value, 0)
                 else:
                     entry = table.get(node_info.name)
-                    if entry is not None and entry[0] == node_info.generation:
+                    if entry is not None and entry[0] == node_info.plugin_generation:
                         count = entry[1]
                     else:
                         count = count_pods_match_selector(node_info.pods, selector, namespace)
-                        table[node_info.name] = (node_info.generation, count)
+                        table[node_info.name] = (node_info.plugin_generation, count)
                 total += float(count) * weight + tolerance
             append(int(floor(total + 0.5)))
         return out, None
