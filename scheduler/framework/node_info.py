@@ -165,20 +165,30 @@ class NodeInfo:
     def remove_pod(self, pod: dict[str, Any]) -> bool:
         """Remove the pod with this pod's UID; False if it was not on the node."""
         uid = pod["metadata"].get("uid")
-        for index, candidate in enumerate(self.pods):
-            if candidate.uid == uid:
-                del self.pods[index]
-                # Usually empty: skip rebuilding them (preemption removes pods per candidate).
-                if self.pods_with_affinity:
-                    self.pods_with_affinity = [
-                        p for p in self.pods_with_affinity if p.uid != uid]
-                if self.pods_with_required_anti_affinity:
-                    self.pods_with_required_anti_affinity = [
-                        p for p in self.pods_with_required_anti_affinity if p.uid != uid
-                    ]
-                self._update(candidate, sign=-1)
-                return True
-        return False
+        pods = self.pods
+        if not pods:
+            return False
+        index = -1
+        # The last pod first (one just assumed, then forgotten: one step, not one per pod
+        # before it); else from the front.  A pod's UID is on a node once, so either finds
+        # the same pod.  (A scan by map/compress in C measured slower than this loop.)
+        candidate = pods[index]
+        if candidate.uid != uid:
+            for index, candidate in enumerate(pods):
+                if candidate.uid == uid:
+                    break
+            else:
+                return False
+        del pods[index]
+        # Usually empty: skip rebuilding them (preemption removes pods per candidate).
+        if self.pods_with_affinity:
+            self.pods_with_affinity = [p for p in self.pods_with_affinity if p.uid != uid]
+        if self.pods_with_required_anti_affinity:
+            self.pods_with_required_anti_affinity = [
+                p for p in self.pods_with_required_anti_affinity if p.uid != uid
+            ]
+        self._update(candidate, sign=-1)
+        return True
 
     def replace_pod(self, pod_info: PodInfo, *, reads_alike: bool = False) -> bool:
         """Put ``pod_info`` in the place of the pod with its UID, when both account the

@@ -61,3 +61,52 @@ def test_replace_pod_of_a_recent_pod_reads_only_the_tail(from_end: int, steps: i
     _CountingList.reads = 0
     assert node.replace_pod(_info(f"p{999 - from_end}", label="v2"))
     assert _CountingList.reads == steps
+
+
+@pytest.mark.parametrize("removed", ["a", "b", "c", "d", "e", "z"])
+def test_remove_pod_takes_out_the_pod_with_its_uid_and_keeps_the_order(removed: str) -> None:
+    node = NodeInfo(make_node("node"))
+    names = ["a", "b", "c", "d", "e"]
+    for name in names:
+        node.add_pod(_info(name))
+    empty = NodeInfo(make_node("node"))
+    for name in names:
+        if name != removed:
+            empty.add_pod(_info(name))
+    generation = node.generation
+    on_node = removed in names
+    assert node.remove_pod(_info(removed).pod) is on_node
+    assert [p.pod["metadata"]["name"] for p in node.pods] == [n for n in names if n != removed]
+    assert node.requested == empty.requested
+    assert (node.generation != generation) is on_node
+
+
+def test_remove_pod_from_an_empty_node_changes_nothing() -> None:
+    node = NodeInfo(make_node("node"))
+    generation = node.generation
+    assert not node.remove_pod(_info("a").pod)
+    assert node.pods == [] and node.generation == generation
+
+
+class _IterCountingList(_CountingList):
+    """Counts the pods read by iteration too (a scan through map)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for item in super().__iter__():
+            _CountingList.reads += 1
+            yield item
+
+
+@pytest.mark.parametrize(("position", "most_reads"), [(999, 1), (0, 2), (500, 502)])
+def test_remove_pod_of_the_last_pod_reads_only_it(position: int, most_reads: int) -> None:
+    # A pod assumed and then forgotten is the last: removing it must not read the 999
+    # before it; another pod is found by a scan that stops at it.
+    node = NodeInfo(make_node("node"))
+    for i in range(1000):
+        node.add_pod(_info(f"p{i}"))
+    node.pods = _IterCountingList(node.pods)
+    _CountingList.reads = 0
+    assert node.remove_pod(_info(f"p{position}").pod)
+    assert _CountingList.reads <= most_reads
+    assert [p.pod["metadata"]["name"] for p in node.pods] == [
+        f"p{i}" for i in range(1000) if i != position]
