@@ -321,11 +321,13 @@ def in_tree_framework(
     listers: Any,
     nominator: Any,
     client: Any = None,
+    event_recorder: Any = None,
     registry: Registry | None = None,
     activate: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Framework:
     """A Framework of ``profile``'s plugins (the in-tree ones unless a ``registry`` is
-    given) over these fakes (a recording client unless one is given, events recorded,
+    given) over these fakes (a recording client unless one is given, events recorded
+    (into ``event_recorder`` when given),
     activations dropped unless ``activate`` takes them, the clock at 1000 s): what a
     plugin's unit harness drives."""
     from scheduler.framework.runtime import Framework
@@ -337,7 +339,7 @@ def in_tree_framework(
         snapshot_provider=snapshot_provider,
         listers=listers,
         client=client if client is not None else FakeApiClient(),
-        event_recorder=FakeEventRecorder(),
+        event_recorder=event_recorder if event_recorder is not None else FakeEventRecorder(),
         nominator=nominator,
         activate=activate if activate is not None else lambda pods: None,
         clock=lambda: 1000.0,

@@ -1,5 +1,5 @@
 """What the offline benches of ``tests/perf`` share around the cycle that ``tests.offline``
-builds: warnings-only logs, and the measured part of a run (after its warm-up: garbage
+builds: warnings-only logs (set as the daemon sets them, so its per-pod debug gates apply), and the measured part of a run (after its warm-up: garbage
 collected and frozen, process CPU time, an optional cProfile written to a file and its
 Python call count, a figure the machine's load does not move)."""
 
@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import cProfile
 import gc
-import logging
 import pstats
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import structlog
+from scheduler.logging import configure_logging
 
 
 def quiet_logs() -> None:
-    """Only warnings and errors: the benches' lines are their output."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    """Only warnings and errors: the benches' lines are their output.  Through the daemon's
+    own ``configure_logging`` (``--log-level warning``), which also turns off
+    ``scheduler.logging.DEBUG`` so the hot paths skip their debug lines as the daemon does."""
+    configure_logging(level="warning")
 
 
 @dataclass

@@ -12,7 +12,6 @@ from scheduler.config.defaults import default_config, shipped_config
 from scheduler.config.errors import ConfigError
 from scheduler.framework import events as ev
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
@@ -24,7 +23,7 @@ from scheduler.plugins.capacityscheduling.plugin import (
 )
 from scheduler.plugins.registry import in_tree_registry
 from tests.builders import NodeBuilder, PodBuilder
-from tests.fakes import FakeHandle
+from tests.fakes import FakeHandle, in_tree_framework
 from tests.unit.plugins.capacityscheduling.harness import (
     HIGH,
     LOW,
@@ -48,9 +47,7 @@ def test_registration_and_args() -> None:
 
 
 def _plugins_at(profile: Any, point: str) -> list[str]:
-    fwk = Framework(profile=profile, registry=in_tree_registry(), snapshot_provider=lambda: None,
-                    listers=None, client=None, event_recorder=None, nominator=None,
-                    activate=lambda pods: None, clock=lambda: 0.0)
+    fwk = in_tree_framework(profile, snapshot_provider=lambda: None, listers=None, nominator=None)
     return [name for name, _ in fwk._points[point]]
 
 

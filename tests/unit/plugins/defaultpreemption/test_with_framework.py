@@ -11,18 +11,18 @@ import pytest
 
 from scheduler.config.defaults import default_profile
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import Diagnosis, FitError, PostFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
-from scheduler.plugins.registry import IN_TREE, in_tree_registry
+from scheduler.plugins.registry import IN_TREE
 from scheduler.queue.nominator import Nominator
 from tests.fakes import (
     DictListers,
     FakeApiClient,
     FakeEventRecorder,
     SnapshotLister,
+    in_tree_framework,
     node_infos,
 )
 from tests.unit.plugins.defaultpreemption.harness import HIGH, LOW, MID, node, pod
@@ -37,16 +37,14 @@ class Cluster:
         self.recorder = FakeEventRecorder()
         self.nominator = Nominator()
         self.activated: list[dict[str, Any]] = []
-        self.fwk = Framework(
-            profile=default_profile("py-scheduler"),
-            registry=in_tree_registry(),
+        self.fwk = in_tree_framework(
+            default_profile("py-scheduler"),
             snapshot_provider=lambda: self.snapshot,
             listers=DictListers({}),
+            nominator=self.nominator,
             client=self.client,
             event_recorder=self.recorder,
-            nominator=self.nominator,
             activate=self.activated.extend,
-            clock=lambda: 1000.0,
         )
         plugin = self.fwk.plugins["DefaultPreemption"]
         assert isinstance(plugin, DefaultPreemption)
