@@ -19,6 +19,7 @@ from scheduler.framework.status import Status
 from scheduler.objects.pod import PodInfo
 
 if TYPE_CHECKING:
+    from scheduler.cache.snapshot import Snapshot
     from scheduler.config.types import Profile
     from scheduler.framework.registry import Registry
     from scheduler.framework.runtime import Framework
@@ -314,6 +315,19 @@ class FakeHandle:
         return None
 
 
+
+class SnapshotHandle(FakeHandle):
+    """A FakeHandle whose snapshot is a real cache ``Snapshot`` (with its change log), for
+    plugins that keep per-node state across cycles through it."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.real_snapshot = snapshot
+
+    def snapshot(self) -> Any:
+        return self.real_snapshot
+
+
 def in_tree_framework(
     profile: Profile,
     *,
@@ -323,7 +337,7 @@ def in_tree_framework(
     client: Any = None,
     event_recorder: Any = None,
     registry: Registry | None = None,
-    activate: Callable[[list[dict[str, Any]]], None] | None = None,
+    activate: Callable[[Iterable[dict[str, Any]]], None] | None = None,
 ) -> Framework:
     """A Framework of ``profile``'s plugins (the in-tree ones unless a ``registry`` is
     given) over these fakes (a recording client unless one is given, events recorded

@@ -50,15 +50,21 @@ class _CountingList(list[PodInfo]):
         return super().__getitem__(index)
 
 
+
+def _node_of_1000(counting: type[_CountingList]) -> NodeInfo:
+    """A node of pods p0..p999 whose pod list counts the reads made from now on."""
+    node = NodeInfo(make_node("node"))
+    for i in range(1000):
+        node.add_pod(_info(f"p{i}"))
+    node.pods = counting(node.pods)
+    _CountingList.reads = 0
+    return node
+
 @pytest.mark.parametrize(("from_end", "steps"), [(0, 1), (1, 2), (3, 4)])
 def test_replace_pod_of_a_recent_pod_reads_only_the_tail(from_end: int, steps: int) -> None:
     # A binding's confirmation replaces the pod assumed last: on a node of 1000 pods it
     # must not read every pod before it.
-    node = NodeInfo(make_node("node"))
-    for i in range(1000):
-        node.add_pod(_info(f"p{i}"))
-    node.pods = _CountingList(node.pods)
-    _CountingList.reads = 0
+    node = _node_of_1000(_CountingList)
     assert node.replace_pod(_info(f"p{999 - from_end}", label="v2"))
     assert _CountingList.reads == steps
 
@@ -101,11 +107,7 @@ class _IterCountingList(_CountingList):
 def test_remove_pod_of_the_last_pod_reads_only_it(position: int, most_reads: int) -> None:
     # A pod assumed and then forgotten is the last: removing it must not read the 999
     # before it; another pod is found by a scan that stops at it.
-    node = NodeInfo(make_node("node"))
-    for i in range(1000):
-        node.add_pod(_info(f"p{i}"))
-    node.pods = _IterCountingList(node.pods)
-    _CountingList.reads = 0
+    node = _node_of_1000(_IterCountingList)
     assert node.remove_pod(_info(f"p{position}").pod)
     assert _CountingList.reads <= most_reads
     assert [p.pod["metadata"]["name"] for p in node.pods] == [

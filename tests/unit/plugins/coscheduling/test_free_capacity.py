@@ -20,17 +20,8 @@ from scheduler.plugins.coscheduling.core import (
     pod_group_full_name,
 )
 from tests.builders import make_node
-from tests.fakes import FakeHandle
+from tests.fakes import SnapshotHandle
 from tests.unit.plugins.coscheduling.helpers import member, pod_group
-
-
-class _SnapshotHandle(FakeHandle):
-    def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__()
-        self.real_snapshot = snapshot
-
-    def snapshot(self) -> Any:
-        return self.real_snapshot
 
 
 def walked_gaps(snapshot: Snapshot, info: PodGroupInfo) -> str:
@@ -71,7 +62,7 @@ def test_free_capacity_kept_across_cycles_equals_the_walk(seed: int) -> None:
     for i in range(5):
         nodes[f"n{i}"] = make_node(f"n{i}", cpu=str(rng.choice([2, 4])), memory="8Gi", pods=4)
         cache.add_node(nodes[f"n{i}"])
-    manager = PodGroupManager(_SnapshotHandle(snapshot), permit_waiting_time_seconds=60,
+    manager = PodGroupManager(SnapshotHandle(snapshot), permit_waiting_time_seconds=60,
                               pod_group_backoff_seconds=0)
     placed: list[dict[str, Any]] = []
     serial = 0

@@ -16,19 +16,10 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins.podtopologyspread import common, scoring
 from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from tests.builders import NodeBuilder, PodBuilder, node_term
-from tests.fakes import FakeHandle
+from tests.fakes import SnapshotHandle
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-
-
-class _SnapshotHandle(FakeHandle):
-    def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__()
-        self._real = snapshot
-
-    def snapshot(self) -> Any:
-        return self._real
 
 
 def _pod(name: str, node: str, *, app: str = "web", bound: bool = False) -> dict[str, Any]:
@@ -102,7 +93,7 @@ def test_confirmation_counts_no_node_again(incoming: str, counted: list[int]) ->
     for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "a")):
         cache.add_node(NodeBuilder(name).labels({HOST: name, ZONE: zone}).obj())
     cache.add_pod(PodInfo.from_pod(_pod("seed", "n3", bound=True)))
-    kept = PodTopologySpread({}, _SnapshotHandle(snapshot))
+    kept = PodTopologySpread({}, SnapshotHandle(snapshot))
     pod = PodInfo.from_pod(_INCOMING[incoming])
     cache.update_snapshot(snapshot)
     _cycle(kept, snapshot, pod, incoming)
@@ -112,5 +103,5 @@ def test_confirmation_counts_no_node_again(incoming: str, counted: list[int]) ->
         counted.clear()
         got = _cycle(kept, snapshot, pod, incoming)
         assert bool(counted) == recounts, (incoming, step, counted)
-        fresh = _cycle(PodTopologySpread({}, _SnapshotHandle(snapshot)), snapshot, pod, incoming)
+        fresh = _cycle(PodTopologySpread({}, SnapshotHandle(snapshot)), snapshot, pod, incoming)
         assert got == fresh, (incoming, step)

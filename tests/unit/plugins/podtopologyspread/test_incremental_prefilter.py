@@ -22,21 +22,10 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins.podtopologyspread.filtering import PRE_FILTER_STATE_KEY, PreFilterState
 from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from tests.builders import NodeBuilder, PodBuilder
-from tests.fakes import FakeHandle
+from tests.fakes import SnapshotHandle
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-
-
-class _SnapshotHandle(FakeHandle):
-    """A handle whose snapshot is the cache's (with its change log)."""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__()
-        self._real = snapshot
-
-    def snapshot(self) -> Any:
-        return self._real
 
 
 def _node(name: str, zone: str | None) -> dict[str, Any]:
@@ -132,7 +121,7 @@ def test_counts_kept_across_cycles_equal_a_recount(case: str, key: str) -> None:
     for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "a"), ("n4", "c"), ("n5", "e")):
         cache.add_node(_node(name, zone))
     cache.add_pod(PodInfo.from_pod(_pod("seed", "n3")))
-    kept = PodTopologySpread({}, _SnapshotHandle(snapshot))
+    kept = PodTopologySpread({}, SnapshotHandle(snapshot))
     incoming = _incoming(key)
 
     def prefilter(plugin: PodTopologySpread) -> tuple[PreFilterState, dict[str, Status | None]]:
@@ -148,7 +137,7 @@ def test_counts_kept_across_cycles_equal_a_recount(case: str, key: str) -> None:
         op(cache)
         cache.update_snapshot(snapshot)
         got, got_statuses = prefilter(kept)
-        want, want_statuses = prefilter(PodTopologySpread({}, _SnapshotHandle(snapshot)))
+        want, want_statuses = prefilter(PodTopologySpread({}, SnapshotHandle(snapshot)))
         where = (case, key, step)
         assert got.counts == want.counts, where
         assert got.domains == want.domains, where

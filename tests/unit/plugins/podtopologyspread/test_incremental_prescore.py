@@ -25,13 +25,13 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from scheduler.plugins.podtopologyspread.scoring import PRE_SCORE_STATE_KEY, PreScoreState
 from tests.builders import PodBuilder
+from tests.fakes import SnapshotHandle
 from tests.unit.plugins.podtopologyspread.test_incremental_prefilter import (
     CASES,
     HOST,
     ZONE,
     _node,
     _pod,
-    _SnapshotHandle,
 )
 
 _REPLICASET = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -63,7 +63,7 @@ INCOMING: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-class _Handle(_SnapshotHandle):
+class _Handle(SnapshotHandle):
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__(snapshot)
         self._listers.objects["replicasets"] = [_REPLICASET]
