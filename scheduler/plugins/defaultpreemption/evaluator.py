@@ -25,6 +25,9 @@ __all__ = [
     "PDB",
     "Candidate",
     "SelectVictims",
+    "Summary",
+    "TopStart",
+    "candidate_summary",
     "compile_pdbs",
     "dry_run_preemption",
     "earliest_start_of_highest_priority",
@@ -34,6 +37,7 @@ __all__ = [
     "pick_one_node_for_preemption",
     "pod_start_time",
     "started_at",
+    "top_start",
 ]
 
 # Added to every priority before summing so that a node with several negative-priority
@@ -305,23 +309,57 @@ def earliest_start_of_highest_priority(victims: Sequence[PodInfo], now: float) -
     return earliest
 
 
+# A candidate's first four criteria of the pick (``candidate_summary``), larger is better.
+Summary = tuple[int, int, int, int]
+# The earliest start among a candidate's highest-priority victims as a ``now``-free pair:
+# (the earliest of those that started, inf if none; whether one of them has not started,
+# which counts as starting at the pick's ``now``).
+TopStart = tuple[float, bool]
+
+
+def candidate_summary(victims: Sequence[PodInfo], num_pdb_violations: int) -> Summary:
+    """The pick's first four criteria in one tuple, compared as they are ranked: fewest PDB
+    violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
+    victims."""
+    priorities = list(map(_PRIORITY, victims))
+    return (-num_pdb_violations, -max(priorities, default=0),
+            -(sum(priorities) + _PRIORITY_OFFSET * len(priorities)), -len(priorities))
+
+
+def top_start(victims: Sequence[PodInfo]) -> TopStart:
+    """``earliest_start_of_highest_priority`` of non-empty ``victims`` before ``now`` is
+    known: ``min(earliest, now) if unstarted else earliest`` for the pair returned."""
+    top = max(map(_PRIORITY, victims))
+    earliest = math.inf
+    unstarted = False
+    for v in victims:
+        if v.priority != top:
+            continue
+        started = started_at(v)
+        if started is None:
+            unstarted = True
+        elif started < earliest:
+            earliest = started
+    return earliest, unstarted
+
+
 def pick_one_node_for_preemption(
     candidates: Sequence[Candidate], *, now: float,
-    known_starts: Mapping[str, float] | None = None,
+    known_starts: Mapping[str, TopStart] | None = None,
+    known_summaries: Mapping[str, Summary] | None = None,
 ) -> Candidate | None:
     """Choose among candidates by, in turn: fewest PDB violations, lowest highest-victim
     priority, smallest sum of victim priorities, fewest victims, latest start among the
     highest-priority victims (disturb the youngest work), and finally the first one.
-    ``known_starts``: that last start per candidate node where the dry run already knew it
-    (the candidate's victims as it chose them)."""
+    ``known_starts`` and ``known_summaries``: that last start (``top_start``'s pair) and
+    the first four criteria per candidate node where the dry run already knew them (the
+    candidate's victims as it chose them)."""
     if not candidates:
         return None
 
-    def summary(c: Candidate) -> tuple[float, float, float, float]:
+    def summary(c: Candidate) -> Summary:
         # the first four criteria in one pass over the victims (one call a candidate)
-        priorities = list(map(_PRIORITY, c.victims))
-        return (-c.num_pdb_violations, -max(priorities, default=0),
-                -(sum(priorities) + _PRIORITY_OFFSET * len(priorities)), -len(priorities))
+        return candidate_summary(c.victims, c.num_pdb_violations)
 
     def latest_start(c: Candidate) -> float:
         if not c.victims:
@@ -329,7 +367,8 @@ def pick_one_node_for_preemption(
         if known_starts:
             known = known_starts.get(c.name)
             if known is not None:
-                return known
+                earliest, unstarted = known
+                return min(earliest, now) if unstarted else earliest
         return earliest_start_of_highest_priority(c.victims, now)
 
     # Criterion after criterion, each over the candidates the ones before left tied: the
@@ -337,7 +376,11 @@ def pick_one_node_for_preemption(
     # only for the candidates tied on all four.
     if len(candidates) == 1:
         return candidates[0]
-    summaries = list(map(summary, candidates))
+    if known_summaries:
+        found = known_summaries.get
+        summaries = [found(c.name) or summary(c) for c in candidates]
+    else:
+        summaries = list(map(summary, candidates))
     best_summary = max(summaries)
     remaining = [c for c, s in zip(candidates, summaries) if s == best_summary]
     if len(remaining) > 1:
