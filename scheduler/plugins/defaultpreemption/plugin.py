@@ -65,7 +65,7 @@ from scheduler.plugins.defaultpreemption.evaluator import (
     importance_key,
     pick_one_node_for_preemption,
     reprieve_victims,
-    started_at,
+    start_times,
     top_start,
 )
 from scheduler.plugins.defaultpreemption.gang import (
@@ -110,6 +110,7 @@ _NO_STATUS = Status(Code.SUCCESS)
 _NODE_NAME = attrgetter("name")
 _CODE = attrgetter("code")
 _NODE = attrgetter("node")
+_UID = attrgetter("uid")
 
 # Upstream wording (users grep for these).
 MESSAGE_PREFIX = "preemption: "
@@ -353,7 +354,7 @@ def _answer_from_sums(key: tuple[int, int, int, int], pod_info: PodInfo, node_in
     potential = [p for p in pods if p.priority < priority]
     if not potential:
         return _SumsAnswer(key, None, no_victims=True)
-    uids = {p.uid for p in pods}
+    uids = set(map(_UID, pods))
     if len(uids) != len(pods) or "" in uids:
         return _SumsAnswer(key, None)  # NodeInfo.remove_pod finds pods by UID: let it say
     request = pod_info.requests
@@ -373,9 +374,10 @@ def _answer_from_sums(key: tuple[int, int, int, int], pod_info: PodInfo, node_in
 
     # Most important first (importance_key's order: a pod that has not started sorts as
     # starting now), each start read once.
-    starts = list(map(started_at, potential))
+    starts = start_times(potential)
     keys = [(-p.priority, now if s is None else s) for p, s in zip(potential, starts)]
-    potential = [potential[i] for i in sorted(range(len(potential)), key=keys.__getitem__)]
+    order = sorted(range(len(potential)), key=keys.__getitem__)
+    potential = list(map(potential.__getitem__, order))
     latest_start = max([s for s in starts if s is not None], default=-math.inf)
     if pdbs:
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
@@ -402,7 +404,9 @@ def _answer_from_sums(key: tuple[int, int, int, int], pod_info: PodInfo, node_in
         victims.sort(key=importance_key(now))
     if not victims:
         return _SumsAnswer(key, (), latest_start=latest_start)
-    return _SumsAnswer(key, tuple(victims), num_violating, latest_start, top_start(victims),
+    start_of = dict(zip(map(id, potential), map(starts.__getitem__, order)))
+    return _SumsAnswer(key, tuple(victims), num_violating, latest_start,
+                       top_start(victims, list(map(start_of.__getitem__, map(id, victims)))),
                        candidate_summary(victims, num_violating))
 
 
