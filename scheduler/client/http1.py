@@ -194,6 +194,7 @@ class _Connection(asyncio.Protocol):
         # Written (or to be written), not yet answered: first to answer first.
         self._exchanges: deque[tuple[_Response, asyncio.Future[RawResponse]]] = deque()
         self._out: list[bytes] = []  # requests of this loop turn not yet written
+        self.unflushed = 0  # how many (read per request: an attribute, not a property)
 
     # -- asyncio.Protocol
 
@@ -241,16 +242,13 @@ class _Connection(asyncio.Protocol):
             if not self._out:
                 loop.call_soon(self.flush)
             self._out.append(data)
+            self.unflushed += 1
         return waiter
-
-    @property
-    def unflushed(self) -> int:
-        """Requests taken this loop turn, not yet written."""
-        return len(self._out)
 
     def flush(self) -> None:
         """Write the deferred requests at once: one ``send`` for all of them."""
         out, self._out = self._out, []
+        self.unflushed = 0
         if not out:
             return
         if self.transport is None or self.transport.is_closing():
@@ -288,6 +286,7 @@ class _Connection(asyncio.Protocol):
     def _fail(self, exc: Exception) -> None:
         exchanges, self._exchanges = self._exchanges, deque()
         self._out = []
+        self.unflushed = 0
         for _, waiter in exchanges:
             if not waiter.done():
                 waiter.set_exception(exc)
@@ -304,7 +303,7 @@ class _Connection(asyncio.Protocol):
 
 
 class Http1Pool:
-    """Keep-alive HTTP/1.1 connections to one origin, at most ``size`` requests at once.
+    """Keep-alive HTTP/1.1 connections to one origin, at most ``size`` in use at once.
 
     ``pipeline`` > 1: the requests made in one turn of the event loop (the binding tasks
     and Event senders a burst of cycles woke) are written together, up to ``pipeline`` of
@@ -364,46 +363,50 @@ class Http1Pool:
             data += body
         loop = asyncio.get_running_loop()
         slots = self._slots
-        if not slots.try_take():
-            await slots.take()
-        try:
-            pipeline = self._pipeline
-            conn = self._turn
-            if pipeline > 1 and conn is not None and 0 < conn.unflushed < pipeline \
-                    and not conn.closed:
-                pass  # behind this turn's other requests, in the same write
-            else:
+        pipeline = self._pipeline
+        conn = self._turn
+        if conn is None or conn.closed or not 0 < conn.unflushed < pipeline:
+            # A connection of its own (pipelining: the first of this turn's requests): a
+            # slot of the pool's, held while the connection has requests on it.
+            if not slots.try_take():
+                await slots.take()
+            try:
                 conn = self._reuse() or await self._connect()
-                if pipeline > 1:
-                    self._turn = conn
-            try:
-                waiter = conn.send(data, head_only=method == "HEAD", defer=pipeline > 1)
-            except HttpConnectionError:
-                conn.abort()
-                self._all.discard(conn)
-                raise
-            deadline = loop.time() + timeout
-            deadlines = self._deadlines
-            deadlines[waiter] = (deadline, timeout)
-            if deadline < self._timer_at:
-                self._arm(loop, deadline)
-            try:
-                response = await waiter
             except BaseException:
-                # Cancelled, timed out or broken: the connection's state is unknown (the
-                # requests pipelined with this one on it fail with it).
-                conn.users -= 1
-                conn.abort()
-                self._all.discard(conn)
+                slots.give()
                 raise
-            finally:
-                del deadlines[waiter]
+            if pipeline > 1:
+                self._turn = conn
+        # else: behind this turn's other requests on its connection, in the same write
+        try:
+            waiter = conn.send(data, head_only=method == "HEAD", defer=pipeline > 1)
+        except HttpConnectionError:
+            conn.abort()
+            self._all.discard(conn)
+            if not conn.users:
+                slots.give()
+            raise
+        deadline = loop.time() + timeout
+        deadlines = self._deadlines
+        deadlines[waiter] = (deadline, timeout)
+        if deadline < self._timer_at:
+            self._arm(loop, deadline)
+        try:
+            response = await waiter
+        except BaseException:
+            # Cancelled, timed out or broken: the connection's state is unknown (the
+            # requests pipelined with this one on it fail with it).
+            conn.abort()
+            self._all.discard(conn)
+            raise
+        finally:
+            del deadlines[waiter]
             conn.users -= 1
             if not conn.users:
-                self._release(conn)
-            return response
-        finally:
-            slots.give()
+                slots.give()
+        if not conn.users:
+            self._release(conn)
+        return response
 
     def _reuse(self) -> _Connection | None:
         """An idle connection still fit for a request, if any (no await: most requests)."""

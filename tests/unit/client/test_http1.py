@@ -292,24 +292,24 @@ def _count_writes(conn: Any) -> list[bytes]:
 async def test_one_turns_requests_go_out_in_one_write_and_are_answered_in_order(
     server: ScriptedServer, pool: Callable[..., Http1Pool], pipeline: int,
 ) -> None:
+    """One connection allowed (size=1): unpipelined, the four requests take it one after
+    the other, a write each; pipelined, they share it (the pool's slot is the connection's,
+    not each request's) and go out in one write."""
     server.script = [(ok(b"w"), False)] + [(ok(b"%d" % i), False) for i in range(4)]
-    p = pool(pipeline=pipeline)
+    p = pool(pipeline=pipeline, size=1)
     writes = _count_writes(await _warm(p))
     answers = await asyncio.gather(*(
         p.request("POST", f"/{i}", head=HEAD, body=b"{}", timeout=5) for i in range(4)))
-    if pipeline == 1:  # one request per connection: the other three connect
-        assert len(writes) == 1 and p.connections_made == 4
-        assert sorted(a.body for a in answers) == [b"0", b"1", b"2", b"3"]
-    else:
-        assert len(writes) == 1 and p.connections_made == 1
-        assert [a.body for a in answers] == [b"0", b"1", b"2", b"3"]
-        assert [r.split(b" ")[1] for r in server.requests[1:]] == [
-            b"/prefix/0", b"/prefix/1", b"/prefix/2", b"/prefix/3"]
-        # Every answer in: the connection is idle again, and reused.
-        server.script = [(ok(b"again"), False)]
-        assert (await p.request("POST", "/again", head=HEAD, body=b"{}", timeout=5)).body \
-            == b"again"
-        assert p.connections_made == 1
+    assert [a.body for a in answers] == [b"0", b"1", b"2", b"3"]
+    assert [r.split(b" ")[1] for r in server.requests[1:]] == [
+        b"/prefix/0", b"/prefix/1", b"/prefix/2", b"/prefix/3"]
+    assert len(writes) == (4 if pipeline == 1 else 1)
+    assert p.connections_made == 1
+    # Every answer in: the connection is idle again, and reused.
+    server.script = [(ok(b"again"), False)]
+    assert (await p.request("POST", "/again", head=HEAD, body=b"{}", timeout=5)).body \
+        == b"again"
+    assert p.connections_made == 1
     p.close()
 
 
