@@ -200,7 +200,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         label: str, batching: bool = True,
                         during: Callable[[], Coroutine[Any, Any, None]] | None = None,
                         backlog: bool = False, sandbox_pid: int | None = None,
-                        event_process: str = "off") -> SchedulerRun:
+                        event_process: str = "off", write_pipeline: int = 1) -> SchedulerRun:
     """Start the daemon's wiring and let it sync; then release ``creator`` (a ready
     :class:`CreatorProcess` holding the measured pods) and run until ``expected`` pods of
     ``namespace`` are bound; ``during`` runs beside it from the release (churn) and is
@@ -211,7 +211,8 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     from scheduler.metrics import SchedulerMetrics
 
     metrics = SchedulerMetrics()
-    parts = build_components(config, connection, metrics=metrics, event_process=event_process)
+    parts = build_components(config, connection, metrics=metrics, event_process=event_process,
+                             write_pipeline=write_pipeline)
     sched = parts.scheduler
     if not batching:
         sched.cycle.batches = None
@@ -412,7 +413,7 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
                   progress: Progress, label: str, batching: bool = True,
                   during: Callable[[], Coroutine[Any, Any, None]] | None = None,
                   backlog: bool = False, sandbox_pid: int | None = None,
-                  event_process: str = "off") -> SchedulerRun:
+                  event_process: str = "off", write_pipeline: int = 1) -> SchedulerRun:
     """The measured pods into a ready creator process, then :func:`run_scheduler` with it;
     every pod lands in the first pod's namespace."""
     creator = await CreatorProcess.start(kubeconfig, pods, concurrency=concurrency)
@@ -421,7 +422,7 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
                                   expected=len(pods), creator=creator, timeout=timeout,
                                   progress=progress, label=label, batching=batching,
                                   during=during, backlog=backlog, sandbox_pid=sandbox_pid,
-                                  event_process=event_process)
+                                  event_process=event_process, write_pipeline=write_pipeline)
     finally:
         await creator.aclose()
     if run.creation.failed:
@@ -497,7 +498,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                       timeout=args.timeout, progress=progress,
                                       label="floor: scheduling", backlog=workload.backlog,
                                       sandbox_pid=sandbox.pid,
-                                      event_process=args.event_process)
+                                      event_process=args.event_process,
+                                      write_pipeline=args.write_pipeline)
                 await user.delete(f"/api/v1/namespaces/{FLOOR_NAMESPACE}")
 
             config = load_config_file(args.config) if args.config else default_config()
@@ -557,7 +559,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                     progress=progress, label=f"{workload.name}: scheduling",
                                     batching=args.batching, during=during,
                                     backlog=workload.backlog, sandbox_pid=sandbox.pid,
-                                    event_process=args.event_process)
+                                    event_process=args.event_process,
+                                    write_pipeline=args.write_pipeline)
                 measured_count = len(pods)
                 listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))
                 confirmed = sum(1 for p in listed["items"]
@@ -568,11 +571,14 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 extender[0].terminate()
                 await extender[0].wait()
 
-    return _result(workload, nodes=nodes, measured=measured_count, existing=existing,
-                   gated=gated,
-                   confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
-                   with_event_rate=with_event_rate, floor=floor, run=run,
-                   machine=machine, load_at_end=load_average())
+    result = _result(workload, nodes=nodes, measured=measured_count, existing=existing,
+                     gated=gated,
+                     confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
+                     with_event_rate=with_event_rate, floor=floor, run=run,
+                     machine=machine, load_at_end=load_average())
+    # --write-pipeline: the scheduler's writes of one loop turn pipelined, up to this many
+    result["write_pipeline"] = args.write_pipeline
+    return result
 
 
 def no_average_reason(*, samples: int, pods: int, window: float, rate: float) -> str:
