@@ -39,7 +39,7 @@ from scheduler.bench.ceiling import (
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
 from scheduler.bench.machine import Machine, load_average, process_cpu_seconds
-from scheduler.bench.report import Progress, percentile
+from scheduler.bench.report import Progress, cores_bound, percentile
 from scheduler.bench.throughput import (
     SAMPLE_INTERVAL_S,
     Throughput,
@@ -677,6 +677,8 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         # who used the cores over the window (creator, sandbox, scheduler)
         **run.cpu_split(),
     })
+    # and the most pods/s those cores could carry at that CPU per pod
+    result.update(cores_bound(result))
     if average is None:
         result["no_average_because"] = no_average_reason(
             samples=len(upstream.samples), pods=run.bound, window=run.window, rate=rate)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.bench import build_parser
-from scheduler.bench.report import Progress, curve_table, format_result
+from scheduler.bench.report import Progress, cores_bound, curve_table, format_result
 from scheduler.bench.creator import CreatorReport
 from scheduler.bench.machine import Machine, cpu_model
 from scheduler.bench.run import SchedulerRun, _result, churn_loop, delete_loop
@@ -472,3 +472,70 @@ def test_the_result_text_ends_with_the_cpu_split() -> None:
                                 "event_process_cpu_per_pod_ms": 0.1})
     assert with_child.splitlines()[-1] == (
         "CPU per measured pod: scheduler 0.900 ms (90%), event process 0.100 ms (10%)")
+
+
+_SPLIT = {"creator_cpu_per_pod_ms": 0.2, "sandbox_cpu_per_pod_ms": 0.6,
+          "scheduler_cpu_per_pod_ms": 1.2, "binding_with_event_rate_per_s": 2000.0}
+
+
+@pytest.mark.parametrize(("result", "bound"), [
+    # 2 cores ÷ 2.0 ms = 1000/s; one core ÷ the scheduler's 1.2 ms = 833.3/s binds
+    pytest.param({"cores": 2, **_SPLIT}, (1000.0, 833.3, 833.3, "scheduler core", 0.417),
+                 id="the-scheduler-core-binds"),
+    # a cheaper scheduler: 2 ÷ 1.4 ms = 1428.6/s binds before one core ÷ 0.6 ms
+    pytest.param({"cores": 2, **_SPLIT, "scheduler_cpu_per_pod_ms": 0.6},
+                 (1428.6, 1666.7, 1428.6, "shared cores", 0.714), id="the-shared-cores-bind"),
+    # the sandbox's own core: one core ÷ 0.9 ms binds before 2 ÷ 1.6 ms
+    pytest.param({"cores": 2, **_SPLIT, "sandbox_cpu_per_pod_ms": 0.9,
+                  "scheduler_cpu_per_pod_ms": 0.5},
+                 (1250.0, 1111.1, 1111.1, "sandbox core", 0.556), id="the-sandbox-core-binds"),
+    # the scheduler may use 1 of 2 cores, and so may the processes it starts
+    pytest.param({"cores": 2, "scheduler_affinity": 1, **_SPLIT},
+                 (500.0, 833.3, 500.0, "shared cores", 0.25), id="affinity"),
+    # a backlog's creator ran before the window: 2 ÷ 1.1 ms (with it, 2 ÷ 1.3 ms would bind)
+    pytest.param({"cores": 2, "backlog": True, **_SPLIT,
+                  "scheduler_cpu_per_pod_ms": 0.5},
+                 (1818.2, 1666.7, 1666.7, "sandbox core", 0.833), id="backlog"),
+    # the event process is a fourth share: 2 ÷ 2.5 ms
+    pytest.param({"cores": 2, **_SPLIT, "event_process_cpu_per_pod_ms": 0.5},
+                 (800.0, 833.3, 800.0, "shared cores", 0.4), id="event-process"),
+    pytest.param({"cores": 2, **_SPLIT, "binding_with_event_rate_per_s": 0.0},
+                 (1000.0, 833.3, 833.3, "scheduler core", None), id="no-ceiling"),
+    pytest.param({**_SPLIT}, None, id="no-cores"),
+    pytest.param({"cores": 2, **_SPLIT, "sandbox_cpu_per_pod_ms": None}, None,
+                 id="sandbox-unreadable"),
+])
+def test_the_cores_bound_is_the_lower_of_the_shared_cores_and_one_core(
+        result: dict[str, Any], bound: tuple[Any, ...] | None) -> None:
+    keys = ("cores_bound_shared_pods_per_s", "cores_bound_single_core_pods_per_s",
+            "cores_bound_pods_per_s", "cores_bound_by", "cores_bound_ratio")
+    got = cores_bound(result)
+    assert set(got) == set(keys)
+    assert tuple(got[k] for k in keys) == (bound if bound is not None else (None,) * 5)
+
+
+def test_the_result_carries_the_cores_bound_and_its_text_line_says_what_binds() -> None:
+    binds = [2.0 + (i + 1) / 100 for i in range(400)]
+    run = SchedulerRun(
+        bound=400, started=0.0, synced=2.0, released=2.0,
+        creation=CreatorReport(created=400, failed=0, error="", started=2.01, finished=4.0,
+                               cpu=0.2),
+        last_bind=6.0, bind_times=binds, cpu=1.0, cycle_cpu=0.5, cycle_latencies=[],
+        sandbox_cpu=1.3)
+    machine = Machine(cpu_model="AMD EPYC", cores=2, affinity=2, load=None)
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400, existing=0,
+                     gated=0, confirmed=400, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=run, machine=machine)
+    # creator 0.5 + sandbox 3.25 + scheduler 1.25 ms: 2 cores ÷ 5 ms = 400/s; the
+    # sandbox's one core ÷ 3.25 ms = 307.7/s binds, 0.385 of the 800/s ceiling
+    assert (result["cores_bound_shared_pods_per_s"], result["cores_bound_pods_per_s"],
+            result["cores_bound_by"], result["cores_bound_ratio"]) == (
+        400.0, 307.7, "sandbox core", 0.385)
+    assert format_result(result).splitlines()[-1].endswith(
+        "; the cores carry at most 307.7 pods/s at this CPU (shared cores 400.0, one core "
+        "307.7), bound by the sandbox core: 0.385 of the ceiling")
+    without_machine = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400,
+                              existing=0, gated=0, confirmed=400, raw_rate=1000.0,
+                              official_rate=900.0, with_event_rate=800.0, floor=None, run=run)
+    assert without_machine["cores_bound_pods_per_s"] is None
+    assert "carry at most" not in format_result(without_machine)
