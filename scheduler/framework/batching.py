@@ -79,6 +79,8 @@ FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).
 MAX_WINDOWS = 64
+# A walk's first chunk is at most this many times the feasible nodes it looks for.
+MAX_FIRST_CHUNK_SHARE = 4
 
 
 @runtime_checkable
@@ -171,7 +173,7 @@ def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
 class _Results:
     """The kept results of one signature (and skip sets) on one profile."""
 
-    __slots__ = ("epoch", "masked_windows", "positions", "score_key", "windows")
+    __slots__ = ("epoch", "masked_windows", "positions", "score_key", "walked", "windows")
 
     def __init__(self, epoch: tuple[int, int]) -> None:
         self.epoch = epoch
@@ -183,6 +185,9 @@ class _Results:
         self.windows: dict[int, KeptWindow] = {}
         # The same per FilterMask key (batching_mask: the mask moves the feasible nodes).
         self.masked_windows: OrderedDict[Hashable, dict[int, KeptWindow]] = OrderedDict()
+        # FilterMask key (None: no mask) -> (nodes examined, feasible found) by the last
+        # walk that met rejected nodes (``Batch.first_chunk``); at most MAX_MASKS + 1.
+        self.walked: dict[Hashable, tuple[int, int]] = {}
 
 
 class Batch:
@@ -512,6 +517,32 @@ class Batch:
     def note_contiguous(self, feasible: list[NodeInfo], *, first: int) -> None:
         """The walk's feasible nodes are the node list's run from ``first``."""
         self._contiguous = (feasible, first)
+
+    def first_chunk(self, to_find: int) -> int:
+        """How many nodes a walk for ``to_find`` feasible ones filters first: as many as
+        the last walk of this signature and mask examined for as many, when that walk met
+        rejected nodes (a zone over the skew rejects the same share of nodes from one
+        cycle to the next: one chunk, not two or three); else ``to_find``.  Only while
+        every status comes from the kept results (the surplus is then read, not
+        filtered)."""
+        if self._unsigned_filters:
+            return to_find
+        walked = self._results.walked.get(None if self._mask is None else self._mask.key)
+        if walked is None:
+            return to_find
+        examined, found = walked
+        return min(-(-to_find * examined // found), MAX_FIRST_CHUNK_SHARE * to_find)
+
+    def note_walk(self, examined: int, found: int) -> None:
+        """The walk examined ``examined`` nodes to find ``found`` feasible ones."""
+        walked = self._results.walked
+        key = None if self._mask is None else self._mask.key
+        if examined <= found or not found:
+            walked.pop(key, None)
+            return
+        walked[key] = (examined, found)
+        while len(walked) > masks.MAX_MASKS + 1:
+            del walked[next(iter(walked))]
 
     def note_positions(self, feasible: list[NodeInfo], positions: list[int]) -> None:
         """The walk's feasible nodes sit at ``positions`` of the node list (the walk met
