@@ -155,7 +155,14 @@ def filter_nodes_from(
     # scores by (when rejected nodes lie between them, they are no one run of it).
     where: list[int] | None = [] if positioned else None
     while processed < num_all:
-        size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
+        ahead = to_find - len(feasible)
+        if positioned and processed and feasible:
+            # Rejected nodes met so far (a spreading pod's zone over the skew: a third of
+            # the nodes): the next chunk is sized by the share that passed, so the walk
+            # takes two or three chunks, not one per halving of what is still wanted.
+            # Statuses are read from batching's kept results: the surplus costs little.
+            ahead = -(-ahead * processed // len(feasible)) + MIN_FILTER_CHUNK
+        size = min(max(ahead, MIN_FILTER_CHUNK), num_all - processed)
         first = start + processed
         chunk = wrapped_slice(nodes, first, size)
         if nominated:

@@ -39,7 +39,7 @@ from scheduler.bench.ceiling import (
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
 from scheduler.bench.machine import Machine, load_average, process_cpu_seconds
-from scheduler.bench.report import Progress, percentile
+from scheduler.bench.report import Progress, cores_bound, percentile
 from scheduler.bench.throughput import (
     SAMPLE_INTERVAL_S,
     Throughput,
@@ -431,6 +431,19 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
     return run
 
 
+def sandbox_flags(workload: Workload, *, nodes: int, node_cpu: str,
+                  node_memory: str) -> dict[str, Any]:
+    """The sandbox process's flags for a run: the shape's nodes (zones only where upstream's
+    nodes have them), no simulated kubelet (nothing runs), the DRA driver's devices."""
+    flags: dict[str, Any] = {"nodes": nodes, "simulate_kubelet": False,
+                             "node_cpu": node_cpu, "node_memory": node_memory,
+                             "node_pods": workload.node_pods,
+                             "node_topology": workload.node_zones}
+    if workload.dra_devices:
+        flags["dra_devices"] = workload.dra_devices
+    return flags
+
+
 async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
     from scheduler.client.api import ApiClient
     from scheduler.client.connection import load_connection
@@ -448,11 +461,7 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 else workload.before(workload.existing_pods, nodes=nodes, pods=measured))
     gated = workload.before(workload.gated_pods, nodes=nodes, pods=measured)
     raw_count = min(measured, args.raw_binds)
-    flags = {"nodes": nodes, "simulate_kubelet": False,
-             "node_cpu": node_cpu, "node_memory": node_memory,
-             "node_pods": workload.node_pods}
-    if workload.dra_devices:
-        flags["dra_devices"] = workload.dra_devices
+    flags = sandbox_flags(workload, nodes=nodes, node_cpu=node_cpu, node_memory=node_memory)
     floor: SchedulerRun | None = None
     extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
@@ -683,6 +692,8 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         # who used the cores over the window (creator, sandbox, scheduler)
         **run.cpu_split(),
     })
+    # and the most pods/s those cores could carry at that CPU per pod
+    result.update(cores_bound(result))
     if average is None:
         result["no_average_because"] = no_average_reason(
             samples=len(upstream.samples), pods=run.bound, window=run.window, rate=rate)

@@ -307,7 +307,7 @@ class Batch:
         feasible = wrapped_slice(nodes, start, size)
         if by:
             del windows[(start + by) % num_all]
-            window = window.shifted(by, list(map(_NODE_NAME, feasible)))
+            window = window.shifted(by, feasible)
             windows[start] = window
         window.filter_serial = snapshot.change_serial
         reused = size - len(offsets)
@@ -572,19 +572,23 @@ class Batch:
         joined = bool(window.entering)
         if joined:
             offsets = sorted(set(offsets).union(window.entering))
+        # The lists ``shifted`` made are no table's yet: changed in place, not copied.
+        owned, window.owned = window.owned, False
         if offsets:
             raw, status = self._raw_scores(state, pod_info, [nodes[o] for o in offsets])
             if status is not None or [name for name, _ in raw] != window.plugins:
                 return self._score_window_fully(state, pod_info, window, key, nodes)
             names = window.names
             totals = kept_totals = window.totals
-            # a whole column's final scores may have moved (every one, when nodes joined)
-            renormalized = joined
+            # a whole column's final scores may have moved (every one, when nodes joined;
+            # an owned window's old totals are not kept apart: counted afresh)
+            renormalized = joined or owned
             for i, (name, values) in enumerate(raw):
                 column = window.raw[i]
                 if not joined and list(map(column.__getitem__, offsets)) == values:
                     continue
-                column = list(column)
+                if not owned:
+                    column = list(column)
                 for o, v in zip(offsets, values):
                     column[o] = v
                 window.raw[i] = column
@@ -598,9 +602,9 @@ class Batch:
                 else:
                     part, status = fwk.finish_column(
                         state, pod_info, [names[o] for o in offsets], name, values)
-                    weighted = list(old)
+                    weighted = old if owned else list(old)
                     if status is None:
-                        if totals is kept_totals:
+                        if totals is kept_totals and not owned:
                             totals = list(totals)  # the last table's list stays as it was
                         for o, v in zip(offsets, part):
                             totals[o] += v - old[o]
@@ -610,7 +614,7 @@ class Batch:
                     fwk.observe_score(status, started)
                     return ScoreTable(names, [0] * len(names), {}), status
                 window.weighted[i] = weighted
-            if totals is not kept_totals:
+            if totals is not kept_totals or owned:
                 window.best = (_best(totals) if renormalized
                                else _best_after(window.best, kept_totals, totals, offsets))
             window.totals = totals
