@@ -376,7 +376,7 @@ def _answer_from_sums(key: tuple[int, int, int, int], pod_info: PodInfo, node_in
     # Most important first (importance_key's order: a pod that has not started sorts as
     # starting now), each start read once.
     starts = start_times(potential)
-    unstarted = starts.count(None) == len(starts)
+    unstarted = starts[0] is None and starts.count(None) == len(starts)
     if unstarted:
         # None started (the bench's pods: no kubelet): the order is by priority alone, a
         # stable sort in C (reverse keeps equal keys in the node's order).
