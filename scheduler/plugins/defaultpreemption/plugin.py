@@ -111,6 +111,7 @@ _NODE_NAME = attrgetter("name")
 _CODE = attrgetter("code")
 _NODE = attrgetter("node")
 _UID = attrgetter("uid")
+_PRIORITY = attrgetter("priority")
 
 # Upstream wording (users grep for these).
 MESSAGE_PREFIX = "preemption: "
@@ -375,10 +376,18 @@ def _answer_from_sums(key: tuple[int, int, int, int], pod_info: PodInfo, node_in
     # Most important first (importance_key's order: a pod that has not started sorts as
     # starting now), each start read once.
     starts = start_times(potential)
-    keys = [(-p.priority, now if s is None else s) for p, s in zip(potential, starts)]
-    order = sorted(range(len(potential)), key=keys.__getitem__)
-    potential = list(map(potential.__getitem__, order))
-    latest_start = max([s for s in starts if s is not None], default=-math.inf)
+    unstarted = starts[0] is None and starts.count(None) == len(starts)
+    if unstarted:
+        # None started (the bench's pods: no kubelet): the order is by priority alone, a
+        # stable sort in C (reverse keeps equal keys in the node's order).
+        potential.sort(key=_PRIORITY, reverse=True)
+        order: list[int] = []
+        latest_start = -math.inf
+    else:
+        keys = [(-p.priority, now if s is None else s) for p, s in zip(potential, starts)]
+        order = sorted(range(len(potential)), key=keys.__getitem__)
+        potential = list(map(potential.__getitem__, order))
+        latest_start = max([s for s in starts if s is not None], default=-math.inf)
     if pdbs:
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
     else:
@@ -404,9 +413,12 @@ def _answer_from_sums(key: tuple[int, int, int, int], pod_info: PodInfo, node_in
         victims.sort(key=importance_key(now))
     if not victims:
         return _SumsAnswer(key, (), latest_start=latest_start)
-    start_of = dict(zip(map(id, potential), map(starts.__getitem__, order)))
-    return _SumsAnswer(key, tuple(victims), num_violating, latest_start,
-                       top_start(victims, list(map(start_of.__getitem__, map(id, victims)))),
+    if unstarted:
+        top: TopStart = (math.inf, True)
+    else:
+        start_of = dict(zip(map(id, potential), map(starts.__getitem__, order)))
+        top = top_start(victims, list(map(start_of.__getitem__, map(id, victims))))
+    return _SumsAnswer(key, tuple(victims), num_violating, latest_start, top,
                        candidate_summary(victims, num_violating))
 
 
