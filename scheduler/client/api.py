@@ -333,11 +333,14 @@ class ApiClient:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        write_pipeline: int = 1,
     ) -> None:
         self.connection = connection
         self._base = connection.host.rstrip("/")
         self.limiter = TokenBucket(qps, burst, clock=clock, sleep=sleep)
         self._pool_size = pool_size
+        # Writes of one loop turn pipelined on one connection, up to this many (http1.py).
+        self._write_pipeline = write_pipeline
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self.retry = retry or RetryPolicy()
@@ -388,7 +391,7 @@ class ApiClient:
             self._writer = Http1Pool(
                 self._base, ssl_context=ctx if isinstance(ctx, ssl.SSLContext) else None,
                 server_hostname=self.connection.tls_server_name, size=self._pool_size,
-                connect_timeout=self._connect_timeout,
+                connect_timeout=self._connect_timeout, pipeline=self._write_pipeline,
             )
         return self._writer
 

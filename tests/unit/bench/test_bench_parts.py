@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from scheduler.bench import build_parser
 from scheduler.bench.report import Progress, cores_bound, curve_table, format_result
 from scheduler.bench.creator import CreatorReport
 from scheduler.bench.machine import Machine, cpu_model
-from scheduler.bench.run import SchedulerRun, _result, churn_loop, delete_loop
+from scheduler.bench.run import SchedulerRun, _result, churn_loop, delete_loop, sandbox_flags
 from scheduler.bench.workloads import (
     EXISTING_NAMESPACE,
     MEASURED_NAMESPACE,
@@ -48,26 +49,58 @@ def test_progress_writes_nothing_on_a_pipe() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "nodes", "floor", "measured", "existing", "gated", "node_pods"),
+    ("name", "nodes", "floor", "measured", "existing", "gated", "node_pods", "zones"),
     [
-        pytest.param("SchedulingBasic", 5000, 680, 10000, 1000, 0, "110", id="basic"),
-        pytest.param("SchedulingPodAntiAffinity", 5000, 60, 2000, 1000, 0, "110",
+        # upstream's node-default template: no zone label
+        pytest.param("SchedulingBasic", 5000, 680, 10000, 1000, 0, "110", False, id="basic"),
+        pytest.param("SchedulingPodAntiAffinity", 5000, 60, 2000, 1000, 0, "110", False,
                      id="anti-affinity"),
-        pytest.param("TopologySpreading", 5000, 460, 5000, 5000, 0, "110", id="spread"),
-        pytest.param("NodeAffinity", 5000, 220, 10000, 5000, 0, "110", id="node-affinity"),
-        pytest.param("PreemptionAsync", 5000, 570, 5000, 20000, 0, "110", id="preemption"),
+        # labelNodePrepareStrategy: moon-1/2/3, and zone1
+        pytest.param("TopologySpreading", 5000, 460, 5000, 5000, 0, "110", True, id="spread"),
+        pytest.param("NodeAffinity", 5000, 220, 10000, 5000, 0, "110", True,
+                     id="node-affinity"),
+        pytest.param("PreemptionAsync", 5000, 570, 5000, 20000, 0, "110", False,
+                     id="preemption"),
         # upstream's 1Node_10000GatedPods: node-with-name (90000 pods), 20000 deleting pods
-        pytest.param("SchedulingWhileGated", 1, 910, 20000, 20000, 10000, "90000", id="gated"),
-        pytest.param("MixedChurn", 5000, 710, 10000, 0, 0, "110", id="churn"),
+        pytest.param("SchedulingWhileGated", 1, 910, 20000, 20000, 10000, "90000", False,
+                     id="gated"),
+        pytest.param("MixedChurn", 5000, 710, 10000, 0, 0, "110", False, id="churn"),
     ],
 )
 def test_upstream_shapes_at_their_size(name: str, nodes: int, floor: float, measured: int,
-                                       existing: int, gated: int, node_pods: str) -> None:
+                                       existing: int, gated: int, node_pods: str,
+                                       zones: bool) -> None:
     w = WORKLOADS[name]
     assert (w.upstream_floor, w.measured_pods) == (floor, measured)
     assert (w.before(w.existing_pods, nodes=nodes, pods=measured),
             w.before(w.gated_pods, nodes=nodes, pods=measured)) == (existing, gated)
     assert (w.node_cpu, w.node_memory, w.node_pods) == ("4", "32Gi", node_pods)
+    assert w.node_zones is zones
+
+
+def test_only_the_shapes_whose_nodes_have_zones_upstream_keep_them() -> None:
+    """Upstream's node-default, node-with-name and node-with-dra-test-driver templates have
+    no zone; the Backlog is SchedulingBasic's nodes. Our own shapes (no upstream template)
+    keep the sandbox's zones, as their earlier figures had them."""
+    zoned = {name for name, w in WORKLOADS.items() if w.node_zones}
+    ours = {"gang", "plain", "anti-affinity", "spread", "extender",
+            *(f"GangMixed{size}{topo}" for size in (8, 32, 128) for topo in ("", "Topology"))}
+    assert zoned == {"TopologySpreading", "NodeAffinity"} | ours
+    assert not WORKLOADS["Backlog"].node_zones
+    assert not any(w.node_zones for name, w in WORKLOADS.items() if w.dra_devices)
+
+
+@pytest.mark.parametrize(("name", "flag"), [
+    pytest.param("SchedulingBasic", "--no-node-topology", id="no-zones"),
+    pytest.param("TopologySpreading", "--node-topology", id="zones"),
+])
+def test_the_sandbox_is_told_whether_its_nodes_have_zones(name: str, flag: str,
+                                                         tmp_path: Path) -> None:
+    from scheduler.sandbox.testing import SandboxProcess
+
+    flags = sandbox_flags(WORKLOADS[name], nodes=5, node_cpu="4", node_memory="32Gi")
+    argv = SandboxProcess(workdir=tmp_path, **flags).argv()
+    assert flag in argv and argv[argv.index("--nodes") + 1] == "5"
 
 
 def test_while_gated_is_upstreams_light_and_gated_pods_scaled_with_the_measured_pods() -> None:
