@@ -63,14 +63,11 @@ FAILED_SCHEDULING_REASON = "FailedScheduling"
 
 
 # Cycles run back to back before the event loop runs informers and binding tasks: at most
-# this many, and no more than CYCLE_RUN_SECONDS of the loop thread's CPU time.  Upstream's
+# this many, and no longer than CYCLE_RUN_SECONDS (the scheduler's clock).  Upstream's
 # scheduling loop is a goroutine beside the informers; here the loop's I/O between two
 # cycles (watch decoding, HTTP writes, the informers' handlers) evicts the cycle's working
 # set (NodeInfos, kept windows and scores) from the CPU caches, and a cycle run after it cost
-# up to twice one run right after another (docs/benchmarks.md, issue 23's fourth and sixth
-# rounds).  CPU time, not the wall clock: while the process waits for a core, the informers
-# could not run either, and a wall-clock budget spent waiting ended runs early on a loaded
-# machine (4.7 cycles a run in Backlog at load 6-9, the first of each twice the others).
+# up to twice one run right after another (docs/benchmarks.md, issue 23's fourth round).
 CYCLES_PER_YIELD = 16
 CYCLE_RUN_SECONDS = 0.004
 
@@ -103,7 +100,6 @@ class Scheduler:
         registry: Registry,
         metrics: SchedulerMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
-        run_clock: Callable[[], float] = time.thread_time,
         rng: random.Random | None = None,
         max_concurrent_binds: int = DEFAULT_MAX_CONCURRENT_BINDS,
         health: HealthState | None = None,
@@ -125,8 +121,6 @@ class Scheduler:
         self._sli_durations = Children(metrics.pod_scheduling_sli_duration)
         self._pod_attempts = metrics.pod_scheduling_attempts.labels()
         self.clock = clock
-        # What a run of cycles spends of CYCLE_RUN_SECONDS: the loop thread's CPU time.
-        self.run_clock = run_clock
         self.rng = rng or random.Random()
         self.health = health or HealthState()
         self._update_pod_condition = update_pod_condition
@@ -534,7 +528,7 @@ class Scheduler:
         """Schedule pods until stopped (or for ``iterations`` pops, for tests)."""
         queue_task = asyncio.create_task(self.queue.run(), name="scheduling-queue-flush")
         cache_task = asyncio.create_task(self.cache.run(), name="scheduler-cache-maintenance")
-        clock = self.run_clock
+        clock = self.clock
         try:
             done = 0
             run = 0  # cycles since the loop last ran other tasks

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import ssl
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
@@ -41,6 +42,10 @@ _LEAN_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 # Characters left as they are in a request path (RFC 3986 pchar and "/"; "%" so that an
 # already escaped path is not escaped twice).
 _PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+# A path of those characters and letters and digits only (every path the scheduler writes:
+# names are DNS labels) is what quote() would return, found with one C call (quote is ~3 us
+# of Python, twice per pod).
+_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9/:@!$&'()*+,;=\-._~%]").search
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -571,7 +576,7 @@ class ApiClient:
             if "\r" in auth or "\n" in auth:
                 raise ApiConnectionError(f"{method} {path}: the credentials hold a line break")
             head += f"Authorization: {auth}\r\n"
-        target = quote(path, safe=_PATH_SAFE)
+        target = quote(path, safe=_PATH_SAFE) if _NEEDS_QUOTING(path) else path
         if params:
             target += "?" + urlencode(params)
         try:

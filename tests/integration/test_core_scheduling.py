@@ -62,7 +62,6 @@ async def test_2000_pods_on_100_nodes_all_bound_within_allocatable(
             assert cpu <= alloc.milli_cpu, name
             assert memory <= alloc.memory, name
             assert on_node <= alloc.allowed_pod_number, name
-        assert parts.scheduler.cache.assumed_pod_count() == 0 or True  # binding may still confirm
         await wait_until(lambda: parts.scheduler.cache.assumed_pod_count() == 0, timeout=10,
                          message="every assumed pod confirmed by the informer")
         assert parts.scheduler.cache.pod_count() == 2000
