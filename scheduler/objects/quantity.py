@@ -112,8 +112,9 @@ def _parse_str_nano(s: str) -> int:
     return -nano if sign == "-" else nano
 
 
-def parse_quantity_nano(value: str | int | float) -> int:
-    """Parse a quantity into an integer number of nano-units (1 == 1e-9)."""
+def parse_quantity_nano(value: object) -> int:
+    """Parse a quantity into an integer number of nano-units (1 == 1e-9).  ``value`` is
+    any JSON value from the wire: what is not a string or a number is a QuantityError."""
     if isinstance(value, str):
         return _parse_str_nano(value)
     if isinstance(value, bool):
@@ -132,7 +133,7 @@ def parse_quantity_nano(value: str | int | float) -> int:
                         f"got {type(value).__name__}")
 
 
-def parse_quantity(value: str | int | float) -> Fraction:
+def parse_quantity(value: object) -> Fraction:
     """Parse a Kubernetes quantity into an exact Fraction of base units.
 
     Raises :class:`QuantityError` on anything upstream's ``resource.ParseQuantity`` rejects.

@@ -1,7 +1,9 @@
 """What the offline benches of ``tests/perf`` share around the cycle that ``tests.offline``
 builds: warnings-only logs (set as the daemon sets them, so its per-pod debug gates apply), and the measured part of a run (after its warm-up: garbage
 collected and frozen, process CPU time, an optional cProfile written to a file and its
-Python call count, a figure the machine's load does not move)."""
+Python call count, a figure the machine's load does not move, and which is the same from
+run to run of one build: ``tests.offline.default_framework`` seeds the per-plugin timing's
+sampling)."""
 
 from __future__ import annotations
 

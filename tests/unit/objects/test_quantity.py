@@ -72,7 +72,7 @@ def test_parse_quantity_rejects(text: str) -> None:
                          ids=["bool", "none", "list", "nan", "inf"])
 def test_parse_quantity_rejects_types(value: object) -> None:
     with pytest.raises(QuantityError):
-        parse_quantity(value)  # type: ignore[arg-type]
+        parse_quantity(value)
 
 
 @pytest.mark.parametrize(
