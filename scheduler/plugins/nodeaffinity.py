@@ -32,7 +32,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeScore, PreFilterResult
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node_affinity import (
@@ -226,11 +226,11 @@ class NodeAffinity(
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if self.added_node_selector is None and _no_affinity(pod_info.pod):
-            return None, Status(Code.SKIP)  # what the checks below answer such a pod
+            return None, SKIP  # what the checks below answer such a pod
         required_raw = _raw_required(pod_info.pod)
         node_selector = (pod_info.pod.get("spec") or {}).get("nodeSelector")
         if required_raw is None and self.added_node_selector is None and node_selector is None:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(pod_info.required_node_affinity))
         if required_raw is None:
             return None, None
@@ -268,7 +268,7 @@ class NodeAffinity(
     ) -> Status | None:
         preferred = _pod_preferred(pod_info)
         if preferred is None and self.added_pref_sched_terms is None:
-            return Status(Code.SKIP)
+            return SKIP
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(preferred))
         return None
 

@@ -32,7 +32,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Code, Status
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo, is_pod_resize_deferred, pod_uid
 from scheduler.plugins import names
@@ -131,12 +131,12 @@ class NodeDeclaredFeatures(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if self.skip_deferred_resizes and is_pod_resize_deferred(pod_info.pod):
-            return None, Status(Code.SKIP)
+            return None, SKIP
         if not self.enabled:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         required = infer_for_scheduling(pod_info.pod, self.registry)
         if not required:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(required))
         return None, None
 

@@ -27,7 +27,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import HostPortInfo, NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Code, Status
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo, pod_host_ports
 from scheduler.plugins import names
@@ -145,7 +145,7 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if not pod_info.host_ports:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(tuple(pod_info.host_ports)))
         return None, None
 

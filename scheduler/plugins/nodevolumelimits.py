@@ -41,7 +41,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
+from scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.objects.validation import validate_object
@@ -181,14 +181,14 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if without_volumes(pod_info.pod):
-            return None, Status(Code.SKIP)
+            return None, SKIP
         for vol in spec(pod_info.pod).get("volumes") or ():
             if not isinstance(vol, Mapping):
                 continue
             if (vol.get("persistentVolumeClaim") is not None or vol.get("ephemeral") is not None
                     or _migratable_source(vol) is not None):
                 return None, None
-        return None, Status(Code.SKIP)
+        return None, SKIP
 
     def filter(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         pod = pod_info.pod

@@ -34,7 +34,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status, unresolvable, unschedulable
+from scheduler.framework.status import SKIP, Status, unresolvable, unschedulable
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
@@ -170,7 +170,7 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     ) -> tuple[PreFilterResult | None, Status | None]:
         pod = pod_info.pod
         if without_volumes(pod):
-            return None, Status(Code.SKIP)  # nothing to check, no claim to conflict
+            return None, SKIP  # nothing to check, no claim to conflict
         ns = pod_namespace(pod)
         needs_check = False
         rwop: set[str] = set()
@@ -195,7 +195,7 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             if any(key in ni.pvc_ref_counts for ni in nodes):
                 conflicting += 1
         if not needs_check and conflicting == 0:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(ns, frozenset(rwop), conflicting))
         return None, None
 

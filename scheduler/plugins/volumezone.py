@@ -30,7 +30,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status, unresolvable
+from scheduler.framework.status import SKIP, Status, unresolvable
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
@@ -153,12 +153,12 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if without_volumes(pod_info.pod):
-            return None, Status(Code.SKIP)  # no claim, so no topology
+            return None, SKIP  # no claim, so no topology
         topologies, status = self._pod_topologies(pod_info.pod)
         if status is not None:
             return None, status
         if not topologies:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _State(topologies))
         return None, None
 

@@ -97,7 +97,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status, error, unresolvable
+from scheduler.framework.status import SKIP, Code, Status, error, unresolvable
 from scheduler.framework.types import MAX_NODE_SCORE, PostFilterResult, PreFilterResult
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.node_affinity import NodeSelector
@@ -473,13 +473,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                    ) -> tuple[PreFilterResult | None, Status | None]:
         ext = self._pre_filter_extended(pod_info)
         if not has_claims(pod_info.pod) and ext is None:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         try:
             claims = self.claims_of(pod_info)
         except ClaimProblem as e:
             return None, unresolvable(str(e))
         if not claims and ext is None:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         data = _State(claims=claims, ext=ext)
         for claim in claims:
             alloc = allocation_of(claim)
@@ -895,14 +895,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         or all of them already reserved for it)."""
         data = state.get(STATE_KEY)
         if not isinstance(data, _State):
-            return Status(Code.SKIP)
+            return SKIP
         if data.ext is not None and node_name in data.ext.by_node:
             return None  # the special claim is to be created
         if all(is_reserved_for(claim, pod_info.pod) for claim in data.claims) and not (
                 self._binding_conditions and any(
                     has_binding_conditions(allocation_of(c)) and binding_state(c).state != READY
                     for c in data.claims)):
-            return Status(Code.SKIP)
+            return SKIP
         return None
 
     async def pre_bind(self, state: CycleState, pod_info: PodInfo, node_name: str

@@ -15,7 +15,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Code, Status
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.interpodaffinity.terms import (
@@ -147,7 +147,7 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
                 namespace_labels=self._namespace_labels(pod_info.namespace),
                 existing_anti_affinity_counts=TopologyCounts(),
                 affinity_counts=TopologyCounts(), anti_affinity_counts=TopologyCounts()))
-            return None, Status(Code.SKIP)
+            return None, SKIP
         required_affinity = tuple(self._merge_namespaces(t) for t in terms.required_affinity)
         required_anti = tuple(self._merge_namespaces(t) for t in terms.required_anti_affinity)
         ns_labels = self._namespace_labels(pod_info.namespace)
@@ -175,7 +175,7 @@ class Filtering(InterPodAffinityBase, PodDeltaExtensions, PreFilterPlugin, Filte
         # Written even when skipping, so add_pod/remove_pod keep working for preemption.
         state.write(PRE_FILTER_STATE_KEY, s)
         if s.is_trivial():
-            return None, Status(Code.SKIP)
+            return None, SKIP
         return None, None
 
     def _existing_anti_affinity_counts(

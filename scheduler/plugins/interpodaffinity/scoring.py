@@ -15,7 +15,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins.helper import normalize_with_values
@@ -52,15 +52,15 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
         self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]
     ) -> Status | None:
         if not nodes:
-            return Status(Code.SKIP)
+            return SKIP
         has_constraints = pod_info.has_preferred_affinity or pod_info.has_preferred_anti_affinity
         if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
-            return Status(Code.SKIP)
+            return SKIP
         snapshot = self._handle.snapshot()
         # Unless the incoming pod has preferences, only pods with affinity can contribute.
         node_infos = snapshot.list() if has_constraints else snapshot.have_pods_with_affinity()
         if not node_infos:
-            return Status(Code.SKIP)
+            return SKIP
 
         terms = self.terms_of(pod_info.pod)
         if terms.errors:
@@ -81,7 +81,7 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
             # Only existing pods' terms score the pod: sums kept across cycles.
             kept = self._existing_terms_score(pod_info, ns_labels, snapshot, node_infos)
             if not kept:
-                return Status(Code.SKIP)
+                return SKIP
             state.write(PRE_SCORE_STATE_KEY, PreScoreState(kept))
             return None
 
@@ -127,7 +127,7 @@ class Scoring(InterPodAffinityBase, PreScorePlugin, ScorePlugin):
                     process(w.term, -w.weight, namespace, labels, ns_labels, node_labels)
 
         if not score:
-            return Status(Code.SKIP)
+            return SKIP
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(score))
         return None
 

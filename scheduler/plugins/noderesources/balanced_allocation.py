@@ -13,7 +13,7 @@ from scheduler.framework.batching import sign_requests
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Handle, PluginArgs, PreScorePlugin, ScorePlugin
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Status
 from scheduler.framework.types import MAX_NODE_SCORE
 from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
@@ -112,7 +112,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
     ) -> Status | None:
         requests = self.scorer.pod_requests(pod_info)
         if self.scorer.is_best_effort(requests):
-            return Status(Code.SKIP)
+            return SKIP
         dra = self._dra_scoring.totals(self.resources, requests) if self._dra_scoring else None
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(requests, dra))
         return None

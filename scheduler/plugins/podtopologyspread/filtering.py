@@ -16,7 +16,7 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Code, Status
 from scheduler.framework.types import PreFilterResult
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
@@ -230,7 +230,7 @@ class Filtering(KeptDomains, PodDeltaExtensions, PreFilterPlugin, FilterPlugin):
             state.write(
                 PRE_FILTER_STATE_KEY, PreFilterState([], [], [], [], None, pod_info.namespace)
             )
-            return None, Status(Code.SKIP)
+            return None, SKIP
         inclusion = NodeInclusion(pod_info.required_node_affinity, pod_info.tolerations)
         namespace = pod_info.namespace
         if self._eligibility_is_pod_independent(constraints, pod_info):

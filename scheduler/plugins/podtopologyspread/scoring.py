@@ -17,7 +17,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeScore
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
@@ -78,7 +78,7 @@ class Scoring(KeptDomains, PreScorePlugin, ScorePlugin):
     ) -> Status | None:
         all_nodes = self._handle.snapshot().list()
         if not nodes or not all_nodes:
-            return Status(Code.SKIP)
+            return SKIP
         pod = pod_info.pod
         has_own = bool((pod.get("spec") or _NO_FIELDS).get("topologySpreadConstraints"))
         # Only non-system-default constraints require every key: nodes without a zone label
@@ -89,7 +89,7 @@ class Scoring(KeptDomains, PreScorePlugin, ScorePlugin):
         except ObjectError as exc:
             return Status.from_error(exc, plugin=NAME)
         if not constraints:
-            return Status(Code.SKIP)
+            return SKIP
 
         ignored: set[str] = set()
         counts: list[dict[str, int]] = [{} for _ in constraints]

@@ -44,7 +44,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status, error, unresolvable
+from scheduler.framework.status import SKIP, Status, error, unresolvable
 from scheduler.framework.types import MAX_NODE_SCORE, PreFilterResult
 from scheduler.objects.errors import ObjectError
 from scheduler.objects.pod import PodInfo
@@ -240,13 +240,13 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         if without_volumes(pod_info.pod):
             # No claim to look up: what the check below answers for such a pod.
             state.write(STATE_KEY, _State())
-            return None, Status(Code.SKIP)
+            return None, SKIP
         has_pvc, problem = self._pod_has_pvcs(pod_info)
         if problem is not None:
             return None, unresolvable(problem)
         if not has_pvc:
             state.write(STATE_KEY, _State())
-            return None, Status(Code.SKIP)
+            return None, SKIP
         try:
             claims = self.binder.get_pod_volume_claims(pod_info)
         except ObjectError as exc:
@@ -288,7 +288,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
 
     def pre_score(self, state: CycleState, pod_info: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         if self._scorer is None:
-            return Status(Code.SKIP)
+            return SKIP
         data = _read_state(state)
         if data is None:
             return missing_state(STATE_KEY)
@@ -297,7 +297,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         # without a call per node.
         if data.has_static_bindings or (self.capacity_scoring and data.has_provision_capacities):
             return None
-        return Status(Code.SKIP)
+        return SKIP
 
     def score(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> tuple[int, Status | None]:
         scorer = self._scorer
@@ -345,7 +345,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         data = _read_state(state)
         if data is None:
             return missing_state(STATE_KEY)
-        return Status(Code.SKIP) if data.all_bound else None
+        return SKIP if data.all_bound else None
 
     async def pre_bind(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
         data = _read_state(state)
