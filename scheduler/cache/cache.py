@@ -377,14 +377,18 @@ class Cache:
 
     # --- nodes ----------------------------------------------------------------------------
 
-    def add_node(self, node: dict[str, Any]) -> NodeInfo:
-        """Add (or replace) a node; returns a copy of its NodeInfo (for the queue's pre-check)."""
-        return self._set_node(None, node)
+    # Upstream's AddNode/UpdateNode return a clone of the NodeInfo for the queue's pre-check;
+    # here the queue reads the node object itself, and nothing reads a returned copy, which
+    # on a node of 40000 pods copied all of them on every update: nothing is returned.
+    def add_node(self, node: dict[str, Any]) -> None:
+        """Add (or replace) a node (``get_node_info`` answers what the cache holds)."""
+        self._set_node(None, node)
 
-    def update_node(self, old: dict[str, Any], new: dict[str, Any]) -> NodeInfo:
-        return self._set_node(old, new)
+    def update_node(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Replace a node's object (``old`` moves it in the zone tree if it was unknown)."""
+        self._set_node(old, new)
 
-    def _set_node(self, old: dict[str, Any] | None, node: dict[str, Any]) -> NodeInfo:
+    def _set_node(self, old: dict[str, Any] | None, node: dict[str, Any]) -> None:
         # Validate first: a malformed node raises ObjectError here, naming the field, and
         # leaves the cache untouched (everything below cannot fail on a valid node).
         validate_node(node)
@@ -405,7 +409,6 @@ class Cache:
         self._add_node_images(name, images, info)
         info.set_node(node)
         self._nodes.move_to_end(name)
-        return info.clone()
 
     def remove_node(self, node: dict[str, Any]) -> None:
         """Remove a node.  Its pods stay (as a node-less NodeInfo) until their own deletes."""

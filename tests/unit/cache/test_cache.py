@@ -330,11 +330,14 @@ def test_malformed_node_raises_object_error_and_changes_nothing() -> None:
     assert cache_view(cache) == before
 
 
-def test_add_node_returns_a_copy() -> None:
+def test_node_updates_keep_the_node_info_and_its_pods() -> None:
     cache = Cache()
-    info = cache.add_node(make_node("n1"))
-    info.requested.milli_cpu = 12345
-    assert requested_cpu(cache, "n1") == 0
+    cache.add_node(make_node("n1"))
+    cache.add_pod(pi(make_pod("p", node="n1", cpu="100m")))
+    cache.update_node(make_node("n1"), make_node("n1", cpu="8"))
+    info = cache.get_node_info("n1")
+    assert info is not None and info.allocatable.milli_cpu == 8000
+    assert [p.name for p in info.pods] == ["p"] and requested_cpu(cache, "n1") == 100
 
 
 # --- images ------------------------------------------------------------------------------------
