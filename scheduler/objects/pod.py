@@ -396,7 +396,7 @@ def resize_report(pod: Mapping[str, Any]) -> tuple[Any, ...]:
     on every status write and never change the requests); malformed parts are kept whole, so
     that they compare unequal to anything that parses differently."""
     status = pod.get("status")
-    if type(status) is not dict and not isinstance(status, Mapping):
+    if type(status) is not dict and (status is None or not isinstance(status, Mapping)):
         return (None, None, None, None, None)
     # (Every pod update reads it twice or more: the empty lists and the conditions'
     # scan are read inline, _reported_sizes and _resize_pending_reason only called for

@@ -112,7 +112,7 @@ def parse_resource_list_nano(
     """
     if rl is None:
         return {}
-    if not isinstance(rl, Mapping):
+    if type(rl) is not dict and not isinstance(rl, Mapping):  # a dict from the wire
         raise ResourceListError(where, "expected a map of resource name to quantity, "
                                 f"got {type(rl).__name__}")
     out: dict[str, int] = {}

@@ -55,7 +55,8 @@ def _container_images(pod: Mapping[str, Any]) -> list[str]:
     images: list[str] = []
     for field in ("initContainers", "containers"):
         for container in spec.get(field) or ():
-            image = container.get("image") if isinstance(container, Mapping) else None
+            image = (container.get("image")
+                     if type(container) is dict or isinstance(container, Mapping) else None)
             images.append(image if isinstance(image, str) else "")
     return images
 

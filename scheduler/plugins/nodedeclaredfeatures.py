@@ -58,7 +58,7 @@ def _restarts_all_containers(spec: Mapping[str, Any]) -> bool:
     """A container restart rule with action RestartAllContainers (KEP-5532)."""
     for field in _CONTAINER_FIELDS:
         for c in spec.get(field) or ():
-            if not isinstance(c, Mapping):
+            if type(c) is not dict and not isinstance(c, Mapping):  # a dict from the wire
                 continue
             for rule in c.get("restartPolicyRules") or ():
                 if isinstance(rule, Mapping) and rule.get("action") == "RestartAllContainers":
@@ -82,7 +82,7 @@ def infer_for_scheduling(pod: Mapping[str, Any],
                          registry: Sequence[DeclaredFeature] = FEATURES) -> frozenset[str]:
     """The declared features ``pod`` needs on its node."""
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    if type(spec) is not dict and not isinstance(spec, Mapping):  # a dict from the wire
         return _NONE
     # Asked at every pod's PreFilter: a list first, one shared empty set for the common pod.
     required = [f.name for f in registry if f.infer_for_scheduling(spec)]

@@ -319,7 +319,7 @@ class TermsCache:
 
     def get(self, pod: Mapping[str, Any]) -> PodAffinityTerms:
         spec = pod.get("spec")
-        if not isinstance(spec, Mapping):
+        if type(spec) is not dict and not isinstance(spec, Mapping):  # a dict from the wire
             return EMPTY_TERMS
         affinity = spec.get("affinity")
         if not affinity:
