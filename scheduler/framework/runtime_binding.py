@@ -19,7 +19,7 @@ from scheduler.framework.instrumentation import (  # extension point labels, as 
     BIND, PERMIT, POST_BIND, PRE_BIND, PRE_BIND_PRE_FLIGHT, RESERVE, UNRESERVE, timeout_first,
 )
 from scheduler.framework.runtime_base import RuntimeBase, plugin_raised
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SKIP, Code, Status
 from scheduler.framework.waiting_pods import MAX_PERMIT_TIMEOUT_SECONDS, WaitingPod
 from scheduler.objects.pod import PodInfo
 
@@ -149,7 +149,7 @@ class BindingSteps(RuntimeBase):
         Error when one fails or answers anything but Success, Skip or Error."""
         if not self._pre_bind:
             state.skip_pre_bind_plugins = set()
-            final_skip = Status(Code.SKIP)
+            final_skip = SKIP  # the caller reads its code only
             self._instr.unrun[PRE_BIND_PRE_FLIGHT][0] += 1  # (Skip: final_skip's code)
             return final_skip
         start = time.perf_counter()
@@ -186,7 +186,7 @@ class BindingSteps(RuntimeBase):
         else:
             state.skip_pre_bind_plugins = skipped
             if not work:
-                final = Status(Code.SKIP)
+                final = SKIP
         self._instr.observe_point(PRE_BIND_PRE_FLIGHT, final, start)
         return final
 
