@@ -47,7 +47,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import AlreadyBoundError, PodGoneError
 from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import (
     NO_NODES_AVAILABLE,
     Diagnosis,
@@ -308,7 +308,7 @@ class SchedulingCycle:
 
         # A pod that was nominated elsewhere now has a real place.
         sched.nominator.delete_nominated_pod_if_exists(pod_info.pod)
-        return result, assumed_info, Status(Code.SUCCESS)
+        return result, assumed_info, SUCCESS
 
     def _post_filter(
         self, fwk: Framework, state: CycleState, pod_info: PodInfo, fit_error: FitError

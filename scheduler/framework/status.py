@@ -143,6 +143,9 @@ class FrozenStatus(Status):
 # for every such call (about 14 a plain pod were made and dropped), which FrozenStatus
 # keeps equal to ``Status(Code.SKIP)``.
 SKIP = FrozenStatus(Code.SKIP)
+# What the scheduling cycle answers when the pod is assumed and may go to binding (its caller
+# reads ``is_success()`` only): one object for every scheduled pod.
+SUCCESS = FrozenStatus(Code.SUCCESS)
 
 
 def code_of(status: Status | None) -> Code:

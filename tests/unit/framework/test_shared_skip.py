@@ -1,5 +1,6 @@
-"""The one Skip status every PreFilter/PreScore plugin returns: nothing can change it, and a
-scheduling cycle leaves it as it was (so sharing it between calls and pods is safe)."""
+"""The one Skip status every PreFilter/PreScore plugin returns (and the one Success of the
+scheduling cycle): nothing can change them, and a scheduling cycle leaves them as they were
+(so sharing them between calls and pods is safe)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.bench import workloads
-from scheduler.framework.status import SKIP, Code, FrozenStatus, Status
+from scheduler.framework.status import SKIP, SUCCESS, Code, FrozenStatus, Status
 from tests.offline import cache_with, default_framework, place, scheduling_cycle
 
 
@@ -53,6 +54,15 @@ def test_reasons_refuse_to_change(change: Callable[[list[str]], object]) -> None
     with pytest.raises(TypeError):
         change(SKIP.reasons)
     assert _unchanged(SKIP)
+
+
+def test_shared_success_refuses_change_too() -> None:
+    assert SUCCESS == Status(Code.SUCCESS) and SUCCESS.is_success()
+    with pytest.raises(AttributeError):
+        SUCCESS.plugin = "X"
+    with pytest.raises(TypeError):
+        SUCCESS.reasons.append("x")
+    assert (SUCCESS.code, SUCCESS.reasons, SUCCESS.plugin) == (Code.SUCCESS, [], "")
 
 
 def test_with_plugin_answers_a_copy() -> None:
