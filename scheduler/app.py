@@ -92,6 +92,10 @@ class AppOptions:
     # two CPUs or more; scheduler.client.event_process). The command line's default is
     # auto; an embedder building AppOptions itself keeps one process unless it asks.
     event_process: str = "off"
+    # --write-pipeline: the API writes (Binding and Event POSTs, status patches) made in one
+    # loop turn, up to this many pipelined on one connection in one send (1: off;
+    # scheduler.client.http1).
+    write_pipeline: int = 1
 
 
 def validate_profiles(
@@ -289,17 +293,20 @@ def build_components(
     health: HealthState | None = None,
     registry: Registry | None = None,
     event_process: str = "off",
+    write_pipeline: int = 1,
 ) -> Components:
     """Wire a scheduler (client, informers, event recorders, cache, queue, profiles) without
     I/O.  ``registry`` defaults to the in-tree plugins; ``event_process`` (auto, on, off)
-    says whether a child process writes the Events."""
+    says whether a child process writes the Events; ``write_pipeline`` how many writes of
+    one loop turn share a connection and a send (1: one each)."""
     client = ApiClient(
         connection, qps=config.client_connection.qps, burst=config.client_connection.burst,
-        metrics=metrics,
+        metrics=metrics, write_pipeline=write_pipeline,
     )
     informers = InformerFactory(client, pod_field_selector=POD_FIELD_SELECTOR)
     recorders: list[EventRecorder | RemoteEventRecorder] = []
-    process = _event_process(config, connection, metrics=metrics, mode=event_process)
+    process = _event_process(config, connection, metrics=metrics, mode=event_process,
+                             write_pipeline=write_pipeline)
 
     def recorder_factory(scheduler_name: str) -> EventRecorder | RemoteEventRecorder:
         # reportingInstance names the replica: in a cluster the hostname is the pod's
@@ -323,7 +330,8 @@ def build_components(
 
 
 def _event_process(config: KubeSchedulerConfiguration, connection: ConnectionConfig, *,
-                   metrics: SchedulerMetrics, mode: str) -> EventProcess | None:
+                   metrics: SchedulerMetrics, mode: str, write_pipeline: int = 1
+                   ) -> EventProcess | None:
     """The event process when ``mode`` asks for it and the connection can be handed to a
     child (a credential plugin held in memory cannot: then Events are written from this
     process, with a warning)."""
@@ -337,7 +345,8 @@ def _event_process(config: KubeSchedulerConfiguration, connection: ConnectionCon
                     error=str(exc))
         return None
     return EventProcess(connection, qps=config.client_connection.qps,
-                        burst=config.client_connection.burst, metrics=metrics)
+                        burst=config.client_connection.burst, metrics=metrics,
+                        write_pipeline=write_pipeline)
 
 
 class App:
@@ -384,6 +393,7 @@ class App:
         parts = build_components(
             self.options.config, connection, metrics=self.metrics, health=self.health,
             registry=self.registry, event_process=self.options.event_process,
+            write_pipeline=self.options.write_pipeline,
         )
         assert self._serving is not None, "prepare() binds the serving port"
         server = HealthServer.serving(

@@ -155,7 +155,17 @@ def filter_nodes_from(
     # scores by (when rejected nodes lie between them, they are no one run of it).
     where: list[int] | None = [] if positioned else None
     while processed < num_all:
-        size = min(max(to_find - len(feasible), MIN_FILTER_CHUNK), num_all - processed)
+        ahead = to_find - len(feasible)
+        if positioned and not processed:
+            assert batch is not None
+            ahead = batch.first_chunk(to_find)
+        elif positioned and feasible:
+            # Rejected nodes met so far (a spreading pod's zone over the skew: a third of
+            # the nodes): the next chunk is sized by the share that passed, so the walk
+            # takes two or three chunks, not one per halving of what is still wanted.
+            # Statuses are read from batching's kept results: the surplus costs little.
+            ahead = -(-ahead * processed // len(feasible)) + MIN_FILTER_CHUNK
+        size = min(max(ahead, MIN_FILTER_CHUNK), num_all - processed)
         first = start + processed
         chunk = wrapped_slice(nodes, first, size)
         if nominated:
@@ -176,12 +186,15 @@ def filter_nodes_from(
                         batch.note_contiguous(feasible, first=start)
                     if windowed:
                         batch.keep_window(nodes, feasible, start=start, size=to_find)
-                if where is not None and processed:
-                    where.extend(_run(first, wanted, num_all))
-                    _note_positions(batch, feasible, where)
-                    if windowed and not nominated:
-                        _keep_scattered(batch, nodes, feasible, where, start=start,
-                                        span=processed + wanted)
+                if where is not None:
+                    assert batch is not None
+                    batch.note_walk(processed + wanted, to_find)
+                    if processed:
+                        where.extend(_run(first, wanted, num_all))
+                        _note_positions(batch, feasible, where)
+                        if windowed and not nominated:
+                            _keep_scattered(batch, nodes, feasible, where, start=start,
+                                            span=processed + wanted)
                 return feasible, processed + wanted
             feasible.extend(chunk)
             if where is not None:
@@ -213,6 +226,8 @@ def filter_nodes_from(
         if len(feasible) >= to_find:
             break
     if where is not None and feasible:
+        assert batch is not None
+        batch.note_walk(processed, len(feasible))
         _note_positions(batch, feasible, where)
         if windowed and not nominated and len(feasible) == to_find:
             _keep_scattered(batch, nodes, feasible, where, start=start, span=processed)

@@ -432,7 +432,8 @@ class SchedulingCycle:
         diagnosis = Diagnosis()
         self._batch = None
         pre_result, status, rejectors = fwk.run_pre_filter_plugins(state, pod_info, all_nodes)
-        diagnosis.unschedulable_plugins |= rejectors
+        if rejectors:  # in place: the Diagnosis keeps its set
+            diagnosis.unschedulable_plugins.update(rejectors)
         if status is not None and not status.is_success():
             if not status.is_rejected():
                 raise _StatusError(status)

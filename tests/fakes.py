@@ -320,8 +320,9 @@ class SnapshotHandle(FakeHandle):
     """A FakeHandle whose snapshot is a real cache ``Snapshot`` (with its change log), for
     plugins that keep per-node state across cycles through it."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__()
+    def __init__(self, snapshot: Snapshot, *,
+                 objects: Mapping[str, Iterable[dict[str, Any]]] | None = None) -> None:
+        super().__init__(objects=objects)
         self.real_snapshot = snapshot
 
     def snapshot(self) -> Any:

@@ -38,12 +38,16 @@ def cache_with(nodes: Iterable[dict[str, Any]]) -> tuple[Cache, Snapshot]:
 
 
 def default_framework(snapshot: Snapshot, *, profile: Profile | None = None,
-                      **handle: Any) -> Framework:
+                      sample_seed: int = 0, **handle: Any) -> Framework:
     """``profile`` (the default config's first) built over ``snapshot`` with the in-tree
-    plugins; ``handle`` replaces Handle parts (e.g. ``nominator``)."""
+    plugins; ``handle`` replaces Handle parts (e.g. ``nominator``).  Its per-plugin timing
+    samples cycles as the daemon's does (upstream's 10 %), drawn from
+    ``random.Random(sample_seed)``: which cycles are timed, and so a bench's Python calls
+    per pod, are the same in every run."""
     kwargs = offline_handle_kwargs()
     kwargs["snapshot_provider"] = lambda: snapshot
     kwargs["metrics"] = SHARED_METRICS
+    kwargs["rng"] = random.Random(sample_seed)
     kwargs.update(handle)
     return Framework(profile=profile or default_config().profiles[0],
                      registry=in_tree_registry(), **kwargs)

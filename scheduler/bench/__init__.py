@@ -107,6 +107,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--event-process (whose default is auto); the bench's default, "
                         "%(default)s, keeps its figures comparable with earlier runs (here "
                         "the sandbox shares the scheduler's cores)")
+    p.add_argument("--write-pipeline", type=int, default=1, metavar="N",
+                   help="the scheduler's API writes made at once pipelined up to N on one "
+                        "connection, in one send, as the daemon's --write-pipeline; "
+                        "default %(default)s (off), as the daemon's")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,7 +125,8 @@ def _point_argv(args: argparse.Namespace, nodes: int) -> list[str]:
     argv = [sys.executable, "-m", "scheduler", "bench", "--json", "--nodes", str(nodes),
             "--workload", args.workload, "--concurrency", str(args.concurrency),
             "--raw-binds", str(args.raw_binds), "--qps", str(args.qps),
-            "--timeout", str(args.timeout), "--event-process", args.event_process]
+            "--timeout", str(args.timeout), "--event-process", args.event_process,
+            "--write-pipeline", str(args.write_pipeline)]
     for flag, value in (("--pods", args.pods), ("--gang-size", args.gang_size), ("--existing", args.existing),
                         ("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory),
                         ("--config", args.config)):

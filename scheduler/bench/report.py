@@ -4,7 +4,7 @@ as a table and as a PNG plot (matplotlib, the optional ``bench`` extra)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 
@@ -57,9 +57,49 @@ CPU_SPLIT = (("creator", "creator_cpu_per_pod_ms"), ("sandbox", "sandbox_cpu_per
              ("event process", "event_process_cpu_per_pod_ms"))
 
 
+SHARED_CORES = "shared cores"
+
+
+def cores_bound(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The most pods/s the run's cores could carry at the CPU per pod it measured, and that
+    as a ratio of the ceiling: whether a target (0.8 of the ceiling) is within what the
+    machine allows while the creator, the sandbox and the scheduler share it.
+
+    Two bounds, the lower binds: the cores (the scheduler's affinity, which the sandbox and
+    the creator inherit, else the machine's) over the processes' summed CPU per pod; and one
+    core over the busiest process's own, for each is a single-threaded Python process. A
+    backlog's creator ran before the window and shares no core in it. All None when the
+    cores or the sandbox's CPU are unknown: a bound without the API server's share would
+    promise what the machine cannot give."""
+    counts = [c for c in (result.get("cores"), result.get("scheduler_affinity")) if c]
+    cores = min(counts) if counts else None
+    per_pod = {name: result.get(key) for name, key in CPU_SPLIT
+               if not (name == "creator" and result.get("backlog"))}
+    known = {name: ms for name, ms in per_pod.items() if ms}
+    if not cores or per_pod.get("sandbox") is None or "scheduler" not in known:
+        return dict.fromkeys(CORES_BOUND_KEYS)
+    shared = cores * 1000 / sum(known.values())
+    busiest = max(known, key=lambda name: known[name])
+    single = 1000 / known[busiest]
+    bound, by = (shared, SHARED_CORES) if shared <= single else (single, f"{busiest} core")
+    ceiling = result.get("binding_with_event_rate_per_s")
+    return {
+        "cores_bound_shared_pods_per_s": round(shared, 1),
+        "cores_bound_single_core_pods_per_s": round(single, 1),
+        "cores_bound_pods_per_s": round(bound, 1),
+        "cores_bound_by": by,
+        "cores_bound_ratio": round(bound / ceiling, 3) if ceiling else None,
+    }
+
+
+CORES_BOUND_KEYS = ("cores_bound_shared_pods_per_s", "cores_bound_single_core_pods_per_s",
+                    "cores_bound_pods_per_s", "cores_bound_by", "cores_bound_ratio")
+
+
 def cpu_split_line(result: dict[str, Any]) -> str | None:
     """Who used the cores, in one line: each process's CPU per measured pod and its share of
-    their sum, and how many cores they kept busy (None when the run has no split)."""
+    their sum, how many cores they kept busy, and the most pods/s those cores could carry
+    at that CPU (:func:`cores_bound`; None when the run has no split)."""
     known = [(name, result[key]) for name, key in CPU_SPLIT if result.get(key) is not None]
     if not known:
         return None
@@ -70,6 +110,13 @@ def cpu_split_line(result: dict[str, Any]) -> str | None:
     if result.get("busy_cores") is not None:
         cores = f" of {result['cores']}" if result.get("cores") else ""
         line += f"; {result['busy_cores']}{cores} cores busy from the release to the last bind"
+    if result.get("cores_bound_pods_per_s") is not None:
+        ratio = result.get("cores_bound_ratio")
+        line += (f"; the cores carry at most {result['cores_bound_pods_per_s']} pods/s at this"
+                 f" CPU (shared cores {result['cores_bound_shared_pods_per_s']}, one core"
+                 f" {result['cores_bound_single_core_pods_per_s']}), bound by the"
+                 f" {result['cores_bound_by']}"
+                 + (f": {ratio} of the ceiling" if ratio is not None else ""))
     return line
 
 
@@ -101,6 +148,7 @@ CURVE_COLUMNS = (
     ("floor_cycle_cpu_per_pod_ms", "floor CPU/pod ms"),
     ("creator_cpu_per_pod_ms", "creator CPU/pod ms"),
     ("sandbox_cpu_per_pod_ms", "sandbox CPU/pod ms"),
+    ("cores_bound_ratio", "cores bound ÷ ceiling"),
     ("peak_rss_mib", "peak RSS MiB"),
 )
 

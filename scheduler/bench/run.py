@@ -39,7 +39,7 @@ from scheduler.bench.ceiling import (
 )
 from scheduler.bench.creator import CreatorProcess, CreatorReport
 from scheduler.bench.machine import Machine, load_average, process_cpu_seconds
-from scheduler.bench.report import Progress, percentile
+from scheduler.bench.report import Progress, cores_bound, percentile
 from scheduler.bench.throughput import (
     SAMPLE_INTERVAL_S,
     Throughput,
@@ -200,7 +200,7 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
                         label: str, batching: bool = True,
                         during: Callable[[], Coroutine[Any, Any, None]] | None = None,
                         backlog: bool = False, sandbox_pid: int | None = None,
-                        event_process: str = "off") -> SchedulerRun:
+                        event_process: str = "off", write_pipeline: int = 1) -> SchedulerRun:
     """Start the daemon's wiring and let it sync; then release ``creator`` (a ready
     :class:`CreatorProcess` holding the measured pods) and run until ``expected`` pods of
     ``namespace`` are bound; ``during`` runs beside it from the release (churn) and is
@@ -211,7 +211,8 @@ async def run_scheduler(config: Any, connection: Any, *, namespace: str, expecte
     from scheduler.metrics import SchedulerMetrics
 
     metrics = SchedulerMetrics()
-    parts = build_components(config, connection, metrics=metrics, event_process=event_process)
+    parts = build_components(config, connection, metrics=metrics, event_process=event_process,
+                             write_pipeline=write_pipeline)
     sched = parts.scheduler
     if not batching:
         sched.cycle.batches = None
@@ -412,7 +413,7 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
                   progress: Progress, label: str, batching: bool = True,
                   during: Callable[[], Coroutine[Any, Any, None]] | None = None,
                   backlog: bool = False, sandbox_pid: int | None = None,
-                  event_process: str = "off") -> SchedulerRun:
+                  event_process: str = "off", write_pipeline: int = 1) -> SchedulerRun:
     """The measured pods into a ready creator process, then :func:`run_scheduler` with it;
     every pod lands in the first pod's namespace."""
     creator = await CreatorProcess.start(kubeconfig, pods, concurrency=concurrency)
@@ -421,13 +422,26 @@ async def measure(config: Any, connection: Any, *, kubeconfig: str,
                                   expected=len(pods), creator=creator, timeout=timeout,
                                   progress=progress, label=label, batching=batching,
                                   during=during, backlog=backlog, sandbox_pid=sandbox_pid,
-                                  event_process=event_process)
+                                  event_process=event_process, write_pipeline=write_pipeline)
     finally:
         await creator.aclose()
     if run.creation.failed:
         raise RuntimeError(f"{label}: the creator failed to create {run.creation.failed} of "
                            f"{len(pods)} pods; first error: {run.creation.error}")
     return run
+
+
+def sandbox_flags(workload: Workload, *, nodes: int, node_cpu: str,
+                  node_memory: str) -> dict[str, Any]:
+    """The sandbox process's flags for a run: the shape's nodes (zones only where upstream's
+    nodes have them), no simulated kubelet (nothing runs), the DRA driver's devices."""
+    flags: dict[str, Any] = {"nodes": nodes, "simulate_kubelet": False,
+                             "node_cpu": node_cpu, "node_memory": node_memory,
+                             "node_pods": workload.node_pods,
+                             "node_topology": workload.node_zones}
+    if workload.dra_devices:
+        flags["dra_devices"] = workload.dra_devices
+    return flags
 
 
 async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
@@ -447,11 +461,7 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 else workload.before(workload.existing_pods, nodes=nodes, pods=measured))
     gated = workload.before(workload.gated_pods, nodes=nodes, pods=measured)
     raw_count = min(measured, args.raw_binds)
-    flags = {"nodes": nodes, "simulate_kubelet": False,
-             "node_cpu": node_cpu, "node_memory": node_memory,
-             "node_pods": workload.node_pods}
-    if workload.dra_devices:
-        flags["dra_devices"] = workload.dra_devices
+    flags = sandbox_flags(workload, nodes=nodes, node_cpu=node_cpu, node_memory=node_memory)
     floor: SchedulerRun | None = None
     extender: tuple[asyncio.subprocess.Process, str] | None = None
     async with SandboxProcess(**flags) as sandbox:
@@ -488,7 +498,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                       timeout=args.timeout, progress=progress,
                                       label="floor: scheduling", backlog=workload.backlog,
                                       sandbox_pid=sandbox.pid,
-                                      event_process=args.event_process)
+                                      event_process=args.event_process,
+                                      write_pipeline=args.write_pipeline)
                 await user.delete(f"/api/v1/namespaces/{FLOOR_NAMESPACE}")
 
             config = load_config_file(args.config) if args.config else default_config()
@@ -548,7 +559,8 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                                     progress=progress, label=f"{workload.name}: scheduling",
                                     batching=args.batching, during=during,
                                     backlog=workload.backlog, sandbox_pid=sandbox.pid,
-                                    event_process=args.event_process)
+                                    event_process=args.event_process,
+                                    write_pipeline=args.write_pipeline)
                 measured_count = len(pods)
                 listed = (await user.get(f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"))
                 confirmed = sum(1 for p in listed["items"]
@@ -559,11 +571,14 @@ async def run_point(args: argparse.Namespace, workload: Workload) -> dict[str, A
                 extender[0].terminate()
                 await extender[0].wait()
 
-    return _result(workload, nodes=nodes, measured=measured_count, existing=existing,
-                   gated=gated,
-                   confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
-                   with_event_rate=with_event_rate, floor=floor, run=run,
-                   machine=machine, load_at_end=load_average())
+    result = _result(workload, nodes=nodes, measured=measured_count, existing=existing,
+                     gated=gated,
+                     confirmed=confirmed, raw_rate=raw_rate, official_rate=official_rate,
+                     with_event_rate=with_event_rate, floor=floor, run=run,
+                     machine=machine, load_at_end=load_average())
+    # --write-pipeline: the scheduler's writes of one loop turn pipelined, up to this many
+    result["write_pipeline"] = args.write_pipeline
+    return result
 
 
 def no_average_reason(*, samples: int, pods: int, window: float, rate: float) -> str:
@@ -677,6 +692,8 @@ def _result(workload: Workload, *, nodes: int, measured: int, existing: int, gat
         # who used the cores over the window (creator, sandbox, scheduler)
         **run.cpu_split(),
     })
+    # and the most pods/s those cores could carry at that CPU per pod
+    result.update(cores_bound(result))
     if average is None:
         result["no_average_because"] = no_average_reason(
             samples=len(upstream.samples), pods=run.bound, window=run.window, rate=rate)

@@ -20,7 +20,8 @@ EXISTING_NAMESPACE = "sched-0"
 CHURN_NAMESPACE = "sched-churn"
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 PAUSE = "registry.k8s.io/pause:3.10"
-# The nodes' zones as the sandbox labels them (zone-a/b/c round robin).
+# The nodes' zones as the sandbox labels them (zone-a/b/c round robin), for the shapes whose
+# nodes have zones (Workload.node_zones).
 ZONES = ("zone-a", "zone-b", "zone-c")
 REFERENCE_NODES = 5000
 
@@ -73,6 +74,12 @@ class Workload:
     node_cpu: str = "4"  # upstream's node-default: 4 CPU, 32Gi, 110 pods
     node_memory: str = "32Gi"
     node_pods: str = "110"
+    # Zone (and region) labels on the nodes: upstream's node-default template has none, and
+    # only the shapes that label their nodes with a zone (labelNodePrepareStrategy:
+    # TopologySpreading, NodeAffinity) keep the sandbox's zones, with our own shapes, which
+    # have no upstream template. Without them the default PodTopologySpread constraints
+    # skip the zone key, as upstream's do.
+    node_zones: bool = False
     gang_size: int = 0
     # Gangs mixed with plain pods: every other block of gang_size pods is plain pods.
     gang_mixed: bool = False
@@ -293,10 +300,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("SchedulingPodAntiAffinity", 60, 2000,
              _anti_affinity(MEASURED_NAMESPACE, "anti-affinity"), existing_pods=1000,
              existing=_anti_affinity(EXISTING_NAMESPACE, "init-anti-affinity")),
+    # upstream labels these nodes moon-1/2/3 at random: 3 zones here too
     Workload("TopologySpreading", 460, 5000, _spread, existing_pods=5000,
-             existing=_existing_default),
+             existing=_existing_default, node_zones=True),
     Workload("NodeAffinity", 220, 10000, _node_affinity, existing_pods=5000,
-             existing=_existing_default),
+             existing=_existing_default, node_zones=True),
     Workload("PreemptionAsync", 570, 5000, _default, existing_pods=20000,
              existing=_low_priority, churn=Churn("create", 0.2, ("high-priority-pod",)),
              note="4 low-priority 900m pods per node; a 3-CPU priority-10 pod every 200 ms "
@@ -345,22 +353,24 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
           ("full", 60, 60, _all_but_a_batch,
            f"all but {STEADY_BATCH} allocated to claims of no pod before"))),
     Workload("gang", None, 5000, gang_member(GANG_SIZE), node_cpu="32",
-             node_memory="128Gi", gang_size=GANG_SIZE,
+             node_memory="128Gi", gang_size=GANG_SIZE, node_zones=True,
              note="PodGroups of 8, all-or-nothing (Coscheduling)"),
     *(Workload(f"GangMixed{size}{'Topology' if topo else ''}", None, 5000,
                gang_member(size, mixed=True), node_cpu="32", node_memory="128Gi",
-               gang_size=size, gang_mixed=True, gang_topology=topo,
+               node_zones=True, gang_size=size, gang_mixed=True, gang_topology=topo,
                note=f"PodGroups of {size} (1-CPU members) alternating with blocks of {size} "
                     "plain pods" + (f"; each gang required in one rack ({RACK_KEY}, "
                                     f"{RACK_SIZE} nodes a rack)" if topo else ""))
       for size in (8, 32, 128) for topo in (False, True)),
     # The bench's earlier shapes, kept for comparison with the README's older figures.
-    Workload("plain", None, 5000, _plain, node_cpu="32", node_memory="128Gi"),
+    Workload("plain", None, 5000, _plain, node_cpu="32", node_memory="128Gi",
+             node_zones=True),
     Workload("anti-affinity", None, 5000, _legacy_anti_affinity, node_cpu="32",
-             node_memory="128Gi"),
-    Workload("spread", None, 5000, _legacy_spread, node_cpu="32", node_memory="128Gi"),
+             node_memory="128Gi", node_zones=True),
+    Workload("spread", None, 5000, _legacy_spread, node_cpu="32", node_memory="128Gi",
+             node_zones=True),
     Workload("extender", None, 5000, _plain, node_cpu="32", node_memory="128Gi",
-             extender=True,
+             extender=True, node_zones=True,
              note="plain pods; the example HTTP extender (examples/extenders) in its own "
                   "process filters and prioritizes every pod, with node names only "
                   "(nodeCacheCapable)"),

@@ -530,13 +530,9 @@ class Cache:
             if existing.plugin_generation == info.plugin_generation:
                 # Since the last copy only pods were swapped for versions that read alike
                 # (confirmations): the sums, ports, PVCs, images and node are the copy's
-                # already; only the pod objects are new (preemption reads them).  Nothing
-                # logged.
-                existing.pods = list(info.pods)
-                existing.pods_with_affinity = list(info.pods_with_affinity)
-                existing.pods_with_required_anti_affinity = list(
-                    info.pods_with_required_anti_affinity)
-                existing.generation = info.generation
+                # already; only the pod objects are new (preemption reads them): the swaps
+                # are replayed on the copy's pod list.  Nothing logged in the snapshot.
+                info.sync_pods_into(existing)
                 continue
             if bool(existing.pods_with_affinity) != bool(info.pods_with_affinity) or bool(
                 existing.pods_with_required_anti_affinity
@@ -550,8 +546,9 @@ class Cache:
             if existing.pvc_ref_counts or info.pvc_ref_counts:
                 _apply_pvc(pvc, existing.pvc_ref_counts, -1)
                 _apply_pvc(pvc, info.pvc_ref_counts, 1)
-            # Copy into the existing object: the snapshot's lists keep pointing at it.
-            info.copy_into(existing)
+            # Into the existing object: the snapshot's lists keep pointing at it; its pod
+            # list is brought up to date by the changes logged since its last sync.
+            info.sync_into(existing)
             existing.image_states = self._snapshot_images(snapshot, info)
             position = positions.get(name)
             if position is not None:

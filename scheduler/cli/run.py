@@ -54,6 +54,18 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                      help="on SIGTERM, how long in-flight bindings may finish "
                      "(default %(default)s)")
     add_event_process_flag(run)
+    add_write_pipeline_flag(run)
+
+
+def add_write_pipeline_flag(parser: argparse.ArgumentParser) -> None:
+    """--write-pipeline (the bench has its own, off by default as here)."""
+    parser.add_argument(
+        "--write-pipeline", type=int, default=1, metavar="N",
+        help="write up to N API writes made at once (Binding and Event POSTs) pipelined on "
+        "one HTTP/1.1 connection, in one send; 1 (default, off) sends each on a "
+        "connection of its own. Fewer system calls on both sides; but an API server that "
+        "answers a connection's requests one after the other (kube-apiserver over "
+        "HTTP/1.1) then serves them one after the other")
 
 
 def add_event_process_flag(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +109,8 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         raise StartupError(f"--nodes: must be >= 0, got {args.nodes}")
     if args.sandbox and args.demo_pods < 0:
         raise StartupError(f"--demo-pods: must be >= 0, got {args.demo_pods}")
+    if args.write_pipeline < 1:
+        raise StartupError(f"--write-pipeline: must be >= 1, got {args.write_pipeline}")
     if args.stop_grace_seconds < 0:
         raise StartupError("--stop-grace-seconds: must be >= 0")
     if args.sandbox and args.dra_devices:
@@ -114,6 +128,7 @@ def options_from_args(args: argparse.Namespace) -> AppOptions:
         serving=serving,
         stop_grace_seconds=args.stop_grace_seconds,
         event_process=args.event_process,
+        write_pipeline=args.write_pipeline,
     )
 
 

@@ -301,8 +301,10 @@ class EventProcess:
         python: Sequence[str] = (sys.executable,),
         child_settings: Mapping[str, Any] | None = None,
         flush_delay: float = FLUSH_DELAY,
+        write_pipeline: int = 1,
     ) -> None:
         self._connection = connection
+        self._write_pipeline = write_pipeline  # the child's Event POSTs, as the daemon's writes
         self._qps = qps
         self._burst = burst
         self._metrics = metrics
@@ -544,6 +546,7 @@ class EventProcess:
             "recorders": [(r.scheduler_name, r.hostname) for r in self._recorders],
             "queue_size": self._queue_size,
             "senders": self._senders,
+            "write_pipeline": self._write_pipeline,
             "log": current_settings(),
             **self._extra,
         }
@@ -705,7 +708,7 @@ async def child_main(stdin: Any, back_fd: int) -> int:
     shipped = ShippedMetrics()
     metrics = cast(SchedulerMetrics, shipped)
     client = ApiClient(settings["connection"], qps=settings["qps"], burst=settings["burst"],
-                       metrics=metrics)
+                       metrics=metrics, write_pipeline=settings.get("write_pipeline", 1))
     recorders = [
         EventRecorder(client, scheduler_name=name, hostname=hostname, metrics=metrics,
                       queue_size=settings["queue_size"], senders=settings["senders"])

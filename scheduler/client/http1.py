@@ -10,6 +10,12 @@ sends them over its own bounded pool of keep-alive connections (plain or TLS) bu
 asyncio protocols. Reads (GET pages that can be large and gzip-encoded) and watches
 (streams) stay on aiohttp, as does everything behind a proxy.
 
+Each request is one ``send`` (and its answer one read), and on loopback a ``send`` runs
+the receiver's TCP path too: a fifth of the scheduler's samples in a floor run. With
+``pipeline`` > 1 the requests of one loop turn (the binding tasks a run of cycles started,
+the Event senders their answers woke) are written together on one connection, in one
+``send``, and their answers read in order (HTTP/1.1 pipelining).
+
 Failures raise :class:`HttpConnectionError` (the caller maps it to its own connection error,
 as it does aiohttp's): a connection that breaks or times out mid-request is dropped, never
 reused, and a write is not retried here (the server may have applied it).
@@ -21,6 +27,7 @@ import asyncio
 import math
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -175,15 +182,19 @@ class _Response:
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection; at most one request on it at a time."""
+    """One keep-alive connection: its requests answered in the order they were written
+    (one at a time, or several pipelined), their answers parsed in that order."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
+        self.users = 0  # requests on it not yet answered (or failed)
         self._buf = bytearray()
-        self._response: _Response | None = None
-        self._waiter: asyncio.Future[RawResponse] | None = None
+        # Written (or to be written), not yet answered: first to answer first.
+        self._exchanges: deque[tuple[_Response, asyncio.Future[RawResponse]]] = deque()
+        self._out: list[bytes] = []  # requests of this loop turn not yet written
+        self.unflushed = 0  # how many (read per request: an attribute, not a property)
 
     # -- asyncio.Protocol
 
@@ -196,58 +207,89 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._buf += data
-        if self._waiter is not None:
+        if self._exchanges:
             self._advance(eof=False)
 
     def eof_received(self) -> bool:
-        if self._waiter is not None:
+        if self._exchanges:
             self._advance(eof=True)
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._waiter is not None:
+        if self._exchanges:
             self._advance(eof=True)
         self._fail(HttpConnectionError(
             f"connection closed by the server{f': {exc}' if exc else ''}"))
 
-    # -- one exchange
+    # -- exchanges
 
-    def send(self, data: bytes, *, head_only: bool) -> asyncio.Future[RawResponse]:
+    def send(self, data: bytes, *, head_only: bool, defer: bool = False
+             ) -> asyncio.Future[RawResponse]:
+        """Write one request (``defer``: with the others of this loop turn, in one write
+        once the turn is over); its answer's future."""
         if self.transport is None or self.transport.is_closing():
             raise HttpConnectionError("connection is not open")
-        assert self._waiter is None, "one request at a time on a connection"
-        waiter: asyncio.Future[RawResponse] = asyncio.get_running_loop().create_future()
-        self._waiter = waiter
-        self._response = _Response(head_only=head_only)
-        self._buf.clear()  # nothing may arrive unasked; a stray byte would corrupt the parse
-        self.transport.write(data)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[RawResponse] = loop.create_future()
+        if not self._exchanges:
+            self._buf.clear()  # nothing may arrive unasked; a stray byte would corrupt the parse
+        self._exchanges.append((_Response(head_only=head_only), waiter))
+        self.users += 1
+        if not defer:
+            self.transport.write(data)
+        else:
+            if not self._out:
+                loop.call_soon(self.flush)
+            self._out.append(data)
+            self.unflushed += 1
         return waiter
 
+    def flush(self) -> None:
+        """Write the deferred requests at once: one ``send`` for all of them."""
+        out, self._out = self._out, []
+        self.unflushed = 0
+        if not out:
+            return
+        if self.transport is None or self.transport.is_closing():
+            self._fail(HttpConnectionError("connection closed before its requests were sent"))
+            return
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
     def _advance(self, *, eof: bool) -> None:
-        response, waiter = self._response, self._waiter
-        if response is None or waiter is None or waiter.done():
-            return
-        try:
-            body = response.feed(self._buf, eof=eof)
-        except HttpConnectionError as exc:
-            self._fail(exc)
-            self.abort()
-            return
-        if body is None:
-            if eof:
-                self._fail(HttpConnectionError("connection closed mid-response"))
-            return
-        self._waiter = self._response = None
-        if not response.keep_alive or self._buf:
-            self.closed = True  # extra bytes after a response: not a connection to reuse
-            self.close()
-        waiter.set_result(RawResponse(response.status, response.headers, body))
+        exchanges = self._exchanges
+        while exchanges:
+            response, waiter = exchanges[0]
+            try:
+                body = response.feed(self._buf, eof=eof)
+            except HttpConnectionError as exc:
+                self._fail(exc)
+                self.abort()
+                return
+            if body is None:
+                if eof:
+                    self._fail(HttpConnectionError("connection closed mid-response"))
+                return
+            exchanges.popleft()
+            if not waiter.done():
+                waiter.set_result(RawResponse(response.status, response.headers, body))
+            if not response.keep_alive:
+                self.close()
+                # The server closes after this answer: what was pipelined behind it was
+                # not answered (and may not have been read): it fails, never retried here.
+                self._fail(HttpConnectionError("connection closed by the server before "
+                                               "answering a pipelined request"))
+                return
+        if self._buf:
+            self.close()  # extra bytes after the answers: not a connection to reuse
 
     def _fail(self, exc: Exception) -> None:
-        waiter, self._waiter, self._response = self._waiter, None, None
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
+        exchanges, self._exchanges = self._exchanges, deque()
+        self._out = []
+        self.unflushed = 0
+        for _, waiter in exchanges:
+            if not waiter.done():
+                waiter.set_exception(exc)
 
     def close(self) -> None:
         self.closed = True
@@ -261,7 +303,16 @@ class _Connection(asyncio.Protocol):
 
 
 class Http1Pool:
-    """Keep-alive HTTP/1.1 connections to one origin, at most ``size`` at once."""
+    """Keep-alive HTTP/1.1 connections to one origin, at most ``size`` in use at once.
+
+    ``pipeline`` > 1: the requests made in one turn of the event loop (the binding tasks
+    and Event senders a burst of cycles woke) are written together, up to ``pipeline`` of
+    them on one connection in one ``send``, answered in order (HTTP/1.1 pipelining); a
+    connection is reused once all its answers are in. Fewer system calls on both sides;
+    but a server that answers a connection's requests one after the other (Go's net/http,
+    so kube-apiserver over HTTP/1.1) then serves them one after the other too, and one
+    request that fails its connection (a timeout, a cancel, a close) fails the others
+    written with it (an error as any broken connection's, never retried here)."""
 
     def __init__(
         self,
@@ -273,7 +324,10 @@ class Http1Pool:
         connect_timeout: float = 10.0,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        pipeline: int = 1,
     ) -> None:
+        if pipeline < 1:
+            raise ValueError(f"pipeline must be at least 1, got {pipeline}")
         self.origin = Origin.parse(base_url)
         if self.origin.tls and ssl_context is None:
             raise ValueError("an https origin needs an SSL context")
@@ -292,6 +346,10 @@ class Http1Pool:
         self._deadlines: dict[asyncio.Future[RawResponse], tuple[float, float]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        # Up to this many requests made in one loop turn go out pipelined on one connection,
+        # in one write (1: one request per connection at a time, each written at once).
+        self._pipeline = pipeline
+        self._turn: _Connection | None = None  # the connection this turn's requests join
         self.connections_made = 0  # observability (tests)
 
     async def request(self, method: str, target: str, *, head: str, body: bytes | None,
@@ -305,33 +363,50 @@ class Http1Pool:
             data += body
         loop = asyncio.get_running_loop()
         slots = self._slots
-        if not slots.try_take():
-            await slots.take()
-        try:
-            conn = self._reuse() or await self._connect()
+        pipeline = self._pipeline
+        conn = self._turn
+        if conn is None or conn.closed or not 0 < conn.unflushed < pipeline:
+            # A connection of its own (pipelining: the first of this turn's requests): a
+            # slot of the pool's, held while the connection has requests on it.
+            if not slots.try_take():
+                await slots.take()
             try:
-                waiter = conn.send(data, head_only=method == "HEAD")
-            except HttpConnectionError:
-                conn.abort()
-                self._all.discard(conn)
-                raise
-            deadline = loop.time() + timeout
-            deadlines = self._deadlines
-            deadlines[waiter] = (deadline, timeout)
-            if deadline < self._timer_at:
-                self._arm(loop, deadline)
-            try:
-                response = await waiter
+                conn = self._reuse() or await self._connect()
             except BaseException:
-                conn.abort()  # cancelled, timed out or broken: its state is unknown
-                self._all.discard(conn)
+                slots.give()
                 raise
-            finally:
-                del deadlines[waiter]
-            self._release(conn)
-            return response
+            if pipeline > 1:
+                self._turn = conn
+        # else: behind this turn's other requests on its connection, in the same write
+        try:
+            waiter = conn.send(data, head_only=method == "HEAD", defer=pipeline > 1)
+        except HttpConnectionError:
+            conn.abort()
+            self._all.discard(conn)
+            if not conn.users:
+                slots.give()
+            raise
+        deadline = loop.time() + timeout
+        deadlines = self._deadlines
+        deadlines[waiter] = (deadline, timeout)
+        if deadline < self._timer_at:
+            self._arm(loop, deadline)
+        try:
+            response = await waiter
+        except BaseException:
+            # Cancelled, timed out or broken: the connection's state is unknown (the
+            # requests pipelined with this one on it fail with it).
+            conn.abort()
+            self._all.discard(conn)
+            raise
         finally:
-            slots.give()
+            del deadlines[waiter]
+            conn.users -= 1
+            if not conn.users:
+                slots.give()
+        if not conn.users:
+            self._release(conn)
+        return response
 
     def _reuse(self) -> _Connection | None:
         """An idle connection still fit for a request, if any (no await: most requests)."""

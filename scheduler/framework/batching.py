@@ -23,7 +23,8 @@ result only when nothing but the last assignment changed, and not at all for int
 affinity or spreading; keeping results per node and per plugin is what lets this go
 further safely.  A Filter plugin whose statuses depend on what its PreFilter computed
 for the pod signs the Filter through ``sign_filter(state, pod_info)`` instead
-(PodTopologySpread: the domains over the skew), read after PreFilter.
+(PodTopologySpread: the domains over the skew), read after PreFilter.  (The signature's
+parts and the protocols plugins implement: ``batching_sign``.)
 
 When every plugin signs, a cycle whose walk found every node of its window feasible also
 keeps the window whole (``KeptWindow``: the round robin's start index, the nodes, the raw,
@@ -40,8 +41,8 @@ from __future__ import annotations
 import operator
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Collection, Hashable
+from typing import TYPE_CHECKING, Any
 
 from scheduler.framework.status import Code, Status
 from scheduler.framework.batching_kept import MAX_SHIFT_SHARE, KeptPositions, KeptWindow
@@ -56,6 +57,12 @@ from scheduler.framework.batching_kept import (  # the helpers over kept lists
 )
 from scheduler.framework.batching_kept import wrapped_slice as wrapped_slice
 from scheduler.framework import batching_mask as masks
+from scheduler.framework.batching_sign import FilterSignPlugin as FilterSignPlugin
+from scheduler.framework.batching_sign import SignPlugin as SignPlugin
+from scheduler.framework.batching_sign import freeze as freeze
+from scheduler.framework.batching_sign import sign_requests as sign_requests
+from scheduler.framework.batching_sign import _sign_parts as _sign_parts
+from scheduler.framework.batching_sign import _Signer, _signers
 from scheduler.framework.types import ScoreTable
 
 _NODE_NAME = operator.attrgetter("name")
@@ -79,99 +86,14 @@ FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
 # Windows kept per signature: one per round-robin start index the walk comes back to
 # (nodes / nodes examined of them: 10 at 5000 nodes, 20 at 10000).
 MAX_WINDOWS = 64
-
-
-@runtime_checkable
-class SignPlugin(Protocol):
-    """A Filter or Score plugin whose per-node answer for a pod depends only on ``sign``'s
-    value and the node's NodeInfo.  ``None``: this pod cannot be signed (normal path)."""
-
-    def sign(self, pod_info: PodInfo) -> Hashable | None: ...
-
-
-def sign_requests(pod_info: PodInfo) -> Hashable:
-    """What resource plugins read of a pod: its requests and the non-zero defaults."""
-    r = pod_info.requests
-    last = _last_requests_sign
-    if last[0] is r and last[1] == pod_info.non_zero_cpu and last[2] == pod_info.non_zero_memory:
-        # Pods parsed alike share one requests object (PodInfo's shared parse, never
-        # changed): a backlog of alike pods builds the tuple once.
-        return last[3]  # type: ignore[no-any-return]  # the signature kept below
-    value = (r.milli_cpu, r.memory, r.ephemeral_storage, r.allowed_pod_number,
-             tuple(sorted(r.scalar_resources.items())), pod_info.non_zero_cpu,
-             pod_info.non_zero_memory)
-    last[:] = (r, pod_info.non_zero_cpu, pod_info.non_zero_memory, value)
-    return value
-
-
-# sign_requests' last answer: [requests object, non-zero cpu, non-zero memory, signature].
-_last_requests_sign: list[Any] = [None, 0, 0, None]
-
-
-def freeze(value: Any) -> Hashable:
-    """A hashable copy of a JSON-like value (dicts by sorted key, lists in order)."""
-    if isinstance(value, dict):
-        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    return value  # type: ignore[no-any-return]  # str/int/float/bool/None are hashable
-
-
-@runtime_checkable
-class FilterSignPlugin(Protocol):
-    """A Filter plugin whose per-node Filter status for a pod, in this cycle, depends only
-    on ``sign_filter``'s value and the node's NodeInfo: it may read what its PreFilter
-    computed for the pod (the cycle state), e.g. PodTopologySpread's domains over their
-    skew.  Used for the Filter signature only (a Score signature always comes from
-    ``sign``); ``None``: not signed (normal path)."""
-
-    def sign_filter(self, state: CycleState, pod_info: PodInfo) -> Hashable | None: ...
-
-
-# A plugin's name, its ``sign_filter`` and its ``sign`` (None where it has none).
-_Signer = tuple[str, Any, Any]
-
-
-def _signers(plugins: Sequence[tuple[str, object]]) -> list[_Signer]:
-    return [(name, getattr(plugin, "sign_filter", None), getattr(plugin, "sign", None))
-            for name, plugin in plugins]
-
-
-def _sign_parts(plugins: Sequence[tuple[str, object]], skip: set[str],
-                pod_info: PodInfo, state: CycleState | None = None, *,
-                memo: dict[str, Hashable] | None = None,
-                signers: list[_Signer] | None = None,
-                ) -> tuple[tuple[tuple[str, Hashable], ...], frozenset[str]]:
-    """The signatures of the (not skipped) plugins that sign the pod, and the names of
-    those that do not (they run every cycle).  ``state``: the Filter signature, after
-    PreFilter (a plugin's ``sign_filter`` is asked first).  ``memo``: the ``sign`` values
-    already asked of this cycle's plugins for this pod, by plugin name (a plugin with both
-    Filter and Score is asked once per cycle), and where the new ones go.  ``signers``:
-    ``_signers(plugins)``, when the caller keeps it."""
-    parts: list[tuple[str, Hashable]] = []
-    unsigned: list[str] = []
-    for name, sign_filter, sign in _signers(plugins) if signers is None else signers:
-        if name in skip:
-            continue
-        if sign_filter is not None and state is not None:
-            value = sign_filter(state, pod_info)
-        elif memo is not None and name in memo:
-            value = memo[name]
-        else:
-            value = sign(pod_info) if sign is not None else None
-            if memo is not None:
-                memo[name] = value
-        if value is None:
-            unsigned.append(name)
-        else:
-            parts.append((name, value))
-    return tuple(parts), frozenset(unsigned)
+# A walk's first chunk is at most this many times the feasible nodes it looks for.
+MAX_FIRST_CHUNK_SHARE = 4
 
 
 class _Results:
     """The kept results of one signature (and skip sets) on one profile."""
 
-    __slots__ = ("epoch", "masked_windows", "positions", "score_key", "windows")
+    __slots__ = ("epoch", "masked_windows", "positions", "score_key", "walked", "windows")
 
     def __init__(self, epoch: tuple[int, int]) -> None:
         self.epoch = epoch
@@ -183,6 +105,9 @@ class _Results:
         self.windows: dict[int, KeptWindow] = {}
         # The same per FilterMask key (batching_mask: the mask moves the feasible nodes).
         self.masked_windows: OrderedDict[Hashable, dict[int, KeptWindow]] = OrderedDict()
+        # FilterMask key (None: no mask) -> (nodes examined, feasible found) by the last
+        # walk that met rejected nodes (``Batch.first_chunk``); at most MAX_MASKS + 1.
+        self.walked: dict[Hashable, tuple[int, int]] = {}
 
 
 class Batch:
@@ -307,7 +232,7 @@ class Batch:
         feasible = wrapped_slice(nodes, start, size)
         if by:
             del windows[(start + by) % num_all]
-            window = window.shifted(by, list(map(_NODE_NAME, feasible)))
+            window = window.shifted(by, feasible)
             windows[start] = window
         window.filter_serial = snapshot.change_serial
         reused = size - len(offsets)
@@ -513,6 +438,32 @@ class Batch:
         """The walk's feasible nodes are the node list's run from ``first``."""
         self._contiguous = (feasible, first)
 
+    def first_chunk(self, to_find: int) -> int:
+        """How many nodes a walk for ``to_find`` feasible ones filters first: as many as
+        the last walk of this signature and mask examined for as many, when that walk met
+        rejected nodes (a zone over the skew rejects the same share of nodes from one
+        cycle to the next: one chunk, not two or three); else ``to_find``.  Only while
+        every status comes from the kept results (the surplus is then read, not
+        filtered)."""
+        if self._unsigned_filters:
+            return to_find
+        walked = self._results.walked.get(None if self._mask is None else self._mask.key)
+        if walked is None:
+            return to_find
+        examined, found = walked
+        return min(-(-to_find * examined // found), MAX_FIRST_CHUNK_SHARE * to_find)
+
+    def note_walk(self, examined: int, found: int) -> None:
+        """The walk examined ``examined`` nodes to find ``found`` feasible ones."""
+        walked = self._results.walked
+        key = None if self._mask is None else self._mask.key
+        if examined <= found or not found:
+            walked.pop(key, None)
+            return
+        walked[key] = (examined, found)
+        while len(walked) > masks.MAX_MASKS + 1:
+            del walked[next(iter(walked))]
+
     def note_positions(self, feasible: list[NodeInfo], positions: list[int]) -> None:
         """The walk's feasible nodes sit at ``positions`` of the node list (the walk met
         rejected nodes between them): their kept scores are read there, not looked up by
@@ -572,19 +523,23 @@ class Batch:
         joined = bool(window.entering)
         if joined:
             offsets = sorted(set(offsets).union(window.entering))
+        # The lists ``shifted`` made are no table's yet: changed in place, not copied.
+        owned, window.owned = window.owned, False
         if offsets:
             raw, status = self._raw_scores(state, pod_info, [nodes[o] for o in offsets])
             if status is not None or [name for name, _ in raw] != window.plugins:
                 return self._score_window_fully(state, pod_info, window, key, nodes)
             names = window.names
             totals = kept_totals = window.totals
-            # a whole column's final scores may have moved (every one, when nodes joined)
-            renormalized = joined
+            # a whole column's final scores may have moved (every one, when nodes joined;
+            # an owned window's old totals are not kept apart: counted afresh)
+            renormalized = joined or owned
             for i, (name, values) in enumerate(raw):
                 column = window.raw[i]
                 if not joined and list(map(column.__getitem__, offsets)) == values:
                     continue
-                column = list(column)
+                if not owned:
+                    column = list(column)
                 for o, v in zip(offsets, values):
                     column[o] = v
                 window.raw[i] = column
@@ -598,9 +553,9 @@ class Batch:
                 else:
                     part, status = fwk.finish_column(
                         state, pod_info, [names[o] for o in offsets], name, values)
-                    weighted = list(old)
+                    weighted = old if owned else list(old)
                     if status is None:
-                        if totals is kept_totals:
+                        if totals is kept_totals and not owned:
                             totals = list(totals)  # the last table's list stays as it was
                         for o, v in zip(offsets, part):
                             totals[o] += v - old[o]
@@ -610,7 +565,7 @@ class Batch:
                     fwk.observe_score(status, started)
                     return ScoreTable(names, [0] * len(names), {}), status
                 window.weighted[i] = weighted
-            if totals is not kept_totals:
+            if totals is not kept_totals or owned:
                 window.best = (_best(totals) if renormalized
                                else _best_after(window.best, kept_totals, totals, offsets))
             window.totals = totals

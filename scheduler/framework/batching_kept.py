@@ -26,6 +26,8 @@ MAX_SHIFT_SHARE = 8
 # (``KeptPositions._follow_one``) when at most this many other nodes changed meanwhile.
 MAX_SPLICE_CHANGES = 64
 
+_NAME = operator.attrgetter("name")
+
 # What kept results are held in: lists (statuses, scores, nodes) and known-masks.
 _Seq = TypeVar("_Seq", list[Any], bytearray)
 
@@ -61,7 +63,7 @@ class KeptWindow:
     the signature) and its scores, as of change-log serials of the snapshot."""
 
     __slots__ = ("best", "entering", "filter_serial", "list_version", "names", "num_all",
-                 "offset_of", "plugins", "positions", "raw", "rejected", "score_key",
+                 "offset_of", "owned", "plugins", "positions", "raw", "rejected", "score_key",
                  "score_serial", "size", "span", "totals", "weighted")
 
     def __init__(self, *, list_version: int, num_all: int, size: int, serial: int) -> None:
@@ -76,6 +78,9 @@ class KeptWindow:
         self.raw: list[list[int]] = []  # per plugin, per node of the window
         self.weighted: list[list[int]] = []  # per plugin: normalized and weighted
         self.totals: list[int] = []
+        # raw, weighted and totals are this window's own lists, handed to no score table
+        # yet (``shifted`` made them): the next scoring changes them in place.
+        self.owned = False
         self.best = (0, 0)  # the highest of totals and how many nodes have it
         # Offsets whose nodes joined when the window was shifted (``shifted``): scored as
         # changed nodes by the next cycle that scores the window.
@@ -125,12 +130,13 @@ class KeptWindow:
         return (self.list_version == snapshot.list_version and self.size == size
                 and self.num_all == len(snapshot.node_info_list))
 
-    def shifted(self, by: int, names: list[str]) -> KeptWindow:
+    def shifted(self, by: int, nodes: list[NodeInfo]) -> KeptWindow:
         """This window started ``by`` positions later than the window wanted now (negative:
-        earlier), ``names`` the nodes of the one wanted: the kept scores of the nodes it still holds move
-        with them, the nodes that join are ``entering`` (0 kept for them: the next
-        scoring computes theirs and finishes every plugin's column again, so normalizing
-        plugins normalize the window's new set of nodes)."""
+        earlier), ``nodes`` the nodes of the one wanted: the kept scores of the nodes it
+        still holds move with them, the nodes that join are ``entering`` (0 kept for
+        them: the next scoring computes theirs and finishes every plugin's column again,
+        so normalizing plugins normalize the window's new set of nodes).  The names of the
+        nodes it still holds are its own, moved (the same node list: the same nodes)."""
         size = self.size
         window = KeptWindow(list_version=self.list_version, num_all=self.num_all, size=size,
                          serial=self.filter_serial)
@@ -142,11 +148,13 @@ class KeptWindow:
             raw = [[0] * by + c[:size - by] for c in self.raw]
             weighted = [[0] * by + c[:size - by] for c in self.weighted]
             totals = [0] * by + self.totals[:size - by]
+            names = list(map(_NAME, nodes[:by])) + self.names[:size - by]
         else:
             entering = list(range(size + by, size))
             raw = [c[-by:] + [0] * -by for c in self.raw]
             weighted = [c[-by:] + [0] * -by for c in self.weighted]
             totals = self.totals[-by:] + [0] * -by
+            names = self.names[-by:] + list(map(_NAME, nodes[size + by:]))
         window.score_key = self.score_key
         window.score_serial = self.score_serial
         window.names = names
@@ -154,6 +162,7 @@ class KeptWindow:
         window.raw = raw
         window.weighted = weighted
         window.totals = totals
+        window.owned = True
         window.entering = sorted(set(self.entering_after(by)) | set(entering))
         return window
 

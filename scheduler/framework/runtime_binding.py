@@ -18,7 +18,7 @@ from scheduler.framework.errors import rejection_or_error as _rejection_or_error
 from scheduler.framework.instrumentation import (  # extension point labels, as upstream's
     BIND, PERMIT, POST_BIND, PRE_BIND, PRE_BIND_PRE_FLIGHT, RESERVE, UNRESERVE, timeout_first,
 )
-from scheduler.framework.runtime_base import RuntimeBase
+from scheduler.framework.runtime_base import RuntimeBase, plugin_raised
 from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting_pods import MAX_PERMIT_TIMEOUT_SECONDS, WaitingPod
 from scheduler.objects.pod import PodInfo
@@ -41,9 +41,16 @@ class BindingSteps(RuntimeBase):
         sampled = state.record_plugin_metrics
         final: Status | None = None
         for name, plugin in self._reserve:
-            s = self._instr.call(
-                RESERVE, name, sampled, pod_info.key, plugin.reserve, state, pod_info, node_name
-            )
+            if sampled:
+                s = self._instr.call(
+                    RESERVE, name, sampled, pod_info.key, plugin.reserve, state, pod_info,
+                    node_name,
+                )
+            else:  # the instrumented call without its timing: one call level less per plugin
+                try:
+                    s = plugin.reserve(state, pod_info, node_name)
+                except Exception as exc:
+                    s = plugin_raised(RESERVE, name, pod_info.key, exc)
             if s is not None and s.code != Code.SUCCESS:
                 final = _rejection_or_error(s, "Reserve", name)
                 break
@@ -147,15 +154,22 @@ class BindingSteps(RuntimeBase):
             return final_skip
         start = time.perf_counter()
         sampled = state.record_plugin_metrics
-        final: Status | None = Status(Code.SKIP)
+        final: Status | None = None
         skipped: set[str] = set()
+        work = False  # one or more answered Success
         for name, plugin in self._pre_bind:
-            s = self._instr.call(
-                PRE_BIND_PRE_FLIGHT, name, sampled, pod_info.key, plugin.pre_bind_pre_flight,
-                state, pod_info, node_name,
-            )
+            if sampled:
+                s = self._instr.call(
+                    PRE_BIND_PRE_FLIGHT, name, sampled, pod_info.key, plugin.pre_bind_pre_flight,
+                    state, pod_info, node_name,
+                )
+            else:  # the instrumented call without its timing, as Reserve's
+                try:
+                    s = plugin.pre_bind_pre_flight(state, pod_info, node_name)
+                except Exception as exc:
+                    s = plugin_raised(PRE_BIND_PRE_FLIGHT, name, pod_info.key, exc)
             if s is None or s.code == Code.SUCCESS:
-                final = None
+                work = True
             elif s.code == Code.SKIP:
                 skipped.add(name)
             elif s.code == Code.ERROR:
@@ -171,6 +185,8 @@ class BindingSteps(RuntimeBase):
                 break
         else:
             state.skip_pre_bind_plugins = skipped
+            if not work:
+                final = Status(Code.SKIP)
         self._instr.observe_point(PRE_BIND_PRE_FLIGHT, final, start)
         return final
 

@@ -200,15 +200,9 @@ class Diagnosis:
             self._expand()
         return self._unschedulable_plugins
 
-    @unschedulable_plugins.setter
-    def unschedulable_plugins(self, value: set[str]) -> None:
-        if self._chunks:
-            self._expand()
-        self._unschedulable_plugins = value
-
     @property
     def pending_plugins(self) -> set[str]:
-        # Read-only, unlike the two above: written through the set (``.add``) only.
+        # Read-only, as unschedulable_plugins: written through the set (``.add``) only.
         if self._chunks:
             self._expand()
         return self._pending_plugins

@@ -16,7 +16,7 @@ a fresh one, so a stale answer is never used; a pod swapped for a version that r
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from scheduler.framework.node_info import NodeInfo, changed_nodes
@@ -34,8 +34,9 @@ class NodeMemo(Generic[T]):
         self._max_queries = max_queries
 
     def table(self, key: Hashable) -> dict[str, tuple[int, T]]:
-        """The raw ``{node name: (plugin_generation, answer)}`` table of one query (for hot
-        loops)."""
+        """The ``{node name: (plugin_generation, answer)}`` table of one query: the caller's
+        loop looks a node up, uses the answer when the generation is the node's, else
+        computes and stores it (inline, the loops being the plugins' hottest)."""
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = {}
@@ -44,21 +45,6 @@ class NodeMemo(Generic[T]):
         else:
             self._tables.move_to_end(key)
         return table
-
-    def answers(
-        self, key: Hashable, node_infos: Iterable[NodeInfo], compute: Callable[[NodeInfo], T]
-    ) -> Iterable[tuple[NodeInfo, T]]:
-        """Each node's answer, computing only for nodes changed since it was last asked."""
-        table = self.table(key)
-        for node_info in node_infos:
-            name = node_info.name
-            entry = table.get(name)
-            if entry is not None and entry[0] == node_info.plugin_generation:
-                yield node_info, entry[1]
-            else:
-                answer = compute(node_info)
-                table[name] = (node_info.plugin_generation, answer)
-                yield node_info, answer
 
     def clear(self) -> None:
         self._tables.clear()

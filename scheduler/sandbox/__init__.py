@@ -85,7 +85,8 @@ sandbox_factory(**kw)``), ``sandbox_process`` (factory: ``sandbox_process(**flag
 Simulated nodes and kubelet
 ---------------------------
 ``--nodes N`` creates Ready nodes ``node-0000``... labelled with hostname, os, arch, zone
-(``zone-a/b/c`` round robin) and region ``region-1``, capacity = allocatable from
+(``zone-a/b/c`` round robin) and region ``region-1`` (``--no-node-topology``: neither, as
+upstream scheduler_perf's node-default template), capacity = allocatable from
 ``--node-cpu/--node-memory/--node-pods``, plus ``--node-labels``. With the simulated kubelet
 (default on) a pod bound to a simulated node becomes Running within ~10 ms (status writes are
 batched), with podIP/hostIP, conditions and containerStatuses. A node is simulated unless it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import crds, errors
 from .namespaces import name_labelled
 from .resources import ResourceType, storage_version
 from .util import now_iso
@@ -130,7 +130,7 @@ def prepare_create(reg: Registry, rt: ResourceType, obj: Obj) -> Obj:
         spec["names"] = names
         spec.setdefault("conversion", {"strategy": "None"})
         obj["spec"] = spec
-        obj["status"] = crd_status(obj)
+        obj["status"] = crds.with_approval_condition(crd_status(obj), obj)
     elif g == "batch" and p == "jobs":
         _default_job(obj)
     elif g == "" and p == "services":

@@ -105,6 +105,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-memory", type=_quantity, default="128Gi")
     p.add_argument("--node-pods", type=_quantity, default="110")
     p.add_argument("--node-labels", type=_labels, default=None, metavar="K=V,K2=V2")
+    p.add_argument("--node-topology", action=argparse.BooleanOptionalAction, default=True,
+                   help="label nodes with topology.kubernetes.io/zone (zone-a/b/c round robin) "
+                        "and region (default on; off: no topology labels, as upstream "
+                        "scheduler_perf's node-default template)")
     p.add_argument("--simulate-kubelet", action=argparse.BooleanOptionalAction, default=True,
                    help="bound pods on simulated nodes become Running (default on)")
     p.add_argument("--simulate-controllers", action=argparse.BooleanOptionalAction, default=True,
@@ -139,7 +143,8 @@ def sandbox_from_args(args: argparse.Namespace) -> Sandbox:
     return Sandbox(
         host=args.host, port=args.port, token=args.token, tls=args.tls, nodes=args.nodes,
         node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
-        node_labels=args.node_labels, simulate_kubelet=args.simulate_kubelet,
+        node_labels=args.node_labels, node_topology=args.node_topology,
+        simulate_kubelet=args.simulate_kubelet,
         watch_history=max(1, args.watch_history),
         max_requests_inflight=max(1, args.max_requests_inflight),
         max_mutating_requests_inflight=max(1, args.max_mutating_requests_inflight),

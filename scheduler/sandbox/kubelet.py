@@ -62,7 +62,11 @@ def make_node(
     pods: str = "110",
     labels: dict[str, str] | None = None,
     width: int = 4,
+    topology: bool = True,
 ) -> Obj:
+    """Node ``i``, Ready, labelled as a kubelet labels it, and (``topology``) with a zone
+    (``ZONES`` round robin) and a region; without them as upstream scheduler_perf's
+    node-default template, which has no topology labels."""
     name = f"node-{i:0{width}d}"
     n = i + 1  # keep node-0000 off the network address
     ip = f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
@@ -91,8 +95,8 @@ def make_node(
                 "kubernetes.io/arch": "amd64",
                 "beta.kubernetes.io/os": "linux",
                 "beta.kubernetes.io/arch": "amd64",
-                "topology.kubernetes.io/zone": ZONES[i % 3],
-                "topology.kubernetes.io/region": "region-1",
+                **({"topology.kubernetes.io/zone": ZONES[i % 3],
+                    "topology.kubernetes.io/region": "region-1"} if topology else {}),
                 "node.kubernetes.io/instance-type": "sandbox",
                 **(labels or {}),
             },

@@ -244,7 +244,7 @@ class Registry:
             # whose spec a looser server accepted can still get its conditions written.
             validation.raise_if(validation.validate_metadata(new, rt), rt, name)
         else:
-            validation.check(new, rt)
+            validation.check(new, rt, old=cur)
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             validation.raise_if(events.validate_update(new, cur, strict=rt.is_view), rt, name)
         if rt.is_custom:
@@ -253,7 +253,8 @@ class Registry:
         if rt.tracks_generation and _spec_part(new, rt) != _spec_part(cur, rt):
             new["metadata"]["generation"] = int(cmd.get("generation", 1)) + 1
         if rt.plural == "customresourcedefinitions" and not sub:
-            new["status"] = {**(cur.get("status") or {}), "acceptedNames": (new.get("spec") or {}).get("names", {})}
+            new["status"] = crds.with_approval_condition(
+                {**(cur.get("status") or {}), "acceptedNames": (new.get("spec") or {}).get("names", {})}, new)
         if new == cur:
             return cur_e  # no-op updates keep the resourceVersion and send no event
         if dry_run:

@@ -59,6 +59,7 @@ class SandboxConfig:
     node_memory: str = "128Gi"
     node_pods: str = "110"
     node_labels: dict[str, str] | None = None
+    node_topology: bool = True  # zone and region labels on the nodes (make_node)
     simulate_kubelet: bool = True
     watch_history: int = 10000
     max_requests_inflight: int = 400
@@ -159,7 +160,7 @@ class Sandbox:
         width = max(4, len(str(first + n - 1)))
         for i in range(first, first + n):
             node = make_node(i, cpu=c.node_cpu, memory=c.node_memory, pods=c.node_pods,
-                             labels=c.node_labels, width=width)
+                             labels=c.node_labels, width=width, topology=c.node_topology)
             try:
                 self.registry.create(node_rt, "", node)
             except ApiError as e:

@@ -25,7 +25,7 @@ from scheduler.objects.resources import (
     is_native_resource,
 )
 
-from . import dra
+from . import crds, dra
 from .errors import ApiError, invalid
 from .resources import ResourceType
 
@@ -661,8 +661,9 @@ def raise_if(causes: list[Cause], rt: ResourceType, name: str) -> None:
         raise invalid(rt.kind, name, causes, group=rt.group)
 
 
-def check(obj: dict[str, Any], rt: ResourceType) -> None:
-    """Validate a full object about to be stored; raises 422."""
+def check(obj: dict[str, Any], rt: ResourceType, *, old: dict[str, Any] | None = None) -> None:
+    """Validate a full object about to be stored (``old``: the version it replaces, on an
+    update); raises 422."""
     name = str((obj.get("metadata") or {}).get("name") or "")
     causes = validate_metadata(obj, rt)
     if rt.group == "" and rt.plural == "pods":
@@ -670,8 +671,9 @@ def check(obj: dict[str, Any], rt: ResourceType) -> None:
         causes += dra.pod_claim_causes(obj)
     elif rt.group == "" and rt.plural == "nodes":
         causes += validate_node(obj)
-    elif rt.plural == "customresourcedefinitions":
+    elif rt.plural == "customresourcedefinitions" and not rt.is_custom:
         causes += validate_crd(obj)
+        causes += crds.api_approval_causes(obj, old)
     elif dra.is_dra(rt.group, rt.plural):
         causes += dra.causes(obj, rt.plural)
     raise_if(causes, rt, name)

@@ -120,12 +120,13 @@ async def running_scheduler(
     config: KubeSchedulerConfiguration | None = None,
     metrics: SchedulerMetrics | None = None,
     event_process: str = "off",
+    write_pipeline: int = 1,
 ) -> AsyncIterator[Components]:
     """The daemon's components, synced and scheduling, stopped on exit."""
     connection = load_connection(kubeconfig=str(kubeconfig))
     parts = build_components(
         config or scheduler_config(), connection, metrics=metrics or SchedulerMetrics(),
-        event_process=event_process,
+        event_process=event_process, write_pipeline=write_pipeline,
     )
     await parts.start(sync_timeout=15)
     loop_task = asyncio.create_task(parts.scheduler.run(), name="test-scheduling-loop")

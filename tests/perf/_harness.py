@@ -1,7 +1,9 @@
 """What the offline benches of ``tests/perf`` share around the cycle that ``tests.offline``
 builds: warnings-only logs (set as the daemon sets them, so its per-pod debug gates apply), and the measured part of a run (after its warm-up: garbage
 collected and frozen, process CPU time, an optional cProfile written to a file and its
-Python call count, a figure the machine's load does not move)."""
+Python call count, a figure the machine's load does not move, and which is the same from
+run to run of one build: ``tests.offline.default_framework`` seeds the per-plugin timing's
+sampling)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.logging import configure_logging
 
@@ -46,3 +49,14 @@ def measured(profile: str = "") -> Iterator[Measured]:
         profiler.disable()
         profiler.dump_stats(profile)
         out.calls = pstats.Stats(profiler).total_calls  # type: ignore[attr-defined]
+
+
+def confirm_binding(cache: Any, assumed: dict[str, Any]) -> None:
+    """What the informer's MODIFIED after a binding does to an assumed pod: its bound version
+    (a new resourceVersion and the PodScheduled condition) replaces the assumed one in
+    ``cache`` (a scheduler Cache), confirming the assumption."""
+    bound = {**assumed, "metadata": {**assumed["metadata"], "resourceVersion": "2"},
+             "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
+    held = cache.get_pod_info(bound)
+    assert held is not None
+    cache.add_pod(held.with_node_name(bound))

@@ -11,7 +11,10 @@ spent on the large pods, and a digest of the chosen hosts and of the large pods'
 
 ``--every`` is the pods scheduled per churn tick: the bench's churn ticks once a second,
 so it is the scheduler's pods/s (114 at the loaded figure in docs/benchmarks.md, ~1420 at
-twice upstream's floor).  ``--profile FILE`` writes a cProfile of the measured part.
+twice upstream's floor).  ``--profile FILE`` writes a cProfile of the measured part and
+prints its Python calls per pod: not moved by the machine's load, and the same in every run
+of one build (the per-plugin timing samples 10 % of the cycles, as the daemon does, from a
+seeded generator: ``tests.offline.default_framework``), so two builds compare by it.
 """
 
 from __future__ import annotations
@@ -88,9 +91,10 @@ def main() -> None:
         churn_profiler.dump_stats(args.profile_churn)
     digest = hashlib.sha256(",".join(hosts).encode()).hexdigest()[:12]
     said = hashlib.sha256("\n".join(messages).encode()).hexdigest()[:12]
+    calls = f"; Python calls per pod {part.calls / args.pods:.1f}" if args.profile else ""
     print(f"nodes={args.nodes} pods={args.pods} every={args.every}: CPU per pod "
           f"{cpu / args.pods * 1000:.3f} ms ({large_cpu[0] / args.pods * 1000:.3f} ms of it "
-          f"the churn and large pods); hosts {digest}; messages {said}")
+          f"the churn and large pods){calls}; hosts {digest}; messages {said}")
     if messages:
         print("last message:", messages[-1][:300])
     batches = cycle.batches

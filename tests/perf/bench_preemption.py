@@ -12,7 +12,7 @@ digest of every nominated node and its victims in order: two builds must print t
 digest.
 
     PYTHONPATH=. python tests/perf/bench_preemption.py [--nodes 5000] [--preemptors 40]
-        [--plain 200]
+        [--plain 200] [--unstarted]
 
 ``--plain N`` then schedules N priority-0 100m pods (each assumed on its host) while the
 last ``--lag`` preemptors stay nominated, measured apart (CPU, Python calls per plain pod
@@ -67,6 +67,15 @@ def _started(i: int) -> str:
 
 
 DISTINCT_STARTS = [False]
+# ``--unstarted``: the pods have no status.startTime, as in the daemon's bench (whose
+# sandbox runs no kubelet): each sorts as starting ``now``.
+UNSTARTED = [False]
+
+
+def _status(i: int) -> dict[str, Any]:
+    if UNSTARTED[0]:
+        return {"phase": "Pending"}
+    return {"phase": "Running", "startTime": _started(i)}
 
 
 def existing_pods(nodes: int, fill: int) -> list[dict[str, Any]]:
@@ -78,13 +87,13 @@ def existing_pods(nodes: int, fill: int) -> list[dict[str, Any]]:
             p = workloads.pod(f"low-{i}", namespace="existing", scheduler_name=SCHEDULER,
                               cpu="900m", node_name=name)
             p["metadata"]["uid"] = f"low-{i}"
-            p["status"] = {"phase": "Running", "startTime": _started(i)}
+            p["status"] = _status(i)
             out.append(p)
         if fill and n % fill == 0:
             p = workloads.pod(f"pod-{n}", namespace="measured", scheduler_name=SCHEDULER,
                               node_name=name)
             p["metadata"]["uid"] = f"pod-{n}"
-            p["status"] = {"phase": "Running", "startTime": _started(10**6 + n)}
+            p["status"] = _status(10**6 + n)
             out.append(p)
     return out
 
@@ -209,10 +218,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", default="")
     ap.add_argument("--distinct-starts", action="store_true")
+    ap.add_argument("--unstarted", action="store_true",
+                    help="existing pods without status.startTime (the daemon's bench)")
     ap.add_argument("--plain", type=int, default=0,
                     help="then this many plain pods, measured apart, beside the nominated")
     args = ap.parse_args()
     DISTINCT_STARTS[0] = args.distinct_starts
+    UNSTARTED[0] = args.unstarted
     asyncio.run(run(args))
 
 

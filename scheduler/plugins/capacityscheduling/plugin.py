@@ -80,6 +80,8 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # Coscheduling's (a sibling p
 RESOURCE_CLAIMS = "resourceclaims"
 # DRA devices count in a quota under ResourceQuota's name for them: <class>.deviceclass.resource.k8s.io/devices
 DEVICE_CLASS_RESOURCE = "{device_class}.deviceclass.resource.k8s.io/devices"
+# A node's pods counted per namespace with a quota: namespace -> (requests, uids).
+_Part = dict[str, tuple[Resource, list[str]]]
 NAMESPACE_SELECTOR_ANNOTATION = "scheduling.x-k8s.io/namespace-selector"
 
 # scheduler-plugins' wording
@@ -236,8 +238,9 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
         self._last_good: dict[str, dict[str, Any]] = {}  # quota key -> last valid object
         self._quota_memo: tuple[tuple[tuple[str, str], ...], QuotaSet] | None = None
         self._counts_for: QuotaSet | None = None
-        # node -> (NodeInfo generation, the NodeInfo, namespace -> (requests, uids))
-        self._node_parts: dict[str, tuple[int, Any, dict[str, tuple[Resource, list[str]]]]] = {}
+        # node -> (its NodeInfo's plugin_generation, the NodeInfo, its part, whether the
+        # part read a ResourceClaim)
+        self._node_parts: dict[str, tuple[int, Any, _Part, bool]] = {}
         self._totals: dict[str, Resource] = {}
         self._uids: dict[str, set[str]] = {}
         self._counts_version = 0  # moves whenever the totals do
@@ -307,7 +310,11 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
     def _refresh_counts(self, quotas: QuotaSet) -> None:
         """Per-namespace totals of the snapshot's pods, kept incrementally: only nodes whose
         NodeInfo changed since the last call are counted again (a cycle costs O(nodes) plus
-        the changed nodes' pods, not O(pods))."""
+        the changed nodes' pods, not O(pods)).  A part reads a pod's namespace, phase, UID and
+        requests, all of which ``reads_alike`` compares, so it follows the NodeInfo's
+        ``plugin_generation``: a binding's confirmation counts nothing again.  A part that
+        read a ResourceClaim (a pod's devices) is counted again on every call, since the
+        claim's allocation changes no NodeInfo; the totals move only when a part does."""
         if self._counts_for is not quotas:  # other namespaces matter now: count afresh
             self._counts_for = quotas
             self._counts_version += 1
@@ -320,19 +327,16 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
         for node_info in node_infos:
             name = node_info.name
             cached = parts.get(name)
-            if cached is not None and cached[0] == node_info.generation and cached[1] is node_info:
+            if (cached is not None and cached[0] == node_info.plugin_generation
+                    and cached[1] is node_info and not cached[3]):
                 continue
-            self._counts_version += 1
+            part, read_claims = self._count_node(node_info, quotas)
+            parts[name] = (node_info.plugin_generation, node_info, part, read_claims)
             if cached is not None:
-                self._drop_part(cached[2])
-            part: dict[str, tuple[Resource, list[str]]] = {}
-            for p in node_info.pods:
-                if quotas.get(p.namespace) is None or is_terminal(p.pod):
+                if cached[2] == part:  # the same counts: the totals and bases stand
                     continue
-                amounts, uids = part.setdefault(p.namespace, (Resource(), []))
-                amounts.add(self.requests_of(p))
-                uids.append(p.uid)
-            self._node_parts[name] = (node_info.generation, node_info, part)
+                self._drop_part(cached[2])
+            self._counts_version += 1
             for ns, (amounts, uids) in part.items():
                 self._totals.setdefault(ns, Resource()).add(amounts)
                 self._uids.setdefault(ns, set()).update(uids)
@@ -341,6 +345,20 @@ class CapacityScheduling(DefaultPreemption, PreFilterPlugin, ReservePlugin):
             for name in [n for n in parts if n not in seen]:
                 self._counts_version += 1
                 self._drop_part(parts.pop(name)[2])
+
+    def _count_node(self, node_info: NodeInfo, quotas: QuotaSet) -> tuple[_Part, bool]:
+        """A node's part (per namespace with a quota: its pods' requests and UIDs, terminal
+        pods left out) and whether it read a ResourceClaim to make it."""
+        part: _Part = {}
+        read_claims = False
+        for p in node_info.pods:
+            if quotas.get(p.namespace) is None or is_terminal(p.pod):
+                continue
+            amounts, uids = part.setdefault(p.namespace, (Resource(), []))
+            amounts.add(self.requests_of(p))
+            uids.append(p.uid)
+            read_claims = read_claims or bool((p.pod.get("spec") or {}).get("resourceClaims"))
+        return part, read_claims
 
     def _drop_part(self, part: Mapping[str, tuple[Resource, list[str]]]) -> None:
         for ns, (amounts, uids) in part.items():

@@ -25,6 +25,9 @@ __all__ = [
     "PDB",
     "Candidate",
     "SelectVictims",
+    "Summary",
+    "TopStart",
+    "candidate_summary",
     "compile_pdbs",
     "dry_run_preemption",
     "earliest_start_of_highest_priority",
@@ -33,7 +36,9 @@ __all__ = [
     "parse_rfc3339",
     "pick_one_node_for_preemption",
     "pod_start_time",
+    "start_times",
     "started_at",
+    "top_start",
 ]
 
 # Added to every priority before summing so that a node with several negative-priority
@@ -85,6 +90,8 @@ def importance_key(now: float) -> Callable[[PodInfo], tuple[int, float]]:
 
 
 _PRIORITY: Callable[[PodInfo], int] = attrgetter("priority")
+_NO_STATUS: Mapping[str, Any] = {}
+_NAME: Callable[[Any], str] = attrgetter("name")
 
 
 # --- PodDisruptionBudgets --------------------------------------------------------------------
@@ -257,6 +264,7 @@ def dry_run_preemption(
     violating: list[Candidate] = []
     statuses: dict[str, Status] = {}
     errors: list[Status] = []
+    found_ok = found_violating = 0
     n = len(potential_nodes)
     for i in range(n):
         node_info = potential_nodes[(offset + i) % n]
@@ -270,10 +278,15 @@ def dry_run_preemption(
         except Exception as exc:  # a plugin bug on one node must not hide the others
             victims, num_violations, status = [], 0, Status.from_error(exc)
         if (status is None or status.is_success()) and victims:
-            target = non_violating if num_violations == 0 else violating
-            if len(target) < num_candidates:
-                target.append(Candidate(node_info.name, victims, num_violations))
-            if non_violating and len(non_violating) + len(violating) >= num_candidates:
+            # counted as they are kept (no len() per node: 500 nodes a preemptor)
+            if num_violations == 0:
+                if found_ok < num_candidates:
+                    non_violating.append(Candidate(node_info.name, victims, num_violations))
+                    found_ok += 1
+            elif found_violating < num_candidates:
+                violating.append(Candidate(node_info.name, victims, num_violations))
+                found_violating += 1
+            if found_ok and found_ok + found_violating >= num_candidates:
                 break
             continue
         if status is None or status.is_success():
@@ -305,23 +318,67 @@ def earliest_start_of_highest_priority(victims: Sequence[PodInfo], now: float) -
     return earliest
 
 
+# A candidate's first four criteria of the pick (``candidate_summary``), larger is better.
+Summary = tuple[int, int, int, int]
+# The earliest start among a candidate's highest-priority victims as a ``now``-free pair:
+# (the earliest of those that started, inf if none; whether one of them has not started,
+# which counts as starting at the pick's ``now``).
+TopStart = tuple[float, bool]
+
+
+def candidate_summary(victims: Sequence[PodInfo], num_pdb_violations: int) -> Summary:
+    """The pick's first four criteria in one tuple, compared as they are ranked: fewest PDB
+    violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
+    victims."""
+    priorities = list(map(_PRIORITY, victims))
+    return (-num_pdb_violations, -max(priorities, default=0),
+            -(sum(priorities) + _PRIORITY_OFFSET * len(priorities)), -len(priorities))
+
+
+def start_times(pods: Sequence[PodInfo]) -> list[float | None]:
+    """``started_at`` of each pod, in C loops (one frame for them all, not two a pod)."""
+    values = [(p.pod.get("status") or _NO_STATUS).get("startTime") for p in pods]
+    try:
+        return list(map(_parse_cached, values))
+    except TypeError:  # an unhashable malformed value: parsed uncached
+        return list(map(_started, values))
+
+
+def top_start(victims: Sequence[PodInfo],
+              starts: Sequence[float | None] | None = None) -> TopStart:
+    """``earliest_start_of_highest_priority`` of non-empty ``victims`` before ``now`` is
+    known: ``min(earliest, now) if unstarted else earliest`` for the pair returned.
+    ``starts``: the victims' ``start_times`` when the caller has them."""
+    top = max(map(_PRIORITY, victims))
+    earliest = math.inf
+    unstarted = False
+    for v, started in zip(victims, start_times(victims) if starts is None else starts):
+        if v.priority != top:
+            continue
+        if started is None:
+            unstarted = True
+        elif started < earliest:
+            earliest = started
+    return earliest, unstarted
+
+
 def pick_one_node_for_preemption(
     candidates: Sequence[Candidate], *, now: float,
-    known_starts: Mapping[str, float] | None = None,
+    known_starts: Mapping[str, TopStart] | None = None,
+    known_summaries: Mapping[str, Summary] | None = None,
 ) -> Candidate | None:
     """Choose among candidates by, in turn: fewest PDB violations, lowest highest-victim
     priority, smallest sum of victim priorities, fewest victims, latest start among the
     highest-priority victims (disturb the youngest work), and finally the first one.
-    ``known_starts``: that last start per candidate node where the dry run already knew it
-    (the candidate's victims as it chose them)."""
+    ``known_starts`` and ``known_summaries``: that last start (``top_start``'s pair) and
+    the first four criteria per candidate node where the dry run already knew them (the
+    candidate's victims as it chose them)."""
     if not candidates:
         return None
 
-    def summary(c: Candidate) -> tuple[float, float, float, float]:
+    def summary(c: Candidate) -> Summary:
         # the first four criteria in one pass over the victims (one call a candidate)
-        priorities = list(map(_PRIORITY, c.victims))
-        return (-c.num_pdb_violations, -max(priorities, default=0),
-                -(sum(priorities) + _PRIORITY_OFFSET * len(priorities)), -len(priorities))
+        return candidate_summary(c.victims, c.num_pdb_violations)
 
     def latest_start(c: Candidate) -> float:
         if not c.victims:
@@ -329,7 +386,8 @@ def pick_one_node_for_preemption(
         if known_starts:
             known = known_starts.get(c.name)
             if known is not None:
-                return known
+                earliest, unstarted = known
+                return min(earliest, now) if unstarted else earliest
         return earliest_start_of_highest_priority(c.victims, now)
 
     # Criterion after criterion, each over the candidates the ones before left tied: the
@@ -337,11 +395,21 @@ def pick_one_node_for_preemption(
     # only for the candidates tied on all four.
     if len(candidates) == 1:
         return candidates[0]
-    summaries = list(map(summary, candidates))
+    if known_summaries:
+        found = known_summaries.get
+        summaries = [found(c.name) or summary(c) for c in candidates]
+    else:
+        summaries = list(map(summary, candidates))
     best_summary = max(summaries)
     remaining = [c for c, s in zip(candidates, summaries) if s == best_summary]
     if len(remaining) > 1:
-        starts = list(map(latest_start, remaining))
+        known = list(map(known_starts.get, map(_NAME, remaining))) if known_starts else []
+        if known and None not in known:
+            # every one known (PreemptionAsync's 500 tied candidates): one comprehension
+            starts = [(earliest if earliest < now else now) if unstarted else earliest
+                      for earliest, unstarted in filter(None, known)]
+        else:
+            starts = list(map(latest_start, remaining))
         best = max(starts)
         remaining = [c for c, s in zip(remaining, starts) if s == best]
     return remaining[0]

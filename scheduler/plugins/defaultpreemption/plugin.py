@@ -56,13 +56,17 @@ from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.evaluator import (
     PDB,
     Candidate,
+    Summary,
+    TopStart,
+    candidate_summary,
     compile_pdbs,
     dry_run_preemption,
     filter_pods_with_pdb_violation,
     importance_key,
     pick_one_node_for_preemption,
     reprieve_victims,
-    started_at,
+    start_times,
+    top_start,
 )
 from scheduler.plugins.defaultpreemption.gang import (
     GangMember,
@@ -106,6 +110,8 @@ _NO_STATUS = Status(Code.SUCCESS)
 _NODE_NAME = attrgetter("name")
 _CODE = attrgetter("code")
 _NODE = attrgetter("node")
+_UID = attrgetter("uid")
+_PRIORITY = attrgetter("priority")
 
 # Upstream wording (users grep for these).
 MESSAGE_PREFIX = "preemption: "
@@ -322,6 +328,100 @@ def _has_preemption_condition(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+@dataclass(frozen=True, slots=True)
+class _SumsAnswer:
+    """What the victims chosen from resource sums were on one node for one request (``key``:
+    the node's generation, the preemptor's priority, cpu and memory): the same while the
+    node and the request stay and every potential victim that started did so before the
+    attempt's ``now`` (``latest_start``: the latest such start, -inf if none), as a pod
+    that has not started sorts as starting ``now`` (after those, in the node's order)."""
+
+    key: tuple[int, int, int, int]
+    # None: not answered from sums (``no_victims``: no lower-priority pod on the node)
+    victims: tuple[PodInfo, ...] | None
+    num_violating: int = 0
+    latest_start: float = -math.inf
+    top_start: TopStart = (math.inf, False)
+    summary: Summary = (0, 0, 0, 0)
+    no_victims: bool = False
+
+
+def _answer_from_sums(key: tuple[int, int, int, int], pod_info: PodInfo, node_info: NodeInfo,
+                      pdbs: Sequence[PDB], now: float) -> _SumsAnswer:
+    """``_select_victims_by_resources``' answer for the node alone (not the plugins
+    independent of its pods, which depend on the preemptor)."""
+    pods = node_info.pods
+    priority = pod_info.priority
+    potential = [p for p in pods if p.priority < priority]
+    if not potential:
+        return _SumsAnswer(key, None, no_victims=True)
+    uids = set(map(_UID, pods))
+    if len(uids) != len(pods) or "" in uids:
+        return _SumsAnswer(key, None)  # NodeInfo.remove_pod finds pods by UID: let it say
+    request = pod_info.requests
+    cpu, memory = request.milli_cpu, request.memory
+    allocatable = node_info.allocatable
+    allowed_pods = allocatable.allowed_pod_number
+    cpu_room = allocatable.milli_cpu - node_info.requested.milli_cpu
+    memory_room = allocatable.memory - node_info.requested.memory
+    for p in potential:
+        cpu_room += p.requests.milli_cpu
+        memory_room += p.requests.memory
+    count = len(pods) - len(potential)
+    # NodeResourcesFit's Filter for a cpu/memory-only request (fit.py's inline check)
+    if not (count < allowed_pods and (cpu <= 0 or cpu <= cpu_room)
+            and (memory <= 0 or memory <= memory_room)):
+        return _SumsAnswer(key, None)
+
+    # Most important first (importance_key's order: a pod that has not started sorts as
+    # starting now), each start read once.
+    starts = start_times(potential)
+    unstarted = starts[0] is None and starts.count(None) == len(starts)
+    if unstarted:
+        # None started (the bench's pods: no kubelet): the order is by priority alone, a
+        # stable sort in C (reverse keeps equal keys in the node's order).
+        potential.sort(key=_PRIORITY, reverse=True)
+        order: list[int] = []
+        latest_start = -math.inf
+    else:
+        keys = [(-p.priority, now if s is None else s) for p, s in zip(potential, starts)]
+        order = sorted(range(len(potential)), key=keys.__getitem__)
+        potential = list(map(potential.__getitem__, order))
+        latest_start = max([s for s in starts if s is not None], default=-math.inf)
+    if pdbs:
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+    else:
+        violating, non_violating = [], potential
+    # reprieve_victims' loop on the sums, inline (no call per reprieve): put each pod
+    # back, PDB-protected ones first, keeping it when the pod still fits, else it is a
+    # victim (fits() after the add, as NodeResourcesFit's inline check).
+    victims: list[PodInfo] = []
+    num_violating = 0
+    for group, violates in ((violating, 1), (non_violating, 0)):
+        for victim in group:
+            requests = victim.requests
+            cpu_left = cpu_room - requests.milli_cpu
+            memory_left = memory_room - requests.memory
+            if (count + 1 < allowed_pods and (cpu <= 0 or cpu <= cpu_left)
+                    and (memory <= 0 or memory <= memory_left)):
+                count += 1
+                cpu_room, memory_room = cpu_left, memory_left
+            else:
+                victims.append(victim)
+                num_violating += violates
+    if violating and non_violating:
+        victims.sort(key=importance_key(now))
+    if not victims:
+        return _SumsAnswer(key, (), latest_start=latest_start)
+    if unstarted:
+        top: TopStart = (math.inf, True)
+    else:
+        start_of = dict(zip(map(id, potential), map(starts.__getitem__, order)))
+        top = top_start(victims, list(map(start_of.__getitem__, map(id, victims))))
+    return _SumsAnswer(key, tuple(victims), num_violating, latest_start, top,
+                       candidate_summary(victims, num_violating))
+
+
 class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     NAME = NAME
 
@@ -355,9 +455,14 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         # ... and the cycle's Filter statuses of the nodes (which plugin rejected each).
         self._rejected: Mapping[str, Status] = {}
         # Filled by the by-resources dry run of the last find_candidates: per candidate node,
-        # the earliest start among its highest-priority victims (the pick's last criterion),
-        # where the victims' order made it known.
-        self._top_starts: dict[str, float] = {}
+        # the earliest start among its highest-priority victims (the pick's last criterion)
+        # and the pick's first four criteria, as the victims it chose give them.
+        self._top_starts: dict[str, TopStart] = {}
+        self._summaries: dict[str, Summary] = {}
+        # The by-resources answer per node, kept across attempts: a preemptor like the last
+        # one on a node unchanged since (its generation) finds the same victims
+        # (PreemptionAsync's preemptors each answer 500 nodes, most of them unchanged).
+        self._from_sums: dict[str, _SumsAnswer] = {}
 
     # --- enqueue -----------------------------------------------------------------------------
 
@@ -420,7 +525,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return narrowed
         if isinstance(narrowed, _GangPlanned):
             return self._carry_out_gang_plan(pod_info, narrowed.group, narrowed.plan)
-        known_starts: Mapping[str, float] | None = None
+        known_starts: Mapping[str, TopStart] | None = None
+        known_summaries: Mapping[str, Summary] | None = None
         if narrowed is not None:
             # the extenders' narrowing may have changed the victims: no known start times
             candidates: list[Candidate] = narrowed
@@ -441,9 +547,10 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             if early is not None:
                 return early
             # the candidates as the dry run chose them: its start times hold
-            known_starts = self._top_starts
+            known_starts, known_summaries = self._top_starts, self._summaries
         best = pick_one_node_for_preemption(candidates, now=time.time(),
-                                            known_starts=known_starts)
+                                            known_starts=known_starts,
+                                            known_summaries=known_summaries)
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, ERR_NO_CANDIDATE)
         if self.dry_run:
@@ -905,6 +1012,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             self._reprieve = reprieve
             self._rejected = node_to_status
             self._top_starts = {}
+            self._summaries = {}
+            if len(self._from_sums) > 2 * len(all_nodes):
+                self._from_sums.clear()  # nodes gone since: never asked about again
             try:
                 candidates, statuses, errors = dry_run_preemption(
                     self.select_victims_on_node, state, pod_info, potential, pdbs,
@@ -1087,77 +1197,34 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         fit even with every lower-priority pod gone (the plain path then names why)."""
         reprieve = self._reprieve
         assert reprieve is not None and reprieve.nominated_nodes is not None
-        if node_info.name in reprieve.nominated_nodes:
+        name = node_info.name
+        if name in reprieve.nominated_nodes:
             return None
-        pods = node_info.pods
-        priority = pod_info.priority
-        potential = [p for p in pods if p.priority < priority]
-        if not potential:
-            return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
-        uids = {p.uid for p in pods}
-        if len(uids) != len(pods) or "" in uids:
-            return None  # NodeInfo.remove_pod finds pods by UID: let it say what happens
+        now = time.time()
         request = pod_info.requests
-        cpu, memory = request.milli_cpu, request.memory
-        allocatable = node_info.allocatable
-        allowed_pods = allocatable.allowed_pod_number
-        cpu_room = allocatable.milli_cpu - node_info.requested.milli_cpu
-        memory_room = allocatable.memory - node_info.requested.memory
-        for p in potential:
-            cpu_room += p.requests.milli_cpu
-            memory_room += p.requests.memory
-        count = len(pods) - len(potential)
-
-        def fits() -> bool:
-            # NodeResourcesFit's Filter for a cpu/memory-only request (fit.py's inline check)
-            return (count < allowed_pods and (cpu <= 0 or cpu <= cpu_room)
-                    and (memory <= 0 or memory <= memory_room))
-
-        if not fits():
+        key = (node_info.generation, pod_info.priority, request.milli_cpu, request.memory)
+        answer = None if pdbs else self._from_sums.get(name)
+        if answer is None or answer.key != key or answer.latest_start >= now:
+            answer = _answer_from_sums(key, pod_info, node_info, pdbs, now)
+            if not pdbs and answer.latest_start < now:
+                self._from_sums[name] = answer
+        victims = answer.victims
+        if victims is None:
+            if answer.no_victims:
+                return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
             return None
         # The plugins that do not depend on the node's pods: passed already when the
         # cycle's Filter rejected this node with a plugin placed after all of them (it
         # stops at the first rejection), else run once here.
-        rejected = self._rejected.get(node_info.name)
+        rejected = self._rejected.get(name)
         if rejected is None or rejected.plugin not in reprieve.after_independent:
             status = reprieve.independent(state, pod_info, node_info)
             if status is not None and not status.is_success():
                 return None
-
-        now = time.time()
-        potential.sort(key=importance_key(now))
-        if pdbs:
-            violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
-        else:
-            violating, non_violating = [], potential
-        # reprieve_victims' loop on the sums, inline (no call per reprieve): put each pod
-        # back, PDB-protected ones first, keeping it when the pod still fits, else it is a
-        # victim (fits() after the add, as NodeResourcesFit's inline check).
-        victims: list[PodInfo] = []
-        num_violating = 0
-        for group, violates in ((violating, 1), (non_violating, 0)):
-            for victim in group:
-                requests = victim.requests
-                cpu_left = cpu_room - requests.milli_cpu
-                memory_left = memory_room - requests.memory
-                if (count + 1 < allowed_pods and (cpu <= 0 or cpu <= cpu_left)
-                        and (memory <= 0 or memory <= memory_left)):
-                    count += 1
-                    cpu_room, memory_room = cpu_left, memory_left
-                else:
-                    victims.append(victim)
-                    num_violating += violates
-        if violating and non_violating:
-            victims.sort(key=importance_key(now))
         if victims:
-            # Most important first: the first victim has the highest priority and, when it
-            # started (at or before ``now``, or it would sort after a pod that has not),
-            # the earliest start among those of that priority, whatever ``now`` the pick
-            # gives the ones that have not started.
-            started = started_at(victims[0])
-            if started is not None and started <= now:
-                self._top_starts[node_info.name] = started
-        return victims, num_violating, None
+            self._top_starts[name] = answer.top_start
+            self._summaries[name] = answer.summary
+        return list(victims), answer.num_violating, None
 
     # --- carrying it out ---------------------------------------------------------------------
 

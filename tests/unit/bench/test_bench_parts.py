@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from scheduler.bench import build_parser
-from scheduler.bench.report import Progress, curve_table, format_result
+from scheduler.bench.report import Progress, cores_bound, curve_table, format_result
 from scheduler.bench.creator import CreatorReport
 from scheduler.bench.machine import Machine, cpu_model
-from scheduler.bench.run import SchedulerRun, _result, churn_loop, delete_loop
+from scheduler.bench.run import SchedulerRun, _result, churn_loop, delete_loop, sandbox_flags
 from scheduler.bench.workloads import (
     EXISTING_NAMESPACE,
     MEASURED_NAMESPACE,
@@ -48,26 +49,58 @@ def test_progress_writes_nothing_on_a_pipe() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "nodes", "floor", "measured", "existing", "gated", "node_pods"),
+    ("name", "nodes", "floor", "measured", "existing", "gated", "node_pods", "zones"),
     [
-        pytest.param("SchedulingBasic", 5000, 680, 10000, 1000, 0, "110", id="basic"),
-        pytest.param("SchedulingPodAntiAffinity", 5000, 60, 2000, 1000, 0, "110",
+        # upstream's node-default template: no zone label
+        pytest.param("SchedulingBasic", 5000, 680, 10000, 1000, 0, "110", False, id="basic"),
+        pytest.param("SchedulingPodAntiAffinity", 5000, 60, 2000, 1000, 0, "110", False,
                      id="anti-affinity"),
-        pytest.param("TopologySpreading", 5000, 460, 5000, 5000, 0, "110", id="spread"),
-        pytest.param("NodeAffinity", 5000, 220, 10000, 5000, 0, "110", id="node-affinity"),
-        pytest.param("PreemptionAsync", 5000, 570, 5000, 20000, 0, "110", id="preemption"),
+        # labelNodePrepareStrategy: moon-1/2/3, and zone1
+        pytest.param("TopologySpreading", 5000, 460, 5000, 5000, 0, "110", True, id="spread"),
+        pytest.param("NodeAffinity", 5000, 220, 10000, 5000, 0, "110", True,
+                     id="node-affinity"),
+        pytest.param("PreemptionAsync", 5000, 570, 5000, 20000, 0, "110", False,
+                     id="preemption"),
         # upstream's 1Node_10000GatedPods: node-with-name (90000 pods), 20000 deleting pods
-        pytest.param("SchedulingWhileGated", 1, 910, 20000, 20000, 10000, "90000", id="gated"),
-        pytest.param("MixedChurn", 5000, 710, 10000, 0, 0, "110", id="churn"),
+        pytest.param("SchedulingWhileGated", 1, 910, 20000, 20000, 10000, "90000", False,
+                     id="gated"),
+        pytest.param("MixedChurn", 5000, 710, 10000, 0, 0, "110", False, id="churn"),
     ],
 )
 def test_upstream_shapes_at_their_size(name: str, nodes: int, floor: float, measured: int,
-                                       existing: int, gated: int, node_pods: str) -> None:
+                                       existing: int, gated: int, node_pods: str,
+                                       zones: bool) -> None:
     w = WORKLOADS[name]
     assert (w.upstream_floor, w.measured_pods) == (floor, measured)
     assert (w.before(w.existing_pods, nodes=nodes, pods=measured),
             w.before(w.gated_pods, nodes=nodes, pods=measured)) == (existing, gated)
     assert (w.node_cpu, w.node_memory, w.node_pods) == ("4", "32Gi", node_pods)
+    assert w.node_zones is zones
+
+
+def test_only_the_shapes_whose_nodes_have_zones_upstream_keep_them() -> None:
+    """Upstream's node-default, node-with-name and node-with-dra-test-driver templates have
+    no zone; the Backlog is SchedulingBasic's nodes. Our own shapes (no upstream template)
+    keep the sandbox's zones, as their earlier figures had them."""
+    zoned = {name for name, w in WORKLOADS.items() if w.node_zones}
+    ours = {"gang", "plain", "anti-affinity", "spread", "extender",
+            *(f"GangMixed{size}{topo}" for size in (8, 32, 128) for topo in ("", "Topology"))}
+    assert zoned == {"TopologySpreading", "NodeAffinity"} | ours
+    assert not WORKLOADS["Backlog"].node_zones
+    assert not any(w.node_zones for name, w in WORKLOADS.items() if w.dra_devices)
+
+
+@pytest.mark.parametrize(("name", "flag"), [
+    pytest.param("SchedulingBasic", "--no-node-topology", id="no-zones"),
+    pytest.param("TopologySpreading", "--node-topology", id="zones"),
+])
+def test_the_sandbox_is_told_whether_its_nodes_have_zones(name: str, flag: str,
+                                                         tmp_path: Path) -> None:
+    from scheduler.sandbox.testing import SandboxProcess
+
+    flags = sandbox_flags(WORKLOADS[name], nodes=5, node_cpu="4", node_memory="32Gi")
+    argv = SandboxProcess(workdir=tmp_path, **flags).argv()
+    assert flag in argv and argv[argv.index("--nodes") + 1] == "5"
 
 
 def test_while_gated_is_upstreams_light_and_gated_pods_scaled_with_the_measured_pods() -> None:
@@ -472,3 +505,70 @@ def test_the_result_text_ends_with_the_cpu_split() -> None:
                                 "event_process_cpu_per_pod_ms": 0.1})
     assert with_child.splitlines()[-1] == (
         "CPU per measured pod: scheduler 0.900 ms (90%), event process 0.100 ms (10%)")
+
+
+_SPLIT = {"creator_cpu_per_pod_ms": 0.2, "sandbox_cpu_per_pod_ms": 0.6,
+          "scheduler_cpu_per_pod_ms": 1.2, "binding_with_event_rate_per_s": 2000.0}
+
+
+@pytest.mark.parametrize(("result", "bound"), [
+    # 2 cores ÷ 2.0 ms = 1000/s; one core ÷ the scheduler's 1.2 ms = 833.3/s binds
+    pytest.param({"cores": 2, **_SPLIT}, (1000.0, 833.3, 833.3, "scheduler core", 0.417),
+                 id="the-scheduler-core-binds"),
+    # a cheaper scheduler: 2 ÷ 1.4 ms = 1428.6/s binds before one core ÷ 0.6 ms
+    pytest.param({"cores": 2, **_SPLIT, "scheduler_cpu_per_pod_ms": 0.6},
+                 (1428.6, 1666.7, 1428.6, "shared cores", 0.714), id="the-shared-cores-bind"),
+    # the sandbox's own core: one core ÷ 0.9 ms binds before 2 ÷ 1.6 ms
+    pytest.param({"cores": 2, **_SPLIT, "sandbox_cpu_per_pod_ms": 0.9,
+                  "scheduler_cpu_per_pod_ms": 0.5},
+                 (1250.0, 1111.1, 1111.1, "sandbox core", 0.556), id="the-sandbox-core-binds"),
+    # the scheduler may use 1 of 2 cores, and so may the processes it starts
+    pytest.param({"cores": 2, "scheduler_affinity": 1, **_SPLIT},
+                 (500.0, 833.3, 500.0, "shared cores", 0.25), id="affinity"),
+    # a backlog's creator ran before the window: 2 ÷ 1.1 ms (with it, 2 ÷ 1.3 ms would bind)
+    pytest.param({"cores": 2, "backlog": True, **_SPLIT,
+                  "scheduler_cpu_per_pod_ms": 0.5},
+                 (1818.2, 1666.7, 1666.7, "sandbox core", 0.833), id="backlog"),
+    # the event process is a fourth share: 2 ÷ 2.5 ms
+    pytest.param({"cores": 2, **_SPLIT, "event_process_cpu_per_pod_ms": 0.5},
+                 (800.0, 833.3, 800.0, "shared cores", 0.4), id="event-process"),
+    pytest.param({"cores": 2, **_SPLIT, "binding_with_event_rate_per_s": 0.0},
+                 (1000.0, 833.3, 833.3, "scheduler core", None), id="no-ceiling"),
+    pytest.param({**_SPLIT}, None, id="no-cores"),
+    pytest.param({"cores": 2, **_SPLIT, "sandbox_cpu_per_pod_ms": None}, None,
+                 id="sandbox-unreadable"),
+])
+def test_the_cores_bound_is_the_lower_of_the_shared_cores_and_one_core(
+        result: dict[str, Any], bound: tuple[Any, ...] | None) -> None:
+    keys = ("cores_bound_shared_pods_per_s", "cores_bound_single_core_pods_per_s",
+            "cores_bound_pods_per_s", "cores_bound_by", "cores_bound_ratio")
+    got = cores_bound(result)
+    assert set(got) == set(keys)
+    assert tuple(got[k] for k in keys) == (bound if bound is not None else (None,) * 5)
+
+
+def test_the_result_carries_the_cores_bound_and_its_text_line_says_what_binds() -> None:
+    binds = [2.0 + (i + 1) / 100 for i in range(400)]
+    run = SchedulerRun(
+        bound=400, started=0.0, synced=2.0, released=2.0,
+        creation=CreatorReport(created=400, failed=0, error="", started=2.01, finished=4.0,
+                               cpu=0.2),
+        last_bind=6.0, bind_times=binds, cpu=1.0, cycle_cpu=0.5, cycle_latencies=[],
+        sandbox_cpu=1.3)
+    machine = Machine(cpu_model="AMD EPYC", cores=2, affinity=2, load=None)
+    result = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400, existing=0,
+                     gated=0, confirmed=400, raw_rate=1000.0, official_rate=900.0,
+                     with_event_rate=800.0, floor=None, run=run, machine=machine)
+    # creator 0.5 + sandbox 3.25 + scheduler 1.25 ms: 2 cores ÷ 5 ms = 400/s; the
+    # sandbox's one core ÷ 3.25 ms = 307.7/s binds, 0.385 of the 800/s ceiling
+    assert (result["cores_bound_shared_pods_per_s"], result["cores_bound_pods_per_s"],
+            result["cores_bound_by"], result["cores_bound_ratio"]) == (
+        400.0, 307.7, "sandbox core", 0.385)
+    assert format_result(result).splitlines()[-1].endswith(
+        "; the cores carry at most 307.7 pods/s at this CPU (shared cores 400.0, one core "
+        "307.7), bound by the sandbox core: 0.385 of the ceiling")
+    without_machine = _result(WORKLOADS["SchedulingBasic"], nodes=10, measured=400,
+                              existing=0, gated=0, confirmed=400, raw_rate=1000.0,
+                              official_rate=900.0, with_event_rate=800.0, floor=None, run=run)
+    assert without_machine["cores_bound_pods_per_s"] is None
+    assert "carry at most" not in format_result(without_machine)

@@ -259,6 +259,12 @@ class CacheMachine(RuleBasedStateMachine):
         assert comparable_snapshot(self.snapshot) == comparable_snapshot(fresh)
         # Every listed NodeInfo is the map's object (plugins may use either).
         assert all(self.snapshot.get(i.name) is i for i in self.snapshot.list())
+        # The snapshot's pod lists hold the cache's pod objects in the cache's order (they
+        # are synced by replaying the cache's changes, not copied whole).
+        for name, info in self.snapshot.node_info_map.items():
+            held = self.cache._nodes[name]
+            for attr in ("pods", "pods_with_affinity", "pods_with_required_anti_affinity"):
+                assert list(map(id, getattr(info, attr))) == list(map(id, getattr(held, attr)))
         images = {
             i: (s.size, s.num_nodes) for i, s in self.snapshot.image_states.items()
         }

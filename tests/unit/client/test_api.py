@@ -5,6 +5,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.client.api import (
     AlreadyExists,
@@ -382,3 +384,17 @@ async def test_create_unread_decodes_only_a_refusal(
     assert [(r.body["metadata"]["name"], r.body["note"])
             for r in server.requests_for("POST", path)] == [("e1", "n")]
     assert len(decodes) == decoded
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+       | st.text(alphabet="abz09-._~/:@!$&'()*+,;=% ?#[]\\é\x00", max_size=40))
+def test_a_path_goes_out_as_quote_would_write_it(path: str) -> None:
+    """The lean writer skips quote() for a path it would leave unchanged: the same target
+    for every path (the names the scheduler writes, and any other)."""
+    from urllib.parse import quote
+
+    from scheduler.client.api import _NEEDS_QUOTING, _PATH_SAFE
+
+    fast = quote(path, safe=_PATH_SAFE) if _NEEDS_QUOTING(path) else path
+    assert fast == quote(path, safe=_PATH_SAFE)
+    assert (_NEEDS_QUOTING(path) is None) == (quote(path, safe=_PATH_SAFE) == path)

@@ -264,3 +264,126 @@ async def test_each_request_times_out_at_its_own_deadline(
     assert (await p.request("POST", "/c", head=HEAD, body=b"{}", timeout=5)).body == b"after"
     assert not p._deadlines
     p.close()
+
+
+# -- pipelining: the requests of one loop turn, one write on one connection
+
+
+async def _warm(p: Http1Pool) -> Any:
+    """One request, so the pool holds one idle connection; that connection."""
+    await p.request("POST", "/warm", head=HEAD, body=b"{}", timeout=5)
+    assert p.connections_made == 1
+    return p._idle[-1]
+
+
+def _count_writes(conn: Any) -> list[bytes]:
+    writes: list[bytes] = []
+    write = conn.transport.write
+
+    def counted(data: bytes) -> None:
+        writes.append(data)
+        write(data)
+
+    conn.transport.write = counted
+    return writes
+
+
+@pytest.mark.parametrize("pipeline", [1, 4])
+async def test_one_turns_requests_go_out_in_one_write_and_are_answered_in_order(
+    server: ScriptedServer, pool: Callable[..., Http1Pool], pipeline: int,
+) -> None:
+    """One connection allowed (size=1): unpipelined, the four requests take it one after
+    the other, a write each; pipelined, they share it (the pool's slot is the connection's,
+    not each request's) and go out in one write."""
+    server.script = [(ok(b"w"), False)] + [(ok(b"%d" % i), False) for i in range(4)]
+    p = pool(pipeline=pipeline, size=1)
+    writes = _count_writes(await _warm(p))
+    answers = await asyncio.gather(*(
+        p.request("POST", f"/{i}", head=HEAD, body=b"{}", timeout=5) for i in range(4)))
+    assert [a.body for a in answers] == [b"0", b"1", b"2", b"3"]
+    assert [r.split(b" ")[1] for r in server.requests[1:]] == [
+        b"/prefix/0", b"/prefix/1", b"/prefix/2", b"/prefix/3"]
+    assert len(writes) == (4 if pipeline == 1 else 1)
+    assert p.connections_made == 1
+    # Every answer in: the connection is idle again, and reused.
+    server.script = [(ok(b"again"), False)]
+    assert (await p.request("POST", "/again", head=HEAD, body=b"{}", timeout=5)).body \
+        == b"again"
+    assert p.connections_made == 1
+    p.close()
+
+
+async def test_a_turn_beyond_the_pipeline_depth_takes_another_connection(
+    server: ScriptedServer, pool: Callable[..., Http1Pool],
+) -> None:
+    server.script = [(ok(b"w"), False)] + [(ok(b"x"), False) for _ in range(5)]
+    p = pool(pipeline=3)
+    writes = _count_writes(await _warm(p))
+    answers = await asyncio.gather(*(
+        p.request("POST", f"/{i}", head=HEAD, body=b"{}", timeout=5) for i in range(5)))
+    assert [a.status for a in answers] == [201] * 5
+    assert len(writes) == 1 and b"".join(writes).count(b"POST ") == 3
+    # The fourth and the fifth found no idle connection: each connected (a request waiting
+    # for its connection is no turn's connection yet).
+    assert p.connections_made == 3
+    assert len(p._idle) == 3
+    p.close()
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    pytest.param(([b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n2"],
+                  True), "before answering a pipelined request", id="server-closes-after"),
+    pytest.param(None, "no response within", id="timeout"),
+    pytest.param(([b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"], False),
+                 "malformed Content-Length", id="broken-answer"),
+])
+async def test_a_broken_pipelined_exchange_fails_the_requests_behind_it(
+    server: ScriptedServer, pool: Callable[..., Http1Pool], second: Reply | None,
+    message: str,
+) -> None:
+    """The answers before the break stand; the request that broke and those written after
+    it on the connection fail as any broken connection's request (not retried); the next
+    request takes a fresh connection."""
+    server.script = [(ok(b"w"), False), (ok(b"1"), False), second,
+                     (ok(b"3"), False), (ok(b"fresh"), False)]
+    p = pool(pipeline=4)
+    await _warm(p)
+    results = await asyncio.gather(*(
+        p.request("POST", f"/{i}", head=HEAD, body=b"{}", timeout=0.5) for i in (1, 2, 3)),
+        return_exceptions=True)
+    assert not isinstance(results[0], BaseException) and results[0].body == b"1"
+    if second is not None and second[1]:  # a proper answer, then the close
+        assert not isinstance(results[1], BaseException) and results[1].body == b"2"
+        assert isinstance(results[2], HttpConnectionError)
+        assert message in str(results[2])
+    else:
+        assert all(isinstance(r, HttpConnectionError) for r in results[1:])
+        assert message in str(results[1])
+    server.script = [(ok(b"fresh"), False)]
+    assert (await p.request("POST", "/n", head=HEAD, body=b"{}", timeout=5)).body == b"fresh"
+    assert p.connections_made == 2
+    assert not p._deadlines
+    p.close()
+
+
+async def test_a_cancelled_pipelined_request_fails_the_others_on_its_connection(
+    server: ScriptedServer, pool: Callable[..., Http1Pool],
+) -> None:
+    server.script = [(ok(b"w"), False), None, None]
+    p = pool(pipeline=4)
+    await _warm(p)
+    tasks = [asyncio.create_task(p.request("POST", f"/{i}", head=HEAD, body=b"{}",
+                                           timeout=30)) for i in range(2)]
+    await asyncio.sleep(0.05)
+    tasks[0].cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await tasks[0]
+    with pytest.raises(HttpConnectionError):
+        await asyncio.wait_for(tasks[1], 5)
+    assert not p._all and not p._idle
+    p.close()
+
+
+def test_pipeline_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="pipeline"):
+        Http1Pool("http://h", ssl_context=None, pipeline=0)

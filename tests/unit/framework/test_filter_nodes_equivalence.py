@@ -16,6 +16,7 @@ import pytest
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.batching import BatchCache
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin
 from scheduler.framework.node_info import NodeInfo
@@ -187,6 +188,34 @@ def test_chunked_walk_matches_the_node_by_node_walk(seed: int) -> None:
         assert processed == want_processed
         assert {k: summary(v) for k, v in diagnosis.node_to_status.items()} == want_statuses
         assert diagnosis.unschedulable_plugins == {s[2] for s in want_statuses.values()}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_batched_walk_matches_the_node_by_node_walk(seed: int) -> None:
+    """The walk over the snapshot's own node list with a batch (kept statuses read by
+    position; after a chunk that met rejections, the next is sized by the share that
+    passed) examines the same nodes and records the same rejections."""
+    rng = random.Random(seed)
+    snapshot = cluster(seed, size=rng.choice([40, 90, 200]))
+    fwk = framework(snapshot)
+    nodes = snapshot.list()
+    batches = BatchCache()
+    for _ in range(10):
+        state, info = prepared(fwk, snapshot, rng.choice(["plain", "tolerating", "selector",
+                                                          "storage", "spread"]))
+        batch = batches.begin(fwk, state, info, num_nodes=len(nodes), image_generation=0,
+                              snapshot=snapshot)
+        start = rng.randrange(len(nodes))
+        to_find = rng.choice([1, 5, 17, 30, len(nodes) // 3, len(nodes) // 2, len(nodes)])
+        diagnosis = Diagnosis()
+        feasible, processed = filter_nodes_from(
+            fwk, state, info, nodes, start=start, to_find=to_find, diagnosis=diagnosis,
+            batch=batch)
+        want_feasible, want_processed, want_statuses = reference_walk(
+            fwk, state, info, nodes, start, to_find)
+        assert [n.name for n in feasible] == want_feasible
+        assert processed == want_processed
+        assert {k: summary(v) for k, v in diagnosis.node_to_status.items()} == want_statuses
 
 
 class _Raises(FilterPlugin):

@@ -1,5 +1,6 @@
 """NodeInfo's pod list: replacing a pod by its UID keeps every pod in its place, wherever the
-replaced pod stands (the search runs from the end, where a just-assumed pod is)."""
+replaced pod stands; the cache's NodeInfos find it by its UID's number (a bisection), copies
+by a scan from the end (where a just-assumed pod is)."""
 
 from __future__ import annotations
 
@@ -51,20 +52,34 @@ class _CountingList(list[PodInfo]):
 
 
 
-def _node_of_1000(counting: type[_CountingList]) -> NodeInfo:
-    """A node of pods p0..p999 whose pod list counts the reads made from now on."""
+def _node_of_1000(counting: type[_CountingList], *, copy: bool = False) -> NodeInfo:
+    """A node of pods p0..p999 whose pod list counts the reads made from now on; with
+    ``copy``, a clone of it (copies keep no index of their pods: they scan)."""
     node = NodeInfo(make_node("node"))
     for i in range(1000):
         node.add_pod(_info(f"p{i}"))
+    if copy:
+        node = node.clone()
     node.pods = counting(node.pods)
     _CountingList.reads = 0
     return node
 
-@pytest.mark.parametrize(("from_end", "steps"), [(0, 1), (1, 2), (3, 4)])
-def test_replace_pod_of_a_recent_pod_reads_only_the_tail(from_end: int, steps: int) -> None:
-    # A binding's confirmation replaces the pod assumed last: on a node of 1000 pods it
-    # must not read every pod before it.
+
+@pytest.mark.parametrize("position", [999, 998, 500, 0])
+def test_replace_pod_reads_no_pod_to_find_it(position: int) -> None:
+    # The cache's NodeInfos find a pod's place by its UID's number (a bisection), wherever
+    # it is: on SchedulingWhileGated's node of 40000 pods, no scan.
     node = _node_of_1000(_CountingList)
+    new = _info(f"p{position}", label="v2")
+    assert node.replace_pod(new)
+    assert _CountingList.reads == 0 and node.pods[position] is new
+
+
+@pytest.mark.parametrize(("from_end", "steps"), [(0, 1), (1, 2), (3, 4)])
+def test_replace_pod_of_a_recent_pod_on_a_copy_reads_only_the_tail(
+        from_end: int, steps: int) -> None:
+    # A copy scans from the end, where a binding's confirmation finds the pod assumed last.
+    node = _node_of_1000(_CountingList, copy=True)
     assert node.replace_pod(_info(f"p{999 - from_end}", label="v2"))
     assert _CountingList.reads == steps
 
@@ -103,11 +118,36 @@ class _IterCountingList(_CountingList):
             yield item
 
 
+@pytest.mark.parametrize("position", [999, 0, 500, 998])
+def test_remove_pod_reads_only_the_pod_removed(position: int) -> None:
+    node = _node_of_1000(_IterCountingList)
+    assert node.remove_pod(_info(f"p{position}").pod)
+    assert _CountingList.reads <= 1
+    assert [p.pod["metadata"]["name"] for p in node.pods] == [
+        f"p{i}" for i in range(1000) if i != position]
+    # and the pods after it are found at their shifted places
+    new = _info("p997", label="v2")
+    assert node.replace_pod(new) and node.pods[997 - (position < 997)] is new
+    assert node.remove_pod(_info("p1").pod)
+    assert not node.remove_pod(_info(f"p{position}").pod)
+
+
+def test_a_uid_added_twice_is_found_as_a_scan_finds_it() -> None:
+    # Not a state the cache makes; the index gives way to the scan (last pod first).
+    node = NodeInfo(make_node("node"))
+    first, other, second = _info("a"), _info("b"), _info("a", label="v2")
+    for pod_info in (first, other, second):
+        node.add_pod(pod_info)
+    assert node.remove_pod(first.pod) and node.pods == [first, other]
+    assert node.remove_pod(first.pod) and node.pods == [other]
+
+
 @pytest.mark.parametrize(("position", "most_reads"), [(999, 1), (0, 2), (500, 502)])
-def test_remove_pod_of_the_last_pod_reads_only_it(position: int, most_reads: int) -> None:
+def test_remove_pod_of_the_last_pod_on_a_copy_reads_only_it(
+        position: int, most_reads: int) -> None:
     # A pod assumed and then forgotten is the last: removing it must not read the 999
     # before it; another pod is found by a scan that stops at it.
-    node = _node_of_1000(_IterCountingList)
+    node = _node_of_1000(_IterCountingList, copy=True)
     assert node.remove_pod(_info(f"p{position}").pod)
     assert _CountingList.reads <= most_reads
     assert [p.pod["metadata"]["name"] for p in node.pods] == [

@@ -37,14 +37,16 @@ DEFAULT = object()  # the plugin does not implement the preflight
                      id="rejection-is-unsupported"),
     ],
 )
+@pytest.mark.parametrize("sampled", [False, True], ids=["unsampled", "sampled"])
 async def test_pre_flights(answers: dict[str, Any], code: Code, message: str,
-                           pre_bind_runs: list[str] | None) -> None:
+                           pre_bind_runs: list[str] | None, sampled: bool) -> None:
     env = Env()
     for name, answer in answers.items():
         behaviour = {} if answer is DEFAULT else {"pre_bind_pre_flight": answer}
         env.add(name, [PreBindPlugin], **behaviour)
     fwk = env.framework(multi=list(answers))
     state, pod = CycleState(), PodInfo.from_pod(make_pod("p"))
+    state.record_plugin_metrics = sampled  # plugins timed (sampled) or called directly
     status = fwk.run_pre_bind_pre_flights(state, pod, "n1")
     assert (status.code if status is not None else Code.SUCCESS) == code
     if message:

@@ -50,7 +50,7 @@ def test_public_names_are_exactly_all_and_importable() -> None:
     assert exported - PUBLIC <= {
         "cycle_state", "events", "interfaces", "node_info", "registry", "status", "types",
         "errors", "handle", "runtime", "builder", "instrumentation", "waiting_pods",
-        "batching", "batching_kept", "batching_mask", "nominated", "runtime_base",
+        "batching", "batching_kept", "batching_mask", "batching_sign", "nominated", "runtime_base",
         "runtime_filter",
         "runtime_score", "runtime_binding",
     }

@@ -569,6 +569,17 @@ class TestReserve:
         status = env.framework(multi=["A"]).run_reserve_plugins_reserve(CycleState(), _pod(), "n")
         assert status == Status(Code.ERROR, "running Reserve plugin 'A': io", plugin="A")
 
+    @pytest.mark.parametrize("sampled", [False, True], ids=["unsampled", "sampled"])
+    def test_reserve_that_raises_is_an_error_and_stops(self, sampled: bool) -> None:
+        env = Env()
+        env.add("A", [ReservePlugin], reserve=RuntimeError("bug"))
+        env.add("B", [ReservePlugin])
+        state = CycleState()
+        state.record_plugin_metrics = sampled
+        status = env.framework(multi=["A", "B"]).run_reserve_plugins_reserve(state, _pod(), "n")
+        assert status == Status(Code.ERROR, "running Reserve plugin 'A': bug", plugin="A")
+        assert env.calls("reserve") == ["A"]
+
 
 class TestPermit:
     async def test_all_allow(self) -> None:

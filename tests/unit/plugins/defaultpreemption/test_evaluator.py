@@ -18,11 +18,13 @@ from scheduler.objects.pod import PodInfo
 from scheduler.plugins import names
 from scheduler.plugins.defaultpreemption.evaluator import (
     Candidate,
+    candidate_summary,
     compile_pdbs,
     dry_run_preemption,
     filter_pods_with_pdb_violation,
     parse_rfc3339,
     pick_one_node_for_preemption,
+    top_start,
 )
 from scheduler.plugins.defaultpreemption.plugin import (
     NAME,
@@ -265,6 +267,29 @@ def test_pick_is_the_criteria_applied_in_turn(
                   for i, (victims, violations) in enumerate(drawn)]
     best = pick_one_node_for_preemption(candidates, now=2e9)
     assert best is _pick_criterion_by_criterion(candidates, 2e9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(
+    st.lists(st.tuples(st.sampled_from([-100, LOW, MID]), st.sampled_from([None, T0, T1, T2])),
+             min_size=1, max_size=3),
+    st.integers(0, 2), st.booleans()), min_size=1, max_size=6),
+    st.sampled_from([1.0, 1704067201.0, 1704067201.5, 2e9]))
+def test_pick_from_what_the_dry_run_knew_is_the_pick(
+    drawn: list[tuple[list[tuple[int, str | None]], int, bool]], now: float,
+) -> None:
+    """``known_starts`` (``top_start``'s now-free pairs) and ``known_summaries``
+    (``candidate_summary``), given for some candidates, pick what reading the victims
+    picks, at any ``now`` (before, between and after the start times)."""
+    candidates = [_cand(f"c{i}", *victims, violations=violations)
+                  for i, (victims, violations, _) in enumerate(drawn)]
+    known = [c for c, (_, _, is_known) in zip(candidates, drawn) if is_known]
+    best = pick_one_node_for_preemption(
+        candidates, now=now,
+        known_starts={c.name: top_start(c.victims) for c in known},
+        known_summaries={c.name: candidate_summary(c.victims, c.num_pdb_violations)
+                         for c in known})
+    assert best is _pick_criterion_by_criterion(candidates, now)
 
 
 # --- dry run ---------------------------------------------------------------------------------

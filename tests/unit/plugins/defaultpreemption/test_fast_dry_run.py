@@ -19,7 +19,10 @@ from scheduler.config.defaults import default_profile
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import PodInfo
-from scheduler.plugins.defaultpreemption.evaluator import earliest_start_of_highest_priority
+from scheduler.plugins.defaultpreemption.evaluator import (
+    candidate_summary,
+    earliest_start_of_highest_priority,
+)
 from scheduler.plugins.defaultpreemption.plugin import POD_INDEPENDENT_FILTERS, DefaultPreemption
 from scheduler.plugins.registry import IN_TREE
 from scheduler.queue.nominator import Nominator
@@ -274,5 +277,55 @@ def test_start_times_the_dry_run_knows_are_the_picks(
     assert set(known) <= {c.name for c in (dry.candidates if dry else [])}
     for candidate in dry.candidates if dry else []:
         if candidate.name in known:
-            assert known[candidate.name] == earliest_start_of_highest_priority(
-                candidate.victims, time.time())
+            now = time.time()
+            earliest, unstarted = known[candidate.name]
+            assert (min(earliest, now) if unstarted else earliest) == (
+                earliest_start_of_highest_priority(candidate.victims, now))
+            assert cluster.plugin._summaries[candidate.name] == candidate_summary(
+                candidate.victims, candidate.num_pdb_violations)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_answers_kept_across_attempts_are_what_a_fresh_dry_run_finds(
+    case: tuple[Cluster, dict[str, Any]], data: st.DataObject,
+) -> None:
+    """The by-resources answers kept per node (``_from_sums``) serve a later attempt only
+    as the plain dry run would answer it: the same preemptor again, another preemptor, and
+    after a node changed (a pod added, its generation moved)."""
+    cluster, preemptor = case
+    cluster.candidates(preemptor, plain=False)
+    assert cluster.candidates(preemptor, plain=False) == cluster.candidates(preemptor, plain=True)
+    other = pod("other", priority=data.draw(st.sampled_from([5, 100, 1000])),
+                cpu=data.draw(st.sampled_from(["500m", "1", "3"])), memory="100Mi")
+    assert cluster.candidates(other, plain=False) == cluster.candidates(other, plain=True)
+    node = cluster.snapshot.list()[data.draw(st.integers(0, len(cluster.snapshot.list()) - 1))]
+    node.add_pod(PodInfo.from_pod(pod(
+        "joined", priority=data.draw(st.sampled_from([0, 5])), cpu="300m", memory="100Mi",
+        node_name=node.name, start=data.draw(st.sampled_from(STARTS)))))
+    assert cluster.candidates(preemptor, plain=False) == cluster.candidates(preemptor, plain=True)
+
+
+@pytest.mark.parametrize(
+    ("starts", "kept"),
+    [
+        # started in the past, or not started (each sorts as starting now): the order of
+        # the node's pods is the same at any later now
+        ((STARTS[1], STARTS[2], STARTS[3], STARTS[1]), True),
+        ((None, None, STARTS[2], None), True),
+        # one started "after now" (a clock ahead): it sorts after the ones not started
+        # until now passes it, so the answer is not kept
+        ((None, "2999-01-01T00:00:00Z", STARTS[2], None), False),
+    ],
+)
+def test_an_answer_is_kept_only_while_the_order_cannot_move_with_now(
+    starts: tuple[str | None, ...], kept: bool,
+) -> None:
+    pods = [pod(f"low{i}", priority=0, cpu="900m", memory="100Mi", node_name="n0", start=s)
+            for i, s in enumerate(starts)]
+    cluster = Cluster([_node(0, "4", 110, False)], pods)
+    preemptor = pod("hi", priority=10, cpu="3", memory="100Mi")
+    found = cluster.candidates(preemptor, plain=False)
+    assert ("n0" in cluster.plugin._from_sums) is kept
+    assert cluster.candidates(preemptor, plain=False) == found
+    assert cluster.candidates(preemptor, plain=True) == found

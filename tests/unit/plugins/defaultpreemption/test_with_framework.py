@@ -21,6 +21,7 @@ from tests.fakes import (
     DictListers,
     FakeApiClient,
     FakeEventRecorder,
+    FakeResponse,
     SnapshotLister,
     in_tree_framework,
     node_infos,
@@ -86,6 +87,21 @@ async def test_preempts_through_the_default_profile() -> None:
         ("DELETE", "/api/v1/namespaces/default/pods/b"),
     ]
     assert cluster.recorder.events[0]["message"] == "Preempted by pod uid-p on node n2"
+    # the victim's deletion moves the preemptor, as any pod: nothing is activated
+    assert cluster.activated == []
+
+
+async def test_a_failed_deletion_activates_the_preemptor_through_the_framework() -> None:
+    """The Framework's activate hook is the one the plugin calls when an API call fails
+    (the preemptor may have no event left to wait for)."""
+    cluster = Cluster([node("n1")], [pod("b", priority=LOW, cpu="800m", node_name="n1")])
+    cluster.client.responses = {("DELETE", "/api/v1/namespaces/default/pods/b"): [
+        FakeResponse(500, {"message": "etcd down"})]}
+    result, _, _ = cluster.schedule(pod("p", priority=HIGH, cpu="500m"))
+    assert result == PostFilterResult("n1")
+    await cluster.plugin.wait_idle()
+    assert [p["metadata"]["name"] for p in cluster.activated] == ["p"]
+    assert cluster.recorder.events == []
 
 
 async def test_room_made_for_a_nominated_pod_is_kept() -> None:

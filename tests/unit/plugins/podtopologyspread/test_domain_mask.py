@@ -90,6 +90,10 @@ def test_the_mask_over_the_unmasked_statuses_is_what_filter_answers(
     order = [ni.name for ni in snapshot.node_info_list]
     by_name = dict(zip([ni.name for ni in infos], zip(real, base)))
     rejected = set(mask.reject(snapshot, first=0, index=None, size=len(order)))
+    # exactly the nodes of the domains over the skew: never a node missing the key (its
+    # own status, the missing label, stays)
+    zones = [(ni.node or {})["metadata"]["labels"].get(ZONE) for ni in snapshot.node_info_list]
+    assert rejected == {o for o, zone in enumerate(zones) if zone in mask.over}, case
     for offset, name in enumerate(order):
         want, kept = by_name[name]
         got = (mask.status() if offset in rejected and (kept is None or kept.plugin == NAME)
