@@ -400,6 +400,15 @@ class ApiClient:
             )
         return self._writer
 
+    async def warm_writes(self, count: int) -> int:
+        """Open up to ``count`` of the write pool's connections ahead of the first writes
+        (Http1Pool.warm); how many were opened (0 where aiohttp does the writes: a proxy).
+        Never raises for a connection that cannot be opened: the first write connects."""
+        if self._closed:
+            return 0
+        writer = self._ensure_writer()
+        return await writer.warm(count) if writer is not None else 0
+
     async def close(self) -> None:
         self._closed = True
         if self._writer is not None:

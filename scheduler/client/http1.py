@@ -213,6 +213,9 @@ class _Connection(asyncio.Protocol):
     def eof_received(self) -> bool:
         if self._exchanges:
             self._advance(eof=True)
+        # The transport closes now, connection_lost comes a loop turn later: an idle
+        # connection the server (or a load balancer) closed is not to be reused meanwhile.
+        self.closed = True
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -333,7 +336,8 @@ class Http1Pool:
             raise ValueError("an https origin needs an SSL context")
         self._ssl = ssl_context if self.origin.tls else None
         self._server_hostname = (server_hostname or self.origin.host) if self.origin.tls else None
-        self._slots = Slots(max(1, size), what="pool size")
+        self._size = max(1, size)
+        self._slots = Slots(self._size, what="pool size")
         self._connect_timeout = connect_timeout
         self._idle_seconds = idle_seconds
         self._clock = clock
@@ -415,13 +419,39 @@ class Http1Pool:
         now = self._clock()
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed and now - conn.idle_since < self._idle_seconds:
+            if (not conn.closed and now - conn.idle_since < self._idle_seconds
+                    and conn.transport is not None and not conn.transport.is_closing()):
                 return conn
             conn.close()
             self._all.discard(conn)
         return None
 
+    async def warm(self, count: int) -> int:
+        """Open up to ``count`` connections (no more than the pool's size) and leave them
+        idle, ready for the first requests; how many were opened.
+
+        For the daemon's start: opened while the informers sync, the first binding finds a
+        connection (and its TLS session) ready instead of paying the connect. A connection
+        that cannot be opened is not an error here: the first request connects (or fails)
+        as it would have. A warmed connection the server closes before its first request
+        is dropped by ``_reuse`` like any idle one. ``close`` closes them all."""
+        count = min(count, self._size)
+        if self._closed or count < 1:
+            return 0
+        made = await asyncio.gather(*(self._connect() for _ in range(count)),
+                                    return_exceptions=True)
+        opened = 0
+        for conn in made:
+            if isinstance(conn, _Connection):
+                self._release(conn)  # into the idle list (closed if the pool closed meanwhile)
+                opened += not conn.closed
+            elif not isinstance(conn, HttpConnectionError):
+                raise conn  # not a connection failure: a bug, not to be hidden
+        return opened
+
     async def _connect(self) -> _Connection:
+        if self._closed:
+            raise HttpConnectionError("client is closed")
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(

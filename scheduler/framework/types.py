@@ -175,8 +175,12 @@ class Diagnosis:
                 rejected: list[Status] = [status]
             else:
                 keep = list(map(is_not, statuses, repeat(None)))
-                rejected = list(compress(statuses, keep))  # type: ignore[arg-type]
-                out.update(zip(map(_NAME, compress(nodes, keep)), rejected))
+                if all(keep):  # a failed cycle's chunk: every node rejected, no compress
+                    rejected = statuses  # type: ignore[assignment]
+                    out.update(zip(map(_NAME, nodes), rejected))
+                else:
+                    rejected = list(compress(statuses, keep))  # type: ignore[arg-type]
+                    out.update(zip(map(_NAME, compress(nodes, keep)), rejected))
             plugins.update(filter(None, map(_PLUGIN, rejected)))
             if Code.PENDING in map(_CODE, rejected):
                 self._pending_plugins.update(

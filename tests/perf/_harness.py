@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.logging import configure_logging
 
@@ -48,3 +49,14 @@ def measured(profile: str = "") -> Iterator[Measured]:
         profiler.disable()
         profiler.dump_stats(profile)
         out.calls = pstats.Stats(profiler).total_calls  # type: ignore[attr-defined]
+
+
+def confirm_binding(cache: Any, assumed: dict[str, Any]) -> None:
+    """What the informer's MODIFIED after a binding does to an assumed pod: its bound version
+    (a new resourceVersion and the PodScheduled condition) replaces the assumed one in
+    ``cache`` (a scheduler Cache), confirming the assumption."""
+    bound = {**assumed, "metadata": {**assumed["metadata"], "resourceVersion": "2"},
+             "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
+    held = cache.get_pod_info(bound)
+    assert held is not None
+    cache.add_pod(held.with_node_name(bound))

@@ -27,6 +27,7 @@ from typing import Any
 from scheduler.bench import workloads
 from scheduler.objects.pod import PodInfo
 from tests.offline import cache_with, default_framework, place, scheduling_cycle, windows_reused
+from tests.perf._harness import confirm_binding
 
 
 def node(i: int) -> dict[str, Any]:
@@ -60,15 +61,8 @@ def main() -> None:
             hosts.append(host)
             if args.confirm:
                 for earlier in unconfirmed:
-                    confirm(earlier)
+                    confirm_binding(cache, earlier)
                 unconfirmed[:] = [{**pod, "spec": {**pod["spec"], "nodeName": host}}]
-
-    def confirm(assumed: dict[str, Any]) -> None:
-        bound = {**assumed, "metadata": {**assumed["metadata"], "resourceVersion": "2"},
-                 "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
-        held = cache.get_pod_info(bound)
-        assert held is not None
-        cache.add_pod(held.with_node_name(bound))
 
     run(200, 0)  # warm: the first pass over every window
     gc.collect()

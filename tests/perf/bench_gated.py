@@ -21,7 +21,7 @@ from typing import Any
 from scheduler.bench import workloads
 from scheduler.objects.pod import PodInfo
 from tests.offline import cache_with, default_framework, place, scheduling_cycle
-from tests.perf._harness import measured, quiet_logs
+from tests.perf._harness import confirm_binding, measured, quiet_logs
 
 
 def one_node(pods: int) -> dict[str, Any]:
@@ -71,13 +71,6 @@ def main() -> None:
     if not args.profile:  # two clock reads a cycle would weigh in the profile
         cache.update_snapshot = timed_update  # type: ignore[method-assign]
 
-    def confirm(assumed: dict[str, Any]) -> None:
-        bound = {**assumed, "metadata": {**assumed["metadata"], "resourceVersion": "2"},
-                 "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
-        held = cache.get_pod_info(bound)
-        assert held is not None
-        cache.add_pod(held.with_node_name(bound))
-
     def run(count: int, first: int) -> None:
         for i in range(first, first + count):
             if i % args.delete_every == 0 and existing:
@@ -88,7 +81,7 @@ def main() -> None:
             host = place(cache, snapshot, fwk, cycle, pod)
             hosts.append(host)
             for earlier in unconfirmed:
-                confirm(earlier)
+                confirm_binding(cache, earlier)
             unconfirmed[:] = [{**pod, "spec": {**pod["spec"], "nodeName": host}}]
 
     run(200, 0)  # warm

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.client.http1 import Http1Pool, HttpConnectionError, Origin
+from scheduler.client.http1 import Http1Pool, HttpConnectionError, Origin, _Connection
 
 # A reply: the raw bytes to write, in pieces (each written separately), then maybe a close.
 Reply = tuple[list[bytes], bool]
@@ -22,6 +22,10 @@ class ScriptedServer:
         self.script: list[Reply | None] = []  # None: read the request, never answer
         self.requests: list[bytes] = []
         self.connections = 0
+        # This many connections are accepted, then closed once ``hang_up_now`` is set.
+        self.hang_up = 0
+        self.hang_up_now = asyncio.Event()
+        self.ended = 0  # connections over (closed by either side)
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
 
@@ -35,6 +39,12 @@ class ScriptedServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        if self.hang_up:
+            self.hang_up -= 1
+            await self.hang_up_now.wait()
+            writer.close()
+            self.ended += 1
+            return
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -60,6 +70,7 @@ class ScriptedServer:
             return
         finally:
             writer.close()
+            self.ended += 1
 
 
 @pytest.fixture
@@ -192,6 +203,101 @@ async def test_cannot_connect_and_closed_pool_raise() -> None:
     p.close()
     with pytest.raises(HttpConnectionError, match="closed"):
         await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+
+
+async def test_warmed_connections_serve_the_first_requests_without_connecting(
+    server: ScriptedServer, pool: Callable[..., Http1Pool]
+) -> None:
+    server.script = [(ok(b"1"), False), (ok(b"2"), False)]
+    p = pool(size=3)
+    assert await p.warm(5) == 3  # no more than the pool's size
+    assert p.connections_made == 3 and len(p._idle) == 3
+    bodies = await asyncio.gather(*(p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+                                    for _ in range(2)))
+    assert sorted(b.body for b in bodies) == [b"1", b"2"]
+    assert p.connections_made == 3  # both requests went out on warmed connections
+    p.close()  # the one stop path closes the warmed ones too (the unused one included)
+    await _until(lambda: server.ended == 3)
+    assert not p._all and not p._idle
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Let the loop run until ``condition`` holds (a bounded number of short sleeps)."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never held")
+
+
+async def test_a_warmed_connection_the_server_closed_is_not_used_for_the_first_write(
+    server: ScriptedServer, pool: Callable[..., Http1Pool]
+) -> None:
+    server.hang_up = 1  # a load balancer or API server closing an idle connection
+    server.script = [(ok(b"written"), False)]
+    p = pool()
+    assert await p.warm(1) == 1
+    warmed = p._idle[0]
+    server.hang_up_now.set()
+    await _until(lambda: warmed.closed)  # the server's FIN is in
+    resp = await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+    assert resp.body == b"written"
+    assert p.connections_made == 2 and server.connections == 2
+    assert warmed not in p._all
+    p.close()
+
+
+class _Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = False
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+
+async def test_an_idle_connection_is_not_reused_between_the_servers_fin_and_its_loss() -> None:
+    # The transport closes on the FIN; connection_lost comes a loop turn later. A write in
+    # between must take another connection, not fail on this one.
+    p = Http1Pool("http://127.0.0.1:1", ssl_context=None)
+    fin, closing, fine = _Connection(), _Connection(), _Connection()
+    for conn in (fin, closing, fine):
+        conn.connection_made(_Transport())
+        p._release(conn)
+    assert fin.eof_received() is False and fin.closed
+    assert isinstance(closing.transport, _Transport)
+    closing.transport.closing = True  # closing, not yet marked closed
+    assert p._reuse() is fine
+    assert p._reuse() is None and not p._idle
+
+
+async def test_a_failed_warm_up_raises_nothing_and_the_first_write_connects() -> None:
+    unused = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = unused.sockets[0].getsockname()[1]
+    unused.close()
+    await unused.wait_closed()
+    p = Http1Pool(f"http://127.0.0.1:{port}", ssl_context=None)
+    assert await p.warm(4) == 0
+    assert not p._idle and not p._all
+    with pytest.raises(HttpConnectionError, match="cannot connect"):
+        await p.request("POST", "/a", head=HEAD, body=b"{}", timeout=5)
+    p.close()
+    assert await p.warm(4) == 0  # a closed pool opens nothing
+
+
+async def test_a_pool_closed_during_its_warm_up_keeps_no_connection(
+    server: ScriptedServer, pool: Callable[..., Http1Pool]
+) -> None:
+    p = pool()
+    warming = asyncio.create_task(p.warm(2))
+    await asyncio.sleep(0)  # the connects are under way
+    p.close()
+    assert await warming == 0
+    assert not p._idle and not p._all
+    await _until(lambda: server.ended == server.connections)
 
 
 @pytest.mark.parametrize(("url", "expected"), [
