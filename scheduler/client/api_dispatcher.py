@@ -418,7 +418,7 @@ class ApiDispatcher:
     def forget_object(self, obj: Any) -> None:
         """The object was deleted (``obj``, or a tombstone holding it in ``.obj``): its
         queued call (not one executing) is dropped."""
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # a dict from the wire
             obj = getattr(obj, "obj", None)
             if not isinstance(obj, Mapping):
                 return

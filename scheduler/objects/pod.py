@@ -196,7 +196,7 @@ def _resources(pod: Mapping[str, Any], holder: Mapping[str, Any], where: str) ->
     res = holder.get("resources")
     if res is None or res == {}:
         return {}
-    if not isinstance(res, Mapping):
+    if type(res) is not dict and not isinstance(res, Mapping):
         raise _err(pod, f"{where}.resources", "must be an object")
     reqs = _parse_rl(pod, res.get("requests"), f"{where}.resources.requests")
     limits = _parse_rl(pod, res.get("limits"), f"{where}.resources.limits")
@@ -226,7 +226,7 @@ def _ports(pod: Mapping[str, Any], c: Mapping[str, Any], where: str) -> list[tup
     out: list[tuple[str, str, int]] = []
     for j, p in enumerate(raw):
         pp = f"{where}.ports[{j}]"
-        if not isinstance(p, Mapping):
+        if type(p) is not dict and not isinstance(p, Mapping):
             raise _err(pod, pp, "must be an object")
         hp = p.get("hostPort")
         if hp is None:
@@ -253,7 +253,7 @@ def _containers(pod: Mapping[str, Any], field: str) -> list[_Container]:
     out: list[_Container] = []
     for i, c in enumerate(raw):
         where = f"spec.{field}[{i}]"
-        if not isinstance(c, Mapping):
+        if type(c) is not dict and not isinstance(c, Mapping):
             raise _err(pod, where, "must be an object")
         sidecar = init and c.get("restartPolicy") == "Always"
         ports = _ports(pod, c, where) if (not init or sidecar) else []
@@ -1011,7 +1011,8 @@ class PodInfo:
         """
         problems: list[ObjectError] = []
         current: Any = pod
-        node_name = _spec(pod).get("nodeName") if isinstance(pod, Mapping) else None
+        node_name = (_spec(pod).get("nodeName")
+                     if type(pod) is dict or isinstance(pod, Mapping) else None)
         if not isinstance(node_name, str):
             node_name = None  # unreadable: the pod is not bound anywhere we can name
         dropped: set[str] = set()

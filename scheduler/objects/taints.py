@@ -74,7 +74,7 @@ def _str_field(obj: Mapping[str, Any], item: Mapping[str, Any], name: str, path:
 def parse_taints(node: Mapping[str, Any]) -> list[Taint]:
     """``spec.taints`` of a node; raises ObjectError on malformed entries."""
     spec = node.get("spec") or {}
-    raw = spec.get("taints") if isinstance(spec, Mapping) else None
+    raw = spec.get("taints") if type(spec) is dict or isinstance(spec, Mapping) else None
     if raw is None or raw == []:
         return []
     if not isinstance(raw, list):
