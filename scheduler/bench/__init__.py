@@ -168,6 +168,10 @@ def run(args: argparse.Namespace) -> int:
         print("kube-py-scheduler bench: --nodes must be positive, --pods and --existing "
               "not negative", file=sys.stderr)
         return EXIT_USAGE
+    if args.write_pipeline < 1:
+        print(f"kube-py-scheduler bench: --write-pipeline must be at least 1, got "
+              f"{args.write_pipeline}", file=sys.stderr)
+        return EXIT_USAGE
     if args.plot and not args.curve:
         print("kube-py-scheduler bench: --plot needs --curve", file=sys.stderr)
         return EXIT_USAGE

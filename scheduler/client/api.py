@@ -340,6 +340,10 @@ class ApiClient:
         rng: random.Random | None = None,
         write_pipeline: int = 1,
     ) -> None:
+        # Checked here, not when the write pool is first made: a bad value would otherwise
+        # fail every write of a running scheduler instead of its start.
+        if write_pipeline < 1:
+            raise ValueError(f"write_pipeline must be at least 1, got {write_pipeline}")
         self.connection = connection
         self._base = connection.host.rstrip("/")
         self.limiter = TokenBucket(qps, burst, clock=clock, sleep=sleep)

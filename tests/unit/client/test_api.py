@@ -398,3 +398,13 @@ def test_a_path_goes_out_as_quote_would_write_it(path: str) -> None:
     fast = quote(path, safe=_PATH_SAFE) if _NEEDS_QUOTING(path) else path
     assert fast == quote(path, safe=_PATH_SAFE)
     assert (_NEEDS_QUOTING(path) is None) == (quote(path, safe=_PATH_SAFE) == path)
+
+
+@pytest.mark.parametrize("write_pipeline", [0, -3])
+def test_write_pipeline_below_one_is_refused_at_construction(write_pipeline: int) -> None:
+    # Not when the write pool is first made: there every write of a running scheduler
+    # would fail with it instead of its start.
+    from scheduler.client.connection import ConnectionConfig
+
+    with pytest.raises(ValueError, match=f"write_pipeline must be at least 1, got {write_pipeline}"):
+        ApiClient(ConnectionConfig(host="http://127.0.0.1:9"), write_pipeline=write_pipeline)
